@@ -1,0 +1,37 @@
+# vehcal_ros — fresh-machine entry points. Every target sets up .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv test test-fast demo bench lint clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+## make test: the whole suite, slow statistical checks included (as CI runs it)
+test: $(STAMP)
+	$(BIN)/python -m pytest -q test
+
+## make test-fast: skip the tests marked slow
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" test
+
+## make demo: the main job end to end
+demo: $(STAMP)
+	$(BIN)/vehcal demo
+
+bench: $(STAMP)
+	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check vehcal_ros test benchmarks launch
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,34 @@
+"""Test-session set-up: every ROS 2 test talks over loopback only, on a private domain, logging to a temp dir.
+
+The environment is fixed here, before any test imports rclpy, so node processes spawned by tests inherit it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+_TMP = tempfile.mkdtemp(prefix="vehcal_test_")
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))  # private per test session
+os.environ["ROS_LOG_DIR"] = os.path.join(_TMP, "ros_log")
+os.environ["ROS_HOME"] = os.path.join(_TMP, "ros_home")
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+@pytest.fixture()
+def rclpy_context():
+    """An initialised rclpy context for one test; shut down afterwards."""
+    import rclpy
+    from rclpy.context import Context
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        yield ctx
+    finally:
+        if ctx.ok():
+            rclpy.shutdown(context=ctx)

@@ -1,0 +1,8 @@
+"""vehcal_ros: in-vehicle grip estimation and Bayesian 8-DOF model calibration for ROS 2.
+
+Layers (shared/DESIGN.md section 3): ``models`` (numba kernels), ``inference`` (fitting, sampling,
+diagnostics), ``estimation`` (domain logic), ``io`` (bags, scenarios, reports, config) never import rclpy;
+``nodes`` are thin rclpy adapters; ``cli`` is the ``vehcal`` command.
+"""
+
+__version__ = "0.1.0"

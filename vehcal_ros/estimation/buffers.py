@@ -1,0 +1,136 @@
+"""Rolling time-series buffers with a time window and a size bound (bounded memory however long the run).
+
+A :class:`RollingBuffer` keeps rows ``(t, c_1, ..., c_k)`` in a preallocated ring. Rows must come in stamp
+order: a row older than the newest kept one is dropped and counted (``n_out_of_order``), a duplicate stamp is
+dropped and counted (``n_duplicate``), a row with a non-finite value is dropped and counted (``n_nonfinite``),
+and a forward jump larger than ``max_gap`` (a clock jump, a log split) clears the buffer and is counted
+(``n_clock_jumps``), so no segment ever spans it. Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class BufferCounters:
+    """What a buffer accepted and what it dropped, by reason (counts since start)."""
+
+    accepted: int = 0
+    n_out_of_order: int = 0
+    n_duplicate: int = 0
+    n_nonfinite: int = 0
+    n_clock_jumps: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.n_out_of_order + self.n_duplicate + self.n_nonfinite
+
+
+class RollingBuffer:
+    """Ring buffer of stamped rows with named columns.
+
+    Args:
+        columns: names of the value columns (the stamp column ``t`` is implicit), e.g. ``("slip", "mu")``.
+        capacity: maximum number of rows kept (oldest dropped first).
+        window: maximum age in seconds of kept rows relative to the newest row (``inf`` for none).
+        max_gap: a forward stamp jump larger than this (s) clears the buffer (``inf`` to never clear).
+    """
+
+    def __init__(self, columns: Sequence[str], capacity: int, window: float = np.inf,
+                 max_gap: float = np.inf) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if not window > 0:
+            raise ValueError(f"window must be > 0 s, got {window}")
+        self.columns = tuple(columns)
+        self._col = {c: i + 1 for i, c in enumerate(self.columns)}
+        self.capacity = int(capacity)
+        self.window = float(window)
+        self.max_gap = float(max_gap)
+        self._data = np.empty((self.capacity, len(self.columns) + 1))
+        self._start = 0
+        self._size = 0
+        self.counters = BufferCounters()
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def last_time(self) -> float:
+        if self._size == 0:
+            return -np.inf
+        return float(self._data[(self._start + self._size - 1) % self.capacity, 0])
+
+    @property
+    def first_time(self) -> float:
+        if self._size == 0:
+            return np.inf
+        return float(self._data[self._start, 0])
+
+    def clear(self) -> None:
+        self._start = 0
+        self._size = 0
+
+    def append(self, t: float, values: Sequence[float]) -> bool:
+        """Add one row; return False (and count why) if it was dropped."""
+        row = np.asarray(values, dtype=float)
+        if row.shape != (len(self.columns),):
+            raise ValueError(f"expected {len(self.columns)} values {self.columns}, got shape {row.shape}")
+        if not (np.isfinite(t) and np.all(np.isfinite(row))):
+            self.counters.n_nonfinite += 1
+            return False
+        last = self.last_time
+        if self._size:
+            if t < last:
+                self.counters.n_out_of_order += 1
+                return False
+            if t == last:
+                self.counters.n_duplicate += 1
+                return False
+            if t - last > self.max_gap:
+                self.counters.n_clock_jumps += 1
+                self.clear()
+        end = (self._start + self._size) % self.capacity
+        self._data[end, 0] = t
+        self._data[end, 1:] = row
+        if self._size < self.capacity:
+            self._size += 1
+        else:
+            self._start = (self._start + 1) % self.capacity
+        self._trim(t)
+        self.counters.accepted += 1
+        return True
+
+    def extend(self, t: np.ndarray, values: np.ndarray) -> int:
+        """Append many rows (``values`` shaped ``(n, k)``); return how many were kept."""
+        kept = 0
+        for ti, vi in zip(np.asarray(t, dtype=float), np.asarray(values, dtype=float)):
+            kept += self.append(float(ti), vi)
+        return kept
+
+    def _trim(self, newest: float) -> None:
+        if not np.isfinite(self.window):
+            return
+        while self._size and newest - self._data[self._start, 0] > self.window:
+            self._start = (self._start + 1) % self.capacity
+            self._size -= 1
+
+    def array(self) -> np.ndarray:
+        """A copy of the kept rows in time order, shape ``(n, 1 + k)`` with the stamp first."""
+        idx = (self._start + np.arange(self._size)) % self.capacity
+        return self._data[idx].copy()
+
+    def times(self) -> np.ndarray:
+        return self.array()[:, 0]
+
+    def column(self, name: str) -> np.ndarray:
+        return self.array()[:, self._col[name]]
+
+    def since(self, t0: float) -> np.ndarray:
+        """Rows with stamp >= ``t0`` (a copy)."""
+        a = self.array()
+        return a[a[:, 0] >= t0]

@@ -1,0 +1,197 @@
+"""Helpers shared by the rclpy nodes: declared parameters with ranges, diagnostics, stamps, ``main``.
+
+Only ``nodes/`` (and the CLI's ``run`` verb) import rclpy. Every node declares its parameters from a list of
+:class:`ParamSpec` (description, range, read-only flag), validates them at start-up and in an
+``add_on_set_parameters_callback`` (the rejection names the parameter and the allowed range), and reports its
+health on ``/diagnostics`` with :func:`diag_status`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+OK = DiagnosticStatus.OK
+WARN = DiagnosticStatus.WARN
+ERROR = DiagnosticStatus.ERROR
+STALE = DiagnosticStatus.STALE
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One declared ROS parameter.
+
+    ``lo``/``hi`` bound numbers (inclusive); ``choices`` bounds strings; ``read_only`` parameters can only be
+    given at start-up (topic names, buffer sizes). ``check`` is an extra predicate with its own message.
+    """
+
+    name: str
+    default: Any
+    description: str
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] | None = None
+    read_only: bool = False
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+
+    def descriptor(self) -> ParameterDescriptor:
+        d = ParameterDescriptor(name=self.name, description=self.description, read_only=self.read_only)
+        if self.lo is not None and self.hi is not None:
+            if isinstance(self.default, bool):
+                pass
+            elif isinstance(self.default, int):
+                d.integer_range = [IntegerRange(from_value=int(self.lo), to_value=int(self.hi), step=0)]
+            elif isinstance(self.default, float):
+                d.floating_point_range = [FloatingPointRange(from_value=float(self.lo),
+                                                             to_value=float(self.hi), step=0.0)]
+        if self.choices:
+            d.additional_constraints = "one of: " + ", ".join(self.choices)
+        return d
+
+    def validate(self, value: Any) -> str | None:
+        """Return None when ``value`` is allowed, else a message naming the parameter and the allowed range."""
+        if isinstance(self.default, bool):
+            if not isinstance(value, bool):
+                return f"parameter '{self.name}' must be a bool, got {value!r}"
+        elif isinstance(self.default, (int, float)) and not isinstance(self.default, bool):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return f"parameter '{self.name}' must be a number, got {value!r}"
+            if isinstance(self.default, int) and not isinstance(value, int):
+                return f"parameter '{self.name}' must be an integer, got {value!r}"
+            if not math.isfinite(float(value)):
+                return f"parameter '{self.name}' must be finite, got {value!r}"
+            if self.lo is not None and self.hi is not None and not (self.lo <= value <= self.hi):
+                return f"parameter '{self.name}' = {value} is out of range [{self.lo}, {self.hi}]"
+        elif isinstance(self.default, str):
+            if not isinstance(value, str):
+                return f"parameter '{self.name}' must be a string, got {value!r}"
+            if self.choices and value not in self.choices:
+                return f"parameter '{self.name}' = {value!r} is not one of {', '.join(self.choices)}"
+        elif isinstance(self.default, (list, tuple)):
+            if not isinstance(value, (list, tuple)):
+                return f"parameter '{self.name}' must be a list, got {value!r}"
+        if self.check is not None:
+            return self.check(value)
+        return None
+
+
+def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
+    """Declare ``specs`` on ``node`` and return their values; raise ValueError naming a bad start-up value.
+
+    Range checks are done here (not only by rclpy's descriptor) so the message is ours and names the range.
+    """
+    values: dict[str, Any] = {}
+    for spec in specs:
+        try:
+            param = node.declare_parameter(spec.name, spec.default, spec.descriptor(),
+                                           ignore_override=False)
+        except Exception as exc:  # rclpy raises InvalidParameterValueException on a range violation
+            raise ValueError(f"parameter '{spec.name}': {exc}") from exc
+        value = param.value
+        problem = spec.validate(value)
+        if problem:
+            raise ValueError(problem)
+        values[spec.name] = value
+    return values
+
+
+def make_set_callback(specs: Iterable[ParamSpec],
+                      on_change: Callable[[dict[str, Any]], None] | None = None
+                      ) -> Callable[[list[Parameter]], SetParametersResult]:
+    """Build an ``add_on_set_parameters_callback`` that validates against ``specs`` and then calls ``on_change``.
+
+    Parameters not in ``specs`` (e.g. ``use_sim_time``, published ``model.*`` values) pass through.
+    """
+    by_name = {s.name: s for s in specs}
+
+    def callback(params: list[Parameter]) -> SetParametersResult:
+        changed: dict[str, Any] = {}
+        for p in params:
+            spec = by_name.get(p.name)
+            if spec is None:
+                continue
+            problem = spec.validate(p.value)
+            if problem:
+                return SetParametersResult(successful=False, reason=problem)
+            changed[p.name] = p.value
+        if on_change is not None and changed:
+            on_change(changed)
+        return SetParametersResult(successful=True, reason="")
+
+    return callback
+
+
+def diag_status(name: str, hardware_id: str, level: int, message: str,
+                values: dict[str, Any] | None = None) -> DiagnosticStatus:
+    """A DiagnosticStatus with key/values rendered as strings (floats with 6 significant digits)."""
+    status = DiagnosticStatus(name=name, hardware_id=hardware_id, level=bytes([level]), message=message)
+    for k, v in (values or {}).items():
+        if isinstance(v, float):
+            text = f"{v:.6g}"
+        else:
+            text = str(v)
+        status.values.append(KeyValue(key=str(k), value=text))
+    return status
+
+
+def diag_array(node: Node, statuses: Sequence[DiagnosticStatus]) -> DiagnosticArray:
+    msg = DiagnosticArray()
+    msg.header.stamp = node.get_clock().now().to_msg()
+    msg.status = list(statuses)
+    return msg
+
+
+def stamp_to_sec(stamp: Any) -> float:
+    """builtin_interfaces/Time -> seconds (float)."""
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def sec_to_stamp(t: float) -> Any:
+    from builtin_interfaces.msg import Time
+
+    sec = math.floor(t)
+    nanosec = int(round((t - sec) * 1e9))
+    if nanosec >= 1_000_000_000:
+        sec, nanosec = sec + 1, nanosec - 1_000_000_000
+    return Time(sec=int(sec), nanosec=nanosec)
+
+
+def spin_node(node_factory: Callable[[], Node], args: Sequence[str] | None = None) -> int:
+    """The few lines of every node's ``main``: init, spin on a multithreaded executor, clean shutdown."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = node_factory()
+        executor = MultiThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:  # bad start-up parameter: one clear line, non-zero exit
+        print(f"error: {exc}")
+        return 2
+    finally:
+        if node is not None:
+            shutdown = getattr(node, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
