@@ -1,0 +1,99 @@
+"""Neutral, rclpy-free records of the vehicle topics (shared/DESIGN.md section 4).
+
+Nodes convert ROS messages to these records, bag replay converts rosbags messages to them, the simulator
+produces them: the estimators only ever see these. Stamps ``t`` are seconds from the message header (never
+arrival time). Units are SI; angles in rad; body frame x forward, y left, z up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+WHEELS: tuple[str, str, str, str] = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
+"""Default wheel names, in the order used by every array indexed by wheel (FL, FR, RL, RR)."""
+
+FRONT = (0, 1)
+REAR = (2, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class WheelSpeeds:
+    """``/vehicle/wheel_speeds`` (sensor_msgs/JointState): spin rates in rad/s, ordered as ``WHEELS``."""
+
+    t: float
+    omega: np.ndarray  # (4,) rad/s
+
+
+@dataclass(frozen=True, slots=True)
+class ImuSample:
+    """``/vehicle/imu`` (sensor_msgs/Imu): roll from the orientation, body rates and accelerations."""
+
+    t: float
+    roll: float          # rad
+    roll_rate: float     # rad/s (angular_velocity.x)
+    yaw_rate: float      # rad/s (angular_velocity.z)
+    ax: float            # m/s^2 (linear_acceleration.x)
+    ay: float            # m/s^2
+    az: float = 9.81     # m/s^2
+    pitch: float = 0.0   # rad
+    yaw: float = 0.0     # rad
+    pitch_rate: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TireForce:
+    """``/vehicle/tire_forces`` (geometry_msgs/WrenchStamped, one per wheel): tire-frame forces in N."""
+
+    t: float
+    wheel: int           # index into WHEELS
+    fx: float            # longitudinal
+    fy: float            # lateral
+    fz: float            # normal load
+
+
+@dataclass(frozen=True, slots=True)
+class OdomSample:
+    """``/vehicle/odom`` (nav_msgs/Odometry): body-frame twist and planar pose."""
+
+    t: float
+    u: float             # m/s, longitudinal speed (twist.linear.x)
+    v: float             # m/s, lateral speed (twist.linear.y)
+    yaw_rate: float      # rad/s (twist.angular.z)
+    x: float = 0.0       # m, pose
+    y: float = 0.0
+    yaw: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Controls:
+    """``/vehicle/controls`` (sensor_msgs/Joy): normalised driver inputs as in the 8-DOF paper."""
+
+    t: float
+    throttle: float      # 0..1
+    brake: float         # 0..1
+    steering: float      # -1..1 (positive = left)
+
+
+@dataclass(frozen=True, slots=True)
+class GroundTruth:
+    """``/vehicle/ground_truth`` (simulator only): true road friction and slips under each wheel."""
+
+    t: float
+    mu_road: np.ndarray                       # (4,) peak friction coefficient of the road under each wheel
+    slip: np.ndarray                          # (4,) longitudinal slip ratio, Eq. (3) of the friction paper
+    slip_angle: np.ndarray                    # (4,) rad
+    mu_max: np.ndarray                        # (4,) peak of the true mu(s) curve under each wheel
+    constants: dict[str, float] = field(default_factory=dict)  # true model constants (e.g. Cyf) if known
+
+
+Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth
+
+
+def wheel_index(name: str, names: tuple[str, ...] = WHEELS) -> int:
+    """Index of ``name`` in ``names``; ValueError naming the known wheels otherwise."""
+    try:
+        return names.index(name)
+    except ValueError:
+        raise ValueError(f"unknown wheel name {name!r}; expected one of {', '.join(names)}") from None
