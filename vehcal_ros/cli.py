@@ -15,16 +15,8 @@ from collections.abc import Sequence
 from vehcal_ros import __version__
 from vehcal_ros.errors import EstimationError, InputError
 
-#: verb -> module under vehcal_ros.commands
-VERBS = {
-    "run": "run",
-    "simulate": "simulate",
-    "replay": "replay",
-    "grip": "grip",
-    "calibrate": "calibrate",
-    "batch": "batch",
-    "demo": "demo",
-}
+#: verbs, each a module under vehcal_ros.commands
+VERBS = ("run", "simulate", "replay", "grip", "calibrate", "batch", "demo")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vehcal_ros {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
-    for verb, module_name in VERBS.items():
+    for module_name in VERBS:
         try:
             module = importlib.import_module(f"vehcal_ros.commands.{module_name}")
         except ModuleNotFoundError as exc:  # a verb whose module is not built yet is simply not offered

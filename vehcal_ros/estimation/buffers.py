@@ -38,10 +38,11 @@ class RollingBuffer:
         capacity: maximum number of rows kept (oldest dropped first).
         window: maximum age in seconds of kept rows relative to the newest row (``inf`` for none).
         max_gap: a forward stamp jump larger than this (s) clears the buffer (``inf`` to never clear).
+        allow_equal: accept rows with the same stamp as the newest (several wheels pooled in one scope).
     """
 
     def __init__(self, columns: Sequence[str], capacity: int, window: float = np.inf,
-                 max_gap: float = np.inf) -> None:
+                 max_gap: float = np.inf, allow_equal: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if not window > 0:
@@ -51,6 +52,7 @@ class RollingBuffer:
         self.capacity = int(capacity)
         self.window = float(window)
         self.max_gap = float(max_gap)
+        self.allow_equal = bool(allow_equal)
         self._data = np.empty((self.capacity, len(self.columns) + 1))
         self._start = 0
         self._size = 0
@@ -88,7 +90,7 @@ class RollingBuffer:
             if t < last:
                 self.counters.n_out_of_order += 1
                 return False
-            if t == last:
+            if t == last and not self.allow_equal:
                 self.counters.n_duplicate += 1
                 return False
             if t - last > self.max_gap:

@@ -1,0 +1,155 @@
+"""Signals -> friction samples: exact slip/mu on synthetic truth, alignment across topics, gating and counters."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
+from vehcal_ros.estimation.signals import Controls, OdomSample, TireForce, WheelSpeeds
+
+R0, KT, FZ = 0.47, 326332.0, 5000.0
+R_EFF = R0 - FZ / KT
+X = (1.6889, 1.6889, -1.6889, -1.6889)
+Y = (0.91, -0.91, 0.91, -0.91)
+
+
+def wheel_speed_for(slip: float, v_wheel: float) -> float:
+    """Invert Eq. (3): traction s = (wR - v)/(wR); braking s = (wR - v)/v."""
+    if slip >= 0:
+        return v_wheel / (1.0 - slip) / R_EFF
+    return v_wheel * (1.0 + slip) / R_EFF
+
+
+def drive(collector: GripDataCollector, n: int, slip: np.ndarray, u: float = 15.0, r: float = 0.0,
+          mu: np.ndarray | None = None, dt: float = 0.01, order: str = "wfo", fz: float = FZ,
+          steering: float | None = None) -> None:
+    """Feed n time steps; each wheel i has slip[k, i]; topics arrive in ``order`` (w, f, o)."""
+    for k in range(n):
+        t = 10.0 + k * dt
+        v_w = np.array([u - r * Y[i] for i in range(4)])  # no lateral speed, no steering
+        omega = np.array([wheel_speed_for(slip[k, i], v_w[i]) for i in range(4)])
+        m = mu[k] if mu is not None else 0.1 * np.ones(4)
+        recs = {"w": [WheelSpeeds(t, omega)], "o": [OdomSample(t, u, 0.0, r)],
+                "f": [TireForce(t, i, m[i] * fz, 0.0, fz) for i in range(4)]}
+        if steering is not None:
+            collector.add(Controls(t, 0.0, 0.0, steering))
+        for key in order:
+            for rec in recs[key]:
+                collector.add(rec)
+
+
+@pytest.mark.parametrize("order", ["wfo", "fow", "ofw"])
+def test_exact_slip_and_mu_any_arrival_order(order: str) -> None:
+    c = GripDataCollector(GripSignalConfig(scope="wheel"))
+    rng = np.random.default_rng(0)
+    slip = rng.uniform(0.0, 0.05, (50, 4))
+    mu = rng.uniform(0.0, 0.3, (50, 4))
+    drive(c, 50, slip, mu=mu, order=order)
+    for i, name in enumerate(c.config.wheel_names):
+        d = c.snapshot(name)
+        # the last step's forces may still wait for a bracketing sample
+        assert d.slip.size >= 49
+        np.testing.assert_allclose(d.slip, slip[: d.slip.size, i], atol=1e-12)
+        np.testing.assert_allclose(d.mu, mu[: d.mu.size, i], atol=1e-12)
+
+
+def test_yaw_rate_lever_arm_and_axle_scopes() -> None:
+    c = GripDataCollector(GripSignalConfig(scope="axle"))
+    slip = np.full((30, 4), 0.02)
+    drive(c, 30, slip, r=0.4)  # turning: left and right wheels roll at different speeds
+    for scope in ("front_axle", "rear_axle"):
+        d = c.snapshot(scope)
+        assert d.slip.size >= 2 * 29
+        np.testing.assert_allclose(d.slip, 0.02, atol=1e-12)
+
+
+def test_interpolation_between_samples() -> None:
+    """Forces stamped between wheel-speed/odometry samples use linearly interpolated speeds."""
+    c = GripDataCollector(GripSignalConfig(scope="vehicle"))
+    u0, u1 = 10.0, 12.0
+    w0, w1 = u0 / R_EFF, u1 / R_EFF   # zero slip at both ends
+    c.add(WheelSpeeds(1.0, np.full(4, w0)))
+    c.add(OdomSample(1.0, u0, 0.0, 0.0))
+    c.add(TireForce(1.005, 0, 100.0, 0.0, FZ))
+    c.add(WheelSpeeds(1.01, np.full(4, w1)))
+    c.add(OdomSample(1.01, u1, 0.0, 0.0))
+    d = c.snapshot("vehicle")
+    assert d.slip.size == 1
+    assert abs(d.slip[0]) < 1e-12 and d.mu[0] == pytest.approx(100.0 / FZ)
+
+
+def test_bad_samples_are_dropped_and_counted() -> None:
+    c = GripDataCollector(GripSignalConfig(scope="vehicle", min_speed=3.0, min_fz=500.0))
+    slip = np.full((20, 4), 0.01)
+    drive(c, 20, slip)
+    kept = c.counters.accepted
+    t = 20.0
+    c.add(WheelSpeeds(t, np.full(4, 30.0)))
+    c.add(OdomSample(t, 15.0, 0.0, 0.0))
+    c.add(TireForce(t, 0, math.nan, 0.0, FZ))          # NaN force
+    c.add(TireForce(t, 1, 10.0, 0.0, 1.0))              # Fz ~ 0
+    c.add(TireForce(t, 2, 10.0, 0.0, math.inf))         # inf load
+    c.add(WheelSpeeds(t - 5.0, np.full(4, 30.0)))       # stamp going backwards
+    c.add(WheelSpeeds(t + 0.01, np.array([np.nan, 1, 1, 1])))  # NaN wheel speed
+    c.add(OdomSample(t + 0.01, 15.0, 0.0, 0.0))
+    # zero speed
+    for k in range(3):
+        tt = 21.0 + 0.01 * k
+        c.add(WheelSpeeds(tt, np.zeros(4)))
+        c.add(OdomSample(tt, 0.0, 0.0, 0.0))
+        c.add(TireForce(tt, 3, 10.0, 0.0, FZ))
+    dropped = c.counters.dropped
+    assert dropped["nonfinite"] >= 3
+    assert dropped["low_load"] >= 1
+    assert dropped["out_of_order"] >= 1
+    assert dropped["low_speed"] >= 2
+    assert c.counters.accepted == kept           # none of the bad samples got in
+    assert np.all(np.isfinite(c.snapshot("vehicle").mu))
+
+
+def test_steering_and_lateral_gating() -> None:
+    c = GripDataCollector(GripSignalConfig(scope="axle", max_steer=0.05))
+    drive(c, 20, np.full((20, 4), 0.01), steering=0.5)   # 0.33 rad at the front wheels
+    assert c.counters.dropped["steering"] >= 2 * 19
+    assert c.snapshot("front_axle").slip.size == 0
+    assert c.snapshot("rear_axle").slip.size >= 2 * 19
+    c2 = GripDataCollector(GripSignalConfig(scope="vehicle", max_lateral_mu=0.1))
+    c2.add(WheelSpeeds(1.0, np.full(4, 15.0 / R_EFF)))
+    c2.add(OdomSample(1.0, 15.0, 0.0, 0.0))
+    c2.add(TireForce(1.0, 0, 100.0, 0.3 * FZ, FZ))
+    assert c2.counters.dropped["lateral"] == 1
+
+
+@pytest.mark.parametrize("mode", ["mirror", "separate", "drop"])
+def test_braking_modes(mode: str) -> None:
+    c = GripDataCollector(GripSignalConfig(scope="vehicle", braking=mode))
+    slip = np.full((20, 4), -0.02)
+    mu = np.full((20, 4), -0.2)
+    drive(c, 20, slip, mu=mu)
+    if mode == "drop":
+        assert c.counters.dropped["braking_dropped"] >= 4 * 19
+        assert c.snapshot("vehicle").slip.size == 0
+    else:
+        scope = "vehicle" if mode == "mirror" else "vehicle_braking"
+        d = c.snapshot(scope)
+        assert d.slip.size >= 4 * 19
+        np.testing.assert_allclose(d.slip, 0.02, atol=1e-12)
+        np.testing.assert_allclose(d.mu, 0.2, atol=1e-12)
+
+
+def test_clock_jump_restarts_buffers_and_window_bounds_memory() -> None:
+    c = GripDataCollector(GripSignalConfig(scope="vehicle", window=5.0, capacity=100, max_gap=2.0))
+    drive(c, 2000, np.full((2000, 4), 0.01))   # 20 s of data at 100 Hz, 4 wheels
+    d = c.snapshot("vehicle")
+    assert d.slip.size <= 100
+    assert d.t[-1] - d.t[0] <= 5.0
+
+
+def test_invalid_config_names_the_field() -> None:
+    with pytest.raises(ValueError, match="scope"):
+        GripDataCollector(GripSignalConfig(scope="axel"))
+    with pytest.raises(ValueError, match="r0"):
+        GripDataCollector(GripSignalConfig(r0=-1.0))

@@ -1,0 +1,320 @@
+"""From vehicle signals to friction samples (s, mu) per scope (shared/DESIGN.md section 5, "Grip").
+
+For each tire-force sample of wheel i at header time t, the wheel speed omega_i and the odometry (u, v, r) are
+interpolated at t; the wheel-centre longitudinal speed is the body velocity at the wheel position
+(yaw-rate lever arm) rotated into the wheel heading (steering angle at the front)::
+
+    vx_i = u - r * y_i,   vy_i = v + r * x_i,   v_i = vx_i cos(delta_i) + vy_i sin(delta_i)
+
+the slip ratio is Eq. (3) of the friction paper, s = (omega R - v) / max(omega R, v), with the rolling radius R
+either fixed or load dependent (R = r0 - Fz / kt, as the 8-DOF model), and the friction is Eq. (1), mu = Fx/Fz.
+
+Samples are gated (finite values, speed, normal load, steering / lateral usage, |s| range) and counted by
+reason; braking samples (s < 0) are mirrored to (-s, -mu), kept in a separate ``*_braking`` scope, or dropped.
+Tire-force samples wait in a short queue until wheel speed and odometry bracket their stamp, so topics may
+arrive in any order; a sample that cannot be bracketed within ``sync_tolerance`` is dropped as unsynced.
+Nothing here imports rclpy: nodes and bag replay feed the same :class:`GripDataCollector`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vehcal_ros.estimation.buffers import RollingBuffer
+from vehcal_ros.estimation.signals import (
+    WHEELS,
+    Controls,
+    OdomSample,
+    TireForce,
+    WheelSpeeds,
+)
+from vehcal_ros.models.powertrain import STEERING_GAIN
+
+SCOPE_MODES = ("axle", "wheel", "vehicle")
+BRAKING_MODES = ("mirror", "separate", "drop")
+RADIUS_MODES = ("fixed", "load")
+
+
+@dataclass(frozen=True)
+class GripSignalConfig:
+    """How signals become friction samples. Lengths in m, speeds in m/s, forces in N, times in s."""
+
+    scope: str = "axle"                  #: "axle" (front_axle, rear_axle), "wheel" (one per wheel) or "vehicle"
+    wheel_names: tuple[str, ...] = WHEELS
+    wheel_x: tuple[float, ...] = (1.6889, 1.6889, -1.6889, -1.6889)   #: longitudinal position from the CM
+    wheel_y: tuple[float, ...] = (0.91, -0.91, 0.91, -0.91)           #: lateral position (left positive)
+    steered: tuple[bool, ...] = (True, True, False, False)
+    steering_gain: float = STEERING_GAIN  #: rad of road-wheel angle per unit steering input
+    radius_mode: str = "load"             #: "fixed" (R = r0) or "load" (R = r0 - Fz / kt)
+    r0: float = 0.47                      #: unloaded (or fixed effective) rolling radius
+    kt: float = 326332.0                  #: tire vertical stiffness, N/m
+    min_speed: float = 3.0                #: slower samples are dropped (slip is ill-defined near standstill)
+    min_fz: float = 500.0                 #: lighter-loaded samples are dropped (mu = Fx/Fz blows up)
+    max_abs_slip: float = 0.3
+    max_steer: float = 0.05               #: rad road-wheel angle; larger -> combined slip, dropped
+    max_lateral_mu: float = 0.15          #: |Fy/Fz| above this -> combined slip, dropped
+    braking: str = "mirror"               #: "mirror", "separate" or "drop" samples with s < 0
+    sync_tolerance: float = 0.05          #: max distance from a wheel-speed / odometry sample to interpolate
+    window: float = 60.0                  #: friction samples older than this (vs the newest) are forgotten
+    capacity: int = 4000                  #: size bound of each scope's sample buffer
+    max_gap: float = 5.0                  #: a jump in stamps larger than this restarts the buffers
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field and its allowed range."""
+        n = len(self.wheel_names)
+        checks = [
+            (self.scope in SCOPE_MODES, f"scope must be one of {SCOPE_MODES}, got {self.scope!r}"),
+            (self.braking in BRAKING_MODES, f"braking must be one of {BRAKING_MODES}, got {self.braking!r}"),
+            (self.radius_mode in RADIUS_MODES, f"radius_mode must be one of {RADIUS_MODES}"),
+            (n == 4, f"wheel_names must name 4 wheels (FL, FR, RL, RR), got {n}"),
+            (len(self.wheel_x) == n and len(self.wheel_y) == n and len(self.steered) == n,
+             "wheel_x, wheel_y and steered must have one entry per wheel"),
+            (0.1 <= self.r0 <= 2.0, f"r0 must be in [0.1, 2.0] m, got {self.r0}"),
+            (1e4 <= self.kt <= 1e7, f"kt must be in [1e4, 1e7] N/m, got {self.kt}"),
+            (0.0 <= self.min_speed <= 50.0, f"min_speed must be in [0, 50] m/s, got {self.min_speed}"),
+            (0.0 <= self.min_fz <= 1e5, f"min_fz must be in [0, 1e5] N, got {self.min_fz}"),
+            (0.0 < self.max_abs_slip <= 1.0, f"max_abs_slip must be in (0, 1], got {self.max_abs_slip}"),
+            (0.0 < self.sync_tolerance <= 1.0, f"sync_tolerance must be in (0, 1] s, got {self.sync_tolerance}"),
+            (1.0 <= self.window <= 3600.0, f"window must be in [1, 3600] s, got {self.window}"),
+            (10 <= self.capacity <= 1_000_000, f"capacity must be in [10, 1e6], got {self.capacity}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    def scopes(self) -> tuple[str, ...]:
+        base = {"axle": ("front_axle", "rear_axle"), "wheel": tuple(self.wheel_names),
+                "vehicle": ("vehicle",)}[self.scope]
+        if self.braking == "separate":
+            return base + tuple(f"{s}_braking" for s in base)
+        return base
+
+    def scope_of(self, wheel: int) -> str:
+        if self.scope == "wheel":
+            return self.wheel_names[wheel]
+        if self.scope == "vehicle":
+            return "vehicle"
+        return "front_axle" if wheel < 2 else "rear_axle"
+
+
+@dataclass
+class ScopeData:
+    """A snapshot of one scope's friction samples (copies, safe to hand to a worker thread)."""
+
+    scope: str
+    t: np.ndarray
+    slip: np.ndarray
+    mu: np.ndarray
+
+    @property
+    def t_end(self) -> float:
+        return float(self.t[-1]) if self.t.size else float("nan")
+
+
+GATE_REASONS = ("nonfinite", "low_speed", "low_load", "steering", "lateral", "slip_range", "braking_dropped",
+                "unsynced", "out_of_order", "unknown_wheel")
+
+
+@dataclass
+class CollectorCounters:
+    """Samples accepted and dropped, by reason (counts since start)."""
+
+    received: dict[str, int] = field(default_factory=lambda: {"wheel_speeds": 0, "tire_forces": 0,
+                                                              "odom": 0, "controls": 0})
+    accepted: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATE_REASONS, 0))
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(self.dropped.values())
+
+
+class _Series:
+    """A short stamped series for interpolation (wheel speeds, odometry, steering)."""
+
+    def __init__(self, columns: tuple[str, ...], capacity: int, max_gap: float) -> None:
+        self.buf = RollingBuffer(columns, capacity=capacity, window=10.0, max_gap=max_gap)
+
+    def at(self, t: float, tol: float) -> np.ndarray | None:
+        """Linear interpolation at ``t``; None if ``t`` is not bracketed within ``tol``."""
+        n = len(self.buf)
+        if n == 0:
+            return None
+        a = self.buf.array()
+        ts = a[:, 0]
+        k = int(np.searchsorted(ts, t))
+        if k < n and ts[k] == t:
+            return a[k, 1:]
+        if k == 0:
+            return a[0, 1:] if ts[0] - t <= tol else None
+        if k == n:
+            return a[-1, 1:] if t - ts[-1] <= tol * 0.2 else None
+        t0, t1 = ts[k - 1], ts[k]
+        if min(t - t0, t1 - t) > tol:
+            return None
+        w = (t - t0) / (t1 - t0)
+        return (1.0 - w) * a[k - 1, 1:] + w * a[k, 1:]
+
+
+class GripDataCollector:
+    """Turns wheel-speed, tire-force, odometry (and optionally control) records into per-scope (s, mu) buffers."""
+
+    def __init__(self, config: GripSignalConfig | None = None) -> None:
+        self.config = config or GripSignalConfig()
+        self.config.validate()
+        c = self.config
+        self.counters = CollectorCounters()
+        self._wheel = _Series(tuple(f"w{i}" for i in range(4)), capacity=2048, max_gap=c.max_gap)
+        self._odom = _Series(("u", "v", "r"), capacity=2048, max_gap=c.max_gap)
+        self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
+        self._pending: deque[TireForce] = deque(maxlen=8192)
+        self._buffers = {s: RollingBuffer(("slip", "mu"), capacity=c.capacity, window=c.window,
+                                          max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
+        self._wx = np.asarray(c.wheel_x, dtype=float)
+        self._wy = np.asarray(c.wheel_y, dtype=float)
+        self.last_stamp: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ input
+    def add(self, record: object) -> None:
+        """Dispatch one record (WheelSpeeds, TireForce, OdomSample, Controls); other records are ignored."""
+        if isinstance(record, TireForce):
+            self.add_tire_force(record)
+        elif isinstance(record, WheelSpeeds):
+            self.add_wheel_speeds(record)
+        elif isinstance(record, OdomSample):
+            self.add_odom(record)
+        elif isinstance(record, Controls):
+            self.add_controls(record)
+
+    def add_wheel_speeds(self, rec: WheelSpeeds) -> None:
+        self.counters.received["wheel_speeds"] += 1
+        self._stamp("wheel_speeds", rec.t)
+        self._append(self._wheel, rec.t, np.asarray(rec.omega, dtype=float))
+        self._drain()
+
+    def add_odom(self, rec: OdomSample) -> None:
+        self.counters.received["odom"] += 1
+        self._stamp("odom", rec.t)
+        self._append(self._odom, rec.t, np.array([rec.u, rec.v, rec.yaw_rate]))
+        self._drain()
+
+    def add_controls(self, rec: Controls) -> None:
+        self.counters.received["controls"] += 1
+        self._stamp("controls", rec.t)
+        self._append(self._steer, rec.t, np.array([rec.steering]))
+
+    def add_tire_force(self, rec: TireForce) -> None:
+        self.counters.received["tire_forces"] += 1
+        self._stamp("tire_forces", rec.t)
+        if not 0 <= rec.wheel < 4:
+            self.counters.dropped["unknown_wheel"] += 1
+            return
+        if not all(math.isfinite(x) for x in (rec.t, rec.fx, rec.fy, rec.fz)):
+            self.counters.dropped["nonfinite"] += 1
+            return
+        self._pending.append(rec)
+        self._drain()
+
+    def _stamp(self, topic: str, t: float) -> None:
+        if math.isfinite(t):
+            self.last_stamp[topic] = max(t, self.last_stamp.get(topic, -math.inf))
+
+    def _append(self, series: _Series, t: float, values: np.ndarray) -> None:
+        if series.buf.append(t, values):
+            return
+        if not (math.isfinite(t) and np.all(np.isfinite(values))):
+            self.counters.dropped["nonfinite"] += 1
+        else:
+            self.counters.dropped["out_of_order"] += 1
+
+    # ------------------------------------------------------------ processing
+    def _drain(self) -> None:
+        """Turn every pending tire-force sample whose stamp is bracketed by wheel speed and odometry."""
+        tol = self.config.sync_tolerance
+        horizon = min(self._wheel.buf.last_time, self._odom.buf.last_time)
+        while self._pending:
+            rec = self._pending[0]
+            if rec.t > horizon:
+                # not yet bracketed; give up on it only when it is far older than the newest data
+                newest = max(self._wheel.buf.last_time, self._odom.buf.last_time)
+                if math.isfinite(newest) and (newest - rec.t > 10 * tol or rec.t - newest > 10.0):
+                    self._pending.popleft()
+                    self.counters.dropped["unsynced"] += 1
+                    continue
+                break
+            self._pending.popleft()
+            omega = self._wheel.at(rec.t, tol)
+            odom = self._odom.at(rec.t, tol)
+            if omega is None or odom is None:
+                self.counters.dropped["unsynced"] += 1
+                continue
+            self._process(rec, float(omega[rec.wheel]), odom)
+
+    def _process(self, rec: TireForce, omega: float, odom: np.ndarray) -> None:
+        c = self.config
+        u, v, r = (float(x) for x in odom)
+        i = rec.wheel
+        if rec.fz < c.min_fz:
+            self.counters.dropped["low_load"] += 1
+            return
+        if u < c.min_speed:
+            self.counters.dropped["low_speed"] += 1
+            return
+        delta = 0.0
+        if c.steered[i]:
+            st = self._steer.at(rec.t, 1.0)
+            if st is not None:
+                delta = float(st[0]) * c.steering_gain
+        if abs(delta) > c.max_steer:
+            self.counters.dropped["steering"] += 1
+            return
+        if abs(rec.fy / rec.fz) > c.max_lateral_mu:
+            self.counters.dropped["lateral"] += 1
+            return
+        vx = u - r * self._wy[i]
+        vy = v + r * self._wx[i]
+        v_wheel = vx * math.cos(delta) + vy * math.sin(delta)
+        radius = c.r0 - rec.fz / c.kt if c.radius_mode == "load" else c.r0
+        v_roll = omega * radius
+        denom = max(v_roll, v_wheel)
+        if not (math.isfinite(denom) and denom > 0.0 and v_wheel >= c.min_speed):
+            self.counters.dropped["low_speed"] += 1
+            return
+        slip = (v_roll - v_wheel) / denom
+        mu = rec.fx / rec.fz
+        if not (math.isfinite(slip) and math.isfinite(mu)):
+            self.counters.dropped["nonfinite"] += 1
+            return
+        if abs(slip) > c.max_abs_slip:
+            self.counters.dropped["slip_range"] += 1
+            return
+        scope = c.scope_of(i)
+        if slip < 0.0:
+            if c.braking == "drop":
+                self.counters.dropped["braking_dropped"] += 1
+                return
+            if c.braking == "mirror":
+                slip, mu = -slip, -mu
+            else:
+                scope = f"{scope}_braking"
+                slip, mu = -slip, -mu
+        if self._buffers[scope].append(rec.t, (slip, mu)):
+            self.counters.accepted += 1
+        else:
+            self.counters.dropped["out_of_order"] += 1
+
+    # ---------------------------------------------------------------- output
+    def scopes(self) -> tuple[str, ...]:
+        return tuple(self._buffers)
+
+    def snapshot(self, scope: str) -> ScopeData:
+        a = self._buffers[scope].array()
+        return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2])
+
+    def fill(self) -> dict[str, int]:
+        """Samples currently buffered per scope."""
+        return {s: len(b) for s, b in self._buffers.items()}
