@@ -25,10 +25,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-OK = DiagnosticStatus.OK
-WARN = DiagnosticStatus.WARN
-ERROR = DiagnosticStatus.ERROR
-STALE = DiagnosticStatus.STALE
+OK, WARN, ERROR, STALE = 0, 1, 2, 3  # diagnostic_msgs/DiagnosticStatus levels as ints
 
 
 @dataclass(frozen=True)
@@ -135,10 +132,11 @@ def make_set_callback(specs: Iterable[ParamSpec],
     return callback
 
 
-def diag_status(name: str, hardware_id: str, level: int, message: str,
+def diag_status(name: str, hardware_id: str, level: int | bytes, message: str,
                 values: dict[str, Any] | None = None) -> DiagnosticStatus:
     """A DiagnosticStatus with key/values rendered as strings (floats with 6 significant digits)."""
-    status = DiagnosticStatus(name=name, hardware_id=hardware_id, level=bytes([level]), message=message)
+    level_byte = level if isinstance(level, bytes) else bytes([int(level)])
+    status = DiagnosticStatus(name=name, hardware_id=hardware_id, level=level_byte, message=message)
     for k, v in (values or {}).items():
         if isinstance(v, float):
             text = f"{v:.6g}"

@@ -1,0 +1,157 @@
+"""The grip estimation cycle shared by the live node and bag replay.
+
+``GripPipeline`` owns a :class:`~vehcal_ros.estimation.grip_signals.GripDataCollector` (signals -> (s, mu)
+samples per scope) and runs Algorithm 1 of the friction paper (:class:`~vehcal_ros.estimation.grip_fit.GripEstimator`)
+on each scope's buffer once per cycle. It keeps the last good estimate per scope: a fit that fails (too few
+points, unexcited data) or does not converge is reported with a WARN/ERROR status and does not replace it.
+
+A cycle is split in three so a node can keep its executor free: :meth:`snapshot` (fast, under the caller's
+lock), :meth:`fit` (slow, in a worker thread, touches no shared state) and :meth:`commit` (fast). Seeds are
+``seed + cycle`` so a replay of the same data gives the same numbers as a live run with the same cycle times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vehcal_ros.errors import EstimationError
+from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
+from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
+
+OK, WARN, ERROR = 0, 1, 2
+
+
+@dataclass
+class ScopeStatus:
+    """Health of one scope's estimate (level 0 OK, 1 WARN, 2 ERROR, as diagnostic_msgs)."""
+
+    level: int = WARN
+    message: str = "waiting for data"
+    estimate: GripEstimate | None = None       #: last good (converged) estimate
+    estimate_stamp: float = float("nan")       #: header time of the newest sample in that estimate's data
+    n_fits: int = 0
+    n_failed: int = 0
+    n_not_converged: int = 0
+    last_fit_s: float = float("nan")           #: wall time of the last fit
+    last_attempt_stamp: float = float("nan")
+    excitation: float = 0.0                    #: 95th percentile of |mu| in the buffered data
+
+
+@dataclass
+class FitOutcome:
+    """What one fit of one scope produced (an estimate, or why not)."""
+
+    scope: str
+    stamp: float
+    n_points: int
+    excitation: float
+    estimate: GripEstimate | None = None
+    error: str | None = None
+    wall_s: float = 0.0
+
+
+def subsample(data: ScopeData, n_max: int) -> ScopeData:
+    """At most ``n_max`` samples evenly spaced in time order (keeps the newest; the fit cost is O(n))."""
+    n = data.t.size
+    if n <= n_max:
+        return data
+    idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
+    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx])
+
+
+@dataclass
+class GripPipeline:
+    """Signals in, per-scope grip estimates out; see the module docstring for the cycle."""
+
+    signal_config: GripSignalConfig = field(default_factory=GripSignalConfig)
+    fit_config: GripConfig = field(default_factory=GripConfig)
+    warm_start: bool = True
+    min_new_points: int = 20     #: a scope is refitted only when this many new samples arrived since its last fit
+    max_fit_points: int = 100    #: a fit uses at most this many samples, evenly spaced over the buffer window
+
+    def __post_init__(self) -> None:
+        self.collector = GripDataCollector(self.signal_config)
+        self.status: dict[str, ScopeStatus] = {s: ScopeStatus() for s in self.collector.scopes()}
+        self.cycle = 0
+        self._accepted_at_fit: dict[str, int] = dict.fromkeys(self.status, -1)
+        self._fill_at_fit: dict[str, float] = dict.fromkeys(self.status, -np.inf)
+
+    # -------------------------------------------------------------- cycle
+    def add(self, record: object) -> None:
+        self.collector.add(record)
+
+    def snapshot(self) -> list[ScopeData]:
+        """Copies of the scopes that have enough new data to be worth a fit."""
+        out = []
+        for scope in self.collector.scopes():
+            data = self.collector.snapshot(scope)
+            if data.t.size == 0:
+                continue
+            new = int(np.sum(data.t > self._fill_at_fit[scope]))
+            if new < self.min_new_points:
+                continue
+            out.append(subsample(data, self.max_fit_points))
+        return out
+
+    def fit(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
+        """Run Algorithm 1 on each snapshot (slow; call from a worker thread)."""
+        cycle = self.cycle
+        outcomes = []
+        for k, data in enumerate(snapshots):
+            config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k)
+            excitation = float(np.quantile(np.abs(data.mu), 0.95)) if data.mu.size else 0.0
+            outcome = FitOutcome(scope=data.scope, stamp=data.t_end, n_points=int(data.mu.size),
+                                 excitation=excitation)
+            previous = self.status[data.scope].estimate if self.warm_start else None
+            t0 = time.perf_counter()
+            try:
+                outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous)
+            except EstimationError as exc:
+                outcome.error = str(exc)
+            except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+                outcome.error = f"fit failed: {exc}"
+            outcome.wall_s = time.perf_counter() - t0
+            outcomes.append(outcome)
+        return outcomes
+
+    def commit(self, outcomes: list[FitOutcome]) -> list[str]:
+        """Record the outcomes; return the scopes whose published estimate changed."""
+        updated = []
+        for o in outcomes:
+            st = self.status[o.scope]
+            st.n_fits += 1
+            st.last_fit_s = o.wall_s
+            st.last_attempt_stamp = o.stamp
+            st.excitation = o.excitation
+            self._fill_at_fit[o.scope] = o.stamp
+            if o.estimate is None:
+                st.n_failed += 1
+                st.level = WARN if st.estimate is not None or "excit" in (o.error or "") or "few" in (
+                    o.error or "") else ERROR
+                keep = "; keeping the last good estimate" if st.estimate is not None else ""
+                st.message = f"{o.error}{keep}"
+                continue
+            if not o.estimate.converged:
+                st.n_not_converged += 1
+                st.level = WARN
+                keep = "; keeping the last good estimate" if st.estimate is not None else ""
+                st.message = (f"sampler did not converge (r_hat_max {o.estimate.r_hat_max:.3f}, "
+                              f"ess_bulk_min {o.estimate.ess_bulk_min:.0f}){keep}")
+                continue
+            st.estimate = o.estimate
+            st.estimate_stamp = o.stamp
+            st.level = OK
+            st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
+                          f"[{o.estimate.mu_max_lower:.3f}, {o.estimate.mu_max_upper:.3f}] "
+                          f"from {o.n_points} points, excitation {o.excitation:.2f}")
+            updated.append(o.scope)
+        self.cycle += 1
+        return updated
+
+    def run_cycle(self) -> list[str]:
+        """snapshot + fit + commit in the caller's thread (bag replay, tests)."""
+        return self.commit(self.fit(self.snapshot()))

@@ -1,0 +1,627 @@
+"""Simulation scenarios: a strictly validated YAML schema, the ``Scenario`` record and the driver program.
+
+A scenario file is one YAML mapping (field paths in errors start at ``scenario``)::
+
+    name: throttle_ramp            # required
+    description: ...               # optional
+    duration: 12.0                 # s, required
+    dt: 0.001                      # s, model step (default 1 ms)
+    seed: 0                        # sensor-noise seed (the CLI's --seed overrides it)
+    initial: {speed: 0.0, x: 0.0, y: 0.0, yaw: 0.0}
+    driver:
+      rate: 100                    # Hz at which the inputs are updated (held in between)
+      file: ramp_steer.txt         # optional: driver file (time, steering, throttle, brake; linear between rows)
+      throttle: [segments]         # per channel, segments in time order (or from the file, not both)
+      brake: [segments]
+      steering: [segments]
+      speed_control:               # optional PI speed controller: drives throttle and brake inside [start, end)
+        target: [segments]         # target speed, m/s (before the first segment: initial.speed)
+        kp: 0.5                    # 1 / (m/s)
+        ki: 0.1                    # 1 / m
+        start: 0.0
+        end: .inf
+    road:
+      default_mu: 0.9
+      patches: [{name: wet, surface: wet, x0: 0, x1: 100, y0: -50, y1: 50}]  # rectangles, OR
+      track: [{surface: dry, x0: -100, x1: 500}, {surface: wet, x0: 500, x1: 900}]  # contiguous along x
+    sensors:
+      imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
+
+Segments: ``{type: step|hold, t0, value}``, ``{type: ramp, t0, t1, to, from?}``,
+``{type: sine, t0, t1, amplitude, frequency, offset?, phase?}``, ``{type: knots, points: [[t, v], ...]}``
+(linear between points). A channel holds its last value between segments and starts at 0 (the speed target
+at ``initial.speed``); ``from`` and ``offset`` default to the value held before the segment. Surfaces:
+dry 0.9, wet 0.6, snow 0.3, ice 0.15 (a patch's ``mu`` overrides). Any unknown key, wrong type, time going
+backwards, inverted or overlapping patch, or gap in a track raises ``InputError`` naming the field path,
+e.g. ``scenario.road.patches[2].x1: must be > x0 (= 40)``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.models.sensors import DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
+
+SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
+"""Named road surfaces -> peak friction coefficient."""
+
+CHANNEL_RANGES: dict[str, tuple[float, float]] = {
+    "throttle": (0.0, 1.0), "brake": (0.0, 1.0), "steering": (-1.0, 1.0), "target": (0.0, 100.0)}
+
+_UNBOUNDED_Y = 1.0e6  # m: y extent of along-track intervals
+
+
+# ---------------------------------------------------------------------------------------------------------
+# records
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Segment:
+    """One piece of a driver channel, fully resolved (``v0`` = start/offset value, ``v1`` = end value)."""
+
+    kind: str                      # step | hold | ramp | sine | knots
+    t0: float                      # s
+    t1: float                      # s (== t0 for step/hold)
+    v0: float = 0.0
+    v1: float = 0.0
+    amplitude: float = 0.0         # sine
+    frequency: float = 0.0         # Hz, sine
+    phase: float = 0.0             # rad, sine
+    points: tuple[tuple[float, float], ...] = ()  # knots
+
+    def value_at(self, t: float) -> float:
+        if self.kind in ("step", "hold"):
+            return self.v1
+        if self.kind == "ramp":
+            if t >= self.t1:
+                return self.v1
+            return self.v0 + (self.v1 - self.v0) * (t - self.t0) / (self.t1 - self.t0)
+        if self.kind == "sine":
+            if t >= self.t1:
+                return self.v0
+            return self.v0 + self.amplitude * math.sin(2.0 * math.pi * self.frequency * (t - self.t0) + self.phase)
+        ts = [p[0] for p in self.points]
+        vs = [p[1] for p in self.points]
+        return float(np.interp(t, ts, vs))
+
+    @property
+    def end_value(self) -> float:
+        if self.kind == "sine":
+            return self.v0
+        if self.kind == "knots":
+            return self.points[-1][1]
+        return self.v1
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A driver channel: ``initial`` before the first segment, then the segments in time order."""
+
+    initial: float = 0.0
+    segments: tuple[Segment, ...] = ()
+
+    def value_at(self, t: float) -> float:
+        i = bisect.bisect_right([s.t0 for s in self.segments], t) - 1
+        if i < 0:
+            return self.initial
+        return self.segments[i].value_at(t)
+
+
+@dataclass(frozen=True)
+class SpeedControl:
+    """PI speed controller (gains kp in 1/(m/s), ki in 1/m) active in [start, end) s, tracking ``target``."""
+
+    target: Channel
+    kp: float = 0.5
+    ki: float = 0.1
+    start: float = 0.0
+    end: float = math.inf
+    max_throttle: float = 1.0
+    max_brake: float = 1.0
+
+
+@dataclass(frozen=True)
+class DriverSpec:
+    """Open-loop channels plus an optional speed controller; inputs are updated at ``rate`` Hz."""
+
+    throttle: Channel = field(default_factory=Channel)
+    brake: Channel = field(default_factory=Channel)
+    steering: Channel = field(default_factory=Channel)
+    speed_control: SpeedControl | None = None
+    rate: float = 100.0
+    source_file: str | None = None
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    """A rectangle of road in world x-y (m) with peak friction ``mu``."""
+
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    mu: float
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class RoadSpec:
+    """Friction map: ``mu`` of the patch containing a point, else ``default_mu``."""
+
+    patches: tuple[PatchSpec, ...] = ()
+    default_mu: float = 0.9
+
+    def mu_at(self, x: float, y: float) -> float:
+        for p in self.patches:
+            if p.x0 <= x < p.x1 and p.y0 <= y < p.y1:
+                return p.mu
+        return self.default_mu
+
+    def to_road_map(self):
+        """The 14-DOF model's ``RoadMap`` (imported lazily: the model may be absent in light tests)."""
+        from vehcal_ros.models.hmmwv import RoadMap, RoadPatch
+
+        return RoadMap(patches=tuple(RoadPatch(p.x0, p.x1, p.y0, p.y1, p.mu, name=p.name) for p in self.patches),
+                       default_mu=self.default_mu)
+
+
+@dataclass(frozen=True)
+class InitialState:
+    speed: float = 0.0   # m/s
+    x: float = 0.0       # m
+    y: float = 0.0       # m
+    yaw: float = 0.0     # rad
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario (see the module docstring for the YAML schema)."""
+
+    name: str
+    duration: float                                  # s
+    dt: float = 0.001                                # s
+    seed: int = 0
+    description: str = ""
+    initial: InitialState = field(default_factory=InitialState)
+    driver: DriverSpec = field(default_factory=DriverSpec)
+    road: RoadSpec = field(default_factory=RoadSpec)
+    sensors: Mapping[str, SensorSpec] = field(default_factory=lambda: dict(DEFAULT_SENSORS))
+    source: str = ""                                 # file it was loaded from
+
+    def with_seed(self, seed: int) -> Scenario:
+        from dataclasses import replace
+
+        return replace(self, seed=int(seed))
+
+
+class DriverProgram:
+    """Runs a ``DriverSpec``: ``inputs_at(t, state) -> (throttle, brake, steering)``.
+
+    Holds the PI integrator, so make one per run (``DriverProgram(scenario.driver)``); call it with
+    non-decreasing ``t``. ``state`` is a mapping with at least ``u`` (m/s), e.g. ``sim.outputs()``.
+    """
+
+    def __init__(self, spec: DriverSpec) -> None:
+        self.spec = spec
+        self.reset()
+
+    def reset(self) -> None:
+        self._integral = 0.0
+        self._t_last: float | None = None
+
+    def inputs_at(self, t: float, state: Mapping[str, Any] | None = None) -> tuple[float, float, float]:
+        spec = self.spec
+        steering = spec.steering.value_at(t)
+        sc = spec.speed_control
+        if sc is not None and sc.start <= t < sc.end:
+            if state is None:
+                raise ValueError("the speed controller needs the vehicle state (u)")
+            err = sc.target.value_at(t) - float(state["u"])
+            dt = 0.0 if self._t_last is None else max(0.0, t - self._t_last)
+            self._t_last = t
+            cmd = sc.kp * err + sc.ki * self._integral
+            saturated = (cmd > sc.max_throttle and err > 0) or (cmd < -sc.max_brake and err < 0)
+            if not saturated:  # conditional integration: no wind-up while an actuator is at its limit
+                self._integral += err * dt
+                cmd = sc.kp * err + sc.ki * self._integral
+            if cmd >= 0.0:
+                return min(cmd, sc.max_throttle), 0.0, steering
+            return 0.0, min(-cmd, sc.max_brake), steering
+        self._t_last = None
+        return spec.throttle.value_at(t), spec.brake.value_at(t), steering
+
+
+# ---------------------------------------------------------------------------------------------------------
+# loading and validation
+# ---------------------------------------------------------------------------------------------------------
+class _V:
+    """Validation helpers bound to one file: every error names the file and the field path."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, msg: str) -> InputError:
+        return InputError(f"{self.source}: {path}: {msg}")
+
+    def mapping(self, v: Any, path: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
+        if not isinstance(v, dict):
+            raise self.fail(path, f"must be a mapping, got {type(v).__name__}")
+        for k in v:
+            if k not in allowed:
+                raise self.fail(f"{path}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        for k in sorted(required):
+            if k not in v:
+                raise self.fail(f"{path}.{k}", "required key is missing")
+        return v
+
+    def number(self, v: Any, path: str, lo: float | None = None, hi: float | None = None,
+               lo_open: bool = False, allow_inf: bool = False) -> float:
+        if isinstance(v, str) and v.strip().lower() in (".inf", "inf") and allow_inf:
+            return math.inf
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(path, f"must be a number, got {v!r}")
+        x = float(v)
+        if math.isnan(x) or (math.isinf(x) and not allow_inf):
+            raise self.fail(path, f"must be finite, got {v!r}")
+        if lo is not None and (x < lo or (lo_open and x <= lo)):
+            top = hi if hi is not None else "inf"
+            rng = f"({lo}, {top}]" if lo_open else f"[{lo}, {top}]"
+            raise self.fail(path, f"{x:g} is out of range {rng}")
+        if hi is not None and x > hi:
+            raise self.fail(path, f"{x:g} is out of range [{lo if lo is not None else '-inf'}, {hi}]")
+        return x
+
+    def integer(self, v: Any, path: str, lo: int = 0, hi: int = 2**63 - 1) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(path, f"must be an integer, got {v!r}")
+        if not lo <= v <= hi:
+            raise self.fail(path, f"{v} is out of range [{lo}, {hi}]")
+        return int(v)
+
+    def string(self, v: Any, path: str, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(v, str):
+            raise self.fail(path, f"must be a string, got {v!r}")
+        if choices is not None and v not in choices:
+            raise self.fail(path, f"{v!r} is not one of {', '.join(choices)}")
+        return v
+
+    def boolean(self, v: Any, path: str) -> bool:
+        if not isinstance(v, bool):
+            raise self.fail(path, f"must be true or false, got {v!r}")
+        return v
+
+    def seq(self, v: Any, path: str) -> list:
+        if not isinstance(v, list):
+            raise self.fail(path, f"must be a list, got {type(v).__name__}")
+        return v
+
+
+_SEGMENT_KEYS = {
+    "step": ({"type", "t0", "value"}, {"type", "t0", "value"}),
+    "hold": ({"type", "t0", "t1", "value"}, {"type", "t0", "value"}),
+    "ramp": ({"type", "t0", "t1", "from", "to"}, {"type", "t0", "t1", "to"}),
+    "sine": ({"type", "t0", "t1", "amplitude", "frequency", "offset", "phase"},
+             {"type", "t0", "t1", "amplitude", "frequency"}),
+    "knots": ({"type", "points"}, {"type", "points"}),
+}
+
+
+def _channel(v: _V, raw: Any, path: str, name: str, initial: float = 0.0) -> Channel:
+    lo, hi = CHANNEL_RANGES[name]
+    segs: list[Segment] = []
+    held = initial
+    t_end = -math.inf
+    for i, item in enumerate(v.seq(raw, path)):
+        p = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise v.fail(p, f"must be a mapping with a 'type', got {item!r}")
+        kind = v.string(item.get("type"), f"{p}.type", tuple(_SEGMENT_KEYS))
+        allowed, required = _SEGMENT_KEYS[kind]
+        v.mapping(item, p, allowed, required)
+        if kind == "knots":
+            pts = v.seq(item["points"], f"{p}.points")
+            if len(pts) < 2:
+                raise v.fail(f"{p}.points", "needs at least 2 [t, value] points")
+            parsed = []
+            for j, pt in enumerate(pts):
+                if not isinstance(pt, list) or len(pt) != 2:
+                    raise v.fail(f"{p}.points[{j}]", f"must be [t, value], got {pt!r}")
+                tj = v.number(pt[0], f"{p}.points[{j}][0]", 0.0)
+                vj = v.number(pt[1], f"{p}.points[{j}][1]", lo, hi)
+                if parsed and tj <= parsed[-1][0]:
+                    raise v.fail(f"{p}.points[{j}][0]", f"times must increase (previous {parsed[-1][0]:g})")
+                parsed.append((tj, vj))
+            t0, t1 = parsed[0][0], parsed[-1][0]
+            if t0 < t_end:
+                raise v.fail(f"{p}.points[0][0]", f"must be >= the previous segment's end ({t_end:g})")
+            seg = Segment("knots", t0, t1, points=tuple(parsed))
+        else:
+            t0 = v.number(item["t0"], f"{p}.t0", 0.0)
+            if t0 < t_end:
+                raise v.fail(f"{p}.t0", f"must be >= the previous segment's end ({t_end:g})")
+            t1 = t0
+            if "t1" in item:
+                t1 = v.number(item["t1"], f"{p}.t1", 0.0)
+                if t1 <= t0:
+                    raise v.fail(f"{p}.t1", f"must be > t0 (= {t0:g})")
+            if kind in ("step", "hold"):
+                val = v.number(item["value"], f"{p}.value", lo, hi)
+                seg = Segment(kind, t0, t1, v0=held, v1=val)
+            elif kind == "ramp":
+                v0 = v.number(item["from"], f"{p}.from", lo, hi) if "from" in item else held
+                seg = Segment(kind, t0, t1, v0=v0, v1=v.number(item["to"], f"{p}.to", lo, hi))
+            else:  # sine
+                off = v.number(item["offset"], f"{p}.offset", lo, hi) if "offset" in item else held
+                amp = v.number(item["amplitude"], f"{p}.amplitude", 0.0)
+                if off - amp < lo - 1e-12 or off + amp > hi + 1e-12:
+                    raise v.fail(f"{p}.amplitude", f"offset {off:g} +- {amp:g} leaves the range [{lo:g}, {hi:g}]")
+                seg = Segment(kind, t0, t1, v0=off, amplitude=amp,
+                              frequency=v.number(item["frequency"], f"{p}.frequency", 0.0, 1000.0, lo_open=True),
+                              phase=v.number(item.get("phase", 0.0), f"{p}.phase"))
+        segs.append(seg)
+        held = seg.end_value
+        t_end = seg.t1
+    return Channel(initial=initial, segments=tuple(segs))
+
+
+def read_driver_file(path: str | os.PathLike) -> tuple[Channel, Channel, Channel]:
+    """Channels (throttle, brake, steering) from a driver file of the 8-DOF paper's data.
+
+    Rows ``time steering throttle brake`` (whitespace separated, ``#`` comments), linear between rows,
+    first/last row held before/after. InputError names the file and the line of a bad row.
+    """
+    path = Path(path)
+    rows: list[tuple[float, float, float, float]] = []
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"driver file not found: {path}") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a readable text driver file ({exc.__class__.__name__})") from None
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.replace(",", " ").split()
+        try:
+            vals = [float(x) for x in parts]
+        except ValueError:
+            raise InputError(f"{path}:{n}: expected 4 numbers (time steering throttle brake), got {line!r}") from None
+        if len(vals) != 4 or not all(math.isfinite(x) for x in vals):
+            raise InputError(f"{path}:{n}: expected 4 finite numbers (time steering throttle brake), got {line!r}")
+        t, st, th, br = vals
+        if rows and t <= rows[-1][0]:
+            raise InputError(f"{path}:{n}: time {t:g} is not after the previous row's {rows[-1][0]:g}")
+        if not (0 <= th <= 1 and 0 <= br <= 1 and -1 <= st <= 1):
+            raise InputError(f"{path}:{n}: throttle/brake must be in [0, 1] and steering in [-1, 1]")
+        rows.append((t, st, th, br))
+    if len(rows) < 2:
+        raise InputError(f"{path}: a driver file needs at least 2 rows (time steering throttle brake)")
+
+    def chan(col: int) -> Channel:
+        pts = tuple((r[0], r[col]) for r in rows)
+        return Channel(initial=pts[0][1], segments=(Segment("knots", pts[0][0], pts[-1][0], points=pts),))
+
+    return chan(2), chan(3), chan(1)
+
+
+def _driver(v: _V, raw: Any, base_dir: Path, initial_speed: float, dt: float) -> DriverSpec:
+    p = "scenario.driver"
+    v.mapping(raw, p, {"rate", "file", "throttle", "brake", "steering", "speed_control"})
+    rate = v.number(raw.get("rate", 100.0), f"{p}.rate", 0.0, 1.0 / dt + 1e-9, lo_open=True)
+    try:
+        period_steps(rate, dt)
+    except ValueError as exc:
+        raise v.fail(f"{p}.rate", str(exc)) from None
+    source_file = None
+    if "file" in raw:
+        fpath = Path(v.string(raw["file"], f"{p}.file"))
+        if not fpath.is_absolute():
+            fpath = base_dir / fpath
+        clash = [k for k in ("throttle", "brake", "steering") if k in raw]
+        if clash:
+            raise v.fail(f"{p}.{clash[0]}", "give the channels either in 'file' or as segments, not both")
+        throttle, brake, steering = read_driver_file(fpath)
+        source_file = str(fpath)
+    else:
+        throttle = _channel(v, raw.get("throttle", []), f"{p}.throttle", "throttle")
+        brake = _channel(v, raw.get("brake", []), f"{p}.brake", "brake")
+        steering = _channel(v, raw.get("steering", []), f"{p}.steering", "steering")
+    sc = None
+    if "speed_control" in raw:
+        q = f"{p}.speed_control"
+        s = v.mapping(raw["speed_control"], q, {"target", "kp", "ki", "start", "end", "max_throttle", "max_brake"},
+                      {"target"})
+        start = v.number(s.get("start", 0.0), f"{q}.start", 0.0)
+        end = v.number(s.get("end", math.inf), f"{q}.end", 0.0, allow_inf=True)
+        if end <= start:
+            raise v.fail(f"{q}.end", f"must be > start (= {start:g})")
+        sc = SpeedControl(target=_channel(v, s["target"], f"{q}.target", "target", initial=initial_speed),
+                          kp=v.number(s.get("kp", 0.5), f"{q}.kp", 0.0, 100.0),
+                          ki=v.number(s.get("ki", 0.1), f"{q}.ki", 0.0, 100.0),
+                          start=start, end=end,
+                          max_throttle=v.number(s.get("max_throttle", 1.0), f"{q}.max_throttle", 0.0, 1.0),
+                          max_brake=v.number(s.get("max_brake", 1.0), f"{q}.max_brake", 0.0, 1.0))
+    return DriverSpec(throttle=throttle, brake=brake, steering=steering, speed_control=sc, rate=rate,
+                      source_file=source_file)
+
+
+def _mu(v: _V, item: dict, p: str) -> tuple[float, str]:
+    surface = v.string(item["surface"], f"{p}.surface", tuple(SURFACES)) if "surface" in item else None
+    if "mu" in item:
+        mu = v.number(item["mu"], f"{p}.mu", 0.0, 2.0, lo_open=True)
+    elif surface is not None:
+        mu = SURFACES[surface]
+    else:
+        raise v.fail(f"{p}.mu", "give 'mu' or a 'surface' (" + ", ".join(f"{k} {m}" for k, m in SURFACES.items()) + ")")
+    name = v.string(item["name"], f"{p}.name") if "name" in item else (surface or "")
+    return mu, name
+
+
+def _road(v: _V, raw: Any) -> RoadSpec:
+    p = "scenario.road"
+    v.mapping(raw, p, {"default_mu", "patches", "track"})
+    default_mu = v.number(raw.get("default_mu", 0.9), f"{p}.default_mu", 0.0, 2.0, lo_open=True)
+    if "patches" in raw and "track" in raw:
+        raise v.fail(f"{p}.track", "give either 'patches' (rectangles) or 'track' (intervals along x), not both")
+    patches: list[PatchSpec] = []
+    if "patches" in raw:
+        for i, item in enumerate(v.seq(raw["patches"], f"{p}.patches")):
+            q = f"{p}.patches[{i}]"
+            v.mapping(item, q, {"name", "surface", "mu", "x0", "x1", "y0", "y1"}, {"x0", "x1"})
+            x0 = v.number(item["x0"], f"{q}.x0")
+            x1 = v.number(item["x1"], f"{q}.x1")
+            if x1 <= x0:
+                raise v.fail(f"{q}.x1", f"must be > x0 (= {x0:g})")
+            y0 = v.number(item.get("y0", -_UNBOUNDED_Y), f"{q}.y0")
+            y1 = v.number(item.get("y1", _UNBOUNDED_Y), f"{q}.y1")
+            if y1 <= y0:
+                raise v.fail(f"{q}.y1", f"must be > y0 (= {y0:g})")
+            mu, name = _mu(v, item, q)
+            new = PatchSpec(x0, x1, y0, y1, mu, name)
+            for j, old in enumerate(patches):
+                if new.x0 < old.x1 and old.x0 < new.x1 and new.y0 < old.y1 and old.y0 < new.y1:
+                    raise v.fail(q, f"overlaps {p}.patches[{j}]" + (f" ({old.name!r})" if old.name else ""))
+            patches.append(new)
+    elif "track" in raw:
+        items = v.seq(raw["track"], f"{p}.track")
+        if not items:
+            raise v.fail(f"{p}.track", "must list at least one interval")
+        for i, item in enumerate(items):
+            q = f"{p}.track[{i}]"
+            v.mapping(item, q, {"name", "surface", "mu", "x0", "x1"}, {"x0", "x1"})
+            x0 = v.number(item["x0"], f"{q}.x0")
+            x1 = v.number(item["x1"], f"{q}.x1")
+            if x1 <= x0:
+                raise v.fail(f"{q}.x1", f"must be > x0 (= {x0:g})")
+            if patches:
+                prev = patches[-1].x1
+                if x0 > prev:
+                    raise v.fail(f"{q}.x0", f"gap: the previous interval ends at x1 = {prev:g}")
+                if x0 < prev:
+                    raise v.fail(f"{q}.x0", f"overlaps the previous interval (which ends at x1 = {prev:g})")
+            mu, name = _mu(v, item, q)
+            patches.append(PatchSpec(x0, x1, -_UNBOUNDED_Y, _UNBOUNDED_Y, mu, name))
+    return RoadSpec(patches=tuple(patches), default_mu=default_mu)
+
+
+def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> dict[str, float]:
+    channels = SENSOR_CHANNELS[sensor]
+    if isinstance(raw, dict):
+        out = {}
+        for k, x in raw.items():
+            if k not in channels:
+                raise v.fail(f"{path}.{k}", f"unknown channel of sensor '{sensor}' (channels: "
+                                            f"{', '.join(channels) or 'none'})")
+            out[k] = v.number(x, f"{path}.{k}", lo)
+        return out
+    x = v.number(raw, path, lo)
+    if x != 0.0 and not channels:
+        raise v.fail(path, f"sensor '{sensor}' has no noisy channels")
+    return {k: x for k in channels}
+
+
+def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
+    p = "scenario.sensors"
+    v.mapping(raw, p, set(SENSOR_CHANNELS))
+    out = dict(DEFAULT_SENSORS)
+    for name, item in raw.items():
+        q = f"{p}.{name}"
+        v.mapping(item, q, {"rate", "noise_std", "bias", "latency", "enabled"})
+        base = DEFAULT_SENSORS[name]
+        rate = v.number(item.get("rate", base.rate), f"{q}.rate", 0.0, 1.0 / dt + 1e-9, lo_open=True)
+        try:
+            period_steps(rate, dt)
+        except ValueError as exc:
+            raise v.fail(f"{q}.rate", str(exc)) from None
+        out[name] = SensorSpec(
+            rate=rate,
+            noise_std=_per_channel(v, item.get("noise_std", {}), f"{q}.noise_std", name, 0.0),
+            bias=_per_channel(v, item.get("bias", {}), f"{q}.bias", name, None),
+            latency=v.number(item.get("latency", 0.0), f"{q}.latency", 0.0, 10.0),
+            enabled=v.boolean(item.get("enabled", True), f"{q}.enabled"))
+    return out
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.PathLike = ".") -> Scenario:
+    """Validate a scenario mapping (as loaded from YAML) and build the ``Scenario``."""
+    v = _V(source)
+    p = "scenario"
+    v.mapping(data, p, {"name", "description", "duration", "dt", "seed", "initial", "driver", "road", "sensors"},
+              {"name", "duration"})
+    name = v.string(data["name"], f"{p}.name")
+    if not name.strip():
+        raise v.fail(f"{p}.name", "must not be empty")
+    dt = v.number(data.get("dt", 0.001), f"{p}.dt", 1e-5, 0.01)
+    duration = v.number(data["duration"], f"{p}.duration", 0.0, 86400.0, lo_open=True)
+    if duration < dt:
+        raise v.fail(f"{p}.duration", f"must be at least one step (dt = {dt:g})")
+    seed = v.integer(data.get("seed", 0), f"{p}.seed", 0, 2**32 - 1)
+    ini_raw = v.mapping(data.get("initial", {}), f"{p}.initial", {"speed", "x", "y", "yaw"})
+    initial = InitialState(speed=v.number(ini_raw.get("speed", 0.0), f"{p}.initial.speed", 0.0, 100.0),
+                           x=v.number(ini_raw.get("x", 0.0), f"{p}.initial.x"),
+                           y=v.number(ini_raw.get("y", 0.0), f"{p}.initial.y"),
+                           yaw=v.number(ini_raw.get("yaw", 0.0), f"{p}.initial.yaw", -math.pi, math.pi))
+    driver = _driver(v, data.get("driver", {}), Path(base_dir), initial.speed, dt)
+    road = _road(v, data.get("road", {}))
+    sensors = _sensors(v, data.get("sensors", {}), dt)
+    desc = v.string(data.get("description", ""), f"{p}.description")
+    return Scenario(name=name, duration=duration, dt=dt, seed=seed, description=desc, initial=initial,
+                    driver=driver, road=road, sensors=sensors, source=source)
+
+
+def scenario_dirs() -> list[Path]:
+    """Where built-in scenarios are looked up: the source tree's config/, then the installed share/."""
+    here = Path(__file__).resolve().parents[2] / "config" / "scenarios"
+    return [here, Path(sys.prefix) / "share" / "vehcal_ros" / "config" / "scenarios"]
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """Built-in scenario name -> file."""
+    out: dict[str, Path] = {}
+    for d in scenario_dirs():
+        if d.is_dir():
+            for f in sorted(d.glob("*.yaml")):
+                out.setdefault(f.stem, f)
+    return out
+
+
+def resolve_scenario_path(path_or_name: str | os.PathLike) -> Path:
+    """A scenario file path, or the file of a built-in scenario name (``daily_driving``)."""
+    p = Path(path_or_name)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory, expected a scenario YAML file")
+    builtins = builtin_scenarios()
+    key = p.name[:-5] if p.name.endswith(".yaml") and len(p.parts) == 1 else str(path_or_name)
+    if key in builtins:
+        return builtins[key]
+    raise InputError(f"no such scenario file or built-in scenario: {path_or_name} "
+                     f"(built-ins: {', '.join(builtins) or 'none found'})")
+
+
+def load_scenario(path_or_name: str | os.PathLike) -> Scenario:
+    """Load and validate a scenario YAML file or built-in name; InputError names the file and field."""
+    path = resolve_scenario_path(path_or_name)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise InputError(f"{path}: not valid YAML{where}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text (YAML) file") from None
+    if data is None:
+        raise InputError(f"{path}: empty scenario file")
+    return parse_scenario(data, source=str(path), base_dir=path.parent)

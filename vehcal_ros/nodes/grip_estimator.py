@@ -1,0 +1,307 @@
+"""``grip_estimator``: the tire-road friction potential, live (shared/DESIGN.md sections 4-5).
+
+Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), tire forces
+(geometry_msgs/WrenchStamped, one per wheel), odometry (nav_msgs/Odometry) and, for the steering angle, controls
+(sensor_msgs/Joy). Callbacks only convert messages to records and feed the
+:class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`; a timer hands a snapshot to a worker thread that
+runs Algorithm 1 of the friction paper; a cycle still running makes the next one skip (counted), never queue.
+
+Publishes ``<output_prefix>/grip/<scope>`` (geometry_msgs/Vector3Stamped: x = mu_max mean, y/z = credible
+interval), ``<output_prefix>/grip_curve/<scope>`` (std_msgs/Float64MultiArray: rows slip, q05, q50, q95) and
+``/diagnostics``. Both outputs are reliable + transient-local so a late-joining MPC gets the last estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import Vector3Stamped, WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import JointState, Joy
+from std_msgs.msg import Float64MultiArray
+
+from vehcal_ros.estimation.grip_fit import GripConfig
+from vehcal_ros.estimation.grip_pipeline import ERROR, OK, WARN, GripPipeline
+from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES, GripSignalConfig
+from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.nodes import conversions
+from vehcal_ros.nodes.common import (
+    ParamSpec,
+    declare_params,
+    diag_array,
+    diag_status,
+    make_set_callback,
+    spin_node,
+)
+
+NODE_NAME = "grip_estimator"
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
+    ParamSpec("tire_forces_topic", "/vehicle/tire_forces", "geometry_msgs/WrenchStamped per wheel (frame_id = wheel)",
+              read_only=True),
+    ParamSpec("odom_topic", "/vehicle/odom", "nav_msgs/Odometry, body-frame twist", read_only=True),
+    ParamSpec("controls_topic", "/vehicle/controls", "sensor_msgs/Joy driver inputs (for the steering angle)",
+              read_only=True),
+    ParamSpec("output_prefix", "/vehcal", "prefix of the grip and grip_curve output topics", read_only=True),
+    ParamSpec("wheel_names", list(WHEELS), "JointState / frame_id names of the FL, FR, RL, RR wheels",
+              read_only=True, check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
+    ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
+              check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
+    ParamSpec("scope", "axle", "estimate per axle, per wheel or for the whole vehicle", choices=SCOPE_MODES,
+              read_only=True),
+    ParamSpec("braking", "mirror", "braking samples (s < 0): mirror to traction, separate scope, or drop",
+              choices=BRAKING_MODES, read_only=True),
+    ParamSpec("radius_mode", "load", "rolling radius fixed (r0) or load dependent (r0 - Fz/kt)",
+              choices=RADIUS_MODES, read_only=True),
+    ParamSpec("r0", 0.47, "unloaded (or fixed effective) rolling radius, m", 0.1, 2.0, read_only=True),
+    ParamSpec("kt", 326332.0, "tire vertical stiffness, N/m", 1e4, 1e7, read_only=True),
+    ParamSpec("wheelbase_front", 1.6889, "CM to front axle, m", 0.1, 10.0, read_only=True),
+    ParamSpec("wheelbase_rear", 1.6889, "CM to rear axle, m", 0.1, 10.0, read_only=True),
+    ParamSpec("track", 1.82, "track width, m", 0.1, 5.0, read_only=True),
+    ParamSpec("steering_gain", 0.6525249, "road-wheel angle per unit steering input, rad", 0.0, 2.0, read_only=True),
+    ParamSpec("min_speed", 3.0, "samples slower than this are dropped, m/s", 0.0, 50.0, read_only=True),
+    ParamSpec("min_fz", 500.0, "samples with a lighter normal load are dropped, N", 0.0, 1e5, read_only=True),
+    ParamSpec("max_abs_slip", 0.3, "samples with a larger |slip ratio| are dropped", 0.01, 1.0, read_only=True),
+    ParamSpec("max_steer", 0.05, "front samples with a larger road-wheel angle are dropped, rad", 0.0, 1.0,
+              read_only=True),
+    ParamSpec("max_lateral_mu", 0.15, "samples with a larger |Fy/Fz| are dropped (combined slip)", 0.0, 2.0,
+              read_only=True),
+    ParamSpec("sync_tolerance", 0.05, "max gap to interpolate wheel speed / odometry at a force stamp, s",
+              0.001, 1.0, read_only=True),
+    ParamSpec("window", 60.0, "friction samples older than this are forgotten, s", 1.0, 3600.0, read_only=True),
+    ParamSpec("buffer_size", 4000, "maximum friction samples kept per scope", 10, 1_000_000, read_only=True),
+    ParamSpec("fit_period", 5.0, "time between estimation cycles, s (ROS clock)", 0.05, 3600.0, read_only=True),
+    ParamSpec("min_new_points", 20, "a scope is refitted only after this many new samples", 0, 1_000_000),
+    ParamSpec("min_points", 30, "fewest samples for a fit", 8, 1_000_000),
+    ParamSpec("max_fit_points", 100, "samples used per fit (the newest, subsampled evenly)", 8, 100_000),
+    ParamSpec("n_ml_starts", 20, "maximum-likelihood starts (Algorithm 1, step 1)", 1, 100_000),
+    ParamSpec("n_chains", 8, "adaptive Metropolis chains", 2, 256),
+    ParamSpec("n_steps", 20000, "steps per chain", 500, 10_000_000),
+    ParamSpec("max_peak_slip", 0.1, "physical prior: largest slip ratio at the curve peak", 0.005, 1.0),
+    ParamSpec("prior_mode", "truncated", "physical prior applied inside the posterior or after sampling",
+              choices=("truncated", "posthoc")),
+    ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
+    ParamSpec("seed", 0, "base seed of the samplers (cycle k uses seed + 1000 k)", 0, 2**31 - 1),
+    ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
+    ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
+    ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
+)
+
+_FIT_PARAMS = {"min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip",
+               "prior_mode", "interval_prob", "seed"}
+
+
+def fit_config_from(values: dict[str, Any], base: GripConfig | None = None) -> GripConfig:
+    """The sampler settings of the ROS parameters as a GripConfig (unknown fields keep their defaults)."""
+    base = base or GripConfig()
+    fields = {f.name for f in dataclasses.fields(base)}
+    changes = {k: v for k, v in values.items() if k in _FIT_PARAMS and k in fields}
+    return dataclasses.replace(base, **changes)
+
+
+def signal_config_from(values: dict[str, Any]) -> GripSignalConfig:
+    a, b, c = values["wheelbase_front"], values["wheelbase_rear"], values["track"]
+    return GripSignalConfig(
+        scope=values["scope"], wheel_names=tuple(values["wheel_names"]),
+        wheel_x=(a, a, -b, -b), wheel_y=(c / 2, -c / 2, c / 2, -c / 2),
+        steering_gain=values["steering_gain"], radius_mode=values["radius_mode"], r0=values["r0"],
+        kt=values["kt"], min_speed=values["min_speed"], min_fz=values["min_fz"],
+        max_abs_slip=values["max_abs_slip"], max_steer=values["max_steer"],
+        max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
+        sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
+    )
+
+
+def sensor_qos(depth: int = 200) -> QoSProfile:
+    """qos_profile_sensor_data (best effort, volatile) with a queue deep enough for 1 kHz bursts."""
+    qos = QoSProfile(depth=depth)
+    qos.reliability = qos_profile_sensor_data.reliability
+    qos.durability = qos_profile_sensor_data.durability
+    qos.history = qos_profile_sensor_data.history
+    return qos
+
+
+def latched_qos() -> QoSProfile:
+    return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class GripEstimatorNode(Node):
+    """Thin adapter: messages -> records -> GripPipeline; worker-thread fits; publish estimates and health."""
+
+    def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.values = declare_params(self, PARAMS)
+        self.pipeline = GripPipeline(signal_config_from(self.values),
+                                     fit_config_from(self.values),
+                                     warm_start=self.values["warm_start"],
+                                     min_new_points=self.values["min_new_points"],
+                                     max_fit_points=self.values["max_fit_points"])
+        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
+        self._lock = threading.Lock()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grip_fit")
+        self._future: Future | None = None
+        self.skipped_cycles = 0
+        self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
+        self._last_arrival: dict[str, float] = {}
+        self._count_at_diag: dict[str, int] = {}
+        self._diag_time = self._now()
+
+        inputs = MutuallyExclusiveCallbackGroup()
+        qos = sensor_qos()
+        v = self.values
+        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=inputs)
+        self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, qos, callback_group=inputs)
+        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=inputs)
+        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=inputs)
+
+        prefix = v["output_prefix"].rstrip("/")
+        self._grip_pub = {s: self.create_publisher(Vector3Stamped, f"{prefix}/grip/{s}", latched_qos())
+                          for s in self.pipeline.collector.scopes()}
+        self._curve_pub = {s: self.create_publisher(Float64MultiArray, f"{prefix}/grip_curve/{s}", latched_qos())
+                           for s in self.pipeline.collector.scopes()}
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        timers = MutuallyExclusiveCallbackGroup()
+        self.create_timer(v["fit_period"], self._on_cycle, callback_group=timers)
+        self.create_timer(v["diagnostics_period"], self._publish_diagnostics, callback_group=timers)
+        self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
+
+    # ------------------------------------------------------------ inputs
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _arrived(self, topic: str) -> None:
+        self._last_arrival[topic] = self._now()
+
+    def _feed(self, record: Any) -> None:
+        with self._lock:
+            self.pipeline.add(record)
+
+    def _convert_and_feed(self, topic: str, convert: Any, msg: Any) -> None:
+        self._arrived(topic)
+        try:
+            record = convert(msg, self._frames)
+        except (ValueError, IndexError, KeyError):  # unknown wheel name, missing axis: counted, never raised
+            with self._lock:
+                self.pipeline.collector.counters.dropped["unknown_wheel"] += 1
+            return
+        self._feed(record)
+
+    def _on_wheels(self, msg: JointState) -> None:
+        self._convert_and_feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+
+    def _on_force(self, msg: WrenchStamped) -> None:
+        self._convert_and_feed("tire_forces", conversions.msg_to_tire_force, msg)
+
+    def _on_odom(self, msg: Odometry) -> None:
+        self._convert_and_feed("odom", conversions.msg_to_odom, msg)
+
+    def _on_controls(self, msg: Joy) -> None:
+        self._convert_and_feed("controls", conversions.msg_to_controls, msg)
+
+    def _on_params(self, changed: dict[str, Any]) -> None:
+        with self._lock:
+            self.values.update(changed)
+            self.pipeline.fit_config = fit_config_from(self.values, self.pipeline.fit_config)
+            self.pipeline.warm_start = self.values["warm_start"]
+            self.pipeline.min_new_points = self.values["min_new_points"]
+            self.pipeline.max_fit_points = self.values["max_fit_points"]
+
+    # ------------------------------------------------------------- cycle
+    def _on_cycle(self) -> None:
+        if self._future is not None and not self._future.done():
+            self.skipped_cycles += 1
+            return
+        with self._lock:
+            snapshots = self.pipeline.snapshot()
+        if snapshots:
+            self._future = self._worker.submit(self._fit_and_publish, snapshots)
+
+    def _fit_and_publish(self, snapshots: list) -> None:
+        try:
+            outcomes = self.pipeline.fit(snapshots)
+            with self._lock:
+                updated = self.pipeline.commit(outcomes)
+            for scope in updated:
+                self._publish_estimate(scope)
+        except Exception as exc:  # a worker must never take the node down; report and keep the last estimate
+            self.get_logger().error(f"grip cycle failed: {exc!r}")
+            with self._lock:
+                for data in snapshots:
+                    st = self.pipeline.status[data.scope]
+                    st.level, st.message = ERROR, f"cycle failed: {exc!r}"
+
+    def _publish_estimate(self, scope: str) -> None:
+        st = self.pipeline.status[scope]
+        est = st.estimate
+        if est is None or not self.context.ok():
+            return
+        msg = conversions.grip_to_msg(st.estimate_stamp, scope, est.mu_max_mean, est.mu_max_lower,
+                                      est.mu_max_upper)
+        self._grip_pub[scope].publish(msg)
+        self._curve_pub[scope].publish(curve_message(est))
+
+    # ------------------------------------------------------- diagnostics
+    def _publish_diagnostics(self) -> None:
+        now = self._now()
+        period = max(now - self._diag_time, 1e-9)
+        self._diag_time = now
+        hw = self.get_fully_qualified_name()
+        statuses = []
+        with self._lock:
+            counters = self.pipeline.collector.counters
+            rates = {}
+            for topic, count in counters.received.items():
+                rates[topic] = (count - self._count_at_diag.get(topic, 0)) / period
+                self._count_at_diag[topic] = count
+            stale = [t for t in ("wheel_speeds", "tire_forces", "odom")
+                     if now - self._last_arrival.get(t, -1e18) > self.values["stale_timeout"]]
+            values = {f"rate_{t}_hz": r for t, r in rates.items()}
+            values.update({f"dropped_{k}": n for k, n in counters.dropped.items()})
+            values.update({f"fill_{s}": n for s, n in self.pipeline.collector.fill().items()})
+            values.update({"accepted": counters.accepted, "skipped_cycles": self.skipped_cycles})
+            if stale:
+                level, message = WARN, f"no data on: {', '.join(stale)}"
+            elif counters.n_dropped and counters.n_dropped > counters.accepted:
+                level, message = WARN, f"most samples dropped ({counters.n_dropped} dropped, {counters.accepted} kept)"
+            else:
+                level, message = OK, f"receiving; {counters.accepted} samples kept, {counters.n_dropped} dropped"
+            statuses.append(diag_status(f"{NODE_NAME}: inputs", hw, level, message, values))
+            for scope, st in self.pipeline.status.items():
+                kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
+                                      "n_not_converged": st.n_not_converged, "last_fit_s": st.last_fit_s,
+                                      "excitation": st.excitation}
+                if st.estimate is not None:
+                    e = st.estimate
+                    kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,
+                               "mu_max_upper": e.mu_max_upper, "r_hat_max": e.r_hat_max,
+                               "ess_bulk_min": e.ess_bulk_min, "n_points": e.n_points})
+                statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
+        self._diag_pub.publish(diag_array(self, statuses))
+
+    def shutdown(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
+
+
+def curve_message(est: Any) -> Float64MultiArray:
+    """Rows slip, q05, q50, q95 over the estimate's slip grid, with labelled layout dims."""
+    rows = np.vstack([est.curve_slip, est.curve_q05, est.curve_q50, est.curve_q95])
+    return conversions.grip_curve_to_msg(rows, labels=("slip,q05,q50,q95", "slip_grid"))
+
+
+def main(args: list[str] | None = None) -> int:
+    return spin_node(GripEstimatorNode, args)
+
+
+__all__ = ["GripEstimatorNode", "PARAMS", "main", "curve_message", "OK", "WARN", "ERROR"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
