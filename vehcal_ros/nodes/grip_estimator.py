@@ -85,7 +85,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_fit_points", 100, "samples used per fit (the newest, subsampled evenly)", 8, 100_000),
     ParamSpec("n_ml_starts", 20, "maximum-likelihood starts (Algorithm 1, step 1)", 1, 100_000),
     ParamSpec("n_chains", 8, "adaptive Metropolis chains", 2, 256),
-    ParamSpec("n_steps", 20000, "steps per chain", 500, 10_000_000),
+    ParamSpec("n_steps", 40000, "steps per chain", 500, 10_000_000),
+    ParamSpec("max_r_hat", 1.1, "publish only if mu_max's split R-hat is at most this", 1.0, 2.0),
+    ParamSpec("min_ess", 50.0, "publish only if mu_max's bulk ESS is at least this", 0.0, 1e6),
     ParamSpec("max_peak_slip", 0.1, "physical prior: largest slip ratio at the curve peak", 0.005, 1.0),
     ParamSpec("prior_mode", "truncated", "physical prior applied inside the posterior or after sampling",
               choices=("truncated", "posthoc")),
@@ -144,7 +146,8 @@ class GripEstimatorNode(Node):
                                      fit_config_from(self.values),
                                      warm_start=self.values["warm_start"],
                                      min_new_points=self.values["min_new_points"],
-                                     max_fit_points=self.values["max_fit_points"])
+                                     max_fit_points=self.values["max_fit_points"],
+                                     max_r_hat=self.values["max_r_hat"], min_ess=self.values["min_ess"])
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grip_fit")
@@ -214,6 +217,8 @@ class GripEstimatorNode(Node):
             self.pipeline.warm_start = self.values["warm_start"]
             self.pipeline.min_new_points = self.values["min_new_points"]
             self.pipeline.max_fit_points = self.values["max_fit_points"]
+            self.pipeline.max_r_hat = self.values["max_r_hat"]
+            self.pipeline.min_ess = self.values["min_ess"]
 
     # ------------------------------------------------------------- cycle
     def _on_cycle(self) -> None:
@@ -283,7 +288,8 @@ class GripEstimatorNode(Node):
                     e = st.estimate
                     kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,
                                "mu_max_upper": e.mu_max_upper, "r_hat_max": e.r_hat_max,
-                               "ess_bulk_min": e.ess_bulk_min, "n_points": e.n_points})
+                               "ess_bulk_min": e.ess_bulk_min, "mu_max_r_hat": e.mu_max_r_hat,
+                               "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
 

@@ -1,0 +1,75 @@
+"""Benchmark: 14-DOF HMMWV simulator speed (simulated seconds per wall second) at 1 ms steps on one core.
+
+Target (shared/DESIGN.md section 7): >= 100x real time at 1 kHz. Runs a 20 s mixed maneuver (throttle ramp,
+steering, braking) with the inputs updated every 10 ms, as the vehicle_simulator node does, for each
+integrator; reports the best of ``--repeats`` runs (wall clock) and the CPU time of the process.
+
+    .venv/bin/python benchmarks/bench_hmmwv.py [--repeats 5] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+
+from vehcal_ros.models.hmmwv import Hmmwv14
+
+
+def maneuver(sim: Hmmwv14, seconds: float, chunk: int = 10) -> None:
+    n = int(round(seconds / (chunk * sim.dt)))
+    for k in range(n):
+        t = k * chunk * sim.dt
+        thr = min(0.5, 0.1 * t) if t < 10 else 0.0
+        brk = 0.3 if t > 16 else 0.0
+        st = 0.15 * math.sin(0.4 * t) if t > 5 else 0.0
+        sim.step(thr, brk, st, chunk)
+
+
+def bench(integrator: str, seconds: float, repeats: int) -> dict:
+    sim = Hmmwv14(integrator=integrator)
+    sim.reset(speed=5.0)
+    maneuver(sim, 0.1)  # JIT warm-up (cached on disk after the first run)
+    walls, cpus = [], []
+    for _ in range(repeats):
+        sim.reset(speed=5.0)
+        w0, c0 = time.perf_counter(), time.process_time()
+        maneuver(sim, seconds)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return {
+        "integrator": integrator,
+        "dt_s": sim.dt,
+        "simulated_s": seconds,
+        "best_wall_s": min(walls),
+        "best_cpu_s": min(cpus),
+        "real_time_factor_wall": seconds / min(walls),
+        "real_time_factor_cpu": seconds / min(cpus),
+        "us_per_step_wall": min(walls) / (seconds / sim.dt) * 1e6,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    res = [bench(i, a.seconds, a.repeats) for i in ("semi_implicit", "rk4")]
+    load = os.getloadavg()[0]
+    for r in res:
+        print(
+            f"{r['integrator']:14s} dt={r['dt_s'] * 1e3:.1f} ms: "
+            f"{r['real_time_factor_wall']:7.1f}x real time "
+            f"(wall, best of {a.repeats}), {r['real_time_factor_cpu']:7.1f}x (CPU), "
+            f"{r['us_per_step_wall']:.2f} us/step; load average {load:.2f}"
+        )
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"results": res, "load_average_1min": load, "cpus": os.cpu_count()}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

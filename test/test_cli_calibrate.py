@@ -1,0 +1,120 @@
+"""``vehcal calibrate``: CSV round trip, JSON fields, and one-line exit-2 errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from calibration_synthetic import TRUTH, synthetic_segment
+
+from vehcal_ros.cli import main
+from vehcal_ros.estimation.calibration import CSV_COLUMNS, Segment
+
+
+def _write_csv(path: Path, seg: Segment, transform=None) -> Path:
+    cols = {"time": seg.time, "throttle": seg.throttle, "brake": seg.brake, "steering": seg.steering,
+            **seg.measured}
+    rows = np.column_stack([cols[c] for c in CSV_COLUMNS])
+    if transform is not None:
+        rows = transform(rows)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        w.writerows(rows.tolist())
+    return path
+
+
+@pytest.fixture(scope="module")
+def rr_segment() -> Segment:
+    """Noisy coast-down whose first row is the (noise-free) initial state, as the CSV format defines."""
+    noisy, clean = synthetic_segment("rolling_resistance", seed=4)
+    meas = {k: np.concatenate([clean.measured[k][:1], v[1:]]) for k, v in noisy.measured.items()}
+    return Segment.from_arrays(noisy.time, noisy.throttle, noisy.brake, noisy.steering, meas)
+
+
+def test_csv_round_trip_and_json(tmp_path: Path, rr_segment: Segment, capsys) -> None:
+    path = _write_csv(tmp_path / "coast.csv", rr_segment)
+    back = Segment.from_csv(path)
+    np.testing.assert_allclose(back.measured["u"], rr_segment.measured["u"])
+    np.testing.assert_allclose(back.initial_state, rr_segment.initial_state)
+    out = tmp_path / "rr.json"
+    rc = main(["calibrate", str(path), "--stage", "rolling_resistance", "--chains", "2", "--draws", "200",
+               "--seed", "1", "--json", str(out), "--report", str(tmp_path / "report")])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    for key in ("stage", "converged", "elapsed_s", "parameters", "noise"):
+        assert key in doc
+    assert doc["stage"] == "rolling_resistance" and isinstance(doc["converged"], bool)
+    rr = doc["parameters"]["rr"]
+    assert set(rr) >= {"mean", "std", "hdi_low", "hdi_high", "r_hat", "ess_bulk"}
+    assert rr["hdi_low"] <= TRUTH["rr"] <= rr["hdi_high"]
+    assert abs(doc["noise"]["u"]["mean"] - 0.1) < 0.015
+    assert "rr" in capsys.readouterr().out
+    for name in ("posterior.png", "trace.png", "ess_evolution.png", "responses.png"):
+        assert (tmp_path / "report" / name).stat().st_size > 1000
+
+
+def _bad(tmp_path: Path, seg: Segment, name: str, transform=None, header=None) -> Path:
+    path = _write_csv(tmp_path / name, seg, transform)
+    if header is not None:
+        lines = path.read_text().splitlines()
+        lines[0] = header
+        path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rpm(rows: np.ndarray) -> np.ndarray:
+    rows = rows.copy()
+    rows[:, 9:13] *= 30.0 / np.pi
+    return rows
+
+
+def _nan(rows: np.ndarray) -> np.ndarray:
+    rows = rows.copy()
+    rows[37, 4] = np.nan
+    return rows
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing_file", "no such file"),
+    ("missing_columns", "missing columns"),
+    ("nan_rows", "non-finite"),
+    ("too_short", "too short"),
+    ("rpm_units", "rpm"),
+    ("bag_without_io", "bag input needs io.bags"),
+])
+def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, rr_segment: Segment, capsys, case: str,
+                                         needle: str) -> None:
+    if case == "missing_file":
+        path = tmp_path / "nope.csv"
+    elif case == "missing_columns":
+        path = _bad(tmp_path, rr_segment, "cols.csv", header=",".join(CSV_COLUMNS[:-2]) + ",a,b")
+    elif case == "nan_rows":
+        path = _bad(tmp_path, rr_segment, "nan.csv", _nan)
+    elif case == "too_short":
+        path = _bad(tmp_path, rr_segment, "short.csv", lambda r: r[:20])
+    elif case == "rpm_units":
+        path = _bad(tmp_path, rr_segment, "rpm.csv", _rpm)
+    else:
+        path = tmp_path / "run.mcap"
+        path.write_bytes(b"\x89MCAP0\r\n")
+        if importlib.util.find_spec("vehcal_ros.io.bags") is not None and hasattr(
+                importlib.import_module("vehcal_ros.io.bags"), "read_calibration_segment"):
+            pytest.skip("io.bags provides read_calibration_segment: bag input is supported")
+    rc = main(["calibrate", str(path), "--stage", "rolling_resistance", "--chains", "2", "--draws", "100"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err and "Traceback" not in err
+
+
+def test_unexcited_segment_exits_1(tmp_path: Path, rr_segment: Segment, capsys) -> None:
+    path = _write_csv(tmp_path / "coast.csv", rr_segment)
+    rc = main(["calibrate", str(path), "--stage", "lateral", "--chains", "2", "--draws", "100"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "no lateral excitation" in err and len(err.strip().splitlines()) == 1

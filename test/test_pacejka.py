@@ -1,0 +1,83 @@
+"""Magic formula kernels: analytic Jacobian (Eq. 16) vs finite differences, curve maximum vs a dense grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vehcal_ros.models import pacejka as P
+
+TRUE = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
+BOUNDS = np.array([(5.0, 30.0), (0.5, 2.0), (0.2, 2.0), (-2.0, 0.0), (-0.05, 0.05), (-0.3, 0.3)])
+
+
+def _random_thetas(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return BOUNDS[:, 0] + (BOUNDS[:, 1] - BOUNDS[:, 0]) * rng.random((n, 6))
+
+
+def test_mf_matches_formula():
+    s = np.linspace(0, 0.4, 9)
+    B, C, D, E, sh, sv = TRUE
+    x = s + sh
+    ref = D * np.sin(C * np.arctan(B * x - E * (B * x - np.arctan(B * x)))) + sv
+    np.testing.assert_allclose(P.mf_curve(s, TRUE), ref, rtol=0, atol=1e-15)
+    assert P.sse(s, ref + 0.1, TRUE) == pytest.approx(9 * 0.01, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_jacobian_vs_central_differences(seed):
+    s = np.linspace(-0.02, 0.5, 60)
+    for theta in _random_thetas(10, seed):
+        F = P.jacobian(s, theta)
+        Fd = np.empty_like(F)
+        for j in range(6):
+            h = 1e-6 * max(1.0, abs(theta[j]))
+            tp, tm = theta.copy(), theta.copy()
+            tp[j] += h
+            tm[j] -= h
+            Fd[:, j] = (P.mf_curve(s, tp) - P.mf_curve(s, tm)) / (2 * h)
+        # central-difference truncation error ~h^2 * f''' and rounding ~eps/h: 1e-6 relative is ample
+        np.testing.assert_allclose(F, Fd, rtol=1e-6, atol=1e-7 * np.abs(Fd).max())
+
+
+def test_peak_true_curve():
+    mu_max, s_pk = P.peak(TRUE)
+    assert mu_max == pytest.approx(0.871, abs=1e-12)  # D + s_v exactly when the peak is interior
+    s = np.linspace(0, 1, 1_000_001)
+    m = P.mf_curve(s, TRUE)
+    assert s_pk == pytest.approx(s[np.argmax(m)], abs=2e-6)
+    assert m.max() == pytest.approx(mu_max, abs=1e-10)
+
+
+def test_peak_batch_vs_dense_grid_over_bounds():
+    thetas = _random_thetas(150, 5)
+    mu_max, s_pk = P.peak_batch(thetas)
+    s = np.linspace(0, P.S_DOMAIN_MAX, 100_001)
+    curves = P.mf_batch(s, thetas)
+    grid_max = curves.max(axis=1)
+    grid_arg = s[np.argmax(curves, axis=1)]
+    # the analytic maximum is never below the grid maximum and exceeds it by at most the grid resolution effect
+    assert np.all(mu_max >= grid_max - 1e-12)
+    np.testing.assert_allclose(mu_max, grid_max, atol=1e-6)
+    interior = (s_pk > 1e-3) & (s_pk < P.S_DOMAIN_MAX)
+    np.testing.assert_allclose(s_pk[interior], grid_arg[interior], atol=3e-4)
+    # C <= 1: monotone curve, maximum at the end of the slip domain
+    mono = thetas[:, 1] <= 1.0
+    assert mono.any() and np.all(s_pk[mono] == P.S_DOMAIN_MAX)
+
+
+def test_peak_slip_at_most_matches_root():
+    thetas = _random_thetas(2000, 9)
+    _, s_pk = P.peak_batch(thetas)
+    for smax in (0.05, 0.1, 0.3):
+        flags = np.array([P.peak_slip_at_most(t, smax) for t in thetas])
+        np.testing.assert_array_equal(flags, s_pk <= smax)
+
+
+def test_slip_at_friction_inverts_rising_branch():
+    s03 = P.slip_at_friction(TRUE, 0.3)
+    assert P.mf(s03, *TRUE) == pytest.approx(0.3, abs=1e-12)
+    assert 0 < s03 < P.peak(TRUE)[1]
+    with pytest.raises(ValueError):
+        P.slip_at_friction(TRUE, 0.95)

@@ -1,0 +1,395 @@
+"""``vehcal batch INPUTS... --out DIR``: calibrate many inputs (vehicles or days) as independent tasks.
+
+Each input is one task on the chosen backend (:func:`vehcal_ros.inference.executors.make_executor`). Results are
+written as each task completes (``DIR/<input stem>.json``, and ``DIR/summary.json`` rewritten after every
+completion), so nothing computed is lost if the batch is interrupted; ``--resume`` skips inputs whose result
+file already exists. A progress bar goes to stderr, a summary table to stdout.
+
+Faults: a task that raises (bad file, no convergence) is recorded as failed with its input name and the others
+go on. A worker process that dies breaks a process pool: the pool is rebuilt and the tasks that were in flight
+are resubmitted once, each ALONE (one task in flight), so the input that kills its worker is identified
+exactly and reported ("worker died") while the innocent ones finish. On Dask the scheduler itself reschedules
+the task of a dead worker (``distributed.scheduler.allowed-failures``, default 3) and then reports
+``KilledWorker``; that input is reported the same way.
+
+Task body (:func:`calibrate_input`, chosen by ``--stage``; ``auto`` looks at the CSV header):
+
+* ``grip``: CSV with columns slip,mu -> :class:`vehcal_ros.estimation.grip_fit.GripEstimator` (auto: header
+  has slip and mu);
+* ``longitudinal`` / ``lateral`` / ``rolling_resistance`` / ``all``: calibration CSV ->
+  :mod:`vehcal_ros.estimation.calibration` (auto: all calibration columns present -> ``all``);
+* ``brake``: brake CSV (time, throttle, brake, steering, u, w_lf, w_lr, w_rf, w_rr [, maneuver]) ->
+  :func:`vehcal_ros.estimation.brake_fit.fit_brake` (auto: the brake columns without the lateral ones).
+
+Bags (.mcap, .db3 or a bag directory) are not calibrated by the batch yet: they are reported as failed inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from vehcal_ros.errors import InputError
+
+STAGES = ("auto", "grip", "brake", "longitudinal", "lateral", "rolling_resistance", "all")
+BAG_SUFFIXES = (".mcap", ".db3")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("batch", help="calibrate many inputs as independent tasks (local or Dask)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="calibration/grip/brake CSV files (or bags)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for <input>.json and summary.json")
+    p.add_argument("--executor", default="local", metavar="SPEC",
+                   help="serial | threads | local | dask://HOST:PORT (default local)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="workers for threads/local (default: CPUs)")
+    p.add_argument("--stage", default="auto", choices=STAGES, help="what to fit (default auto, from the CSV header)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of every task (default 0)")
+    p.add_argument("--chains", type=int, default=None, help="grip chains / calibration SMC runs (default: theirs)")
+    p.add_argument("--draws", type=int, default=None, help="calibration particles per run (default: theirs)")
+    p.add_argument("--resume", action="store_true", help="skip inputs whose DIR/<input>.json already exists")
+    p.set_defaults(func=run)
+
+
+# ------------------------------------------------------------------------------------------------ task body
+def _csv_header(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            line = f.readline()
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text CSV file") from None
+    if not line.strip():
+        raise InputError(f"{path}: empty file")
+    return [h.strip().lower() for h in line.split(",")]
+
+
+def detect_stage(path: str) -> str:
+    """The task ``auto`` picks for ``path`` (module doc)."""
+    from vehcal_ros.estimation import brake_fit, calibration
+
+    header = set(_csv_header(path))
+    if {"slip", "mu"} <= header:
+        return "grip"
+    if set(calibration.CSV_COLUMNS) <= header:
+        return "all"
+    if set(brake_fit.CSV_COLUMNS) <= header:
+        return "brake"
+    raise InputError(f"{path}: header fits no task (need slip,mu; the calibration columns "
+                     f"{','.join(calibration.CSV_COLUMNS)}; or the brake columns {','.join(brake_fit.CSV_COLUMNS)})")
+
+
+def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int | None = None,
+                    draws: int | None = None) -> dict[str, Any]:
+    """Calibrate one input; returns a JSON-ready dict. Module level so process and Dask workers can import it."""
+    import numpy as np
+
+    t0 = time.perf_counter()
+    p = Path(path)
+    if p.is_dir() or p.suffix.lower() in BAG_SUFFIXES:
+        raise InputError(f"{path}: bag inputs are not supported by 'vehcal batch' yet; export a CSV "
+                         "(vehcal replay) and pass that")
+    if not p.exists():
+        raise InputError(f"no such file: {path}")
+    task = detect_stage(path) if stage == "auto" else stage
+    if task == "grip":
+        from vehcal_ros.commands.grip import read_slip_mu
+        from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+
+        slip, mu = read_slip_mu(path)
+        kw = {"seed": seed}
+        if chains:
+            kw["n_chains"] = chains
+        result = GripEstimator(GripConfig(**kw)).fit(np.asarray(slip), np.asarray(mu)).to_dict()
+    elif task == "brake":
+        from vehcal_ros.estimation.brake_fit import fit_brake, load_brake_csv
+
+        result = fit_brake(load_brake_csv(path)).to_dict()
+    else:
+        from vehcal_ros.estimation import calibration
+
+        seg = calibration.Segment.from_csv(path)
+        kw = {"seed": seed}
+        if chains:
+            kw["n_chains"] = chains
+        if draws:
+            kw["n_draws"] = draws
+        if task == "all":  # every stage the segment excites, in order, each on the earlier stages' means
+            from vehcal_ros.errors import EstimationError
+
+            result, skipped, known = {}, {}, {}
+            for name in calibration.STAGE_NAMES:
+                try:
+                    calibration.check_segment(seg, calibration.stage_spec(name))
+                except (EstimationError, InputError) as exc:
+                    skipped[name] = str(exc)
+                    continue
+                r = calibration.calibrate_stage(seg, name, previous=known, check=False, **kw)
+                known.update(r.posterior_means())
+                result[name] = r.to_dict()
+            if not result:
+                raise EstimationError(f"{path}: no calibration stage is excited: " + "; ".join(skipped.values()))
+            result["skipped_stages"] = skipped
+        else:
+            result = calibration.calibrate_stage(seg, task, **kw).to_dict()
+    return {"input": str(path), "task": task, "result": result, "task_elapsed_s": time.perf_counter() - t0,
+            "worker_pid": os.getpid()}
+
+
+# ------------------------------------------------------------------------------------------------ runner
+@dataclass
+class InputOutcome:
+    """What became of one input."""
+
+    input: str
+    status: str = "pending"
+    """"ok", "failed" or "skipped" (``--resume``)."""
+    result_file: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    """Submissions of this input (2 when it was resubmitted after a worker death)."""
+    elapsed_s: float | None = None
+    task: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "status": self.status, "task": self.task, "result_file": self.result_file,
+                "error": self.error, "attempts": self.attempts, "elapsed_s": self.elapsed_s}
+
+
+@dataclass
+class BatchSummary:
+    """Outcome of :func:`run_batch` (also written as DIR/summary.json)."""
+
+    outcomes: list[InputOutcome]
+    executor: str
+    workers: int
+    elapsed_s: float = 0.0
+    executor_rebuilds: int = 0
+    finished: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_ok(self) -> int:
+        return sum(o.status in ("ok", "skipped") for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[InputOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"executor": self.executor, "workers": self.workers, "elapsed_s": self.elapsed_s,
+                "finished": self.finished, "n_inputs": len(self.outcomes), "n_ok": self.n_ok,
+                "n_failed": len(self.failed), "executor_rebuilds": self.executor_rebuilds,
+                "inputs_per_minute": (60.0 * len(self.outcomes) / self.elapsed_s) if self.elapsed_s > 0 else None,
+                "inputs": [o.to_dict() for o in self.outcomes]}
+
+
+class ProgressBar:
+    """``[#####.....] 5/10 ok 4 failed 1 12.3 s`` on a stream; redrawn in place on a TTY, one line otherwise."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, width: int = 30) -> None:
+        self.total, self.width = total, width
+        self.stream = stream if stream is not None else sys.stderr
+        self.t0 = time.perf_counter()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def update(self, done: int, failed: int, last: str = "") -> None:
+        frac = done / self.total if self.total else 1.0
+        fill = int(round(self.width * frac))
+        line = (f"[{'#' * fill}{'.' * (self.width - fill)}] {done}/{self.total} done, {done - failed} ok, "
+                f"{failed} failed, {time.perf_counter() - self.t0:.1f} s  {last}")
+        self.stream.write(("\r" + line + "\033[K") if self.tty else line + "\n")
+        if self.tty and done == self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _result_names(inputs: Sequence[str]) -> list[str]:
+    """Unique result-file stems: the input's stem, with its index appended when stems collide."""
+    stems = [Path(p).stem or "input" for p in inputs]
+    return [f"{s}_{i}" if stems.count(s) > 1 else s for i, s in enumerate(stems)]
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # atomic: a reader never sees half a file
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return str(obj)
+
+
+def run_batch(inputs: Sequence[str], out_dir: str | os.PathLike, *, executor: str = "local",
+              workers: int | None = None, stage: str = "auto", seed: int = 0, chains: int | None = None,
+              draws: int | None = None, resume: bool = False, task: Callable[..., dict] = calibrate_input,
+              progress: TextIO | None | bool = True) -> BatchSummary:
+    """Run ``task(path, stage, seed, chains, draws)`` for every input on the ``executor`` backend (module doc).
+
+    ``task`` must be picklable (module level). Returns the :class:`BatchSummary`; never raises for a failing
+    input. ``progress``: True for stderr, a stream, or False for none.
+    """
+    from vehcal_ros.inference.executors import executor_workers, is_worker_lost, make_executor
+
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = _result_names(inputs)
+    outcomes = [InputOutcome(input=str(p)) for p in inputs]
+    ex = make_executor(executor, workers)
+    summary = BatchSummary(outcomes=outcomes, executor=executor, workers=executor_workers(ex))
+    bar = ProgressBar(len(inputs), None if progress is True else progress) if progress else None
+    n_done = n_failed = 0
+
+    def finish(i: int, status: str, *, error: str | None = None, value: dict | None = None) -> None:
+        nonlocal n_done, n_failed
+        o = outcomes[i]
+        o.status = status
+        o.error = error
+        if value is not None:
+            f = out / f"{names[i]}.json"
+            _write_json(f, value)
+            o.result_file = str(f)
+            o.task = value.get("task")
+            o.elapsed_s = value.get("task_elapsed_s")
+        n_done += 1
+        n_failed += status == "failed"
+        summary.elapsed_s = time.perf_counter() - t0
+        _write_json(out / "summary.json", summary.to_dict())
+        if bar:
+            bar.update(n_done, n_failed, f"{Path(o.input).name}: {status}")
+
+    pending: deque[int] = deque()
+    for i, name in enumerate(names):
+        if resume and (out / f"{name}.json").exists():
+            outcomes[i].status = "skipped"
+            outcomes[i].result_file = str(out / f"{name}.json")
+            n_done += 1
+        else:
+            pending.append(i)
+    suspects: deque[int] = deque()
+    inflight: dict[Future, int] = {}
+    try:
+        while pending or suspects or inflight:
+            cap = executor_workers(ex)
+            broken = False
+            to_submit: list[int] = []
+            if suspects:
+                if not inflight:
+                    to_submit.append(suspects.popleft())
+            else:
+                while pending and len(inflight) + len(to_submit) < cap:
+                    to_submit.append(pending.popleft())
+            for i in to_submit:
+                try:
+                    fut = ex.submit(task, outcomes[i].input, stage, seed, chains, draws)
+                except BrokenExecutor:
+                    pending.appendleft(i)  # not run: no attempt used
+                    broken = True
+                    break
+                outcomes[i].attempts += 1
+                inflight[fut] = i
+            lost: list[int] = []
+            if inflight and not broken:
+                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = inflight.pop(fut)
+                    exc = fut.exception()
+                    if exc is None:
+                        finish(i, "ok", value=fut.result())
+                    elif isinstance(exc, BrokenExecutor):
+                        lost.append(i)
+                        broken = True
+                    elif is_worker_lost(exc):
+                        finish(i, "failed", error=f"worker died while processing this input ({type(exc).__name__})")
+                    else:
+                        finish(i, "failed", error=f"{type(exc).__name__}: {exc}")
+            if broken:
+                # every other task of a broken pool is lost too; collect those that still finished fine
+                if inflight:
+                    wait(list(inflight))
+                for fut, i in list(inflight.items()):
+                    exc = fut.exception()
+                    if exc is None:
+                        finish(i, "ok", value=fut.result())
+                    else:
+                        lost.append(i)
+                inflight.clear()
+                for i in lost:
+                    if outcomes[i].attempts >= 2:
+                        finish(i, "failed", error=f"worker died while processing this input "
+                                                  f"(attempts: {outcomes[i].attempts})")
+                    else:
+                        suspects.append(i)
+                ex.shutdown(wait=True)
+                ex = make_executor(executor, workers)
+                summary.executor_rebuilds += 1
+        summary.finished = True
+    finally:
+        for fut in inflight:
+            fut.cancel()
+        ex.shutdown(wait=True)
+        summary.elapsed_s = time.perf_counter() - t0
+        _write_json(out / "summary.json", summary.to_dict())
+    return summary
+
+
+def _headline(path: str) -> str:
+    """One-line key result of a result file for the table."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    r = d.get("result", {}) if isinstance(d, dict) else {}
+    if d.get("task") == "grip" and isinstance(r.get("mu_max"), dict):
+        return f"mu_max {r['mu_max'].get('mean', float('nan')):.3f}"
+    if d.get("task") == "brake" and "parameters" in r:
+        return " ".join(f"{k} {v['value']:.4g}" for k, v in r["parameters"].items())
+    if isinstance(r, dict):
+        stages = [r] if "stage" in r else [v for v in r.values() if isinstance(v, dict) and "stage" in v]
+        parts = []
+        for st in stages:
+            parts += [f"{k} {v.get('mean', float('nan')):.4g}" for k, v in st.get("parameters", {}).items()]
+        return " ".join(parts)
+    return ""
+
+
+def print_table(summary: BatchSummary, stream: TextIO | None = None) -> None:
+    """Summary table: input, status, task, seconds, key result or error."""
+    stream = stream or sys.stdout
+    rows = [(Path(o.input).name, o.status, o.task or "-", f"{o.elapsed_s:.2f}" if o.elapsed_s is not None else "-",
+             (o.error or (_headline(o.result_file) if o.result_file else ""))[:100]) for o in summary.outcomes]
+    head = ("input", "status", "task", "s", "result / error")
+    widths = [max(len(r[k]) for r in rows + [head]) for k in range(4)]
+    for r in [head] + rows:
+        stream.write("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] + "\n")
+    rate = summary.to_dict()["inputs_per_minute"]
+    stream.write(f"{summary.n_ok}/{len(summary.outcomes)} ok on {summary.executor} ({summary.workers} workers) in "
+                 f"{summary.elapsed_s:.1f} s" + (f", {rate:.1f} inputs/min" if rate else "") + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.chains is not None and args.chains < 1:
+        raise InputError(f"--chains must be >= 1, got {args.chains}")
+    if args.draws is not None and args.draws < 10:
+        raise InputError(f"--draws must be >= 10, got {args.draws}")
+    summary = run_batch(args.inputs, args.out, executor=args.executor, workers=args.workers, stage=args.stage,
+                        seed=args.seed, chains=args.chains, draws=args.draws, resume=args.resume)
+    print_table(summary)
+    for o in summary.failed:
+        print(f"vehcal batch: failed: {o.input}: {o.error}", file=sys.stderr)
+    return 0 if not summary.failed else 1

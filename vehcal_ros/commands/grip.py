@@ -1,0 +1,106 @@
+"""``vehcal grip DATA.csv``: one grip fit (friction paper, Algorithm 1) on a CSV with columns slip,mu."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from pathlib import Path
+
+from vehcal_ros.errors import InputError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("grip", help="fit the friction curve and grip potential to slip,mu samples",
+                              description=__doc__)
+    p.add_argument("data", metavar="DATA.csv", help="CSV with header columns slip,mu (others ignored)")
+    p.add_argument("--json", metavar="OUT", help="write the estimate as JSON")
+    p.add_argument("--plot", metavar="PNG", help="write a figure of data, ML curve and posterior band")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--max-peak-slip", type=float, default=0.1,
+                   help="physical prior: largest slip at the curve maximum (default 0.1)")
+    p.add_argument("--chains", type=int, default=8, help="adaptive Metropolis chains (default 8)")
+    p.add_argument("--steps", type=int, default=20_000, help="steps per chain (default 20000)")
+    p.add_argument("--prior", choices=("truncated", "posthoc"), default="truncated",
+                   help="physical prior inside the posterior (truncated) or applied to the draws (posthoc)")
+    p.add_argument("--mirror-braking", action="store_true",
+                   help="map braking samples (slip < 0) to (-slip, -mu) instead of dropping them")
+    p.set_defaults(func=run)
+
+
+def read_slip_mu(path: str | Path) -> tuple[list[float], list[float]]:
+    """Columns ``slip`` and ``mu`` of a CSV file; InputError naming the file/line for any problem."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"no such file: {path}")
+    if path.is_dir():
+        raise InputError(f"is a directory, expected a CSV file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text CSV file ({exc.reason})") from None
+    if not text.strip():
+        raise InputError(f"{path}: empty file, expected a header with columns slip,mu")
+    reader = csv.reader(text.splitlines())
+    header = [h.strip().lower() for h in next(reader)]
+    missing = [c for c in ("slip", "mu") if c not in header]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} in header {','.join(header)!r}")
+    i_s, i_m = header.index("slip"), header.index("mu")
+    slip: list[float] = []
+    mu: list[float] = []
+    for line_no, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        try:
+            slip.append(float(row[i_s]))
+            mu.append(float(row[i_m]))
+        except IndexError:
+            raise InputError(f"{path}: line {line_no} has {len(row)} fields, expected at least "
+                             f"{max(i_s, i_m) + 1}") from None
+        except ValueError:
+            raise InputError(f"{path}: line {line_no}: non-numeric slip/mu value "
+                             f"{row[i_s].strip()!r}, {row[i_m].strip()!r}") from None
+    if not slip:
+        raise InputError(f"{path}: no data rows after the header")
+    return slip, mu
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (0.0 < args.max_peak_slip < 1.0) or not math.isfinite(args.max_peak_slip):
+        raise InputError(f"--max-peak-slip must be in (0, 1), got {args.max_peak_slip}")
+    if args.chains < 1 or args.chains > 1024:
+        raise InputError(f"--chains must be in [1, 1024], got {args.chains}")
+    if args.steps < 100:
+        raise InputError(f"--steps must be >= 100, got {args.steps}")
+    slip, mu = read_slip_mu(args.data)  # before the heavy imports: bad input fails fast
+    import numpy as np
+
+    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+
+    finite_s = [abs(x) for x in slip if math.isfinite(x)]
+    s_top = min(1.0, max([0.3, *finite_s]))
+    cfg = GripConfig(slip_grid=(0.0, s_top, 61), seed=args.seed,
+                     max_peak_slip=args.max_peak_slip, n_chains=args.chains, n_steps=args.steps,
+                     thin=max(1, min(10, args.steps // 200)), prior_mode=args.prior,
+                     mirror_braking=args.mirror_braking)
+    est = GripEstimator(cfg).fit(np.asarray(slip), np.asarray(mu))
+    d = est.to_dict()
+    m = est.mu_max
+    print(f"grip potential mu_max = {m.mean:.4f} +- {m.std:.4f}  ({m.prob:.0%} interval "
+          f"[{m.lower:.4f}, {m.upper:.4f}])")
+    print(f"slip at peak = {est.slip_at_peak_mean:.4f} +- {est.slip_at_peak_std:.4f};  ML mu_max = "
+          f"{est.mu_max_ml:.4f};  sigma = {est.sigma:.4g}")
+    print(f"points {est.n_points} (removed non-finite {est.n_removed_nonfinite}, braking {est.n_braking}); "
+          f"R-hat max {est.r_hat_max:.3f}, bulk ESS min {est.ess_bulk_min:.0f}, "
+          f"converged {'yes' if est.converged else 'no'}; {est.elapsed_s:.2f} s")
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(d, indent=2, allow_nan=False) + "\n")
+    if args.plot:
+        from vehcal_ros.io.grip_plots import plot_grip_fit
+
+        plot_grip_fit(args.plot, np.asarray(slip), np.asarray(mu), est)
+    return 0

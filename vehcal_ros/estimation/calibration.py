@@ -1,0 +1,569 @@
+"""Staged Bayesian calibration of the 8-DOF model (papers/bayesian-calibration-8dof-vehicle-model.md, Section 3).
+
+Three stages, each on its own maneuver segment, as the paper's Sections 3.3-3.5 (priors and noise scales from
+reference/vehicle_8dof.yaml ``stages``):
+
+=====================  ===========================================  ====================================
+stage                  calibrated (uniform priors, Eq. 14)           data (half-normal noise sigma each)
+=====================  ===========================================  ====================================
+longitudinal           Cxf, Cxr                                      u, w_lf, w_lr          (Sec. 3.3)
+lateral                Cyf, Cyr, kphi_f, kphi_r, bphi                v, yaw_rate, roll, roll_rate (3.4)
+rolling_resistance     rr                                            u (coast-down)         (Sec. 3.5)
+=====================  ===========================================  ====================================
+
+``bphi`` is the total roll damping with ``bphi_f = bphi_r = bphi/2`` (the paper's identifiability fix, Section
+4.2); ``separate_bphi=True`` samples ``bphi_f`` and ``bphi_r`` separately (each U(100, 30000), Eq. 14) to show
+their non-identifiability. Parameters a stage does not calibrate come from ``previous`` (earlier stages'
+posterior means), else from the stage's configured values (the yaml's ``held_fixed``), else from
+:data:`~vehcal_ros.models.vehicle_8dof.DEFAULT_PARAMETERS`.
+
+The likelihood is a proper Gaussian, one unknown sigma per channel (Eq. 2-3 with Gamma diagonal):
+``log L = -sum_c [N/2 log(2 pi sigma_c^2) + SSE_c / (2 sigma_c^2)]``; the 8-DOF model starts from the measured
+state at the segment's first sample. Sampling: tempered SMC (:mod:`vehcal_ros.inference.smc`), several
+independent runs as chains; diagnostics via arviz (R-hat, bulk/tail ESS, MCSE, 94 % HDI). The posterior
+predictive check is the paper's mean RMSE of 100 model responses against the data for prior and posterior
+draws (Tables 3, 5, 7).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+import numpy as np
+import yaml
+
+from vehcal_ros.errors import EstimationError, InputError
+from vehcal_ros.inference.diagnostics import converged as _converged
+from vehcal_ros.inference.diagnostics import summarize_draws
+from vehcal_ros.inference.smc import Distribution, HalfNormal, Prior, SMCResult, Uniform, run_smc
+from vehcal_ros.models.vehicle_8dof import (
+    DEFAULT_PARAMETERS,
+    PARAM_INDEX,
+    PARAM_NAMES,
+    STATE_INDEX,
+    STATE_NAMES,
+    Simulator8Dof,
+    VehicleConstants,
+    parameter_vector,
+)
+
+STAGE_NAMES: tuple[str, ...] = ("longitudinal", "lateral", "rolling_resistance")
+
+CHANNELS: dict[str, int] = {
+    "u": STATE_INDEX["u"], "v": STATE_INDEX["v"], "yaw_rate": STATE_INDEX["wz"], "roll": STATE_INDEX["phi"],
+    "roll_rate": STATE_INDEX["wx"], "w_lf": STATE_INDEX["w_lf"], "w_lr": STATE_INDEX["w_lr"],
+    "w_rf": STATE_INDEX["w_rf"], "w_rr": STATE_INDEX["w_rr"],
+}
+"""Measured channel -> 8-DOF state index. Units: u, v m/s; yaw_rate, roll_rate, w_* rad/s; roll rad."""
+
+CSV_COLUMNS: tuple[str, ...] = ("time", "throttle", "brake", "steering", "u", "v", "yaw_rate", "roll",
+                                "roll_rate", "w_lf", "w_rf", "w_lr", "w_rr")
+"""Columns of the calibration CSV; the first row is the initial state."""
+
+MIN_SAMPLES = 50
+MIN_DURATION_S = 0.5
+
+
+# --------------------------------------------------------------------------------------------------- segments
+@dataclass(frozen=True)
+class Segment:
+    """One maneuver: inputs and measured channels on a uniform time grid, and the initial 8-DOF state.
+
+    ``time`` s; ``throttle``, ``brake`` 0..1; ``steering`` -1..1 (normalised driver inputs, DESIGN section 4);
+    ``measured`` channel -> samples in SI units (see :data:`CHANNELS`); ``initial_state`` (12,) in
+    ``STATE_NAMES`` order (x, y, psi are irrelevant to the calibrated channels and default to 0).
+    """
+
+    time: np.ndarray = field(repr=False)
+    throttle: np.ndarray = field(repr=False)
+    brake: np.ndarray = field(repr=False)
+    steering: np.ndarray = field(repr=False)
+    measured: Mapping[str, np.ndarray] = field(repr=False)
+    initial_state: np.ndarray = field(repr=False)
+    source: str = "arrays"
+
+    @property
+    def duration(self) -> float:
+        """s"""
+        return float(self.time[-1] - self.time[0]) if self.time.size else 0.0
+
+    @property
+    def sample_period(self) -> float:
+        """Median sample spacing (s)."""
+        return float(np.median(np.diff(self.time))) if self.time.size > 1 else float("nan")
+
+    @classmethod
+    def from_arrays(cls, time: Sequence[float], throttle: Sequence[float], brake: Sequence[float],
+                    steering: Sequence[float], measured: Mapping[str, Sequence[float]],
+                    initial_state: Mapping[str, float] | np.ndarray | None = None, source: str = "arrays") -> Segment:
+        """Build a segment; without ``initial_state`` it is read from the first sample of ``measured``."""
+        t = np.asarray(time, dtype=float).ravel()
+        arrays = {}
+        for name, vals in (("throttle", throttle), ("brake", brake), ("steering", steering)):
+            arr = np.asarray(vals, dtype=float).ravel()
+            if arr.shape != t.shape:
+                raise InputError(f"{source}: input '{name}' has {arr.size} samples, time has {t.size}")
+            arrays[name] = arr
+        meas = {}
+        for name, vals in measured.items():
+            if name not in CHANNELS:
+                raise InputError(f"{source}: unknown channel '{name}'; known: {', '.join(CHANNELS)}")
+            arr = np.asarray(vals, dtype=float).ravel()
+            if arr.shape != t.shape:
+                raise InputError(f"{source}: channel '{name}' has {arr.size} samples, time has {t.size}")
+            meas[name] = arr
+        if initial_state is None:
+            x0 = _initial_state_from(meas, source)
+        elif isinstance(initial_state, Mapping):
+            x0 = np.zeros(len(STATE_NAMES))
+            for k, v in initial_state.items():
+                x0[STATE_INDEX[k]] = float(v)
+        else:
+            x0 = np.asarray(initial_state, dtype=float).copy()
+        return cls(t, arrays["throttle"], arrays["brake"], arrays["steering"], meas, x0, source)
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike) -> Segment:
+        """Read a calibration CSV (header :data:`CSV_COLUMNS`, any order; extra columns ignored).
+
+        Raises :class:`InputError` for a missing file, missing columns or unparsable numbers.
+        """
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise InputError(f"no such file: {path}")
+        if os.path.isdir(path):
+            raise InputError(f"{path} is a directory, expected a CSV file")
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            try:
+                header = [h.strip() for h in next(reader)]
+            except StopIteration:
+                raise InputError(f"{path}: empty file") from None
+            rows = [r for r in reader if r and any(c.strip() for c in r)]
+        missing = [c for c in CSV_COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(CSV_COLUMNS)})")
+        col = {name: header.index(name) for name in CSV_COLUMNS}
+        data = np.empty((len(rows), len(CSV_COLUMNS)))
+        for i, row in enumerate(rows):
+            for j, name in enumerate(CSV_COLUMNS):
+                try:
+                    cell = row[col[name]].strip()
+                    data[i, j] = float(cell) if cell else float("nan")
+                except (IndexError, ValueError):
+                    raise InputError(f"{path}: row {i + 2}, column '{name}': not a number") from None
+        c = {name: data[:, j] for j, name in enumerate(CSV_COLUMNS)}
+        if data.shape[0] == 0:
+            raise InputError(f"{path}: no data rows")
+        measured = {k: c[k] for k in CSV_COLUMNS[4:]}
+        return cls.from_arrays(c["time"], c["throttle"], c["brake"], c["steering"], measured, source=path)
+
+    @classmethod
+    def from_chrono(cls, csv_path: str | os.PathLike, driver_path: str | os.PathLike, start_row: int,
+                    end_row: int) -> Segment:
+        """A window of the paper's Chrono HMMWV data (shared data/chrono_hmmwv/README.md).
+
+        ``start_row``..``end_row`` (inclusive, data rows counted from 0) of the 100 Hz CSV; inputs from the driver
+        file (time, steering, throttle, brake; linear between rows). x, y are made relative to the start row.
+        """
+        with open(csv_path, encoding="utf-8") as f:
+            header = [h.strip() for h in f.readline().split(",")]
+        raw = np.genfromtxt(csv_path, delimiter=",", skip_header=1)
+        col = {name: raw[:, i] for i, name in enumerate(header) if name}
+        drv = np.loadtxt(driver_path)
+        sl = slice(start_row, end_row + 1)
+        t = col["time"][sl]
+        measured = {"u": col["vx"][sl], "v": col["vy"][sl], "yaw_rate": col["yaw_rate"][sl],
+                    "roll": col["roll"][sl], "roll_rate": col["roll_rate"][sl], "w_lf": col["wlf"][sl],
+                    "w_lr": col["wlr"][sl], "w_rf": col["wrf"][sl], "w_rr": col["wrr"][sl]}
+        x0 = _initial_state_from(measured, os.fspath(csv_path))
+        x0[STATE_INDEX["psi"]] = col["yaw"][start_row]
+        return cls.from_arrays(t, np.interp(t, drv[:, 0], drv[:, 2]), np.interp(t, drv[:, 0], drv[:, 3]),
+                               np.interp(t, drv[:, 0], drv[:, 1]), measured, x0, source=os.fspath(csv_path))
+
+    def window(self, t_start: float, t_end: float) -> Segment:
+        """Sub-segment with samples in [t_start, t_end]; its first sample becomes the initial state."""
+        sel = (self.time >= t_start - 1e-9) & (self.time <= t_end + 1e-9)
+        meas = {k: v[sel] for k, v in self.measured.items()}
+        x0 = _initial_state_from(meas, self.source) if sel.any() else self.initial_state
+        return Segment(self.time[sel], self.throttle[sel], self.brake[sel], self.steering[sel], meas, x0,
+                       self.source)
+
+    def with_noise(self, sigmas: Mapping[str, float], seed: int = 0) -> Segment:
+        """A copy with white Gaussian noise of std ``sigmas[channel]`` added (paper Section 3.1); the initial
+        state stays the noise-free one, as in the paper."""
+        rng = np.random.default_rng(seed)
+        meas = {k: (v + rng.normal(0.0, float(sigmas[k]), v.shape) if k in sigmas else v.copy())
+                for k, v in self.measured.items()}
+        return replace(self, measured=meas)
+
+
+def _initial_state_from(measured: Mapping[str, np.ndarray], source: str) -> np.ndarray:
+    need = ("u", "v", "yaw_rate", "roll", "roll_rate", "w_lf", "w_lr", "w_rf", "w_rr")
+    missing = [k for k in need if k not in measured]
+    if missing:
+        raise InputError(f"{source}: the initial state needs channels {', '.join(missing)}")
+    x0 = np.zeros(len(STATE_NAMES))
+    for k in need:
+        if measured[k].size == 0:
+            raise InputError(f"{source}: no samples")
+        x0[CHANNELS[k]] = float(measured[k][0])
+    return x0
+
+
+# --------------------------------------------------------------------------------------------------- stages
+@dataclass(frozen=True)
+class StageSpec:
+    """One calibration stage: priors of the calibrated parameters, noise scales, data channels, step."""
+
+    name: str
+    priors: tuple[tuple[str, Distribution], ...]
+    noise_scales: tuple[tuple[str, float], ...]
+    held_fixed: Mapping[str, float]
+    dt: float
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.noise_scales)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.priors)
+
+
+def _load_stage_config() -> dict:
+    text = resources.files("vehcal_ros").joinpath("data/vehicle_8dof.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def stage_spec(name: str, *, separate_bphi: bool = False) -> StageSpec:
+    """The stage's configuration from vehicle_8dof.yaml (paper Sections 3.3-3.5, Eq. 14)."""
+    if name not in STAGE_NAMES:
+        raise InputError(f"unknown stage '{name}'; choose one of {', '.join(STAGE_NAMES)}")
+    doc = _load_stage_config()
+    cfg = doc["stages"][name]
+    steps = doc.get("time_step", {})
+    priors: list[tuple[str, Distribution]] = []
+    for pname, (lo, hi) in cfg["priors"].items():
+        if pname == "bphi" and separate_bphi:
+            priors += [("bphi_f", Uniform(100.0, 30000.0)), ("bphi_r", Uniform(100.0, 30000.0))]
+        else:
+            priors.append((pname, Uniform(float(lo), float(hi))))
+    noise = tuple((ch, float(s)) for ch, s in cfg["noise_priors_halfnormal_scale"].items())
+    fixed: dict[str, float] = {}
+    for k, v in (cfg.get("held_fixed") or {}).items():
+        if k in ("kphi", "bphi"):
+            fixed[f"{k}_f"] = float(v)
+            fixed[f"{k}_r"] = float(v)
+        else:
+            fixed[k] = float(v)
+    dt = float(steps.get("longitudinal_and_test", 0.005)) if name == "longitudinal" else float(
+        steps.get("lateral_and_rolling_resistance", 0.01))
+    return StageSpec(name, tuple(priors), noise, fixed, dt)
+
+
+# --------------------------------------------------------------------------------------------------- checks
+def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47) -> None:
+    """Plausibility of a segment for a stage: raises :class:`InputError` (units, NaN, gaps, too short, missing
+    channels) or :class:`EstimationError` (the maneuver does not excite the stage's parameters)."""
+    src = segment.source
+    t = segment.time
+    missing = [c for c in stage.channels if c not in segment.measured]
+    if missing:
+        raise InputError(f"{src}: stage {stage.name} needs channels {', '.join(missing)}")
+    cols = {"time": t, "throttle": segment.throttle, "brake": segment.brake, "steering": segment.steering}
+    cols.update(segment.measured)
+    for name, arr in cols.items():
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InputError(f"{src}: {int(bad.sum())} non-finite value(s) in '{name}' (first at sample {i}); "
+                             "drop or fill those rows")
+    if t.size < MIN_SAMPLES or segment.duration < MIN_DURATION_S:
+        raise InputError(f"{src}: segment too short ({t.size} samples, {segment.duration:.2f} s); need at least "
+                         f"{MIN_SAMPLES} samples and {MIN_DURATION_S} s")
+    dts = np.diff(t)
+    if np.any(dts <= 0):
+        i = int(np.argmax(dts <= 0))
+        raise InputError(f"{src}: time is not strictly increasing at sample {i + 1} (t = {t[i + 1]:.4f} s)")
+    med = float(np.median(dts))
+    gap = dts > 1.5 * med
+    if gap.any() or np.any(dts < 0.5 * med):
+        i = int(np.argmax(gap)) if gap.any() else int(np.argmax(dts < 0.5 * med))
+        raise InputError(f"{src}: non-uniform sampling: step of {dts[i]:.4f} s at t = {t[i]:.3f} s "
+                         f"(median {med:.4f} s); the segment must be gap-free and uniformly sampled")
+    for name, lo, hi in (("throttle", 0.0, 1.0), ("brake", 0.0, 1.0), ("steering", -1.0, 1.0)):
+        arr = cols[name]
+        if arr.min() < lo - 0.01 or arr.max() > hi + 0.01:
+            raise InputError(f"{src}: '{name}' outside [{lo:g}, {hi:g}] (range {arr.min():.3g}..{arr.max():.3g}); "
+                             "inputs must be normalised driver commands")
+    meas = segment.measured
+    if "u" in meas:
+        moving = meas["u"] > 2.0
+        wheels = [w for w in ("w_lf", "w_lr", "w_rf", "w_rr") if w in meas]
+        if moving.sum() >= 5 and wheels:
+            ratio = float(np.median(np.concatenate([meas[w][moving] for w in wheels])
+                                    * r0 / np.repeat(meas["u"][moving][None, :], len(wheels), 0).ravel()))
+            if not 0.6 < ratio < 1.6:
+                hint = " (they look like rpm: convert with * pi/30)" if 6.0 < ratio < 14.0 else ""
+                raise InputError(f"{src}: wheel speeds inconsistent with u: median w*r0/u = {ratio:.2f}, expected "
+                                 f"~1; wheel speeds must be in rad/s{hint}")
+    for name, lim, unit in (("roll", 0.5, "rad"), ("roll_rate", 3.0, "rad/s"), ("yaw_rate", 3.0, "rad/s")):
+        if name in meas and np.abs(meas[name]).max() > lim:
+            raise InputError(f"{src}: |{name}| reaches {np.abs(meas[name]).max():.3g}, implausible in {unit} "
+                             "(degrees?)")
+    _check_excitation(segment, stage)
+
+
+def _check_excitation(segment: Segment, stage: StageSpec) -> None:
+    src = segment.source
+    m = segment.measured
+    if stage.name == "longitudinal":
+        if segment.throttle.max() < 0.05 or np.ptp(m["u"]) < 1.0:
+            raise EstimationError(f"{src}: no longitudinal excitation (max throttle {segment.throttle.max():.2f}, "
+                                  f"u range {np.ptp(m['u']):.2f} m/s); need a throttle ramp changing u by > 1 m/s")
+    elif stage.name == "lateral":
+        if np.abs(segment.steering).max() < 0.02 or np.abs(m["yaw_rate"]).max() < 0.02 or m.get(
+                "u", np.array([10.0])).mean() < 3.0:
+            raise EstimationError(f"{src}: no lateral excitation (max |steering| "
+                                  f"{np.abs(segment.steering).max():.3f}, max |yaw rate| "
+                                  f"{np.abs(m['yaw_rate']).max():.3f} rad/s); need steering at speed")
+    else:
+        coasting = segment.throttle.max() < 0.02 and segment.brake.max() < 0.02
+        drop = float(m["u"][0] - m["u"][-1])
+        if not coasting or drop < 0.1 or m["u"].mean() < 2.0:
+            raise EstimationError(f"{src}: not a coast-down (max throttle {segment.throttle.max():.2f}, max brake "
+                                  f"{segment.brake.max():.2f}, u drop {drop:.2f} m/s); need a free roll at speed")
+
+
+# --------------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class CalibrationResult:
+    """Posterior of one calibration stage (JSON-ready via :meth:`to_dict`).
+
+    ``parameters``/``noise``: name/channel -> {mean, std, hdi_low, hdi_high (94 %), mcse_mean, r_hat,
+    ess_bulk, ess_tail}, in the parameter's units (N, N/rad, N m/rad, N m s/rad, -) and the channel's units.
+    """
+
+    stage: str
+    parameters: dict[str, dict[str, float]]
+    noise: dict[str, dict[str, float]]
+    converged: bool
+    """every R-hat < 1.01 and bulk ESS > 400 (diagnostics.converged)."""
+    elapsed_s: float
+    """wall time of the stage including the predictive check (s)."""
+    log_evidence: float
+    """log marginal likelihood (nats), mean over runs."""
+    n_stages: int
+    """SMC tempering stages (longest run)."""
+    names: tuple[str, ...]
+    draws: np.ndarray = field(repr=False)
+    """``(chain, draw, param)`` in ``names`` order (parameters, then ``sigma_<channel>``)."""
+    fixed: dict[str, float] = field(default_factory=dict)
+    """values of the 8-DOF parameters not calibrated in this stage."""
+    rmse_prior: dict[str, float] = field(default_factory=dict)
+    """mean RMSE of 100 prior-draw responses vs the data, per channel (paper Tables 3, 5, 7)."""
+    rmse_posterior: dict[str, float] = field(default_factory=dict)
+    """mean RMSE of 100 posterior-draw responses vs the data, per channel."""
+    rmse_posterior_mean: dict[str, float] = field(default_factory=dict)
+    """RMSE of the response at the posterior mean, per channel."""
+    sampling_s: float = 0.0
+    """SMC wall time (s)."""
+    smc: dict = field(default_factory=dict, repr=False)
+    """SMC bookkeeping (temperatures, acceptance, mutation steps, evaluations)."""
+    separate_bphi: bool = False
+
+    def posterior_means(self) -> dict[str, float]:
+        """Means of the calibrated 8-DOF parameters, with merged ``bphi`` split into ``bphi_f = bphi_r``."""
+        out = {k: v["mean"] for k, v in self.parameters.items()}
+        if "bphi" in out:
+            b = out.pop("bphi")
+            out["bphi_f"] = out["bphi_r"] = 0.5 * b
+        return out
+
+    def model_parameters(self) -> dict[str, float]:
+        """The full 8-DOF parameter set this stage implies: fixed values overridden by posterior means."""
+        return {**DEFAULT_PARAMETERS, **self.fixed, **self.posterior_means()}
+
+    def to_dict(self, include_draws: bool = False) -> dict:
+        out = {
+            "stage": self.stage, "converged": self.converged, "elapsed_s": self.elapsed_s,
+            "sampling_s": self.sampling_s, "log_evidence": self.log_evidence, "n_stages": self.n_stages,
+            "parameters": self.parameters, "noise": self.noise, "fixed": self.fixed,
+            "separate_bphi": self.separate_bphi,
+            "rmse_prior": self.rmse_prior, "rmse_posterior": self.rmse_posterior,
+            "rmse_posterior_mean": self.rmse_posterior_mean,
+            "draws_shape": list(self.draws.shape), "smc": self.smc,
+        }
+        if include_draws:
+            out["names"] = list(self.names)
+            out["draws"] = self.draws.tolist()
+        return _jsonable(out)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------- problem
+class StageProblem:
+    """The likelihood of one stage on one segment: maps sampled vectors to 8-DOF parameters and runs the
+    batch model (:class:`~vehcal_ros.models.vehicle_8dof.Simulator8Dof`) for all particles at once."""
+
+    def __init__(self, segment: Segment, spec: StageSpec, base: Mapping[str, float],
+                 constants: VehicleConstants | None = None) -> None:
+        self.segment = segment
+        self.spec = spec
+        period = segment.sample_period
+        n_sub = max(1, int(round(period / spec.dt)))
+        self.sim = Simulator8Dof(segment.initial_state, segment.time, segment.throttle, segment.brake,
+                                 segment.steering, dt=period / n_sub, output_dt=period,
+                                 n_out=segment.time.size, constants=constants)
+        self.base = parameter_vector(dict(base))
+        self.chan = np.array([CHANNELS[c] for c in spec.channels], dtype=np.int64)
+        self.data = np.ascontiguousarray(np.column_stack([segment.measured[c] for c in spec.channels]))
+        self.n_model = len(spec.priors)
+        self.prior = Prior.from_pairs(list(spec.priors) + [(f"sigma_{c}", HalfNormal(s))
+                                                           for c, s in spec.noise_scales])
+        self.n_obs = segment.time.size
+
+    def parameter_matrix(self, theta_model: np.ndarray) -> np.ndarray:
+        """``(n, 11)`` 8-DOF parameter rows for sampled model parameters ``(n, n_model)``."""
+        theta_model = np.atleast_2d(theta_model)
+        p = np.repeat(self.base[None, :], theta_model.shape[0], axis=0)
+        for j, name in enumerate(self.spec.parameter_names):
+            if name == "bphi":
+                p[:, PARAM_INDEX["bphi_f"]] = 0.5 * theta_model[:, j]
+                p[:, PARAM_INDEX["bphi_r"]] = 0.5 * theta_model[:, j]
+            else:
+                p[:, PARAM_INDEX[name]] = theta_model[:, j]
+        return p
+
+    def log_likelihood(self, theta: np.ndarray) -> np.ndarray:
+        """Gaussian log likelihood of each row of ``theta`` (model parameters then sigmas), ``(n,)``."""
+        sse = self.sim.sse(self.parameter_matrix(theta[:, : self.n_model]), self.chan, self.data)
+        sig2 = theta[:, self.n_model:] ** 2
+        with np.errstate(invalid="ignore", over="ignore"):
+            ll = -0.5 * np.sum(self.n_obs * np.log(2.0 * math.pi * sig2) + sse / sig2, axis=1)
+        return np.where(np.isfinite(ll), ll, -np.inf)
+
+    def responses(self, theta_model: np.ndarray) -> np.ndarray:
+        """Model responses ``(n, n_out, n_channels)`` for sampled model parameters."""
+        states = self.sim.run(self.parameter_matrix(theta_model))
+        return states[:, :, self.chan]
+
+    def rmse(self, theta_model: np.ndarray) -> np.ndarray:
+        """RMSE ``(n, n_channels)`` of each response against the data."""
+        r = self.responses(theta_model) - self.data[None, :, :]
+        return np.sqrt(np.mean(r * r, axis=1))
+
+
+def _base_parameters(spec: StageSpec, previous: Mapping[str, float] | None) -> dict[str, float]:
+    base = {**DEFAULT_PARAMETERS, **spec.held_fixed}
+    if previous:
+        unknown = set(previous) - set(PARAM_NAMES)
+        if unknown:
+            raise InputError(f"unknown 8-DOF parameters in previous results: {sorted(unknown)}")
+        base.update({k: float(v) for k, v in previous.items()})
+    return base
+
+
+def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, float] | None = None,
+                    n_chains: int = 8, n_draws: int = 1000, seed: int = 0, separate_bphi: bool = False,
+                    kernel: str = "imh", predictive_draws: int = 100, check: bool = True,
+                    constants: VehicleConstants | None = None, dt: float | None = None,
+                    smc_options: Mapping | None = None, max_mutation_steps: int = 10) -> CalibrationResult:
+    """Calibrate one stage on ``segment`` (paper Sections 3.3-3.5).
+
+    ``previous``: 8-DOF parameter values from earlier stages (posterior means), overriding the configured
+    held-fixed values; ``n_chains`` independent SMC runs of ``n_draws`` particles each; ``seed`` fixes every
+    random number (SMC and predictive draws); ``separate_bphi``: sample bphi_f and bphi_r separately (lateral);
+    ``dt``: integration step (default per the yaml: 5 ms longitudinal, 10 ms lateral and rolling resistance).
+    """
+    t_start = time.perf_counter()
+    spec = stage_spec(stage, separate_bphi=separate_bphi)
+    if dt is not None:
+        spec = replace(spec, dt=float(dt))
+    constants = constants or VehicleConstants()
+    if check:
+        check_segment(segment, spec, r0=constants.r0)
+    base = _base_parameters(spec, previous)
+    problem = StageProblem(segment, spec, base, constants)
+    smc: SMCResult = run_smc(problem.log_likelihood, problem.prior, n_particles=n_draws, n_chains=n_chains,
+                             seed=seed, kernel=kernel, max_mutation_steps=max_mutation_steps, **(smc_options or {}))
+    names = smc.names
+    summ = summarize_draws(smc.draws, names)
+    params = {n: summ[n].to_dict() for n in names[: problem.n_model]}
+    noise = {n[len("sigma_"):]: summ[n].to_dict() for n in names[problem.n_model:]}
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(n_chains + 1)[-1])
+    flat = smc.draws.reshape(-1, len(names))[:, : problem.n_model]
+    k = min(predictive_draws, flat.shape[0])
+    post = flat[rng.choice(flat.shape[0], k, replace=False)]
+    pri = problem.prior.sample(rng, k)[:, : problem.n_model]
+    chans = spec.channels
+    rmse_post = problem.rmse(post).mean(axis=0)
+    rmse_prior = problem.rmse(pri).mean(axis=0)
+    rmse_mean = problem.rmse(flat.mean(axis=0)[None, :])[0]
+    fixed = {n: float(base[n]) for n in PARAM_NAMES
+             if n not in spec.parameter_names and not (n in ("bphi_f", "bphi_r") and "bphi" in spec.parameter_names)}
+    return CalibrationResult(
+        stage=stage, parameters=params, noise=noise, converged=_converged(summ),
+        elapsed_s=time.perf_counter() - t_start,
+        log_evidence=smc.log_evidence, n_stages=smc.n_stages, names=names, draws=smc.draws, fixed=fixed,
+        rmse_prior=dict(zip(chans, map(float, rmse_prior))), rmse_posterior=dict(zip(chans, map(float, rmse_post))),
+        rmse_posterior_mean=dict(zip(chans, map(float, rmse_mean))), sampling_s=smc.elapsed_s,
+        smc={k: v for k, v in smc.to_dict().items() if k not in ("names",)}, separate_bphi=separate_bphi,
+    )
+
+
+def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 8, n_draws: int = 1000,
+                  seed: int = 0, separate_bphi: bool = False, kernel: str = "imh",
+                  previous: Mapping[str, float] | None = None) -> dict[str, CalibrationResult]:
+    """Run longitudinal -> lateral -> rolling_resistance, each on its segment (one segment: the same for all),
+    each stage holding the earlier stages' posterior means fixed (paper Section 3)."""
+    results: dict[str, CalibrationResult] = {}
+    known = dict(previous or {})
+    for i, stage in enumerate(STAGE_NAMES):
+        seg = segments if isinstance(segments, Segment) else segments.get(stage)
+        if seg is None:
+            continue
+        res = calibrate_stage(seg, stage, previous=known, n_chains=n_chains, n_draws=n_draws, seed=seed + i,
+                              separate_bphi=separate_bphi, kernel=kernel)
+        results[stage] = res
+        known.update(res.posterior_means())
+    if not results:
+        raise InputError(f"no segment for any stage; give segments for {', '.join(STAGE_NAMES)}")
+    return results
+
+
+def predictive_responses(segment: Segment, result: CalibrationResult, n: int = 100, seed: int = 0,
+                         constants: VehicleConstants | None = None) -> dict[str, np.ndarray]:
+    """Responses for ``n`` prior and ``n`` posterior draws plus the posterior-mean response (paper Figs. 7-9,
+    15-18): keys ``time``, ``data``, ``prior``, ``posterior`` ``(n, n_out, n_channels)``, ``posterior_mean``,
+    ``channels``."""
+    spec = stage_spec(result.stage, separate_bphi=result.separate_bphi)
+    problem = StageProblem(segment, spec, {**DEFAULT_PARAMETERS, **result.fixed}, constants)
+    rng = np.random.default_rng(seed)
+    flat = result.draws.reshape(-1, result.draws.shape[2])[:, : problem.n_model]
+    post = flat[rng.choice(flat.shape[0], min(n, flat.shape[0]), replace=False)]
+    pri = problem.prior.sample(rng, n)[:, : problem.n_model]
+    return {"time": problem.sim.t_out, "data": problem.data, "channels": np.array(spec.channels),
+            "prior": problem.responses(pri), "posterior": problem.responses(post),
+            "posterior_mean": problem.responses(flat.mean(axis=0)[None, :])[0]}

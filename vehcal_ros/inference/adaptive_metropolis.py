@@ -1,0 +1,430 @@
+"""Robust adaptive Metropolis (Vihola 2012) as used by the friction paper, Algorithm 1, steps 4-12.
+
+Each chain proposes ``theta* = theta + S r`` with ``r ~ N(0, I)`` (step 7), accepts with probability
+``alpha = min(1, p(theta*)/p(theta))`` (steps 8-10, Eq. 24), and updates the lower-triangular factor S so that
+``S S^T <- S (I + eta_i (alpha - 0.234) r r^T / |r|^2) S^T`` (step 11) by a rank-one Cholesky update
+(``eta > 0``) or downdate (``eta < 0``), with ``eta_i = min(1, d i^-gamma)``, gamma in [0.5, 1] (Vihola's
+choice of the step-size sequence; d = dimension). Draws after ``burn_in`` steps are kept every ``thin`` steps
+(step 12). Draws are ``(chain, draw, parameter)`` as everywhere in vehcal_ros.
+
+Two drivers:
+
+* :func:`run_grip_chains` - the magic-formula posterior of Eqs. (20)-(23) entirely in numba
+  (``nogil=True``, chains in ``prange``): uniform prior in the bounds (Eq. 20), Gaussian likelihood
+  ``-V(theta)/(2 sigma^2)`` with sigma from the ML fit (Eq. 22, ``sigma_mode="fixed"``, the paper), or with sigma
+  integrated out under the Jeffreys prior p(sigma) ~ 1/sigma, which gives ``-(N/2) log V(theta)``
+  (``sigma_mode="marginal"``: sigma is then effectively sampled, at no extra dimension). Optionally the
+  physical prior of Section 4.2.2 as a truncation: proposals whose curve peaks at a slip above
+  ``max_peak_slip`` have zero prior density and are rejected inside the chain.
+* :func:`run_ram` - a generic vectorised variant for other posteriors (e.g. the 8-DOF calibration): the user's
+  ``log_target_batch(X[n_chains, d]) -> logp[n_chains]`` is called once per step for all chains.
+
+Random numbers of :func:`run_grip_chains` come from one xoshiro256** stream per chain (seeded by
+``numpy.random.SeedSequence(seed).spawn``), so results do not depend on the number of threads.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit, prange
+
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, peak_slip_at_most, sse
+
+TARGET_ACCEPTANCE = 0.234
+
+# ----------------------------------------------------------------------------------------------------------
+# random numbers: xoshiro256** (Blackman & Vigna), one stream per chain
+# ----------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _rotl(x: np.uint64, k: int) -> np.uint64:
+    return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
+
+
+@njit(cache=True, nogil=True)
+def _next_u64(st: np.ndarray) -> np.uint64:
+    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
+    result = _rotl(s1 * np.uint64(5), 7) * np.uint64(9)
+    t = s1 << np.uint64(17)
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, 45)
+    st[0], st[1], st[2], st[3] = s0, s1, s2, s3
+    return result
+
+
+@njit(cache=True, nogil=True)
+def _uniform(st: np.ndarray) -> float:
+    """Uniform on [0, 1) with 53 random bits."""
+    return float(_next_u64(st) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, nogil=True)
+def _normals(st: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` with standard normals (Box-Muller pairs)."""
+    n = out.shape[0]
+    j = 0
+    while j < n:
+        u1 = 1.0 - _uniform(st)  # (0, 1]
+        u2 = _uniform(st)
+        rad = math.sqrt(-2.0 * math.log(u1))
+        out[j] = rad * math.cos(2.0 * math.pi * u2)
+        if j + 1 < n:
+            out[j + 1] = rad * math.sin(2.0 * math.pi * u2)
+        j += 2
+
+
+def _seed_states(seed: int | np.random.SeedSequence | None, n_chains: int) -> np.ndarray:
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    states = np.empty((n_chains, 4), dtype=np.uint64)
+    for c, child in enumerate(ss.spawn(n_chains)):
+        st = child.generate_state(4, dtype=np.uint64)
+        if not np.any(st):
+            st[0] = np.uint64(0x9E3779B97F4A7C15)
+        states[c] = st
+    return states
+
+
+# ----------------------------------------------------------------------------------------------------------
+# step 11: rank-one update of the Cholesky factor
+# ----------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def ram_adapt(S: np.ndarray, r: np.ndarray, coef: float, work: np.ndarray, Snew: np.ndarray) -> bool:
+    """In place: S S^T <- S (I + coef r r^T/|r|^2) S^T with S lower triangular, positive diagonal.
+
+    Friction paper, Algorithm 1, step 11 (Vihola 2012, Eq. 3); coef = eta_i (alpha_i - 0.234) > -1 keeps the
+    matrix positive definite. A rank-one update (coef > 0) or downdate (coef < 0) of the Cholesky factor,
+    O(d^2). Returns False (S unchanged) if the downdate loses positive definiteness numerically.
+    """
+    d = S.shape[0]
+    if coef == 0.0:
+        return True
+    rn2 = 0.0
+    for j in range(d):
+        rn2 += r[j] * r[j]
+    if rn2 <= 0.0:
+        return True
+    scale = math.sqrt(abs(coef) / rn2)
+    for i in range(d):  # work = sqrt(|coef|) S r / |r|
+        acc = 0.0
+        for k in range(i + 1):
+            acc += S[i, k] * r[k]
+        work[i] = acc * scale
+    sign = 1.0 if coef > 0.0 else -1.0
+    for i in range(d):
+        for k in range(d):
+            Snew[i, k] = S[i, k]
+    for k in range(d):
+        lkk = Snew[k, k]
+        r2 = lkk * lkk + sign * work[k] * work[k]
+        if not (r2 > 1e-20 * lkk * lkk):
+            return False
+        rkk = math.sqrt(r2)
+        c = rkk / lkk
+        sn = work[k] / lkk
+        Snew[k, k] = rkk
+        for i in range(k + 1, d):
+            Snew[i, k] = (Snew[i, k] + sign * sn * work[i]) / c
+            work[i] = c * work[i] - sn * Snew[i, k]
+    for i in range(d):
+        if not math.isfinite(Snew[i, i]):
+            return False
+    for i in range(d):
+        for k in range(i + 1):
+            S[i, k] = Snew[i, k]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _eta(i: int, d: int, gamma: float) -> float:
+    """Adaptation step eta_i = min(1, d i^-gamma) (Algorithm 1, step 11)."""
+    return min(1.0, d * i ** (-gamma))
+
+
+@njit(cache=True, nogil=True)
+def ram_adapt_batch(S: np.ndarray, R: np.ndarray, coef: np.ndarray) -> None:
+    """:func:`ram_adapt` for every chain: ``S[c]``, ``R[c]``, ``coef[c]``."""
+    d = S.shape[1]
+    work = np.empty(d)
+    Snew = np.empty((d, d))
+    for c in range(S.shape[0]):
+        ram_adapt(S[c], R[c], coef[c], work, Snew)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the magic-formula posterior in numba
+# ----------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _grip_log_target(s, mu, theta, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip) -> float:
+    """Log posterior up to a constant: uniform prior (Eq. 20) [x truncation] + likelihood (Eq. 22)."""
+    for j in range(N_THETA):
+        if theta[j] < lb[j] or theta[j] > ub[j]:
+            return -math.inf
+    if truncate and not peak_slip_at_most(theta, max_peak_slip):
+        return -math.inf
+    V = sse(s, mu, theta)
+    if sigma_mode == 0:
+        return -V * inv2s2
+    return -half_n * math.log(V)
+
+
+@njit(cache=True, nogil=True)
+def _grip_chain(s, mu, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last, burn_in,
+                thin, target, gamma, adapt_steps, st, draws, logp, stats):
+    """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
+    in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after burn-in).
+    """
+    d = N_THETA
+    half_n = 0.5 * s.shape[0]
+    prop = np.empty(d)
+    r = np.empty(d)
+    work = np.empty(d)
+    Snew = np.empty((d, d))
+    lp = _grip_log_target(s, mu, theta, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip)
+    for i in range(i_first, i_last + 1):
+        _normals(st, r)
+        for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
+            acc = theta[j]
+            for k in range(j + 1):
+                acc += S[j, k] * r[k]
+            prop[j] = acc
+        lpp = _grip_log_target(s, mu, prop, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip)
+        if lpp == -math.inf:  # step 8
+            alpha = 0.0
+        elif lp == -math.inf or lpp >= lp:
+            alpha = 1.0
+        else:
+            alpha = math.exp(lpp - lp)
+        if _uniform(st) < alpha:  # steps 9-10
+            for j in range(d):
+                theta[j] = prop[j]
+            lp = lpp
+            stats[0] += 1
+            if i > burn_in:
+                stats[1] += 1
+        if i <= adapt_steps:  # step 11
+            ram_adapt(S, r, _eta(i, d, gamma) * (alpha - target), work, Snew)
+        if i > burn_in and (i - burn_in) % thin == 0:  # step 12
+            k = (i - burn_in) // thin - 1
+            for j in range(d):
+                draws[k, j] = theta[j]
+            logp[k] = lp
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _grip_chains(s, mu, X, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last, burn_in,
+                 thin, target, gamma, adapt_steps, states, draws, logp, stats):
+    for c in prange(X.shape[0]):
+        _grip_chain(s, mu, X[c], S[c], lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last,
+                    burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c], stats[c])
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    """Output of the adaptive Metropolis samplers (shapes use the (chain, draw, parameter) convention)."""
+
+    draws: np.ndarray
+    """Kept draws [n_chains, n_draws, d], parameter units."""
+    logp: np.ndarray
+    """Log target (up to a constant) of each kept draw [n_chains, n_draws]."""
+    acceptance: np.ndarray
+    """Acceptance rate after burn-in, per chain [n_chains] (fraction, target 0.234)."""
+    acceptance_all: np.ndarray
+    """Acceptance rate over all steps, per chain [n_chains]."""
+    S: np.ndarray
+    """Final lower-triangular proposal factors [n_chains, d, d] (proposal covariance S S^T)."""
+    names: tuple[str, ...]
+    """Parameter names, length d."""
+    n_steps: int
+    """Steps per chain (M in Algorithm 1)."""
+    burn_in: int
+    """Steps discarded at the start of each chain."""
+    thin: int
+    """Keep every ``thin``-th step after burn-in."""
+    elapsed_s: float
+    """Wall time of the sampling, s."""
+    extra: dict = field(default_factory=dict)
+    """Driver-specific settings (JSON-ready)."""
+
+    def summary(self, hdi_prob: float = 0.94) -> dict:
+        """Per-parameter ParamSummary (mean, std, HDI, MCSE, split R-hat, ESS) via inference.diagnostics."""
+        from vehcal_ros.inference.diagnostics import summarize_draws
+
+        return summarize_draws(self.draws, self.names, hdi_prob=hdi_prob)
+
+    def to_dict(self, include_draws: bool = False) -> dict:
+        """JSON-ready dictionary (draws only on request: they can be large)."""
+        d = {
+            "names": list(self.names), "shape": list(self.draws.shape),
+            "acceptance": self.acceptance.tolist(), "acceptance_all": self.acceptance_all.tolist(),
+            "S": self.S.tolist(), "n_steps": self.n_steps, "burn_in": self.burn_in, "thin": self.thin,
+            "elapsed_s": self.elapsed_s, "extra": dict(self.extra),
+        }
+        if include_draws:
+            d["draws"] = self.draws.tolist()
+        return d
+
+
+def _check_schedule(n_steps: int, burn_in: int, thin: int, gamma: float) -> int:
+    if n_steps < 1 or burn_in < 0 or thin < 1 or burn_in >= n_steps:
+        raise ValueError(f"need n_steps >= 1, 0 <= burn_in < n_steps, thin >= 1; got {n_steps}, {burn_in}, {thin}")
+    if not 0.5 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0.5, 1] (Algorithm 1, step 11), got {gamma}")
+    n_keep = (n_steps - burn_in) // thin
+    if n_keep < 1:
+        raise ValueError("no draws kept: n_steps - burn_in < thin")
+    return n_keep
+
+
+def _initial_factors(S0: np.ndarray, n_chains: int, d: int) -> np.ndarray:
+    S0 = np.asarray(S0, dtype=float)
+    if S0.shape == (d, d):
+        S0 = np.broadcast_to(S0, (n_chains, d, d))
+    if S0.shape != (n_chains, d, d):
+        raise ValueError(f"S0 must be ({d}, {d}) or ({n_chains}, {d}, {d}), got {S0.shape}")
+    S = np.ascontiguousarray(np.tril(S0)).copy()
+    if not np.all(np.diagonal(S, axis1=1, axis2=2) > 0):
+        raise ValueError("S0 must be lower-triangular Cholesky factors with a positive diagonal")
+    return S
+
+
+def run_grip_chains(
+    s: np.ndarray, mu: np.ndarray, x0: np.ndarray, S0: np.ndarray, bounds: np.ndarray, sigma: float,
+    n_steps: int = 20_000, burn_in: int = 10_000, thin: int = 10, *, sigma_mode: str = "fixed",
+    max_peak_slip: float | None = None, gamma: float = 2.0 / 3.0, target: float = TARGET_ACCEPTANCE,
+    adapt_steps: int | None = None, pilot_steps: int | None = None,
+    seed: int | np.random.SeedSequence | None = None,
+) -> ChainResult:
+    """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
+
+    ``x0[n_chains, 6]`` (or one ``[6]`` start for all chains, as step 4 starts every chain at theta_ML), ``S0``
+    lower Cholesky factor(s) of the initial proposal covariance (step 5), ``bounds[6, 2]`` the uniform prior
+    (Eq. 20), ``sigma`` the noise std of Eq. (22) (ignored with ``sigma_mode="marginal"``).
+    ``max_peak_slip`` (not None) truncates the prior to curves peaking at slip <= max_peak_slip.
+    ``adapt_steps`` limits the adaptation to the first steps (default: all steps, as Algorithm 1).
+    ``pilot_steps`` (<= burn_in): after that many steps every chain's factor is reset to the Cholesky factor of
+    2.38^2/d times the empirical covariance of the second half of the pilot, pooled over chains ("computing
+    first an empiric covariance matrix once enough samples have been generated", Section 3.2), then the
+    rank-one adaptation continues.
+    """
+    t0 = time.perf_counter()
+    s = np.ascontiguousarray(s, dtype=float)
+    mu = np.ascontiguousarray(mu, dtype=float)
+    b = np.asarray(bounds, dtype=float)
+    lb, ub = np.ascontiguousarray(b[:, 0]), np.ascontiguousarray(b[:, 1])
+    x0 = np.atleast_2d(np.asarray(x0, dtype=float))
+    n_chains = x0.shape[0]
+    if x0.shape[1] != N_THETA:
+        raise ValueError(f"x0 must have {N_THETA} columns, got {x0.shape}")
+    n_keep = _check_schedule(n_steps, burn_in, thin, gamma)
+    if sigma_mode not in ("fixed", "marginal"):
+        raise ValueError(f"sigma_mode must be 'fixed' or 'marginal', got {sigma_mode!r}")
+    if sigma_mode == "fixed" and not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be positive and finite, got {sigma}")
+    S = _initial_factors(S0, n_chains, N_THETA)
+    X = np.ascontiguousarray(x0).copy()
+    states = _seed_states(seed, n_chains)
+    draws = np.empty((n_chains, n_keep, N_THETA))
+    logp = np.empty((n_chains, n_keep))
+    stats = np.zeros((n_chains, 2), dtype=np.int64)
+    truncate = max_peak_slip is not None
+    common = (0 if sigma_mode == "fixed" else 1, 1.0 / (2.0 * sigma * sigma) if sigma_mode == "fixed" else 0.0,
+              truncate, float(max_peak_slip) if truncate else 1.0)
+    adapt = int(n_steps if adapt_steps is None else adapt_steps)
+    i_next = 1
+    pilot = int(pilot_steps or 0)
+    if pilot >= 4:
+        if pilot > burn_in:
+            raise ValueError(f"pilot_steps ({pilot}) must not exceed burn_in ({burn_in})")
+        half = pilot // 2
+        pdraws = np.empty((n_chains, pilot - half, N_THETA))
+        plogp = np.empty((n_chains, pilot - half))
+        pstats = np.zeros((n_chains, 2), dtype=np.int64)
+        _grip_chains(s, mu, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma), adapt, states,
+                     pdraws, plogp, pstats)
+        stats[:, 0] += pstats[:, 0]
+        emp = np.cov(pdraws.reshape(-1, N_THETA).T) * (2.38**2 / N_THETA)
+        try:
+            L = np.linalg.cholesky(emp + 1e-12 * np.diag(np.diag(emp) + 1e-300))
+            if np.all(np.isfinite(L)) and np.all(np.diag(L) > 0):
+                S[:] = L
+        except np.linalg.LinAlgError:
+            pass  # keep the adapted factors
+        i_next = pilot + 1
+    _grip_chains(s, mu, X, S, lb, ub, *common, i_next, int(n_steps), int(burn_in), int(thin), float(target),
+                 float(gamma), adapt, states, draws, logp, stats)
+    return ChainResult(
+        draws=draws, logp=logp, acceptance=stats[:, 1] / float(n_steps - burn_in),
+        acceptance_all=stats[:, 0] / float(n_steps), S=S, names=THETA_NAMES, n_steps=int(n_steps),
+        burn_in=int(burn_in), thin=int(thin), elapsed_s=time.perf_counter() - t0,
+        extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
+               "gamma": float(gamma), "target": float(target)},
+    )
+
+
+def run_ram(
+    log_target_batch: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, S0: np.ndarray, n_steps: int,
+    burn_in: int = 0, thin: int = 1, *, gamma: float = 2.0 / 3.0, target: float = TARGET_ACCEPTANCE,
+    adapt_steps: int | None = None, seed: int | np.random.Generator | None = None,
+    names: Sequence[str] | None = None,
+) -> ChainResult:
+    """Generic robust adaptive Metropolis over ``x0[n_chains, d]`` chains (Algorithm 1, steps 6-12).
+
+    ``log_target_batch(X[n_chains, d]) -> logp[n_chains]`` (use -inf outside the support) is called once per
+    step for all chains; the proposal, accept/reject and the rank-one factor updates are vectorised.
+    ``S0`` is one lower Cholesky factor ``[d, d]`` or one per chain ``[n_chains, d, d]``.
+    """
+    t0 = time.perf_counter()
+    X = np.array(np.atleast_2d(x0), dtype=float)
+    n_chains, d = X.shape
+    n_keep = _check_schedule(n_steps, burn_in, thin, gamma)
+    S = _initial_factors(S0, n_chains, d)
+    rng = np.random.default_rng(seed)
+    names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(d))
+    if len(names) != d:
+        raise ValueError(f"names must have {d} entries")
+    adapt_steps = n_steps if adapt_steps is None else int(adapt_steps)
+    lp = np.asarray(log_target_batch(X.copy()), dtype=float).reshape(n_chains)
+    draws = np.empty((n_chains, n_keep, d))
+    logp = np.empty((n_chains, n_keep))
+    n_acc = np.zeros(n_chains, dtype=np.int64)
+    n_acc_post = np.zeros(n_chains, dtype=np.int64)
+    kept = 0
+    for i in range(1, n_steps + 1):
+        R = rng.standard_normal((n_chains, d))
+        P = X + np.einsum("cij,cj->ci", S, R)
+        lpp = np.asarray(log_target_batch(P), dtype=float).reshape(n_chains)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(np.isfinite(lpp), lpp - lp, -np.inf)
+            diff = np.where(np.isneginf(lp) & np.isfinite(lpp), 0.0, diff)
+            alpha = np.exp(np.minimum(diff, 0.0))
+        acc = rng.random(n_chains) < alpha
+        X[acc] = P[acc]
+        lp[acc] = lpp[acc]
+        n_acc += acc
+        if i > burn_in:
+            n_acc_post += acc
+        if i <= adapt_steps:
+            ram_adapt_batch(S, R, min(1.0, d * i ** (-gamma)) * (alpha - target))
+        if i > burn_in and (i - burn_in) % thin == 0:
+            draws[:, kept] = X
+            logp[:, kept] = lp
+            kept += 1
+    return ChainResult(
+        draws=draws, logp=logp, acceptance=n_acc_post / float(n_steps - burn_in),
+        acceptance_all=n_acc / float(n_steps), S=S, names=names, n_steps=int(n_steps), burn_in=int(burn_in),
+        thin=int(thin), elapsed_s=time.perf_counter() - t0, extra={"gamma": float(gamma), "target": float(target)},
+    )

@@ -1,0 +1,296 @@
+"""The 14-DOF HMMWV simulator object (DESIGN.md section 5; constraint-embedding paper Sections 2-5).
+
+``Hmmwv14`` owns the state and runs the numba integration loop of dynamics.py. Driver inputs are the
+normalised controls of the 8-DOF paper: throttle and brake 0..1 through the shared powertrain/brake maps,
+and steering -1..1 whose road-wheel angle is the shared ``road_wheel_angle`` map: the Pitman-arm angle is
+chosen so that the MEAN front road-wheel angle at static ride height equals it (the Pitman linkage then
+gives Ackermann and bump steer per wheel). The arm follows that command through a first-order servo
+(``servo_tau``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from scipy.optimize import root
+
+from ..powertrain import road_wheel_angle
+from . import dynamics as dyn
+from .kinematics import B_WH, MI_AX, MI_LSP, pack_geometry
+from .params import HmmwvParams
+from .road import RoadMap
+from .tires import mu_curve, pack_tire
+
+INTEGRATORS = {"semi_implicit": 0, "rk4": 1}
+
+
+class Hmmwv14:
+    """14-DOF constraint-embedded HMMWV on a flat road with spatially varying friction.
+
+    dt: fixed step (s); integrator: "semi_implicit" (default, symplectic Euler, first order) or "rk4".
+    """
+
+    def __init__(
+        self,
+        params: HmmwvParams | None = None,
+        road: RoadMap | None = None,
+        dt: float = 1e-3,
+        integrator: str = "semi_implicit",
+    ) -> None:
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
+        if not (dt > 0.0 and math.isfinite(dt)):
+            raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
+        self.params = params if params is not None else HmmwvParams.from_yaml()
+        self.road = road if road is not None else RoadMap()
+        self.dt = float(dt)
+        self.integrator = integrator
+        self.damper_scale = 1.0
+        p = self.params
+        geo = pack_geometry(p)
+        self.geometry = geo
+        fz_ref = p.tire.fz_mu_ref if p.tire.fz_mu_ref is not None else p.total_mass * p.gravity / 4.0
+        self._tp = pack_tire(p.tire, fz_ref)
+        gp = np.zeros(dyn.NGP)
+        gp[dyn.G_GRAV] = p.gravity
+        gp[dyn.G_MC] = p.chassis.mass
+        gp[dyn.G_COM : dyn.G_COM + 3] = p.chassis_com
+        gp[dyn.G_IC : dyn.G_IC + 9] = p.chassis.inertia.ravel()
+        gp[dyn.G_TAU] = p.steering.servo_tau
+        gp[dyn.G_AERO] = 0.5 * p.aero_rho * p.aero_cd * p.aero_area if p.aero_enabled else 0.0
+        gp[dyn.G_RRV] = 0.2  # m/s, smoothing speed of the rolling-resistance moment sign
+        gp[dyn.G_BRKW] = 1.0  # rad/s, brake torque fades in linearly below this spin (no stick-slip chatter)
+        self._gp = gp
+        self._bs = np.ascontiguousarray(p.bump_stop_curve, dtype=np.float64)
+        self._rb, self._rm, self._rdef = self.road.arrays()
+        self._work = dyn.make_work()
+        self._y = np.zeros(dyn.NY)
+        self._u = np.zeros(4)
+        self._u[3] = 1.0
+        self.t = 0.0
+        self._eq = self._static_equilibrium()
+        self._build_steering_table()
+        self.reset()
+
+    # ------------------------------------------------------------------------------------------------------
+    def _args(self) -> tuple:
+        g = self.geometry
+        return (
+            g.cg,
+            g.cp,
+            g.ci,
+            g.sg,
+            self._gp,
+            self._tp,
+            self._bs,
+            self._rb,
+            self._rm,
+            self._rdef,
+            self._work,
+        )
+
+    def _accel(self, y: np.ndarray, u: np.ndarray) -> np.ndarray:
+        ydot = np.zeros(dyn.NY)
+        dyn.derivative(y, u, *self._args(), ydot)
+        return ydot
+
+    def _pose_state(
+        self,
+        z: float,
+        roll: float,
+        pitch: float,
+        th: np.ndarray,
+        x: float = 0.0,
+        y: float = 0.0,
+        yaw: float = 0.0,
+    ) -> np.ndarray:
+        s = np.zeros(dyn.NY)
+        s[dyn.Y_R : dyn.Y_R + 3] = (x, y, z)
+        s[dyn.Y_Q : dyn.Y_Q + 4] = _euler_to_quat(roll, pitch, yaw)
+        s[dyn.Y_TH : dyn.Y_TH + 4] = th
+        return s
+
+    def _static_equilibrium(self) -> np.ndarray:
+        """Settled pose at rest: [z, roll, pitch, theta_1..4] with zero generalised accelerations."""
+        u = np.array([0.0, 0.0, 0.0, 1.0])
+        wc = self.geometry.cp[:, 7, 2]  # wheel-centre height in the chassis frame at the design pose
+
+        def res(xv):
+            y = self._pose_state(xv[0], xv[1], xv[2], xv[3:])
+            a = self._accel(y, u)
+            return np.r_[a[dyn.Y_W], a[dyn.Y_W + 1], a[dyn.Y_V + 2], a[dyn.Y_THD : dyn.Y_THD + 4]]
+
+        x0 = np.r_[self.params.tire.r0 - 0.015 - wc[0] + 0.08, 0.0, 0.0, -0.15 * np.ones(4)]
+        sol = root(res, x0, method="hybr", options={"xtol": 1e-13})
+        if not sol.success or np.max(np.abs(res(sol.x))) > 1e-6:
+            raise RuntimeError(f"HMMWV static equilibrium not found: {sol.message}")
+        return sol.x
+
+    def _build_steering_table(self) -> None:
+        """Mean front road-wheel angle vs Pitman-arm angle at static ride height (Section 5.4 linkage)."""
+        from .kinematics import corner_state
+
+        smax = self.params.steering.max_pitman_angle
+        sig = np.linspace(-smax, smax, 721)
+        th = self._eq[3:]
+        delta = np.array(
+            [
+                0.5
+                * (
+                    corner_state(self.geometry, 0, th[0], 0.0, s)["steer"]
+                    + corner_state(self.geometry, 1, th[1], 0.0, s)["steer"]
+                )
+                for s in sig
+            ]
+        )
+        delta = 0.5 * (delta - delta[::-1])  # exact left/right symmetry: steering 0 -> Pitman angle 0
+        order = np.argsort(delta)
+        if np.any(np.diff(delta[order]) <= 0):
+            raise RuntimeError("steering table is not monotonic; reduce max_pitman_angle")
+        self._steer_delta = delta[order]
+        self._steer_sigma = sig[order]
+
+    def pitman_angle(self, steering: float) -> float:
+        """Pitman-arm angle (rad) whose mean front road-wheel angle is road_wheel_angle(steering)."""
+        d = float(road_wheel_angle(float(steering)))
+        return float(np.interp(d, self._steer_delta, self._steer_sigma))
+
+    # ------------------------------------------------------------------------------------------------------
+    def reset(
+        self, speed: float = 0.0, x: float = 0.0, y: float = 0.0, yaw: float = 0.0, settle: bool = True
+    ) -> None:
+        """Place the vehicle at (x, y, yaw) with forward speed ``speed`` (m/s), wheels rolling freely.
+
+        settle=True: the static equilibrium (settled suspension and tires); False: the design (hardpoint)
+        pose with the tires just touching the road.
+        """
+        if settle:
+            z, roll, pitch = self._eq[:3]
+            th = self._eq[3:]
+        else:
+            th = np.zeros(4)
+            z, roll, pitch = self.params.tire.r0 - self.geometry.cp[0, 7, 2], 0.0, 0.0
+        self._y = self._pose_state(z, roll, pitch, th, x, y, yaw)
+        self._y[dyn.Y_V] = speed
+        self._u[:] = (0.0, 0.0, 0.0, self.damper_scale)
+        self._accel(self._y, self._u)
+        re = self._work[12][:, dyn.W_RE]
+        self._y[dyn.Y_OM : dyn.Y_OM + 4] = speed / re
+        self.t = 0.0
+
+    def step(self, throttle: float, brake: float, steering: float, n_steps: int = 1) -> None:
+        """Advance n_steps of dt with the inputs held (throttle, brake 0..1; steering -1..1, + = left)."""
+        th = min(max(float(throttle), 0.0), 1.0)
+        br = min(max(float(brake), 0.0), 1.0)
+        st = min(max(float(steering), -1.0), 1.0)
+        self._u[:] = (th, br, self.pitman_angle(st), self.damper_scale)
+        status = dyn.integrate(
+            self._y, self._u, int(n_steps), self.dt, INTEGRATORS[self.integrator], *self._args()
+        )
+        if status >= 0:
+            self.t += (status + 1) * self.dt
+            raise FloatingPointError(
+                f"HMMWV state became non-finite or a suspension loop could not close at t = {self.t:.6f} s; "
+                f"state = {np.array2string(self._y, precision=6, max_line_width=400)}"
+            )
+        self.t += int(n_steps) * self.dt
+
+    @property
+    def state(self) -> np.ndarray:
+        """Copy of the state vector (layout in dynamics.py: r, quaternion, theta, sigma, omega, v, thetadot,
+        wheel spins)."""
+        return self._y.copy()
+
+    def set_state(self, y: np.ndarray) -> None:
+        self._y[:] = y
+
+    # ------------------------------------------------------------------------------------------------------
+    def outputs(self) -> dict[str, np.ndarray | float]:
+        """Ground truth at the current time (see the package docs for the keys and units)."""
+        y = self._y
+        ydot = self._accel(y, self._u)
+        w = self._work
+        R = _quat_to_matrix(y[dyn.Y_Q : dyn.Y_Q + 4])
+        om = y[dyn.Y_W : dyn.Y_W + 3]
+        v = y[dyn.Y_V : dyn.Y_V + 3]
+        vdot = ydot[dyn.Y_V : dyn.Y_V + 3]
+        sf = vdot + np.cross(om, v) + self.params.gravity * R[2, :]
+        wt = w[12]
+        misc = w[5]
+        axis = misc[:, MI_AX : MI_AX + 3]
+        return {
+            "t": float(self.t),
+            "x": float(y[0]),
+            "y": float(y[1]),
+            "z": float(y[2]),
+            "roll": float(math.atan2(R[2, 1], R[2, 2])),
+            "pitch": float(-math.asin(max(-1.0, min(1.0, R[2, 0])))),
+            "yaw": float(math.atan2(R[1, 0], R[0, 0])),
+            "u": float(v[0]),
+            "v": float(v[1]),
+            "w": float(v[2]),
+            "p": float(om[0]),
+            "q": float(om[1]),
+            "r": float(om[2]),
+            "ax": float(sf[0]),
+            "ay": float(sf[1]),
+            "az": float(sf[2]),
+            "omega": y[dyn.Y_OM : dyn.Y_OM + 4].copy(),
+            "fx": wt[:, dyn.W_FX].copy(),
+            "fy": wt[:, dyn.W_FY].copy(),
+            "fz": wt[:, dyn.W_FZ].copy(),
+            "slip": wt[:, dyn.W_SLIP].copy(),
+            "slip_angle": wt[:, dyn.W_ALPHA].copy(),
+            "rolling_radius": wt[:, dyn.W_RE].copy(),
+            "mu_road": wt[:, dyn.W_MU].copy(),
+            "mu_max": wt[:, dyn.W_MUMAX].copy(),
+            "steer_angle": np.arctan2(-axis[:2, 0], axis[:2, 1]),
+            "susp_angle": y[dyn.Y_TH : dyn.Y_TH + 4].copy(),
+            "spring_length": misc[:, MI_LSP].copy(),
+            "wheel_centre_z": np.array([y[2] + R[2] @ w[1][i, B_WH] for i in range(4)]),
+        }
+
+    def tire_mu_curve(self, wheel: int, slip: np.ndarray) -> np.ndarray:
+        """The true pure-longitudinal Fx/Fz(s) under ``wheel`` at its current load and road friction."""
+        if not 0 <= int(wheel) < 4:
+            raise ValueError(f"wheel must be 0..3 (FL, FR, RL, RR), got {wheel!r}")
+        self._accel(self._y, self._u)
+        wt = self._work[12]
+        s = np.ascontiguousarray(slip, dtype=np.float64).ravel()
+        return mu_curve(self._tp, float(wt[wheel, dyn.W_FZ]), float(wt[wheel, dyn.W_MU]), s)
+
+    def total_energy(self) -> float:
+        """Kinetic + gravitational + spring + tire potential energy (J)."""
+        return float(dyn.total_energy(self._y, self._u, *self._args()))
+
+    def accelerations(self, dense: bool = False) -> np.ndarray:
+        """Generalised accelerations (14) at the current state and inputs, by the AB recursion or, with
+        dense=True, by solving the assembled mass matrix (test reference)."""
+        ydot = self._accel(self._y, self._u)
+        if dense:
+            return dyn.dense_accelerations(self._work)[0]
+        return ydot[dyn.Y_W :].copy()
+
+    def with_params(self, **changes) -> Hmmwv14:
+        """A new simulator with some HmmwvParams fields replaced (same road, dt, integrator)."""
+        return Hmmwv14(replace(self.params, **changes), self.road, self.dt, self.integrator)
+
+
+def _euler_to_quat(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
+    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
+    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
+    return np.array(
+        [
+            cr * cp * cy + sr * sp * sy,
+            sr * cp * cy - cr * sp * sy,
+            cr * sp * cy + sr * cp * sy,
+            cr * cp * sy - sr * sp * cy,
+        ]
+    )
+
+
+def _quat_to_matrix(e: np.ndarray) -> np.ndarray:
+    return np.array(dyn.quat_to_rot(e[0], e[1], e[2], e[3]))

@@ -1,0 +1,233 @@
+"""Pacejka magic formula for the longitudinal friction curve mu(s) and its maximum (numba kernels).
+
+Friction paper (papers/tire-road-friction-ml-adaptive-metropolis.md), Eq. (5)::
+
+    mu = D sin(C atan(B x - E (B x - atan(B x)))) + s_v,   x = s + s_h
+
+with ``theta = (B, C, D, E, s_h, s_v)`` (Eq. 6; B stiffness factor 1/slip, C shape factor, D peak value,
+E curvature factor, s_h horizontal shift in slip, s_v vertical shift in friction; all but B and s_h are
+dimensionless). Kernels are ``@njit(cache=True, nogil=True)`` so the samplers call them inside their loops.
+
+Curve maximum (the grip potential mu_max, Eq. 2, and the slip at which it occurs). Write u = B x,
+phi(u) = (1 - E) u + E atan(u) and g = C atan(phi). Then df/ds = D cos(g) C phi'(u) B / (1 + phi^2) and,
+for E <= 1, phi'(u) = 1 - E u^2/(1 + u^2) > 0, so phi is strictly increasing in u. Hence (B, D > 0):
+
+* C > 1 and E <= 1: the only stationary point is g = pi/2, i.e. phi* = tan(pi / (2 C)); u* solves the monotone
+  equation phi(u*) = phi* (safeguarded Newton), s* = u*/B - s_h and mu_max = D + s_v exactly. The maximum is
+  taken over the slip domain [0, S_DOMAIN_MAX]: if s* > S_DOMAIN_MAX the curve still rises there and the maximum
+  is the end value; if s* < 0 it falls on the whole domain (valid for C < 3, i.e. inside Table 3's C <= 2)
+  and the maximum is at s = 0.
+* C <= 1 and E <= 1: g < pi/2 for all s, the curve rises monotonically (no interior peak), so the maximum over
+  the domain is at s = S_DOMAIN_MAX = 1.0. Such curves are what the physical prior of Section 4.2.2 rejects.
+* otherwise (E > 1 or C >= 3, outside Table 3): the maximum of a dense grid over [0, S_DOMAIN_MAX].
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+N_THETA = 6
+THETA_NAMES = ("B", "C", "D", "E", "s_h", "s_v")
+#: slip domain [0, S_DOMAIN_MAX] over which the curve maximum is taken (the physical slip ratio is <= 1)
+S_DOMAIN_MAX = 1.0
+_GRID_N = 4001
+
+
+@njit(cache=True, nogil=True)
+def mf(s: float, B: float, C: float, D: float, E: float, sh: float, sv: float) -> float:
+    """Magic formula friction at slip ``s`` (friction paper, Eq. 5)."""
+    u = B * (s + sh)
+    phi = u - E * (u - math.atan(u))
+    return D * math.sin(C * math.atan(phi)) + sv
+
+
+@njit(cache=True, nogil=True)
+def mf_curve(s: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Friction ``mu[N]`` (-) at slips ``s[N]`` for one ``theta[6]`` (Eq. 5)."""
+    out = np.empty(s.shape[0])
+    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    for i in range(s.shape[0]):
+        out[i] = mf(s[i], B, C, D, E, sh, sv)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def sse(s: np.ndarray, mu: np.ndarray, theta: np.ndarray) -> float:
+    """Least-squares cost V(theta) = sum (mu_i - f(s_i, theta))^2 (friction paper, Eq. 14)."""
+    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    acc = 0.0
+    for i in range(s.shape[0]):
+        u = B * (s[i] + sh)
+        phi = u - E * (u - math.atan(u))
+        r = mu[i] - D * math.sin(C * math.atan(phi)) - sv
+        acc += r * r
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def residuals(s: np.ndarray, mu: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Residuals ``f(s_i, theta) - mu_i`` (the sign scipy's least_squares expects with the Jacobian below)."""
+    return mf_curve(s, theta) - mu
+
+
+@njit(cache=True, nogil=True)
+def jacobian(s: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Analytic Jacobian F[N, 6] = d f(s_i, theta) / d theta_j (friction paper, Eq. 16).
+
+    With u = B x, phi = (1-E) u + E atan(u), g = C atan(phi), k = D cos(g) C / (1 + phi^2):
+    df/dB = k phi'(u) x, df/dC = D cos(g) atan(phi), df/dD = sin(g), df/dE = -k (u - atan(u)),
+    df/ds_h = k phi'(u) B, df/ds_v = 1.
+    """
+    n = s.shape[0]
+    F = np.empty((n, N_THETA))
+    B, C, D, E, sh = theta[0], theta[1], theta[2], theta[3], theta[4]
+    for i in range(n):
+        x = s[i] + sh
+        u = B * x
+        at_u = math.atan(u)
+        phi = u - E * (u - at_u)
+        at_phi = math.atan(phi)
+        g = C * at_phi
+        cg = math.cos(g)
+        k = D * cg * C / (1.0 + phi * phi)
+        dphi_du = (1.0 - E) + E / (1.0 + u * u)
+        F[i, 0] = k * dphi_du * x
+        F[i, 1] = D * cg * at_phi
+        F[i, 2] = math.sin(g)
+        F[i, 3] = -k * (u - at_u)
+        F[i, 4] = k * dphi_du * B
+        F[i, 5] = 1.0
+    return F
+
+
+@njit(cache=True, nogil=True)
+def _solve_phi(target: float, E: float) -> float:
+    """u >= 0 with (1-E) u + E atan(u) = target > 0, for E <= 1 (phi strictly increasing); safeguarded Newton."""
+    lo = 0.0
+    if E <= 0.0:
+        hi = target  # phi(u) >= u
+    elif E < 1.0:
+        hi = target / (1.0 - E)  # phi(u) >= (1-E) u
+    else:
+        # E == 1: phi = atan(u); callers guarantee target < pi/2
+        hi = math.tan(min(target, 1.5707963)) + 1.0
+    u = 0.5 * (lo + hi)
+    for _ in range(100):
+        h = (1.0 - E) * u + E * math.atan(u) - target
+        if h > 0.0:
+            hi = u
+        else:
+            lo = u
+        dh = (1.0 - E) + E / (1.0 + u * u)
+        un = u - h / dh
+        if not (un > lo and un < hi):
+            un = 0.5 * (lo + hi)
+        if abs(un - u) <= 1e-14 * (1.0 + abs(u)):
+            return un
+        u = un
+    return u
+
+
+@njit(cache=True, nogil=True)
+def peak(theta: np.ndarray) -> tuple[float, float]:
+    """(mu_max, slip at the maximum) of the curve over s in [0, S_DOMAIN_MAX] (see the module docstring)."""
+    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    if E <= 1.0 and B > 0.0 and D > 0.0 and C < 3.0:
+        if C > 1.0:
+            phi_star = math.tan(0.5 * math.pi / C)
+            if E == 1.0 and phi_star >= 0.5 * math.pi:
+                s_star = math.inf
+            else:
+                s_star = _solve_phi(phi_star, E) / B - sh
+            if s_star > S_DOMAIN_MAX:
+                return mf(S_DOMAIN_MAX, B, C, D, E, sh, sv), S_DOMAIN_MAX
+            if s_star < 0.0:
+                return mf(0.0, B, C, D, E, sh, sv), 0.0
+            return D + sv, s_star
+        return mf(S_DOMAIN_MAX, B, C, D, E, sh, sv), S_DOMAIN_MAX
+    best = -math.inf
+    s_best = 0.0
+    for j in range(_GRID_N):
+        sj = S_DOMAIN_MAX * j / (_GRID_N - 1)
+        v = mf(sj, B, C, D, E, sh, sv)
+        if v > best:
+            best = v
+            s_best = sj
+    return best, s_best
+
+
+@njit(cache=True, nogil=True)
+def peak_slip_at_most(theta: np.ndarray, s_max: float) -> bool:
+    """True when the slip at the curve maximum is <= ``s_max`` (0 < s_max < S_DOMAIN_MAX), without a root find.
+
+    For C in (1, 3), E <= 1, B, D > 0, g(s) = C atan(phi(B (s + s_h))) increases with s and the peak is where
+    g = pi/2, so "peak slip <= s_max" is exactly "g(s_max) >= pi/2". This is the truncated physical prior of
+    the friction paper, Section 4.2.2, evaluated in O(1) per proposal.
+    """
+    B, C, E, sh = theta[0], theta[1], theta[3], theta[4]
+    if E <= 1.0 and B > 0.0 and theta[2] > 0.0 and C < 3.0:
+        if C <= 1.0:
+            return False
+        u = B * (s_max + sh)
+        phi = u - E * (u - math.atan(u))
+        return C * math.atan(phi) >= 0.5 * math.pi
+    return peak(theta)[1] <= s_max
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def mf_batch(s: np.ndarray, thetas: np.ndarray) -> np.ndarray:
+    """Curves ``mu[n, N]`` for ``thetas[n, 6]`` at slips ``s[N]`` (Eq. 5, Eq. 26 without the average)."""
+    n = thetas.shape[0]
+    out = np.empty((n, s.shape[0]))
+    for k in prange(n):
+        B, C, D, E, sh, sv = thetas[k, 0], thetas[k, 1], thetas[k, 2], thetas[k, 3], thetas[k, 4], thetas[k, 5]
+        for i in range(s.shape[0]):
+            out[k, i] = mf(s[i], B, C, D, E, sh, sv)
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def peak_batch(thetas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mu_max[n], slip_at_peak[n]) for ``thetas[n, 6]`` (Algorithm 1, step 15, per draw)."""
+    n = thetas.shape[0]
+    mu_max = np.empty(n)
+    s_peak = np.empty(n)
+    for k in prange(n):
+        m, sp = peak(thetas[k])
+        mu_max[k] = m
+        s_peak[k] = sp
+    return mu_max, s_peak
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sse_batch(s: np.ndarray, mu: np.ndarray, thetas: np.ndarray) -> np.ndarray:
+    """V(theta) (Eq. 14) for each row of ``thetas[n, 6]``."""
+    n = thetas.shape[0]
+    out = np.empty(n)
+    for k in prange(n):
+        out[k] = sse(s, mu, thetas[k])
+    return out
+
+
+def slip_at_friction(theta: np.ndarray, mu_level: float) -> float:
+    """Smallest slip in [0, slip at peak] where the curve reaches ``mu_level`` (rising branch), by bisection.
+
+    Used to build the paper's training sets "mu <= limit" (Section 4.1). Raises ValueError when the level is
+    not reached on the rising branch.
+    """
+    theta = np.asarray(theta, dtype=float)
+    mu_max, s_pk = peak(theta)
+    f0 = mf(0.0, *theta)
+    if not (f0 <= mu_level <= mu_max):
+        raise ValueError(f"friction level {mu_level} outside the rising branch [{f0:.4g}, {mu_max:.4g}]")
+    lo, hi = 0.0, float(s_pk)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mf(mid, *theta) < mu_level:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)

@@ -1,0 +1,490 @@
+"""The 8-DOF vehicle model of the calibration paper (papers/bayesian-calibration-8dof-vehicle-model.md, Eqs. 4-13).
+
+Degrees of freedom: longitudinal, lateral, yaw and roll of the chassis plus the four wheel spins. State vector
+(shared/DESIGN.md section 5, ``STATE_NAMES``): ``x, y, u, v, psi, phi, wx, wz, w_lf, w_lr, w_rf, w_rr`` with
+``u, v`` body-frame velocities (m/s), ``psi`` yaw and ``phi`` roll (rad), ``wx`` roll rate and ``wz`` yaw rate
+(rad/s), ``w_ij`` wheel spins (rad/s).
+
+Equations, per step:
+
+* contact-patch velocities: ``u -+ wz c/2`` (left/right) and ``v + wz a`` (front), ``v - wz b`` (rear);
+* Fiala tires (:mod:`vehcal_ros.models.fiala`, paper Section 3, Eqs. 8-9), front forces rotated by the steer
+  angle into the body frame;
+* chassis Eqs. (4)-(7): Eq. (4) gives ``u_dot``; Eqs. (5)-(7) are linear in ``(v_dot, wx_dot, wz_dot)`` and are
+  solved with the constant inverse of their 3x3 inertia matrix;
+* wheel spin ``Jw w_dot = T_drive + T_brake + T_rr - r Fx`` with the powertrain and brake maps of
+  :mod:`vehcal_ros.models.powertrain` and rolling resistance ``T_rr = -rr |Fz| sign(w)``; per-axle brake
+  gains (N m at full brake, default 4000 N m = the paper's map) are parameters so a later brake-friction fit
+  can calibrate them;
+* tire radius ``r = r0 - Fz/kt``;
+* normal loads, Eqs. (10)-(13), recomputed after every step and clamped at zero. The paper's printed
+  ``f_f, f_r, f_c`` terms are garbled, so they are derived here from quasi-static load transfer with roll
+  centres (Shim & Ghike 2007, the paper's ref. 20), with ``muf``/``mur`` the mass of ONE unsprung corner:
+
+  - static:        ``m g b / (2 L) + muf g`` (front wheel), ``m g a / (2 L) + mur g`` (rear wheel), L = a + b;
+  - longitudinal:  ``f_c = (m h + 2 muf h_uf + 2 mur h_ur) a_x / (2 L)``, off the front, onto the rear;
+  - lateral:       ``f_f = (m b (h - hrcf) / L + 2 muf h_uf) a_y / c_f`` (rear alike with a, hrcr, mur, c_r),
+    off the left, onto the right wheel (positive a_y is to the left), plus the suspension's roll moment
+    ``(kphi_f phi + bphi_f wx) / c_f``;
+
+  with ``a_x = u_dot - wz v``, ``a_y = v_dot + wz u`` of the step just taken and ``h_u`` the wheel-centre
+  height (loaded radius). The four loads sum to ``m_t g`` exactly (before clamping). The public code uses
+  ``muf g / 2`` and ``muf h_uf`` instead (its loads do not sum to ``m_t g``); the difference is below 2 %.
+* half-implicit (semi-implicit Euler) integration as the paper's ref. 33 and its code: accelerations from the
+  state at step k and the inputs at t_{k+1}; velocities updated first, then positions and angles with the new
+  velocities; default ``dt`` 5 ms.
+
+Many parameter sets (particles) are simulated at once in parallel (``prange``); all per-step work is numba.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+
+import numpy as np
+import yaml
+from numba import njit, prange
+
+from vehcal_ros.models.fiala import FASTMATH, MU_MAX, MU_MIN, fiala_tire
+from vehcal_ros.models.powertrain import MAX_BRAKE_TORQUE, STEERING_GAIN, brake_torque, drive_torque_per_wheel
+
+STATE_NAMES: tuple[str, ...] = ("x", "y", "u", "v", "psi", "phi", "wx", "wz", "w_lf", "w_lr", "w_rf", "w_rr")
+"""State order (DESIGN section 5)."""
+STATE_INDEX: dict[str, int] = {name: i for i, name in enumerate(STATE_NAMES)}
+
+PARAM_NAMES: tuple[str, ...] = (
+    "Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr", "brake_gain_f", "brake_gain_r",
+)
+"""Calibratable parameters: longitudinal slip stiffness front/rear (N), cornering stiffness front/rear (N/rad),
+roll stiffness front/rear (N m/rad), roll damping front/rear (N m s/rad), rolling resistance coefficient (-),
+brake torque per wheel at full brake front/rear (N m)."""
+PARAM_INDEX: dict[str, int] = {name: i for i, name in enumerate(PARAM_NAMES)}
+
+DEFAULT_PARAMETERS: dict[str, float] = {
+    "Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0, "kphi_r": 37500.0,
+    "bphi_f": 7500.0, "bphi_r": 7500.0, "rr": 0.0175,
+    "brake_gain_f": MAX_BRAKE_TORQUE, "brake_gain_r": MAX_BRAKE_TORQUE,
+}
+"""Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``) and the 4000 N m map."""
+
+_N_CONST = 35
+
+
+@dataclass(frozen=True)
+class VehicleConstants:
+    """Known 8-DOF constants (paper Table 2, the code's digits; reference/vehicle_8dof.yaml). SI units."""
+
+    m: float = 2097.85          # sprung mass, kg
+    muf: float = 127.866        # unsprung mass of one front corner, kg
+    mur: float = 129.98         # unsprung mass of one rear corner, kg
+    a: float = 1.6889           # CM to front axle, m
+    b: float = 1.6889           # CM to rear axle, m
+    h: float = 0.713            # sprung CM height, m
+    cf: float = 1.82            # front track, m
+    cr: float = 1.82            # rear track, m
+    Jx: float = 1289.0          # roll inertia, kg m^2
+    Jz: float = 4519.0          # yaw inertia, kg m^2
+    Jxz: float = 3.265          # product of inertia, kg m^2
+    r0: float = 0.47            # unloaded tire radius, m
+    ktf: float = 326332.0       # front tire vertical stiffness, N/m
+    ktr: float = 326332.0       # rear tire vertical stiffness, N/m
+    hrcf: float = 0.379         # front roll centre below sprung CM, m
+    hrcr: float = 0.327         # rear roll centre below sprung CM, m
+    Jw: float = 11.0            # wheel spin inertia, kg m^2
+    g: float = 9.8              # m/s^2 (the code's value)
+    mu_max: float = MU_MAX      # Fiala friction at zero slip (-)
+    mu_min: float = MU_MIN      # Fiala friction at full slip (-)
+    steer_gain: float = STEERING_GAIN  # rad of road-wheel angle per unit steering input
+
+    @property
+    def total_mass(self) -> float:
+        """m_t = m + 2 muf + 2 mur (kg)."""
+        return self.m + 2.0 * self.muf + 2.0 * self.mur
+
+    @classmethod
+    def from_yaml(cls, path: str | None = None) -> VehicleConstants:
+        """Constants from ``known_parameters`` of a vehicle_8dof.yaml (default: the package's copy)."""
+        if path is None:
+            text = resources.files("vehcal_ros").joinpath("data/vehicle_8dof.yaml").read_text()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        doc = yaml.safe_load(text)
+        known = doc["known_parameters"]
+        names = {f.name for f in fields(cls)}
+        kw = {k: float(v) for k, v in known.items() if k in names}
+        fiala = doc.get("fiala_as_coded", {})
+        if "mu_max_coefficient" in fiala:
+            kw["mu_max"] = float(fiala["mu_max_coefficient"])
+        if "mu_min_coefficient" in fiala:
+            kw["mu_min"] = float(fiala["mu_min_coefficient"])
+        steer = doc.get("inputs", {}).get("steering_to_road_wheel_rad")
+        if steer is not None:
+            kw["steer_gain"] = float(steer)
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def as_array(self) -> np.ndarray:
+        """Packed constants for the numba kernels (with derived m_t, h_rc and the inverse inertia matrix)."""
+        k = np.zeros(_N_CONST)
+        vals = [self.m, self.muf, self.mur, self.a, self.b, self.h, self.cf, self.cr, self.Jx, self.Jz, self.Jxz,
+                self.r0, self.ktf, self.ktr, self.hrcf, self.hrcr, self.Jw, self.g, self.mu_max, self.mu_min,
+                self.steer_gain]
+        k[:21] = vals
+        mt = self.total_mass
+        hrc = (self.hrcf * self.b + self.hrcr * self.a) / (self.a + self.b)
+        a1 = self.mur * self.b - self.muf * self.a
+        a2 = self.Jx + self.m * hrc ** 2
+        a3 = hrc * self.m
+        # Eqs. (5), (7), (6) for (v_dot, wx_dot, wz_dot):  M @ [v_dot, wx_dot, wz_dot] = [E1, E3, E2]
+        mat = np.array([[mt, -a3, -a1], [-a3, a2, self.Jxz], [-a1, self.Jxz, self.Jz]])
+        k[21] = mt
+        k[22] = hrc
+        k[23:32] = np.linalg.inv(mat).ravel()
+        k[32] = a1
+        k[33] = a2
+        k[34] = a3
+        return k
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _normal_loads(k: np.ndarray, p: np.ndarray, phi: float, wx: float, ax: float, ay: float,
+                  r_f: float, r_r: float, fz: np.ndarray) -> None:
+    """Quasi-static normal loads (N) into ``fz`` = [lf, lr, rf, rr] (Eqs. 10-13, derived; see module doc)."""
+    m = k[0]
+    muf = k[1]
+    mur = k[2]
+    a = k[3]
+    b = k[4]
+    h = k[5]
+    cf = k[6]
+    cr = k[7]
+    hrcf = k[14]
+    hrcr = k[15]
+    g = k[17]
+    L = a + b
+    stat_f = m * g * b / (2.0 * L) + muf * g
+    stat_r = m * g * a / (2.0 * L) + mur * g
+    f_c = (m * h + 2.0 * muf * r_f + 2.0 * mur * r_r) * ax / (2.0 * L)
+    f_f = (m * b * (h - hrcf) / L + 2.0 * muf * r_f) * ay / cf + (p[4] * phi + p[6] * wx) / cf
+    f_r = (m * a * (h - hrcr) / L + 2.0 * mur * r_r) * ay / cr + (p[5] * phi + p[7] * wx) / cr
+    fz[0] = max(stat_f - f_f - f_c, 0.0)   # lf
+    fz[1] = max(stat_r - f_r + f_c, 0.0)   # lr
+    fz[2] = max(stat_f + f_f - f_c, 0.0)   # rf
+    fz[3] = max(stat_r + f_r + f_c, 0.0)   # rr
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _initial_loads(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray) -> None:
+    """Loads at the initial state: steady cornering a_y = wz u, no longitudinal acceleration."""
+    r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12]
+    r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13]
+    _normal_loads(k, p, s[5], s[6], 0.0, s[7] * s[2], r_f, r_r, fz)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, throttle: float, brake: float,
+          steering: float, dt: float) -> None:
+    """One half-implicit Euler step of Eqs. (4)-(13), in place on state ``s`` (12,) and loads ``fz`` (4,)."""
+    a = k[3]
+    b = k[4]
+    cf = k[6]
+    cr = k[7]
+    r0 = k[11]
+    jw = k[16]
+    g = k[17]
+    mu_max = k[18]
+    mu_min = k[19]
+    mt = k[21]
+    hrc = k[22]
+    a1 = k[32]
+    m = k[0]
+    muf = k[1]
+    mur = k[2]
+
+    u = s[2]
+    v = s[3]
+    psi = s[4]
+    phi = s[5]
+    wx = s[6]
+    wz = s[7]
+    delta = steering * k[20]
+    cd = math.cos(delta)
+    sd = math.sin(delta)
+
+    r_lf = r0 - fz[0] / k[12]
+    r_lr = r0 - fz[1] / k[13]
+    r_rf = r0 - fz[2] / k[12]
+    r_rr = r0 - fz[3] / k[13]
+
+    # tire forces (tire frame), wheels lf, lr, rf, rr
+    fxt_lf, fyt_lf = fiala_tire(u - wz * cf / 2.0, v + wz * a, cd, sd, s[8], r_lf, fz[0], p[0], p[2],
+                                mu_max, mu_min)
+    fxt_lr, fyt_lr = fiala_tire(u - wz * cr / 2.0, v - wz * b, 1.0, 0.0, s[9], r_lr, fz[1], p[1], p[3],
+                                mu_max, mu_min)
+    fxt_rf, fyt_rf = fiala_tire(u + wz * cf / 2.0, v + wz * a, cd, sd, s[10], r_rf, fz[2], p[0], p[2],
+                                mu_max, mu_min)
+    fxt_rr, fyt_rr = fiala_tire(u + wz * cr / 2.0, v - wz * b, 1.0, 0.0, s[11], r_rr, fz[3], p[1], p[3],
+                                mu_max, mu_min)
+
+    # body-frame ("global" in the paper) contact forces
+    fxg_lf = fxt_lf * cd - fyt_lf * sd
+    fxg_rf = fxt_rf * cd - fyt_rf * sd
+    fyg_lf = fxt_lf * sd + fyt_lf * cd
+    fyg_rf = fxt_rf * sd + fyt_rf * cd
+    fxg_lr = fxt_lr
+    fxg_rr = fxt_rr
+    fyg_lr = fyt_lr
+    fyg_rr = fyt_rr
+
+    # chassis, Eqs. (4)-(7)
+    sum_fx = fxg_lf + fxg_rf + fxg_lr + fxg_rr
+    sum_fy = fyg_lf + fyg_rf + fyg_lr + fyg_rr
+    u_dot = wz * v + (sum_fx + (muf * a - mur * b) * wz * wz - 2.0 * hrc * m * wz * wx) / mt
+    e1 = -mt * wz * u + sum_fy
+    e2 = ((fyg_lf + fyg_rf) * a - (fyg_lr + fyg_rr) * b + (fxg_rf - fxg_lf) * cf / 2.0
+          + (fxg_rr - fxg_lr) * cr / 2.0 + a1 * wz * u)
+    e3 = m * g * hrc * phi - (p[4] + p[5]) * phi - (p[6] + p[7]) * wx + hrc * m * wz * u
+    v_dot = k[23] * e1 + k[24] * e3 + k[25] * e2
+    wx_dot = k[26] * e1 + k[27] * e3 + k[28] * e2
+    wz_dot = k[29] * e1 + k[30] * e3 + k[31] * e2
+
+    # wheel spin: drive, brake (per-axle gain on the 4000 N m map), rolling resistance, tire force
+    rr = p[8]
+    bf = brake * p[9] / MAX_BRAKE_TORQUE
+    br = brake * p[10] / MAX_BRAKE_TORQUE
+    w = s[8]
+    dw_lf = (drive_torque_per_wheel(throttle, w) + brake_torque(bf, w)
+             - rr * fz[0] * _sign(w) - fxt_lf * r_lf) / jw
+    w = s[9]
+    dw_lr = (drive_torque_per_wheel(throttle, w) + brake_torque(br, w)
+             - rr * fz[1] * _sign(w) - fxt_lr * r_lr) / jw
+    w = s[10]
+    dw_rf = (drive_torque_per_wheel(throttle, w) + brake_torque(bf, w)
+             - rr * fz[2] * _sign(w) - fxt_rf * r_rf) / jw
+    w = s[11]
+    dw_rr = (drive_torque_per_wheel(throttle, w) + brake_torque(br, w)
+             - rr * fz[3] * _sign(w) - fxt_rr * r_rr) / jw
+
+    # velocities first ...
+    u = u + dt * u_dot
+    v = v + dt * v_dot
+    wx = wx + dt * wx_dot
+    wz = wz + dt * wz_dot
+    s[8] += dt * dw_lf
+    s[9] += dt * dw_lr
+    s[10] += dt * dw_rf
+    s[11] += dt * dw_rr
+    # ... then positions with the new velocities
+    s[0] += dt * (u * math.cos(psi) - v * math.sin(psi))
+    s[1] += dt * (u * math.sin(psi) + v * math.cos(psi))
+    s[4] = psi + dt * wz
+    s[5] = phi + dt * wx
+    s[2] = u
+    s[3] = v
+    s[6] = wx
+    s[7] = wz
+    # loads for the next step from this step's accelerations
+    _normal_loads(k, p, s[5], wx, u_dot - wz * v, v_dot + wz * u, 0.5 * (r_lf + r_rf), 0.5 * (r_lr + r_rr), fz)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _sign(x: float) -> float:
+    if x > 0.0:
+        return 1.0
+    if x < 0.0:
+        return -1.0
+    return 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _simulate_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+                  out: np.ndarray) -> None:
+    """Trajectory of one parameter set: ``out[j]`` = state after ``j * n_sub`` steps (``out[0]`` = x0)."""
+    s = x0.copy()
+    fz = np.empty(4)
+    _initial_loads(k, p, s, fz)
+    n_out = out.shape[0]
+    out[0, :] = s
+    step = 0
+    for j in range(1, n_out):
+        for _ in range(n_sub):
+            _step(k, p, s, fz, inputs[step, 0], inputs[step, 1], inputs[step, 2], dt)
+            step += 1
+        out[j, :] = s
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _simulate_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float,
+                    n_sub: int, out: np.ndarray) -> None:
+    for i in prange(params.shape[0]):
+        _simulate_one(k, params[i], x0, inputs, dt, n_sub, out[i])
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _sse_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+             chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
+    """Sum of squared residuals per channel (``data[j, c]`` vs state ``chan[c]`` at output j)."""
+    s = x0.copy()
+    fz = np.empty(4)
+    _initial_loads(k, p, s, fz)
+    n_ch = chan.shape[0]
+    for c in range(n_ch):
+        r = s[chan[c]] - data[0, c]
+        sse[c] = r * r
+    step = 0
+    for j in range(1, data.shape[0]):
+        for _ in range(n_sub):
+            _step(k, p, s, fz, inputs[step, 0], inputs[step, 1], inputs[step, 2], dt)
+            step += 1
+        for c in range(n_ch):
+            r = s[chan[c]] - data[j, c]
+            sse[c] += r * r
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+               chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
+    for i in prange(params.shape[0]):
+        _sse_one(k, params[i], x0, inputs, dt, n_sub, chan, data, sse[i])
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _loads_batch(k: np.ndarray, params: np.ndarray, states: np.ndarray, ax: np.ndarray, ay: np.ndarray,
+                 out: np.ndarray) -> None:
+    r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12]
+    r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13]
+    for i in range(states.shape[0]):
+        _normal_loads(k, params[i], states[i, 5], states[i, 6], ax[i], ay[i], r_f, r_r, out[i])
+
+
+def normal_loads(params: Mapping[str, float] | np.ndarray, state: np.ndarray, ax: float = 0.0, ay: float = 0.0,
+                 constants: VehicleConstants | None = None) -> np.ndarray:
+    """Normal loads [lf, lr, rf, rr] (N) for one state and body accelerations ``ax``, ``ay`` (m/s^2)."""
+    k = (constants or VehicleConstants()).as_array()
+    p = parameter_vector(params)[None, :]
+    out = np.empty((1, 4))
+    _loads_batch(k, p, np.asarray(state, float)[None, :], np.array([ax], float), np.array([ay], float), out)
+    return out[0]
+
+
+def parameter_vector(params: Mapping[str, float] | Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+    """Full parameter vector in ``PARAM_NAMES`` order; a mapping fills the rest from ``DEFAULT_PARAMETERS``."""
+    if params is None:
+        params = {}
+    if isinstance(params, Mapping):
+        unknown = set(params) - set(PARAM_NAMES)
+        if unknown:
+            raise ValueError(f"unknown 8-DOF parameters {sorted(unknown)}; known: {list(PARAM_NAMES)}")
+        merged = {**DEFAULT_PARAMETERS, **{k: float(v) for k, v in params.items()}}
+        return np.array([merged[name] for name in PARAM_NAMES], dtype=float)
+    arr = np.asarray(params, dtype=float)
+    if arr.shape[-1] != len(PARAM_NAMES):
+        raise ValueError(f"parameter vectors must have {len(PARAM_NAMES)} entries ({PARAM_NAMES}), got {arr.shape}")
+    return arr
+
+
+def state_vector(state: Mapping[str, float] | Sequence[float] | np.ndarray) -> np.ndarray:
+    """State vector in ``STATE_NAMES`` order (a mapping may omit x, y, psi: they default to 0)."""
+    if isinstance(state, Mapping):
+        base = dict.fromkeys(("x", "y", "psi"), 0.0)
+        base.update({k: float(v) for k, v in state.items()})
+        missing = [n for n in STATE_NAMES if n not in base]
+        if missing:
+            raise ValueError(f"initial state misses {missing}")
+        return np.array([base[n] for n in STATE_NAMES], dtype=float)
+    arr = np.asarray(state, dtype=float)
+    if arr.shape != (len(STATE_NAMES),):
+        raise ValueError(f"state must have shape ({len(STATE_NAMES)},), got {arr.shape}")
+    return arr
+
+
+class Simulator8Dof:
+    """A maneuver (initial state, driver inputs, output grid) ready to be simulated for many parameter sets.
+
+    ``time``: input sample times (s, increasing); ``throttle`` 0..1, ``brake`` 0..1, ``steering`` -1..1 sampled on
+    ``time`` and interpolated linearly onto the integration grid. The simulation starts at ``time[0]`` from
+    ``initial_state`` and produces ``n_out`` states spaced ``output_dt`` (a multiple of ``dt``), the first being
+    the initial state. Inputs are evaluated at the end of each step (as the paper's code).
+    """
+
+    def __init__(self, initial_state: Mapping[str, float] | np.ndarray, time: np.ndarray, throttle: np.ndarray,
+                 brake: np.ndarray, steering: np.ndarray, *, dt: float = 0.005, output_dt: float | None = None,
+                 n_out: int | None = None, constants: VehicleConstants | None = None) -> None:
+        time = np.asarray(time, dtype=float)
+        if time.ndim != 1 or time.size < 2 or np.any(np.diff(time) <= 0):
+            raise ValueError("time must be a strictly increasing 1-D array with at least 2 samples")
+        if output_dt is None:
+            output_dt = float(np.median(np.diff(time)))
+        n_sub = int(round(output_dt / dt))
+        if n_sub < 1 or abs(n_sub * dt - output_dt) > 1e-9 * max(1.0, output_dt):
+            raise ValueError(f"output_dt {output_dt} must be a positive multiple of dt {dt}")
+        if n_out is None:
+            n_out = int(math.floor((time[-1] - time[0]) / output_dt + 1e-9)) + 1
+        self.constants = constants or VehicleConstants()
+        self.k = self.constants.as_array()
+        self.x0 = state_vector(initial_state)
+        self.dt = float(dt)
+        self.n_sub = n_sub
+        self.n_out = int(n_out)
+        self.output_dt = float(output_dt)
+        self.t0 = float(time[0])
+        n_steps = (self.n_out - 1) * n_sub
+        t_steps = self.t0 + dt * np.arange(1, n_steps + 1)
+        self.inputs = np.ascontiguousarray(np.column_stack([
+            np.interp(t_steps, time, np.asarray(throttle, float)),
+            np.interp(t_steps, time, np.asarray(brake, float)),
+            np.interp(t_steps, time, np.asarray(steering, float)),
+        ])).reshape(n_steps, 3)
+
+    @property
+    def t_out(self) -> np.ndarray:
+        """Output times (s)."""
+        return self.t0 + self.output_dt * np.arange(self.n_out)
+
+    def run(self, params: Mapping[str, float] | np.ndarray) -> np.ndarray:
+        """States ``(n_particles, n_out, 12)`` for ``params`` ``(n_particles, 11)``; ``(n_out, 12)`` for one set."""
+        p = parameter_vector(params)
+        single = p.ndim == 1
+        p2 = np.ascontiguousarray(np.atleast_2d(p))
+        out = np.empty((p2.shape[0], self.n_out, len(STATE_NAMES)))
+        if p2.shape[0] == 1:
+            _simulate_one(self.k, p2[0], self.x0, self.inputs, self.dt, self.n_sub, out[0])
+        else:
+            _simulate_batch(self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, out)
+        return out[0] if single else out
+
+    def sse(self, params: np.ndarray, channels: Sequence[int] | np.ndarray, data: np.ndarray) -> np.ndarray:
+        """Per-channel sum of squared residuals ``(n_particles, n_channels)`` against ``data (n_out, n_channels)``.
+
+        ``channels`` are state indices (``STATE_INDEX``). Non-finite trajectories give ``inf``.
+        """
+        p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
+        chan = np.ascontiguousarray(np.asarray(channels, dtype=np.int64))
+        data = np.ascontiguousarray(np.asarray(data, dtype=float))
+        if data.shape != (self.n_out, chan.size):
+            raise ValueError(f"data must be ({self.n_out}, {chan.size}), got {data.shape}")
+        sse = np.empty((p2.shape[0], chan.size))
+        _sse_batch(self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, sse)
+        sse[~np.isfinite(sse)] = np.inf
+        return sse
+
+
+def simulate(params: Mapping[str, float] | np.ndarray, initial_state: Mapping[str, float] | np.ndarray,
+             time: np.ndarray, throttle: np.ndarray, brake: np.ndarray, steering: np.ndarray, *,
+             dt: float = 0.005, output_dt: float | None = None,
+             constants: VehicleConstants | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Simulate the 8-DOF model over the input record; returns ``(t_out, states)``.
+
+    ``params``: mapping (defaults fill the rest), one vector of 11 or a batch ``(n, 11)`` (``PARAM_NAMES``);
+    states are ``(n_out, 12)`` or ``(n, n_out, 12)`` in ``STATE_NAMES`` order, at ``output_dt`` spacing
+    (default: the input grid's) from ``time[0]`` to ``time[-1]``.
+    """
+    sim = Simulator8Dof(initial_state, time, throttle, brake, steering, dt=dt, output_dt=output_dt,
+                        constants=constants)
+    return sim.t_out, sim.run(params)
