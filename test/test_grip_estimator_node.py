@@ -133,7 +133,6 @@ def test_bad_samples_counted_node_keeps_running(graph) -> None:
     c = node.pipeline.collector.counters
     assert spin_until(ex, lambda: c.dropped["nonfinite"] >= 2 and c.dropped["low_load"] >= 4
                       and c.dropped["low_speed"] >= 4 and c.dropped["out_of_order"] >= 1, timeout=10.0), c.dropped
-    st = None
     assert spin_until(ex, lambda: (st := _status(received, "inputs")) is not None
                       and any(kv.key == "dropped_nonfinite" and int(kv.value) >= 2 for kv in st.values), 10.0)
     assert rclpy.ok(context=node.context)
