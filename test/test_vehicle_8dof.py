@@ -142,7 +142,8 @@ def test_brake_gain_parameters_scale_deceleration() -> None:
     z = np.zeros_like(t)
     br = np.full_like(t, 0.2)
     _, a = simulate({"rr": 0.0}, _rolling_state(20.0), t, z, br, z)
-    _, b = simulate({"rr": 0.0, "brake_gain_f": 2000.0, "brake_gain_r": 2000.0}, _rolling_state(20.0), t, z, br, z)
+    half = {f"brake_gain_{w}": 2000.0 for w in ("lf", "rf", "lr", "rr")}
+    _, b = simulate({"rr": 0.0, **half}, _rolling_state(20.0), t, z, br, z)
     da = 20.0 - a[-1, STATE_INDEX["u"]]
     db = 20.0 - b[-1, STATE_INDEX["u"]]
     assert da == pytest.approx(2 * db, rel=0.1)

@@ -3,16 +3,13 @@
 The paper ("Optimization Results") estimates four brake friction coefficients of a full-vehicle model from the
 four wheel speeds of a braking maneuver by least squares (Eq. 11) with a parallel finite-difference Jacobian,
 and reports sigma^2 (J^T J)^-1 confidence intervals. Here the model is the 8-DOF model
-(:mod:`vehcal_ros.models.vehicle_8dof`), which offers brake gains per AXLE (``brake_gain_f``, ``brake_gain_r``:
-N m per wheel at full brake input), not per wheel. In straight-line braking the front/rear split of the brake
-torque is only visible through the tire slip, i.e. together with the longitudinal slip stiffnesses, so the
-four coefficients fitted are::
+(:mod:`vehcal_ros.models.vehicle_8dof`), whose wheel-spin equations carry one brake gain per wheel (N m at full
+brake input). The four fitted coefficients are the paper's four per-wheel brake coefficients::
 
-    p = (brake_gain_f, brake_gain_r, Cxf, Cxr)     [N m, N m, N, N]
+    p = (brake_gain_lf, brake_gain_rf, brake_gain_lr, brake_gain_rr)     [N m]
 
-and the maneuver contains a throttle phase (known powertrain torque: identifies Cxf, Cxr) before the brake ramp
-(identifies the gains). With per-wheel gains in the model (a request in docs/parallel.md) the names would be
-the paper's four per-wheel coefficients; :data:`FIT_NAMES` follows ``vehicle_8dof.PARAM_NAMES``.
+The front/rear split is seen through the tire slip, which also depends on the slip stiffnesses; those are held
+at their (longitudinal-stage) values here, as the paper holds its tire model fixed.
 
 Residual (one segment per maneuver, :class:`~vehcal_ros.inference.least_squares.parallel.SegmentedResidual`):
 ``(simulated - measured) / sigma_c`` for the channels u, w_lf, w_lr, w_rf, w_rr at the measurement times
@@ -41,23 +38,20 @@ from vehcal_ros.models import pacejka
 from vehcal_ros.models.vehicle_8dof import (
     DEFAULT_PARAMETERS,
     PARAM_INDEX,
-    PARAM_NAMES,
     STATE_INDEX,
     Simulator8Dof,
     parameter_vector,
 )
 
-_PER_WHEEL = ("brake_gain_lf", "brake_gain_rf", "brake_gain_lr", "brake_gain_rr")
-FIT_NAMES: tuple[str, ...] = (_PER_WHEEL if all(n in PARAM_NAMES for n in _PER_WHEEL)
-                              else ("brake_gain_f", "brake_gain_r", "Cxf", "Cxr"))
+FIT_NAMES: tuple[str, ...] = ("brake_gain_lf", "brake_gain_rf", "brake_gain_lr", "brake_gain_rr")
 """The four fitted coefficients (module doc)."""
-TRUE_PARAMETERS: dict[str, float] = {"brake_gain_f": 3400.0, "brake_gain_r": 2600.0, "Cxf": 11500.0,
-                                     "Cxr": 9000.0}
-"""Coefficients used to generate the synthetic test data (front brakes stronger than rear, as usual)."""
+TRUE_PARAMETERS: dict[str, float] = {"brake_gain_lf": 3500.0, "brake_gain_rf": 3300.0, "brake_gain_lr": 2700.0,
+                                     "brake_gain_rr": 2500.0}
+"""Coefficients used to generate the synthetic test data (front brakes stronger than rear, a slight left/right
+imbalance as a worn pad would give)."""
 START: dict[str, float] = {n: DEFAULT_PARAMETERS[n] for n in FIT_NAMES}
 """Initial guess p0: the model's defaults (the paper's Eq. 16 takes the vehicle model's defaults too)."""
-BOUNDS: dict[str, tuple[float, float]] = {"brake_gain_f": (500.0, 8000.0), "brake_gain_r": (500.0, 8000.0),
-                                          "Cxf": (2000.0, 40000.0), "Cxr": (2000.0, 40000.0)}
+BOUNDS: dict[str, tuple[float, float]] = {n: (500.0, 8000.0) for n in FIT_NAMES}
 """Box constraints (Eq. 12)."""
 CHANNELS: tuple[str, ...] = ("u", "w_lf", "w_lr", "w_rf", "w_rr")
 """Measured channels: forward speed (m/s) and the four wheel speeds (rad/s)."""

@@ -445,7 +445,7 @@ class StageProblem:
         self.n_obs = segment.time.size
 
     def parameter_matrix(self, theta_model: np.ndarray) -> np.ndarray:
-        """``(n, 11)`` 8-DOF parameter rows for sampled model parameters ``(n, n_model)``."""
+        """``(n, len(PARAM_NAMES))`` 8-DOF parameter rows for sampled model parameters ``(n, n_model)``."""
         theta_model = np.atleast_2d(theta_model)
         p = np.repeat(self.base[None, :], theta_model.shape[0], axis=0)
         for j, name in enumerate(self.spec.parameter_names):

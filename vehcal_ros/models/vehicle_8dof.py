@@ -13,7 +13,7 @@ Equations, per step:
 * chassis Eqs. (4)-(7): Eq. (4) gives ``u_dot``; Eqs. (5)-(7) are linear in ``(v_dot, wx_dot, wz_dot)`` and are
   solved with the constant inverse of their 3x3 inertia matrix;
 * wheel spin ``Jw w_dot = T_drive + T_brake + T_rr - r Fx`` with the powertrain and brake maps of
-  :mod:`vehcal_ros.models.powertrain` and rolling resistance ``T_rr = -rr |Fz| sign(w)``; per-axle brake
+  :mod:`vehcal_ros.models.powertrain` and rolling resistance ``T_rr = -rr |Fz| sign(w)``; per-wheel brake
   gains (N m at full brake, default 4000 N m = the paper's map) are parameters so a later brake-friction fit
   can calibrate them;
 * tire radius ``r = r0 - Fz/kt``;
@@ -56,17 +56,20 @@ STATE_NAMES: tuple[str, ...] = ("x", "y", "u", "v", "psi", "phi", "wx", "wz", "w
 STATE_INDEX: dict[str, int] = {name: i for i, name in enumerate(STATE_NAMES)}
 
 PARAM_NAMES: tuple[str, ...] = (
-    "Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr", "brake_gain_f", "brake_gain_r",
+    "Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr",
+    "brake_gain_lf", "brake_gain_rf", "brake_gain_lr", "brake_gain_rr",
 )
 """Calibratable parameters: longitudinal slip stiffness front/rear (N), cornering stiffness front/rear (N/rad),
 roll stiffness front/rear (N m/rad), roll damping front/rear (N m s/rad), rolling resistance coefficient (-),
-brake torque per wheel at full brake front/rear (N m)."""
+brake torque of each wheel at full brake (N m; the four brake coefficients of the parallel-estimation paper's
+brake-friction problem)."""
 PARAM_INDEX: dict[str, int] = {name: i for i, name in enumerate(PARAM_NAMES)}
 
 DEFAULT_PARAMETERS: dict[str, float] = {
     "Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0, "kphi_r": 37500.0,
     "bphi_f": 7500.0, "bphi_r": 7500.0, "rr": 0.0175,
-    "brake_gain_f": MAX_BRAKE_TORQUE, "brake_gain_r": MAX_BRAKE_TORQUE,
+    "brake_gain_lf": MAX_BRAKE_TORQUE, "brake_gain_rf": MAX_BRAKE_TORQUE,
+    "brake_gain_lr": MAX_BRAKE_TORQUE, "brake_gain_rr": MAX_BRAKE_TORQUE,
 }
 """Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``) and the 4000 N m map."""
 
@@ -254,21 +257,19 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, throttle:
     wx_dot = k[26] * e1 + k[27] * e3 + k[28] * e2
     wz_dot = k[29] * e1 + k[30] * e3 + k[31] * e2
 
-    # wheel spin: drive, brake (per-axle gain on the 4000 N m map), rolling resistance, tire force
+    # wheel spin: drive, brake (per-wheel gain on the 4000 N m map), rolling resistance, tire force
     rr = p[8]
-    bf = brake * p[9] / MAX_BRAKE_TORQUE
-    br = brake * p[10] / MAX_BRAKE_TORQUE
     w = s[8]
-    dw_lf = (drive_torque_per_wheel(throttle, w) + brake_torque(bf, w)
+    dw_lf = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[9] / MAX_BRAKE_TORQUE, w)
              - rr * fz[0] * _sign(w) - fxt_lf * r_lf) / jw
     w = s[9]
-    dw_lr = (drive_torque_per_wheel(throttle, w) + brake_torque(br, w)
+    dw_lr = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, w)
              - rr * fz[1] * _sign(w) - fxt_lr * r_lr) / jw
     w = s[10]
-    dw_rf = (drive_torque_per_wheel(throttle, w) + brake_torque(bf, w)
+    dw_rf = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[10] / MAX_BRAKE_TORQUE, w)
              - rr * fz[2] * _sign(w) - fxt_rf * r_rf) / jw
     w = s[11]
-    dw_rr = (drive_torque_per_wheel(throttle, w) + brake_torque(br, w)
+    dw_rr = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[12] / MAX_BRAKE_TORQUE, w)
              - rr * fz[3] * _sign(w) - fxt_rr * r_rr) / jw
 
     # velocities first ...
@@ -448,7 +449,7 @@ class Simulator8Dof:
         return self.t0 + self.output_dt * np.arange(self.n_out)
 
     def run(self, params: Mapping[str, float] | np.ndarray) -> np.ndarray:
-        """States ``(n_particles, n_out, 12)`` for ``params`` ``(n_particles, 11)``; ``(n_out, 12)`` for one set."""
+        """States ``(n_particles, n_out, 12)`` for ``params`` ``(n_particles, 13)``; ``(n_out, 12)`` for one set."""
         p = parameter_vector(params)
         single = p.ndim == 1
         p2 = np.ascontiguousarray(np.atleast_2d(p))
@@ -481,7 +482,7 @@ def simulate(params: Mapping[str, float] | np.ndarray, initial_state: Mapping[st
              constants: VehicleConstants | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Simulate the 8-DOF model over the input record; returns ``(t_out, states)``.
 
-    ``params``: mapping (defaults fill the rest), one vector of 11 or a batch ``(n, 11)`` (``PARAM_NAMES``);
+    ``params``: mapping (defaults fill the rest), one vector of 13 or a batch ``(n, 13)`` (``PARAM_NAMES``);
     states are ``(n_out, 12)`` or ``(n, n_out, 12)`` in ``STATE_NAMES`` order, at ``output_dt`` spacing
     (default: the input grid's) from ``time[0]`` to ``time[-1]``.
     """
