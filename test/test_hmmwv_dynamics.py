@@ -11,6 +11,7 @@ import pytest
 
 from vehcal_ros.models.hmmwv import Hmmwv14, HmmwvParams, RoadMap
 from vehcal_ros.models.hmmwv import dynamics as dyn
+from vehcal_ros.models.hmmwv.kinematics import corner_state
 from vehcal_ros.models.powertrain import road_wheel_angle
 
 ACC_CSV = Path("/work/shared/data/chrono_hmmwv/acc.csv")
@@ -30,9 +31,7 @@ def test_aba_equals_dense_mass_matrix_solution(sim):
         y[dyn.Y_SIG] = rng.uniform(-0.6, 0.6)
         y[dyn.Y_Q : dyn.Y_Q + 4] += rng.normal(0.0, 0.03, 4)
         y[dyn.Y_Q : dyn.Y_Q + 4] /= np.linalg.norm(y[dyn.Y_Q : dyn.Y_Q + 4])
-        y[dyn.Y_W :] += (
-            rng.normal(0.0, 1.0, dyn.NDOF) * np.r_[0.5 * np.ones(6), 2.0 * np.ones(4), 5 * np.ones(4)]
-        )
+        y[dyn.Y_W :] += rng.normal(0.0, 1.0, dyn.NDOF) * np.r_[0.5 * np.ones(6), 2.0 * np.ones(4), 5 * np.ones(4)]
         sim.set_state(y)
         sim._u[:] = (rng.uniform(0, 1), rng.uniform(0, 0.3), rng.uniform(-0.7, 0.7), 1.0)  # steering moving
         a_ab = sim.accelerations()
@@ -101,32 +100,42 @@ def test_static_settling(sim):
     assert abs(o2["z"] - o["z"]) < 1e-3 and abs(o2["u"]) < 1e-3
 
 
-def _steady_turn(sim: Hmmwv14, speed: float, steering: float) -> dict:
+def _steady_turn(sim: Hmmwv14, speed: float, steering: float, seconds: float = 6.0) -> dict:
     sim.reset(speed=speed)
     thr = 0.03
-    for _ in range(500):  # 5 s with a speed-holding throttle
+    for _ in range(int(round(seconds * 100))):  # speed-holding throttle, steering held
         o = sim.outputs()
         thr = min(max(thr + 0.02 * (speed - o["u"]), 0.0), 1.0)
         sim.step(thr, 0.0, steering, 10)
     return sim.outputs()
 
 
-def test_steady_state_cornering(sim):
-    """Left steer gives left yaw, outward roll and load transfer to the outer wheels. The understeer gradient
-    K = (delta - L r/u)/a_y is small; with the planar control-arm four-bar of Sec. 5.1 it is slightly NEGATIVE
-    (mild oversteer from the rear toe-link roll steer; the front roll understeer of Chrono's inclined
-    upper-arm axis is lost, see docs/simulator_model.md). This test pins that known sign."""
-    wheelbase = 2 * 1.688965
-    ks = []
-    for st in (0.03, 0.06):
+def _static_wheelbase(sim: Hmmwv14) -> float:
+    """Distance between the front and rear wheel centres at static ride height (3.310 m; Chrono's 3.378 m is
+    the distance between the suspension frames, the spindles sit 40/36 mm inboard of them)."""
+    th = sim._eq[3:]
+    x = [corner_state(sim.geometry, i, th[i])["wheel_centre"][0] for i in range(4)]
+    return 0.5 * (x[0] + x[1]) - 0.5 * (x[2] + x[3])
+
+
+def test_steady_state_cornering_understeers(sim):
+    """Constant-speed method (SAE J266 style) at 15 m/s: steering held at 0.02 and 0.06 (a_y 0.87 and
+    2.6 m/s^2) for 6 s with a speed-holding throttle; K = (delta - L r/u)/a_y with the measured u, r and the
+    model's wheelbase L. Measured K = 3.3e-4 / 5.3e-4 rad/(m/s^2) (understeer: front roll steer of the inclined
+    upper arm outweighs the rear toe-out and front toe-in under load transfer, docs/simulator_model.md). A slow
+    constant-speed ramp steer (0 -> 0.06 over 30 s) gives 4.6e-4 .. 6e-4 at a_y 0.9 .. 2.5 m/s^2; the bounds
+    [1e-4, 9e-4] are the measured values widened by that procedure spread (~2.5e-4)."""
+    wheelbase = _static_wheelbase(sim)
+    assert 3.30 < wheelbase < 3.32
+    for st in (0.02, 0.06):
         o = _steady_turn(sim, 15.0, st)
         ay = o["u"] * o["r"]
         assert o["r"] > 0 and ay > 0 and o["roll"] > 0
         assert o["fz"][1] > o["fz"][0] and o["fz"][3] > o["fz"][2]
-        assert np.all(o["fy"][:2] > 0)
+        assert o["fy"][:2].sum() > 0 and o["fy"][2:].sum() > 0  # (toe-in: the inner front Fy < 0 at low a_y)
         assert abs(o["steer_angle"].mean() - road_wheel_angle(st)) < 0.004
-        ks.append((road_wheel_angle(st) - wheelbase * o["r"] / o["u"]) / ay)
-    assert all(-3e-3 < k < 0.0 for k in ks), ks
+        k = (road_wheel_angle(st) - wheelbase * o["r"] / o["u"]) / ay
+        assert 1e-4 < k < 9e-4, (st, k)
 
 
 def test_throttle_ramp_reaches_acc_maneuver_speeds(sim):
@@ -202,3 +211,25 @@ def test_outputs_contract(sim):
     assert np.all(o["fz"] >= 0.0)
     with pytest.raises(ValueError):
         Hmmwv14(integrator="euler")
+
+
+def test_fused_semi_implicit_step_equals_the_generic_derivative():
+    """The fused semi-implicit step of ``integrate`` (body terms + AB recursion without the kinematic-rate
+    pass) reproduces a step built from ``derivative`` to round-off over 1 s of a mixed maneuver."""
+    s = Hmmwv14()
+    s.reset(speed=5.0)
+    s._u[:] = (0.4, 0.0, s.pitman_angle(0.2), 1.0)
+    y_ref = s.state
+    ydot = np.zeros(dyn.NY)
+    args = s._args()
+    for _ in range(1000):
+        dyn.derivative(y_ref, s._u, *args, ydot)
+        y_ref[dyn.Y_W :] += 1e-3 * ydot[dyn.Y_W :]
+        R = dyn.quat_to_rot(*y_ref[dyn.Y_Q : dyn.Y_Q + 4])
+        y_ref[dyn.Y_R : dyn.Y_R + 3] += 1e-3 * np.array(R) @ y_ref[dyn.Y_V : dyn.Y_V + 3]
+        dyn._quat_step(y_ref, 1e-3)
+        y_ref[dyn.Y_TH : dyn.Y_TH + 4] += 1e-3 * y_ref[dyn.Y_THD : dyn.Y_THD + 4]
+        y_ref[dyn.Y_SIG] += 1e-3 * ydot[dyn.Y_SIG]
+    s.step(0.4, 0.0, 0.2, 1000)
+    scale = np.maximum(np.abs(y_ref), 1e-3)
+    assert np.max(np.abs(s.state - y_ref) / scale) < 1e-9

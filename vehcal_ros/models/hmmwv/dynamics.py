@@ -66,6 +66,7 @@ from .kinematics import (
 )
 from .road import road_mu
 from .tires import T_KZ, T_QSY1, T_R0, T_VLOW, combined_forces, peak_mu, rolling_radius, vertical_force
+from .vec3 import FASTMATH
 
 # ---- state layout y ----
 Y_R, Y_Q, Y_TH, Y_SIG, Y_W, Y_V, Y_THD, Y_OM = 0, 3, 7, 11, 12, 15, 18, 22
@@ -75,9 +76,7 @@ NDOF = 14
 G_GRAV, G_MC, G_COM, G_IC, G_TAU, G_AERO, G_RRV, G_BRKW = 0, 1, 2, 5, 14, 15, 16, 17
 NGP = 18
 # ---- per-wheel tire outputs wt[i, :] ----
-(W_FX, W_FY, W_FZ, W_SLIP, W_ALPHA, W_RE, W_MU, W_VX, W_VY, W_DELTA, W_MUMAX, W_PX, W_PY, W_MY, W_TQ) = range(
-    15
-)
+(W_FX, W_FY, W_FZ, W_SLIP, W_ALPHA, W_RE, W_MU, W_VX, W_VY, W_DELTA, W_MUMAX, W_PX, W_PY, W_MY, W_TQ) = range(15)
 NWT = 15
 NB = 17  # bodies: 0 chassis, 1 + 4 i + j (j = 0 LCA, 1 UCA, 2 knuckle, 3 wheel)
 
@@ -122,7 +121,7 @@ def make_work() -> tuple:
 # ----------------------------------------------------------------------------------------------------------
 # Spatial algebra
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def spatial_inertia(m, p, Ic, out):
     """M about O of a body of mass m, COM p, inertia Ic (about COM, chassis axes): [[Ic - m px px, m px],
     [-m px, m 1]] (out is 6x6)."""
@@ -138,7 +137,7 @@ def spatial_inertia(m, p, Ic, out):
             out[3 + r, 3 + c] = m if r == c else 0.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def crm(V, m, out):
     """Spatial motion cross product V x m."""
     w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
@@ -151,7 +150,7 @@ def crm(V, m, out):
     out[5] = w0 * l1 - w1 * l0 + v0 * a1 - v1 * a0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def crf(V, f, out):
     """Spatial force cross product V x* f."""
     w0, w1, w2, v0, v1, v2 = V[0], V[1], V[2], V[3], V[4], V[5]
@@ -164,7 +163,7 @@ def crf(V, f, out):
     out[5] = w0 * f1 - w1 * f0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def quat_to_rot(e0, e1, e2, e3):
     """Rotation matrix (chassis -> world) of the unit quaternion (e0, e1, e2, e3)."""
     return (
@@ -177,7 +176,7 @@ def quat_to_rot(e0, e1, e2, e3):
 # ----------------------------------------------------------------------------------------------------------
 # Force elements
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _curve(bs, x):
     """Piecewise-linear bump/rebound stop curve (penetration -> force), linearly extrapolated."""
     n = bs.shape[0]
@@ -191,7 +190,7 @@ def _curve(bs, x):
     return bs[n - 1, 1] + slope * (x - bs[n - 1, 0])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _curve_energy(bs, x):
     """Integral of the stop curve from 0 to x."""
     n = bs.shape[0]
@@ -207,7 +206,7 @@ def _curve_energy(bs, x):
     return e
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def spring_force(cg, bs, length):
     """Spring force along the spring (N, + pushes apart): -(k1 x + k3 x^3), x = L - L_free, plus stops."""
     x = length - cg[FREE]
@@ -219,7 +218,7 @@ def spring_force(cg, bs, length):
     return f
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def spring_energy(cg, bs, length):
     x = length - cg[FREE]
     e = 0.5 * cg[K1] * x * x + 0.25 * cg[K3] * x**4
@@ -230,7 +229,7 @@ def spring_energy(cg, bs, length):
     return e
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def damper_force(cg, length, rate, scale):
     """Piecewise-linear damper (N, + pushes apart): rebound rate when extending, compression rate otherwise;
     bump-stop rates outside the engagement lengths (reference ``shock``)."""
@@ -245,7 +244,7 @@ def damper_force(cg, length, rate, scale):
 # ----------------------------------------------------------------------------------------------------------
 # Per-body data shared by the AB recursion and the dense check
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
     """Kinematics, forces and the per-body quantities M(k), V(k), a(k), b(k), H, T for state y, inputs u.
 
@@ -376,7 +375,7 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
     return sigd
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _tire(i, y, R, c, ax, Vk, om, tp, gp, rb, rm, rdef, wt, fext):
     """Contact of wheel i on the flat road z = 0; adds the tire wrench (about O, chassis axes) to fext."""
     # wheel centre and spin axis in the world
@@ -422,8 +421,12 @@ def _tire(i, y, R, c, ax, Vk, om, tp, gp, rb, rm, rdef, wt, fext):
     slip = (wr - vx) / den if den > 1e-9 else 0.0
     vlow = tp[T_VLOW]
     kappa = (wr - vx) / max(den, vlow)
-    alpha_f = math.atan2(vy, max(abs(vx), vlow))
-    alpha_o = math.atan2(vy, abs(vx)) if abs(vx) + abs(vy) > 1e-9 else 0.0
+    avx = abs(vx)
+    alpha_f = math.atan2(vy, max(avx, vlow))
+    if avx >= vlow:
+        alpha_o = alpha_f
+    else:
+        alpha_o = math.atan2(vy, avx) if avx + abs(vy) > 1e-9 else 0.0
     mu = road_mu(rb, rm, rdef[0], pw[0], pw[1])
     fx, fy = combined_forces(tp, fz, kappa, alpha_f, mu)
     my = -tp[T_QSY1] * fz * tp[T_R0] * math.tanh(wr / gp[G_RRV])
@@ -456,7 +459,7 @@ def _tire(i, y, R, c, ax, Vk, om, tp, gp, rb, rm, rdef, wt, fext):
 # ----------------------------------------------------------------------------------------------------------
 # Articulated-body forward dynamics with aggregated bodies (Eqs. 4, 6, 7 with Eqs. 9-11)
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _solve6(A, b, out):
     """Cholesky solve of the 6x6 SPD system A x = b (A is overwritten)."""
     n = 6
@@ -482,7 +485,7 @@ def _solve6(A, b, out):
         out[i] = s / A[i, i]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def aba(work, nudot):
     """Tip-to-base AB Riccati/gather sweep (Eqs. 4, 6) and base-to-tip sweep (Eq. 7); fills nudot (14)."""
     sth, Mb, ab, bb, hw, T = work[2], work[6], work[8], work[9], work[10], work[11]
@@ -573,7 +576,7 @@ def aba(work, nudot):
         nudot[10 + i] = nuw[i] - s
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def dense_accelerations(work):
     """Reference solution: M = sum_k J_k^T M(k) J_k, C = sum_k J_k^T (M(k) a_bias(k) + b(k)) (Eqs. 1-2),
     thetaddot = M^-1 (T - C). Uses the per-body data of :func:`body_terms`."""
@@ -605,7 +608,7 @@ def dense_accelerations(work):
 # ----------------------------------------------------------------------------------------------------------
 # State derivative and integrators
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def derivative(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work, ydot):
     """dy/dt: kinematic rates and the AB accelerations."""
     sigd = body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work)
@@ -624,7 +627,7 @@ def derivative(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work, ydot):
     ydot[Y_SIG] = sigd
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _quat_step(y, dt):
     """e <- e (x) exp(0.5 omega dt) with the body rate omega of y (exact for constant omega)."""
     wx, wy, wz = y[Y_W], y[Y_W + 1], y[Y_W + 2]
@@ -644,7 +647,7 @@ def _quat_step(y, dt):
     y[Y_Q], y[Y_Q + 1], y[Y_Q + 2], y[Y_Q + 3] = n0 / nn, n1 / nn, n2 / nn, n3 / nn
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def integrate(y, u, n_steps, dt, method, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
     """Advance y in place by n_steps of dt with inputs u held. method 0 = semi-implicit (symplectic) Euler:
     velocities from the accelerations at (q_n, v_n), then positions with v_{n+1}; method 1 = classical RK4
@@ -658,7 +661,9 @@ def integrate(y, u, n_steps, dt, method, cg, cp, ci, sg, gp, tp, bs, rb, rm, rde
     yt = np.empty(NY)
     for n in range(n_steps):
         if method == 0:
-            derivative(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work, ydot)
+            # derivative() without its kinematic rates (positions are advanced below with v_{n+1})
+            ydot[Y_SIG] = body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work)
+            aba(work, ydot[Y_W:])
             for k in range(Y_W, NY):
                 y[k] += dt * ydot[k]
             R = quat_to_rot(y[Y_Q], y[Y_Q + 1], y[Y_Q + 2], y[Y_Q + 3])
@@ -696,7 +701,7 @@ def integrate(y, u, n_steps, dt, method, cg, cp, ci, sg, gp, tp, bs, rb, rm, rde
     return -1
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def total_energy(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
     """Kinetic energy 1/2 sum V M V + gravity + spring (incl. stops) + tire potential energy (J)."""
     body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work)

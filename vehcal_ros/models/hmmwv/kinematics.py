@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from .params import HmmwvParams
-from .vec3 import add, axpy, cross, dot, mtv, mv, norm, rot_x, row3, scale, sub, unit
+from .vec3 import FASTMATH, add, axpy, cross, dot, mtv, mv, norm, rot_x, row3, scale, sub, unit
 
 # ---- per-corner scalar layout (cg[i, :]) ----
 SIDE, AXLE, AY, AZ, GY, GZ, BL, CL, DL, TH0, TH30, TH40, BR4 = range(13)
@@ -43,11 +43,14 @@ EK, ELL, BRA = range(23, 26)
 K1, K3, FREE, STMIN, STMAX, DMC, DMR, DBC, DBR, ENGMIN, ENGMAX = range(26, 37)
 M_LCA, M_UCA, M_KN, M_WH = range(37, 41)
 C30, S30, C40, S40 = range(41, 45)
-NCG = 45
+UR, BRU = 45, 46
+SH_XC, SH_XS, SH_CE, SH_SE, SP_XC, SP_XS, SP_CE, SP_SE, CTH0, STH0 = range(47, 57)
+NCG = 57
 # ---- per-corner 3-D points (cp[i, k, :], chassis frame, design pose) ----
 P_A, P_D0, P_F0, P_G, P_LCACM, P_UCACM, P_KCM, P_WC, P_K0, P_L0, P_E0, P_N0, P_E1, P_E2 = range(14)
 P_SHB, P_SHJ, P_SPB, P_SPJ = range(14, 18)
-NPT = 18
+P_UC, P_UAX, P_UEA, P_UEB, P_F10, P_F20 = range(18, 24)
+NPT = 24
 # ---- steering layout (sg[:]) ----
 SG_LOC, SG_PITCH, SG_GX, SG_GY, SG_B, SG_C, SG_D, SG_PHI0, SG_TH30, SG_BR, SG_UX, SG_UY = (
     0,
@@ -70,6 +73,8 @@ B_LCA, B_UCA, B_KN, B_WH = 0, 1, 2, 3
 # ---- misc outputs (misc[i, :]) ----
 MI_LSP, MI_DLSP, MI_LSH, MI_DLSH, MI_TH3, MI_TH4, MI_ALPHA, MI_ALPHA_TH, MI_ALPHA_SG, MI_P, MI_Q = range(11)
 MI_AX, MI_AY, MI_AZ, MI_RESID = 11, 12, 13, 14
+# the hot path stores cos/sin of the UCA angle phi and of the spindle angle alpha (atan2 only in the helpers)
+MI_CPHI, MI_SPHI, MI_CALPHA, MI_SALPHA = MI_TH3, MI_TH4, MI_ALPHA, MI_Q
 NMI = 15
 
 FL, FR, RL, RR = 0, 1, 2, 3
@@ -78,7 +83,7 @@ FL, FR, RL, RR = 0, 1, 2, 3
 # ----------------------------------------------------------------------------------------------------------
 # Planar loops
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def fourbar(theta, gx, gy, b, c, d, br):
     """Section 5.1: four-bar with G->D = (gx + i gy) + b exp(i theta) = d exp(i theta_4) + c exp(i theta_3).
 
@@ -126,7 +131,7 @@ def fourbar(theta, gx, gy, b, c, d, br):
     return th3, th4, p, q, p2, q2, bad, c3, s3, c4, s4
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def slider_crank(ct, st, xl, beta, yl, eta_off, dx):
     """Section 5.2: z exp(i gamma) = x exp(i beta) - y exp(i eta), eta = theta + const (Eq. 28).
 
@@ -150,10 +155,24 @@ def slider_crank(ct, st, xl, beta, yl, eta_off, dx):
     return z, math.atan2(zy, zx), dz, dgam, length, z * dz / length
 
 
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def slider_length(ct, st, xc, xs, yl, ce, se, dx):
+    """Hot-path :func:`slider_crank`: the 3-D length L and dL/dtheta only, with the constants x cos(beta),
+    x sin(beta), cos(eta_off), sin(eta_off) precomputed."""
+    c_eta = ct * ce - st * se
+    s_eta = st * ce + ct * se
+    zx = xc - yl * c_eta
+    zy = xs - yl * s_eta
+    z = math.hypot(zx, zy)
+    dz = yl * (s_eta * zx / z - c_eta * zy / z)
+    length = math.sqrt(z * z + dx * dx)
+    return length, z * dz / length
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Section 5.4: Pitman steering four-bar TUVW -> tierod end points L
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def pitman_link(sg, sigma):
     """Pose of the steering link UV (coupler of the planar four-bar TUVW: crank TU = Pitman arm, rocker WV =
     idler arm, in the steering frame's x-y plane) for Pitman-arm angle sigma.
@@ -173,7 +192,7 @@ def pitman_link(sg, sigma):
     return ux, uy, c3 * c30 + s3 * s30, s3 * c30 - c3 * s30, p, p2, bad
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def pitman_point(sg, link, side):
     """Tierod inner point L of the front corner on ``side`` (+1 left, -1 right), riding on the steering link.
 
@@ -206,7 +225,7 @@ def pitman_point(sg, link, side):
     return L, dL, ddL
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def pitman(sg, sigma, side):
     """Tierod inner point of one front corner: L, dL/dsigma, d2L/dsigma2 and the clipping excess."""
     link = pitman_link(sg, sigma)
@@ -214,7 +233,7 @@ def pitman(sg, sigma, side):
     return L, dL, ddL, link[6]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def tierod_end(cg, cp, sg, link):
     """Tierod end L of a corner and its sigma-derivatives: on the steering link (front), fixed (rear)."""
     if cg[AXLE] < 0.5:
@@ -225,7 +244,7 @@ def tierod_end(cg, cp, sg, link):
 # ----------------------------------------------------------------------------------------------------------
 # One corner: positions, X_S columns and velocity-product accelerations of every body of the aggregated body S
 # ----------------------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _spatial(w, v_com, p):
     """Spatial vector [w; v_O] about the chassis point O of a body with COM p, angular w, COM velocity
     v_com."""
@@ -233,7 +252,7 @@ def _spatial(w, v_com, p):
     return (w[0], w[1], w[2], vo[0], vo[1], vo[2])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _store_body(j, p, R, w_th, v_th, w_sg, v_sg, om, v_com, omd, a_com, rot, pos, sth, ssg, acc):
     for r in range(3):
         pos[j, r] = p[r]
@@ -251,12 +270,12 @@ def _store_body(j, p, R, w_th, v_th, w_sg, v_sg, om, v_com, omd, a_com, rot, pos
         acc[j, 3 + r] = lin[r]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _rot_x_cs(c, s):
     return ((1.0, 0.0, 0.0), (0.0, c, -s), (0.0, s, c))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def corner_kinematics(cg, cp, sg, link, q_rel, thd, sigd, rot, pos, sth, ssg, acc, misc):
     """Forward, velocity (X_S) and velocity-product kinematics of one corner (Sections 5.1-5.4).
 
@@ -268,13 +287,9 @@ def corner_kinematics(cg, cp, sg, link, q_rel, thd, sigd, rot, pos, sth, ssg, ac
     relative to the chassis: H_S^* Xdot_S thetadot of Eq. 11), and misc.
     """
     s = cg[SIDE]
-    th = cg[TH0] + q_rel
-    th3, th4, p, q, p2, q2, bad, c3, s3, c4, s4 = fourbar(
-        th, cg[AY] - cg[GY], cg[AZ] - cg[GZ], cg[BL], cg[CL], cg[DL], cg[BR4]
-    )
+    bad = 0.0
     ex = (1.0, 0.0, 0.0)
     zero = (0.0, 0.0, 0.0)
-    thd2 = thd * thd
     # ---- LCA: rotation s*q_rel about the x-line through A ----
     A = row3(cp, P_A)
     R_L = rot_x(s * q_rel)
@@ -304,25 +319,89 @@ def corner_kinematics(cg, cp, sg, link, q_rel, thd, sigd, rot, pos, sth, ssg, ac
         ssg,
         acc,
     )
-    # ---- UCA: rotation s*(theta_4 - theta_4_0) about the x-line through G ----
-    G = row3(cp, P_G)
-    R_U = _rot_x_cs(c4 * cg[C40] + s4 * cg[S40], s * (s4 * cg[C40] - c4 * cg[S40]))
-    wU = scale(ex, s * q)
-    omU = scale(wU, thd)
-    omdU = scale(ex, s * q2 * thd2)
-    pu = add(G, mv(R_U, sub(row3(cp, P_UCACM), G)))
-    vu_u = cross(wU, sub(pu, G))
-    au = add(cross(omdU, sub(pu, G)), cross(omU, cross(omU, sub(pu, G))))
-    _store_body(
-        B_UCA, pu, R_U, wU, vu_u, zero, zero, omU, scale(vu_u, thd), omdU, au, rot, pos, sth, ssg, acc
-    )
-    # ---- upright arm DF (massless): rotation s*(theta_3 - theta_3_0), carried by D ----
-    R_up = _rot_x_cs(c3 * cg[C30] + s3 * cg[S30], s * (s3 * cg[C30] - c3 * cg[S30]))
-    wup = scale(ex, s * p)
+    # ---- UCA: spatial (RSSR) control-arm loop ADFG. F turns by phi about Chrono's inclined hinge axis u
+    # through C on a circle of radius r: F = C + r (cos(phi) e_a + sin(phi) e_b); |F - D| = c gives
+    # A_u cos(phi) + B_u sin(phi) = X_u, solved in closed form like the spindle loop (Sec. 5.3) ----
+    C = row3(cp, P_UC)
+    ua = row3(cp, P_UAX)
+    ea = row3(cp, P_UEA)
+    eb = row3(cp, P_UEB)
+    ru = cg[UR]
+    cl = cg[CL]
+    wcd = sub(C, D)
+    Au = 2.0 * ru * dot(ea, wcd)
+    Bu = 2.0 * ru * dot(eb, wcd)
+    Xu = cl * cl - dot(wcd, wcd) - ru * ru
+    rabu = math.hypot(Au, Bu)
+    argu = Xu / rabu
+    if argu > 1.0:
+        bad += argu - 1.0
+        argu = 1.0
+    elif argu < -1.0:
+        bad += -1.0 - argu
+        argu = -1.0
+    squ = cg[BRU] * math.sqrt(1.0 - argu * argu)
+    cf = (Au * argu - Bu * squ) / rabu
+    sf = (Bu * argu + Au * squ) / rabu
+    FC = add(scale(ea, ru * cf), scale(eb, ru * sf))
+    FD = sub(add(C, FC), D)
+    uxFC = cross(ua, FC)
+    den_u = dot(FD, uxFC)
+    ph_th = dot(FD, vD_u) / den_u  # dphi/dtheta from (F - D).(vF - vD) = 0
+    phd = ph_th * thd
+    vFD = sub(scale(uxFC, phd), scale(vD_u, thd))
+    aFc = scale(cross(ua, uxFC), phd * phd)
+    phdd = -(dot(vFD, vFD) + dot(FD, sub(aFc, aD0))) / den_u  # acceleration-level closure (Eq. 14)
+    R_U = rot_axis_cs(ua, cf, sf)
+    wU = scale(ua, ph_th)
+    omU = scale(ua, phd)
+    omdU = scale(ua, phdd)
+    pu = add(C, mv(R_U, sub(row3(cp, P_UCACM), C)))
+    PCu = sub(pu, C)
+    vu_u = cross(wU, PCu)
+    au = add(cross(omdU, PCu), cross(omU, cross(omU, PCu)))
+    _store_body(B_UCA, pu, R_U, wU, vu_u, zero, zero, omU, scale(vu_u, thd), omdU, au, rot, pos, sth, ssg, acc)
+    # ---- upright arm DF (massless): kingpin n = (F - D)/c, frame [f1, f2, n] with f1 = unit(x x n) ----
+    ic = 1.0 / cl
+    n = scale(FD, ic)
+    nd_u = scale(sub(scale(uxFC, ph_th), vD_u), ic)  # dn/dtheta
+    ndd = scale(sub(add(aFc, scale(uxFC, phdd)), aD0), ic)  # velocity-product part of n''
+    gn = math.hypot(n[1], n[2])
+    f1 = (0.0, -n[2] / gn, n[1] / gn)
+    f2 = cross(n, f1)
+    gd_u = (0.0, -nd_u[2], nd_u[1])  # d(x x n)/dtheta
+    wn_u = dot(gd_u, f2) / gn  # spin of the frame about n
+    wup = axpy(wn_u, n, cross(n, nd_u))
     omup = scale(wup, thd)
-    omdup = scale(ex, s * p2 * thd2)
+    nd = scale(nd_u, thd)
+    gd = scale(gd_u, thd)
+    gdd = (0.0, -ndd[2], ndd[1])
+    wn = wn_u * thd
+    f1d = scale(sub(gd, scale(f1, dot(f1, gd))), 1.0 / gn)
+    f2d = add(cross(nd, f1), cross(n, f1d))
+    wnd = (dot(gdd, f2) + dot(gd, f2d) - wn * dot(f1, gd)) / gn
+    omdup = add(cross(n, ndd), axpy(wnd, n, scale(nd, wn)))
+    f10 = row3(cp, P_F10)
+    f20 = row3(cp, P_F20)
+    n0 = row3(cp, P_N0)
+    R_up = (
+        (
+            f1[0] * f10[0] + f2[0] * f20[0] + n[0] * n0[0],
+            f1[0] * f10[1] + f2[0] * f20[1] + n[0] * n0[1],
+            f1[0] * f10[2] + f2[0] * f20[2] + n[0] * n0[2],
+        ),
+        (
+            f1[1] * f10[0] + f2[1] * f20[0] + n[1] * n0[0],
+            f1[1] * f10[1] + f2[1] * f20[1] + n[1] * n0[1],
+            f1[1] * f10[2] + f2[1] * f20[2] + n[1] * n0[2],
+        ),
+        (
+            f1[2] * f10[0] + f2[2] * f20[0] + n[2] * n0[0],
+            f1[2] * f10[1] + f2[2] * f20[1] + n[2] * n0[1],
+            f1[2] * f10[2] + f2[2] * f20[2] + n[2] * n0[2],
+        ),
+    )
     E = add(D, mv(R_up, sub(row3(cp, P_E0), D0)))
-    n = mv(R_up, row3(cp, P_N0))
     e1 = mv(R_up, row3(cp, P_E1))
     e2 = mv(R_up, row3(cp, P_E2))
     ED = sub(E, D)
@@ -384,29 +463,31 @@ def corner_kinematics(cg, cp, sg, link, q_rel, thd, sigd, rot, pos, sth, ssg, ac
         a_com = add(aE0, add(cross(omdK, PE), cross(omK, cross(omK, PE))))
         _store_body(j, P, R_K, wK_th, v_th, wK_sg, v_sg, omK, v_com, omdK, a_com, rot, pos, sth, ssg, acc)
     # ---- shock and spring slider-crank loops (Section 5.2) ----
-    ct = math.cos(th)
-    st = math.sin(th)
-    lsh, dlsh = slider_crank(ct, st, cg[SH_X], cg[SH_BETA], cg[SH_Y], cg[SH_ETAOFF], cg[SH_DX])[4:]
-    lsp, dlsp = slider_crank(ct, st, cg[SP_X], cg[SP_BETA], cg[SP_Y], cg[SP_ETAOFF], cg[SP_DX])[4:]
+    cq = R_L[1][1]  # cos(q_rel); theta = TH0 + q_rel
+    sq_ = s * R_L[2][1]
+    ct = cg[CTH0] * cq - cg[STH0] * sq_
+    st = cg[STH0] * cq + cg[CTH0] * sq_
+    lsh, dlsh = slider_length(ct, st, cg[SH_XC], cg[SH_XS], cg[SH_Y], cg[SH_CE], cg[SH_SE], cg[SH_DX])
+    lsp, dlsp = slider_length(ct, st, cg[SP_XC], cg[SP_XS], cg[SP_Y], cg[SP_CE], cg[SP_SE], cg[SP_DX])
     axis = mv(R_K, (0.0, 1.0, 0.0))
     misc[MI_LSP] = lsp
     misc[MI_DLSP] = dlsp
     misc[MI_LSH] = lsh
     misc[MI_DLSH] = dlsh
-    misc[MI_TH3] = th3
-    misc[MI_TH4] = th4
-    misc[MI_ALPHA] = math.atan2(sa, ca)
+    misc[MI_CPHI] = cf
+    misc[MI_SPHI] = sf
+    misc[MI_CALPHA] = ca
+    misc[MI_SALPHA] = sa
     misc[MI_ALPHA_TH] = a_th
     misc[MI_ALPHA_SG] = a_sg
-    misc[MI_P] = p
-    misc[MI_Q] = q
+    misc[MI_P] = ph_th
     misc[MI_AX] = axis[0]
     misc[MI_AY] = axis[1]
     misc[MI_AZ] = axis[2]
     misc[MI_RESID] = bad
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def rot_axis_cs(n, c, s):
     """Rodrigues rotation about unit axis n by the angle with cosine c and sine s."""
     t = 1.0 - c
@@ -418,7 +499,7 @@ def rot_axis_cs(n, c, s):
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def mv_mat(a, b):
     """3x3 product (alias kept local to avoid a name clash with the vector helper)."""
     c0 = (b[0][0], b[1][0], b[2][0])
@@ -515,7 +596,7 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
         cg[i, SIDE] = side
         cg[i, AXLE] = 0.0 if i < 2 else 1.0
         cg[i, AY], cg[i, AZ], cg[i, GY], cg[i, GZ] = a_.real, a_.imag, g_.real, g_.imag
-        cg[i, BL], cg[i, CL], cg[i, DL] = abs(d_ - a_), abs(f_ - d_), abs(f_ - g_)
+        cg[i, BL], cg[i, CL], cg[i, DL] = abs(d_ - a_), np.linalg.norm(F0 - D0), abs(f_ - g_)
         cg[i, TH0] = np.angle(d_ - a_)
         cg[i, TH30] = np.angle(d_ - f_)
         cg[i, TH40] = np.angle(f_ - g_)
@@ -531,6 +612,13 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
             cg[i, iy] = abs(b_ - a_)
             cg[i, ie] = np.angle(b_ - a_) - cg[i, TH0]
             cg[i, idx] = h[kj][0] - h[kb][0]
+        for ix, ib, ie, ixc, ixs, ice, ise in (
+            (SH_X, SH_BETA, SH_ETAOFF, SH_XC, SH_XS, SH_CE, SH_SE),
+            (SP_X, SP_BETA, SP_ETAOFF, SP_XC, SP_XS, SP_CE, SP_SE),
+        ):
+            cg[i, ixc], cg[i, ixs] = cg[i, ix] * np.cos(cg[i, ib]), cg[i, ix] * np.sin(cg[i, ib])
+            cg[i, ice], cg[i, ise] = np.cos(cg[i, ie]), np.sin(cg[i, ie])
+        cg[i, CTH0], cg[i, STH0] = np.cos(cg[i, TH0]), np.sin(cg[i, TH0])
         # spindle loop: E = foot of K0 on the DF (kingpin) line; upright-arm frame (e1 along EK0, e2, n)
         K0, L0 = h["TIEROD_U"], h["TIEROD_C"]
         n0 = (F0 - D0) / np.linalg.norm(F0 - D0)
@@ -544,10 +632,26 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
         xx = 0.5 * (el @ el + cg[i, EK] ** 2 - cg[i, ELL] ** 2)
         base, dev = np.arctan2(bb, aa), np.arccos(np.clip(xx / np.hypot(aa, bb), -1, 1))
         cg[i, BRA] = (
-            1.0
-            if abs(np.angle(np.exp(1j * (base + dev)))) < abs(np.angle(np.exp(1j * (base - dev))))
-            else -1.0
+            1.0 if abs(np.angle(np.exp(1j * (base + dev)))) < abs(np.angle(np.exp(1j * (base - dev)))) else -1.0
         )
+        # spatial upper arm: hinge axis u (UCA_F -> UCA_B), circle of F0 about it (centre C, radius r, phi = 0 at
+        # the design pose), and the upright-arm frame [f1, f2, n] at the design pose (f1 = unit(x x n))
+        ua = (ub - uf) / np.linalg.norm(ub - uf)
+        cu = uf + np.dot(F0 - uf, ua) * ua
+        ru = np.linalg.norm(F0 - cu)
+        ea = (F0 - cu) / ru
+        eb = np.cross(ua, ea)
+        wv = cu - D0
+        au_, bu_ = 2.0 * ru * ea @ wv, 2.0 * ru * eb @ wv
+        xu_ = cg[i, CL] ** 2 - wv @ wv - ru**2
+        base, dev = np.arctan2(bu_, au_), np.arccos(np.clip(xu_ / np.hypot(au_, bu_), -1, 1))
+        cg[i, UR] = ru
+        cg[i, BRU] = (
+            1.0 if abs(np.angle(np.exp(1j * (base + dev)))) < abs(np.angle(np.exp(1j * (base - dev)))) else -1.0
+        )
+        f10 = np.cross([1.0, 0.0, 0.0], n0)
+        f10 /= np.linalg.norm(f10)
+        f20 = np.cross(n0, f10)
         cg[i, K1], cg[i, K3], cg[i, FREE] = axle.spring_k1, axle.spring_k3, axle.spring_free_length
         cg[i, STMIN], cg[i, STMAX] = axle.stop_min, axle.stop_max
         cg[i, DMC], cg[i, DMR] = axle.damper_mid_compression, axle.damper_mid_rebound
@@ -574,6 +678,12 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
             P_SHJ: h["SHOCK_C"],
             P_SPB: h["SPRING_A"],
             P_SPJ: h["SPRING_C"],
+            P_UC: cu,
+            P_UAX: ua,
+            P_UEA: ea,
+            P_UEB: eb,
+            P_F10: f10,
+            P_F20: f20,
         }
         for k, v in pts.items():
             cp[i, k] = v
@@ -615,28 +725,30 @@ def corner_state(
         "steer": float(np.arctan2(-axis[0], axis[1])),  # road-wheel angle, + = left
         "spring_length": float(misc[MI_LSP]),
         "shock_length": float(misc[MI_LSH]),
-        "alpha": float(misc[MI_ALPHA]),
+        "alpha": float(np.arctan2(misc[MI_SALPHA], misc[MI_CALPHA])),
+        "phi": float(np.arctan2(misc[MI_SPHI], misc[MI_CPHI])),
         "residual": float(misc[MI_RESID]),
     }
 
 
 def loop_points(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> dict[str, np.ndarray]:
-    """3-D positions of the loop points A, D, F, G, B, J (shock), E, K, L for closure checks."""
+    """3-D positions of the loop points A, D, F, C (UCA hinge), B, J (shock), E, K, L for closure checks."""
     cg, cp = geo.cg[i], geo.cp[i]
     st = corner_state(geo, i, q_rel, 0.0, sigma, 0.0)
     s = cg[SIDE]
     th = cg[TH0] + q_rel
-    th3, th4 = st["misc"][MI_TH3], st["misc"][MI_TH4]
     R_L = np.array(rot_x(s * q_rel))
-    R_U = np.array(rot_x(s * (th4 - cg[TH40])))
-    R_up = np.array(rot_x(s * (th3 - cg[TH30])))
-    A, G = cp[P_A], cp[P_G]
+    R_U = np.array(rot_axis_cs(cp[P_UAX], st["misc"][MI_CPHI], st["misc"][MI_SPHI]))
+    A, C = cp[P_A], cp[P_UC]
     D = A + R_L @ (cp[P_D0] - A)
-    F_up = D + R_up @ (cp[P_F0] - cp[P_D0])  # F carried by the upright arm
-    F_uca = G + R_U @ (cp[P_F0] - G)  # F carried by the upper arm (cut hinge)
-    E = D + R_up @ (cp[P_E0] - cp[P_D0])
     R_K = st["rot"][B_KN]
-    K = E + R_K @ (cp[P_K0] - cp[P_E0])
+    K0, E0 = cp[P_K0], cp[P_E0]
+    # the knuckle carries D, F (ball joints), K (tierod end) and E (foot of K on the kingpin DF)
+    E = D + R_K @ (E0 - cp[P_D0])
+    F_kn = E + R_K @ (cp[P_F0] - E0)
+    D_kn = E + R_K @ (cp[P_D0] - E0)
+    F_uca = C + R_U @ (cp[P_F0] - C)  # F carried by the upper arm (cut joint)
+    K = E + R_K @ (K0 - E0)
     if cg[AXLE] < 0.5:
         L = np.array(pitman(geo.sg, sigma, s)[0])
     else:
@@ -646,9 +758,10 @@ def loop_points(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> dict
     return {
         "A": A,
         "D": D,
-        "F_up": F_up,
+        "D_kn": D_kn,
+        "F_up": F_kn,
         "F_uca": F_uca,
-        "G": G,
+        "C": C,
         "E": E,
         "K": K,
         "L": L,
@@ -664,65 +777,71 @@ def loop_points(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> dict
 
 
 def internal_coordinates(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> np.ndarray:
-    """theta_S of the aggregated body: [theta, NDO, OFG, RGA, DBJ, r_shock, alpha, chi, zeta] (Sections
-    5.1-5.3).
+    """theta_S of the aggregated body: [theta, phi, DBJ, r_shock, alpha, chi, zeta] (Sections 5.1-5.3).
 
-    Relative hinge angles up to constants: D hinge theta_3 - theta, F hinge theta_4 - theta_3, G hinge
-    -theta_4, shock hinge gamma - eta, shock stroke r = z (planar |BJ|), spindle alpha, tierod elevation chi
-    and azimuth
-    zeta of KL in the knuckle frame.
+    theta = LCA angle, phi = UCA rotation about its (inclined) hinge axis from the design pose, shock hinge
+    gamma - eta, shock stroke r = z (planar |BJ|), spindle alpha (knuckle rotation about the kingpin DF
+    relative to the upright-arm frame [f1, f2, n]), tierod elevation chi and azimuth zeta of KL in the knuckle
+    frame.
     """
     cg = geo.cg[i]
     th = cg[TH0] + q_rel
     st = corner_state(geo, i, q_rel, 0.0, sigma, 0.0)
-    th3, th4 = st["misc"][MI_TH3], st["misc"][MI_TH4]
-    z, gam = slider_crank(np.cos(th), np.sin(th), cg[SH_X], cg[SH_BETA], cg[SH_Y], cg[SH_ETAOFF], cg[SH_DX])[
-        :2
-    ]
+    phi = st["phi"]
+    z, gam = slider_crank(np.cos(th), np.sin(th), cg[SH_X], cg[SH_BETA], cg[SH_Y], cg[SH_ETAOFF], cg[SH_DX])[:2]
     pts = loop_points(geo, i, q_rel, sigma)
     kl = pts["R_K"].T @ (pts["L"] - pts["K"])
     chi = np.arcsin(kl[2] / np.linalg.norm(kl))
     zeta = np.arctan2(kl[1], kl[0])
-    return np.array([th, th3 - th, th4 - th3, -th4, gam - (th + cg[SH_ETAOFF]), z, st["alpha"], chi, zeta])
+    return np.array([th, phi, gam - (th + cg[SH_ETAOFF]), z, st["alpha"], chi, zeta])
 
 
 def x_s_matrix(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> np.ndarray:
-    """Analytical X_S (9 x 2): internal rates of :func:`internal_coordinates` per unit (thetadot, sigmadot).
+    """Analytical X_S (7 x 2): internal rates of :func:`internal_coordinates` per unit (thetadot, sigmadot).
 
-    Column 0 is Eq. 27 (four-bar: 1, p - 1, q - p, -q), Eq. 30 (shock: -(1 + y cos(eta - gamma)/z),
-    y sin(eta - gamma)) and Eq. 32 (spindle loop: [alphadot, chidot, zetadot] = J_EL^-1 (v_L - [J_AE +
-    (p - 1) J_DE] thetadot)); column 1 is the steering contribution through the moving tierod end (Section
-    5.4).
+    Column 0: the spatial control-arm loop (phidot = (F - D).vD / ((F - D).(u x (F - C))) thetadot), Eq. 30
+    (shock: -(1 + y cos(eta - gamma)/z), y sin(eta - gamma)) and Eq. 32 (spindle loop: [alphadot, chidot,
+    zetadot] = J_EL^-1 (v_L - v_up(L)) with v_up(L) the velocity of the upright-arm frame at L); column 1 is
+    the steering contribution through the moving tierod end (Section 5.4).
     """
-    cg = geo.cg[i]
+    cg, cp = geo.cg[i], geo.cp[i]
     s = cg[SIDE]
     th = cg[TH0] + q_rel
-    st = corner_state(geo, i, q_rel, 0.0, sigma, 0.0)
-    p, q = st["misc"][MI_P], st["misc"][MI_Q]
-    z, gam, dz, dgam = slider_crank(
-        np.cos(th), np.sin(th), cg[SH_X], cg[SH_BETA], cg[SH_Y], cg[SH_ETAOFF], cg[SH_DX]
-    )[:4]
-    X = np.zeros((9, 2))
-    X[:4, 0] = [1.0, p - 1.0, q - p, -q]  # Eq. 27
-    eta = th + cg[SH_ETAOFF]
-    X[4, 0] = -(1.0 + cg[SH_Y] * np.cos(eta - gam) / z)  # Eq. 30
-    X[5, 0] = cg[SH_Y] * np.sin(eta - gam)
+    z, gam, dz, dgam = slider_crank(np.cos(th), np.sin(th), cg[SH_X], cg[SH_BETA], cg[SH_Y], cg[SH_ETAOFF], cg[SH_DX])[
+        :4
+    ]
+    X = np.zeros((7, 2))
     pts = loop_points(geo, i, q_rel, sigma)
     ex = np.array([1.0, 0.0, 0.0])
-    L, E, K, R_K = pts["L"], pts["E"], pts["K"], pts["R_K"]
-    n = R_K @ geo.cp[i, P_N0]  # the DF axis is invariant under the spindle rotation about it
+    A, D, F, C, E = pts["A"], pts["D"], pts["F_uca"], pts["C"], pts["E"]
+    u = cp[P_UAX]
+    vD = s * np.cross(ex, D - A)
+    uxFC = np.cross(u, F - C)
+    ph_th = (F - D) @ vD / ((F - D) @ uxFC)
+    X[0, 0] = 1.0
+    X[1, 0] = ph_th
+    eta = th + cg[SH_ETAOFF]
+    X[2, 0] = -(1.0 + cg[SH_Y] * np.cos(eta - gam) / z)  # Eq. 30
+    X[3, 0] = cg[SH_Y] * np.sin(eta - gam)
+    # upright-arm frame: n = (F - D)/c, spin about n from f1 = unit(x x n)
+    c = cg[CL]
+    n = (F - D) / c
+    nd = (ph_th * uxFC - vD) / c
+    g = np.cross(ex, n)
+    f2 = np.cross(n, g / np.linalg.norm(g))
+    w_up = np.cross(n, nd) + (np.cross(ex, nd) @ f2) / np.linalg.norm(g) * n
+    L, K, R_K = pts["L"], pts["K"], pts["R_K"]
     kl = R_K.T @ (L - K)
     ell = np.linalg.norm(kl)
     chi, zeta = np.arcsin(kl[2] / ell), np.arctan2(kl[1], kl[0])
     d_chi = np.array([-np.sin(chi) * np.cos(zeta), -np.sin(chi) * np.sin(zeta), np.cos(chi)])
     d_zeta = np.array([-np.cos(chi) * np.sin(zeta), np.cos(chi) * np.cos(zeta), 0.0])
     J_EL = np.column_stack([np.cross(n, L - E), ell * R_K @ d_chi, ell * R_K @ d_zeta])
-    J_AE = s * np.cross(ex, L - pts["A"])
-    J_DE = s * np.cross(ex, L - pts["D"])
-    X[6:9, 0] = np.linalg.solve(J_EL, -(J_AE + (p - 1.0) * J_DE))  # Eq. 32
+    v_up_L = vD + np.cross(w_up, L - D)
+    X[4:7, 0] = np.linalg.solve(J_EL, -v_up_L)  # Eq. 32
     if cg[AXLE] < 0.5:
         dL = np.array(pitman(geo.sg, sigma, s)[1])
-        X[6:9, 1] = np.linalg.solve(J_EL, dL)
+        X[4:7, 1] = np.linalg.solve(J_EL, dL)
     return X
 
 

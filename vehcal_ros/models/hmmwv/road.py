@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from .vec3 import FASTMATH
+
 
 def _check(value: float, name: str, where: str, lo: float | None = None) -> float:
     v = float(value)
@@ -61,9 +63,7 @@ class RoadMap:
         object.__setattr__(self, "patches", tuple(self.patches))
         for k, p in enumerate(self.patches):
             if not isinstance(p, RoadPatch):
-                raise ValueError(
-                    f"road map: field 'patches[{k}]' must be a RoadPatch, got {type(p).__name__}"
-                )
+                raise ValueError(f"road map: field 'patches[{k}]' must be a RoadPatch, got {type(p).__name__}")
 
     def mu_at(self, x: float, y: float) -> float:
         """Peak friction coefficient at world (x, y)."""
@@ -86,7 +86,7 @@ class RoadMap:
         return cls((), mu)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def road_mu(bounds, mus, default_mu, x, y):
     """mu at (x, y): the last patch containing the point, else the default."""
     for k in range(bounds.shape[0] - 1, -1, -1):

@@ -76,8 +76,12 @@ class Hmmwv14:
 
     # ------------------------------------------------------------------------------------------------------
     def _args(self) -> tuple:
+        """Kernel arguments after the state and inputs (built once; the arrays are updated in place)."""
+        args = getattr(self, "_args_cache", None)
+        if args is not None:
+            return args
         g = self.geometry
-        return (
+        self._args_cache = (
             g.cg,
             g.cp,
             g.ci,
@@ -90,6 +94,7 @@ class Hmmwv14:
             self._rdef,
             self._work,
         )
+        return self._args_cache
 
     def _accel(self, y: np.ndarray, u: np.ndarray) -> np.ndarray:
         ydot = np.zeros(dyn.NY)
@@ -151,16 +156,20 @@ class Hmmwv14:
             raise RuntimeError("steering table is not monotonic; reduce max_pitman_angle")
         self._steer_delta = delta[order]
         self._steer_sigma = sig[order]
+        self._steer_last = (math.nan, 0.0)
 
     def pitman_angle(self, steering: float) -> float:
         """Pitman-arm angle (rad) whose mean front road-wheel angle is road_wheel_angle(steering)."""
-        d = float(road_wheel_angle(float(steering)))
-        return float(np.interp(d, self._steer_delta, self._steer_sigma))
+        steering = float(steering)
+        last = self._steer_last
+        if steering == last[0]:
+            return last[1]
+        sigma = float(np.interp(float(road_wheel_angle(steering)), self._steer_delta, self._steer_sigma))
+        self._steer_last = (steering, sigma)
+        return sigma
 
     # ------------------------------------------------------------------------------------------------------
-    def reset(
-        self, speed: float = 0.0, x: float = 0.0, y: float = 0.0, yaw: float = 0.0, settle: bool = True
-    ) -> None:
+    def reset(self, speed: float = 0.0, x: float = 0.0, y: float = 0.0, yaw: float = 0.0, settle: bool = True) -> None:
         """Place the vehicle at (x, y, yaw) with forward speed ``speed`` (m/s), wheels rolling freely.
 
         settle=True: the static equilibrium (settled suspension and tires); False: the design (hardpoint)
@@ -185,10 +194,12 @@ class Hmmwv14:
         th = min(max(float(throttle), 0.0), 1.0)
         br = min(max(float(brake), 0.0), 1.0)
         st = min(max(float(steering), -1.0), 1.0)
-        self._u[:] = (th, br, self.pitman_angle(st), self.damper_scale)
-        status = dyn.integrate(
-            self._y, self._u, int(n_steps), self.dt, INTEGRATORS[self.integrator], *self._args()
-        )
+        u = self._u
+        u[0] = th
+        u[1] = br
+        u[2] = self.pitman_angle(st)
+        u[3] = self.damper_scale
+        status = dyn.integrate(self._y, u, int(n_steps), self.dt, INTEGRATORS[self.integrator], *self._args())
         if status >= 0:
             self.t += (status + 1) * self.dt
             raise FloatingPointError(

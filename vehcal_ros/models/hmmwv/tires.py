@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from .params import TireParams
+from .vec3 import FASTMATH
 
 (
     T_R0,
@@ -116,14 +117,14 @@ def pack_tire(t: TireParams, fz_mu_ref: float) -> np.ndarray:
     return tp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _mf(b, c, d, e, x):
     """Magic formula D sin(C atan(B x - E (B x - atan(B x))))."""
     bx = b * x
     return d * math.sin(c * math.atan(bx - e * (bx - math.atan(bx))))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def _weight(b, c, e, x, sh):
     """Combined-slip weighting cos(C atan(B (x+sh) - E(...))) / cos(C atan(B sh - E(...)))."""
     xs = x + sh
@@ -132,20 +133,20 @@ def _weight(b, c, e, x, sh):
     return num / den
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def mu_scale(tp, mu_road):
     """Factor on the Pac02 friction coefficients that makes mu_road the peak Fx/Fz at the reference load."""
     return mu_road / tp[T_MUREF]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def peak_mu(tp, fz, mu_road):
     """Peak of the pure-longitudinal Fx/Fz curve at load fz (the truth "mu_max")."""
     dfz = (fz - tp[T_FZ0]) / tp[T_FZ0]
     return (tp[T_PDX1] + tp[T_PDX2] * dfz) * mu_scale(tp, mu_road)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def fx_pure(tp, fz, kappa, mu_road):
     """Pure longitudinal force Fx0 (N) at slip ratio kappa (Pac02 longitudinal, reductions in the module
     doc)."""
@@ -163,7 +164,7 @@ def fx_pure(tp, fz, kappa, mu_road):
     return _mf(bx, cx, dx, ex, kappa)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def fy_pure(tp, fz, alpha, mu_road):
     """Pure lateral force Fy0 (N) at slip angle alpha (ISO sign: alpha = atan(v_y/|v_x|), Fy ~ -C alpha)."""
     if fz <= 0.0 or mu_road <= 0.0:
@@ -180,7 +181,7 @@ def fy_pure(tp, fz, alpha, mu_road):
     return _mf(by, cy, dy, ey, alpha)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def combined_forces(tp, fz, kappa, alpha, mu_road):
     """Pac02 combined slip: Fx = G_xa Fx0, Fy = G_yk Fy0 (the MF2002 weighting functions)."""
     if fz <= 0.0 or mu_road <= 0.0:
@@ -195,7 +196,7 @@ def combined_forces(tp, fz, kappa, alpha, mu_road):
     return gxa * fx0, gyk * fy0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def vertical_force(tp, delta, delta_rate):
     """Normal load (N) from tire stiffness and damping on a flat road, >= 0 (zero when not in contact)."""
     if delta <= 0.0:
@@ -204,14 +205,14 @@ def vertical_force(tp, delta, delta_rate):
     return f if f > 0.0 else 0.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def rolling_radius(tp, delta):
     """Effective rolling radius R_e = R0 - delta/3 (m)."""
     d = delta if delta > 0.0 else 0.0
     return tp[T_R0] - d / 3.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def mu_curve(tp, fz, mu_road, slip):
     """Pure-longitudinal Fx/Fz over an array of slip ratios (the true mu(s) curve under a wheel)."""
     out = np.empty(slip.shape[0])

@@ -6,56 +6,60 @@ import math
 
 from numba import njit
 
+# LLVM fast-math flags for the kernels: FMA contraction, reassociation, reciprocal multiplication and signed-zero
+# freedom change results only at round-off; 'nnan'/'ninf' are NOT set, so non-finite states are still detected.
+FASTMATH = {"contract", "reassoc", "arcp", "nsz"}
 
-@njit(cache=True, nogil=True, error_model="numpy")
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def add(a, b):
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def sub(a, b):
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def scale(a, s):
     return (a[0] * s, a[1] * s, a[2] * s)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def axpy(s, a, b):
     """s * a + b."""
     return (s * a[0] + b[0], s * a[1] + b[1], s * a[2] + b[2])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def dot(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def cross(a, b):
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def norm(a):
     return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def unit(a):
     n = math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
     return (a[0] / n, a[1] / n, a[2] / n)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def mv(m, v):
     """3x3 (tuple of rows) times vector."""
     return (dot(m[0], v), dot(m[1], v), dot(m[2], v))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def mtv(m, v):
     """Transpose(3x3) times vector."""
     return (
@@ -65,7 +69,7 @@ def mtv(m, v):
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def mm(a, b):
     """3x3 product of row-tuples."""
     c0 = (b[0][0], b[1][0], b[2][0])
@@ -78,7 +82,7 @@ def mm(a, b):
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def rot_x(a):
     """Rotation matrix about +x by angle a."""
     c = math.cos(a)
@@ -86,7 +90,7 @@ def rot_x(a):
     return ((1.0, 0.0, 0.0), (0.0, c, -s), (0.0, s, c))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def rot_axis(n, a):
     """Rodrigues rotation about unit axis n by angle a."""
     c = math.cos(a)
@@ -100,7 +104,7 @@ def rot_axis(n, a):
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def row3(arr, i):
     """Row i of a (n, 3) float array as a tuple."""
     return (arr[i, 0], arr[i, 1], arr[i, 2])
