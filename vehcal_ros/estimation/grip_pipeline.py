@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -167,3 +169,40 @@ class GripPipeline:
     def run_cycle(self) -> list[str]:
         """snapshot + fit + commit in the caller's thread (bag replay, tests)."""
         return self.commit(self.fit(self.snapshot()))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
+# ------------------------------------------------------------------------------------------------------------
+FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip", "prior_mode",
+              "interval_prob", "seed")
+"""grip_estimator parameters that are fields of :class:`GripConfig`."""
+
+
+def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -> GripConfig:
+    """The sampler settings among the grip_estimator parameters (others keep ``base``'s values)."""
+    base = base or GripConfig()
+    names = {f.name for f in dataclasses.fields(base)}
+    return dataclasses.replace(base, **{k: values[k] for k in FIT_PARAMS if k in values and k in names})
+
+
+def signal_config_from(values: Mapping[str, Any]) -> GripSignalConfig:
+    """The slip/friction sample settings among the grip_estimator parameters (all required)."""
+    a, b, c = float(values["wheelbase_front"]), float(values["wheelbase_rear"]), float(values["track"])
+    return GripSignalConfig(
+        scope=values["scope"], wheel_names=tuple(values["wheel_names"]),
+        wheel_x=(a, a, -b, -b), wheel_y=(c / 2, -c / 2, c / 2, -c / 2),
+        steering_gain=values["steering_gain"], radius_mode=values["radius_mode"], r0=values["r0"],
+        kt=values["kt"], min_speed=values["min_speed"], min_fz=values["min_fz"],
+        max_abs_slip=values["max_abs_slip"], max_steer=values["max_steer"],
+        max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
+        sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
+    )
+
+
+def pipeline_from_params(values: Mapping[str, Any]) -> GripPipeline:
+    """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one)."""
+    return GripPipeline(signal_config_from(values), fit_config_from(values),
+                        warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
+                        max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
+                        min_ess=float(values["min_ess"]))

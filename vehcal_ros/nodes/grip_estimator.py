@@ -13,7 +13,6 @@ interval), ``<output_prefix>/grip_curve/<scope>`` (std_msgs/Float64MultiArray: r
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -28,9 +27,15 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64MultiArray
 
-from vehcal_ros.estimation.grip_fit import GripConfig
-from vehcal_ros.estimation.grip_pipeline import ERROR, OK, WARN, GripPipeline
-from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES, GripSignalConfig
+from vehcal_ros.estimation.grip_pipeline import (
+    ERROR,
+    OK,
+    WARN,
+    fit_config_from,
+    pipeline_from_params,
+    signal_config_from,
+)
+from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
@@ -98,31 +103,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
 )
 
-_FIT_PARAMS = {"min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip",
-               "prior_mode", "interval_prob", "seed"}
-
-
-def fit_config_from(values: dict[str, Any], base: GripConfig | None = None) -> GripConfig:
-    """The sampler settings of the ROS parameters as a GripConfig (unknown fields keep their defaults)."""
-    base = base or GripConfig()
-    fields = {f.name for f in dataclasses.fields(base)}
-    changes = {k: v for k, v in values.items() if k in _FIT_PARAMS and k in fields}
-    return dataclasses.replace(base, **changes)
-
-
-def signal_config_from(values: dict[str, Any]) -> GripSignalConfig:
-    a, b, c = values["wheelbase_front"], values["wheelbase_rear"], values["track"]
-    return GripSignalConfig(
-        scope=values["scope"], wheel_names=tuple(values["wheel_names"]),
-        wheel_x=(a, a, -b, -b), wheel_y=(c / 2, -c / 2, c / 2, -c / 2),
-        steering_gain=values["steering_gain"], radius_mode=values["radius_mode"], r0=values["r0"],
-        kt=values["kt"], min_speed=values["min_speed"], min_fz=values["min_fz"],
-        max_abs_slip=values["max_abs_slip"], max_steer=values["max_steer"],
-        max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
-        sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
-    )
-
-
 def sensor_qos(depth: int = 200) -> QoSProfile:
     """qos_profile_sensor_data (best effort, volatile) with a queue deep enough for 1 kHz bursts."""
     qos = QoSProfile(depth=depth)
@@ -142,12 +122,7 @@ class GripEstimatorNode(Node):
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.values = declare_params(self, PARAMS)
-        self.pipeline = GripPipeline(signal_config_from(self.values),
-                                     fit_config_from(self.values),
-                                     warm_start=self.values["warm_start"],
-                                     min_new_points=self.values["min_new_points"],
-                                     max_fit_points=self.values["max_fit_points"],
-                                     max_r_hat=self.values["max_r_hat"], min_ess=self.values["min_ess"])
+        self.pipeline = pipeline_from_params(self.values)
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grip_fit")
@@ -307,7 +282,8 @@ def main(args: list[str] | None = None) -> int:
     return spin_node(GripEstimatorNode, args)
 
 
-__all__ = ["GripEstimatorNode", "PARAMS", "main", "curve_message", "OK", "WARN", "ERROR"]
+__all__ = ["GripEstimatorNode", "PARAMS", "main", "curve_message", "OK", "WARN", "ERROR", "fit_config_from",
+           "signal_config_from"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""``vehcal replay BAG``: the estimators over a rosbag2 (mcap or sqlite3), on the bag's clock, as fast as possible.
+
+Runs :func:`vehcal_ros.io.replay.replay_bag` (the grip estimator's and the model calibrator's estimation objects,
+built from the same params YAML as the nodes) and prints a summary table on stdout; progress (percent of the
+bag's messages, rate) goes to stderr. ``--json`` writes the full result, ``--report`` the figures and
+index.html, ``--record`` the outputs the nodes would have published, as a bag. Bad input (a missing, truncated
+or foreign bag, no relevant topics, unexpected message types, a params file with an unknown key or a wrong
+type) is one line on stderr and exit status 2, and nothing is written: all outputs are produced under
+temporary names and renamed only when everything succeeded. rclpy is imported only because the node modules
+declaring the parameters (PARAMS) import it, to validate the params file; no DDS participant is created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+NODE_SPEC_MODULES = ("grip_estimator", "model_calibrator", "vehicle_simulator")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "replay", help="estimators over a rosbag2, as fast as possible",
+        description="Replay a rosbag2 (mcap or sqlite3) through the grip estimator and the model calibrator "
+                    "on the bag's clock, deterministically (same bag + seed = same numbers).")
+    p.add_argument("bag", metavar="BAG", help="bag directory, or its .mcap / .db3 file")
+    p.add_argument("--json", metavar="OUT", help="write the result as JSON ('-' for stdout)")
+    p.add_argument("--report", metavar="DIR", help="write figures and index.html into DIR (new or empty)")
+    p.add_argument("--params", metavar="FILE", help="ROS 2 params YAML (default: the package's config/estimate.yaml)")
+    p.add_argument("--remap", metavar="FROM:=TO", action="append", default=[],
+                   help="read topic FROM (canonical name, sensor key, or the name the params give) from TO "
+                        "in the bag; repeatable")
+    p.add_argument("--seed", type=int, default=None, help="sampler seed (default: the params' seed)")
+    p.add_argument("--record", metavar="OUT", help="write the estimator outputs to a new bag OUT")
+    p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="storage of --record (default mcap)")
+    p.add_argument("--no-calibration", action="store_true", help="run the grip estimator only")
+    p.add_argument("--quiet", action="store_true", help="no progress and no summary")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_remaps(items: list[str]) -> dict[str, str]:
+    from vehcal_ros.errors import InputError
+
+    out: dict[str, str] = {}
+    for item in items:
+        src, sep, dst = item.partition(":=")
+        if not sep or not src or not dst:
+            raise InputError(f"--remap {item!r}: expected FROM:=TO, e.g. /vehicle/imu:=/car/imu")
+        if not dst.startswith("/"):
+            raise InputError(f"--remap {item!r}: TO must be an absolute topic name")
+        out[src] = dst
+    return out
+
+
+def node_specs() -> dict[str, tuple]:
+    """Declared parameters per node (importing a node module pulls in rclpy: only for --params validation)."""
+    import importlib
+
+    specs = {}
+    for name in NODE_SPEC_MODULES:
+        try:
+            module = importlib.import_module(f"vehcal_ros.nodes.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"vehcal_ros.nodes.{name}":
+                raise
+            continue
+        specs[name] = tuple(module.PARAMS)
+    return specs
+
+
+def load_params(path: str) -> dict[str, dict]:
+    """Validate ``path`` against the nodes' PARAMS; return complete values per node (declared defaults, then
+    the ``/**`` wildcard, then the node's section), as each node would see them."""
+    from vehcal_ros.nodes.params_file import validate_params_file
+
+    specs = node_specs()
+    given = validate_params_file(path, specs)
+    wildcard = given.get("/**", {})
+    out = {}
+    for node, node_specs_ in specs.items():
+        names = {s.name for s in node_specs_}
+        values = {s.name: s.default for s in node_specs_}
+        values.update({k: v for k, v in wildcard.items() if k in names})
+        values.update(given.get(node, {}))
+        out[node] = values
+    return out
+
+
+class Progress:
+    """Percent of the bag's messages and the rate, on stderr (carriage returns on a terminal, else every 10 %)."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream = stream
+        self.t0 = time.perf_counter()
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.last_decile = -1
+
+    def __call__(self, done: int, total: int, bag_t: float) -> None:
+        pct = 100.0 * done / total if total else 100.0
+        wall = max(time.perf_counter() - self.t0, 1e-9)
+        line = f"vehcal replay: {pct:5.1f} % ({done}/{total} messages, {done / wall:,.0f} msg/s, bag t {bag_t:.1f} s)"
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if done >= total else ""))
+        else:
+            decile = int(pct // 10)
+            if decile == self.last_decile and done < total:
+                return
+            self.last_decile = decile
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def print_summary(result, out) -> None:
+    r = result
+    rate = r.bag_duration_s / r.elapsed_s if r.elapsed_s > 0 else float("nan")
+    print(f"vehcal replay: {r.bag}: {r.n_messages} messages, {r.bag_duration_s:.1f} s of bag time in "
+          f"{r.elapsed_s:.1f} s ({rate:.1f}x real time), seed {r.seed}, "
+          f"{r.counters.get('grip_cycles', 0)} grip cycles", file=out)
+    print(f"  {'scope':<14}{'estimates':>10}{'mu_max':>9}{'lower':>9}{'upper':>9}{'truth':>9}  status", file=out)
+    for scope, g in r.grip.items():
+        if g.t.size:
+            vals = f"{g.mean[-1]:>9.3f}{g.lower[-1]:>9.3f}{g.upper[-1]:>9.3f}{g.truth[-1]:>9.3f}"
+        else:
+            vals = f"{'-':>9}{'-':>9}{'-':>9}{'-':>9}"
+        level = {0: "OK", 1: "WARN", 2: "ERROR"}.get(g.level, str(g.level))
+        print(f"  {scope:<14}{g.t.size:>10}{vals}  {level}: {g.message}", file=out)
+    if r.calibration:
+        print(f"  {'stage':<20}{'parameter':<12}{'mean':>12}{'std':>11}{'hdi_3%':>12}{'hdi_97%':>12}{'r_hat':>8}"
+              f"{'ess_bulk':>10}", file=out)
+        for stage, c in r.calibration.items():
+            if c.final is None:
+                print(f"  {stage:<20}(none: {c.message})", file=out)
+                continue
+            for name, s in c.final.parameters.items():
+                print(f"  {stage:<20}{name:<12}{s['mean']:>12.5g}{s['std']:>11.3g}{s['hdi_low']:>12.5g}"
+                      f"{s['hdi_high']:>12.5g}{s['r_hat']:>8.4f}{s['ess_bulk']:>10.0f}", file=out)
+    if r.calibration_note:
+        print(f"  note: {r.calibration_note}", file=out)
+
+
+def _check_outputs(args) -> None:
+    from pathlib import Path
+
+    from vehcal_ros.errors import InputError
+
+    for flag, value in (("--json", args.json), ("--report", args.report), ("--record", args.record)):
+        if not value or value == "-":
+            continue
+        p = Path(value)
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise InputError(f"{flag} {p}: the parent directory {parent} does not exist")
+        if flag == "--record" and p.exists():
+            raise InputError(f"--record {p}: already exists; refusing to overwrite")
+        if flag == "--report" and p.exists() and (not p.is_dir() or any(p.iterdir())):
+            raise InputError(f"--report {p}: exists and is not empty; refusing to overwrite")
+        if flag == "--json" and p.is_dir():
+            raise InputError(f"--json {p}: is a directory")
+
+
+def _write_json(doc: dict, path: str) -> None:
+    import json
+    import os
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".partial", dir=str(p.parent) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import shutil
+
+    from vehcal_ros.errors import InputError
+    from vehcal_ros.io import replay as rp
+
+    remap = parse_remaps(args.remap)
+    if args.seed is not None and not 0 <= args.seed < 2**31:
+        raise InputError(f"--seed {args.seed}: must be in [0, 2147483647]")
+    _check_outputs(args)
+    params = load_params(args.params or rp.default_params_file())
+    progress = None if args.quiet else Progress(sys.stderr)
+    result = rp.replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
+                           calibration=not args.no_calibration)
+
+    created: list[str] = []
+    try:
+        if args.report:
+            from vehcal_ros.io.reports import write_report
+
+            write_report(args.report, result)
+            created.append(args.report)
+        if args.record:
+            rp.record_outputs(result, args.record, storage=args.storage)
+            created.append(args.record)
+        if args.json and args.json != "-":
+            _write_json(result.to_dict(), args.json)
+    except BaseException:
+        for path in created:
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+        raise
+    if args.json == "-":
+        json.dump(result.to_dict(), sys.stdout, indent=1, allow_nan=False)
+        print()
+    if not args.quiet:
+        print_summary(result, sys.stderr if args.json == "-" else sys.stdout)
+    return 0

@@ -1,0 +1,655 @@
+"""Bag replay: the live estimators over a rosbag2 file, on the bag's clock, as fast as the CPU allows.
+
+``replay_bag`` streams a bag (mcap or sqlite3, :func:`vehcal_ros.io.bags.read_bag`, header-stamp order) into
+the *same* estimation objects the nodes run — :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`
+(``grip_estimator``) and, when present, ``CalibrationPipeline`` (``model_calibrator``) — built from the same
+ROS parameters (a params YAML in ``ros__parameters`` form, default ``config/estimate.yaml``). Each node's timer
+becomes a tick on the bag's clock: every ``fit_period`` (grip) or ``calibration_period`` (calibrator) s of
+bag time (first tick one period after the first stamp) a cycle runs synchronously (snapshot + fit + commit)
+before the next record is fed; a tick with nothing to fit does no work, as in the nodes. At the end of the bag
+one more cycle runs (``final_cycle``). Seeds follow the pipelines' rule (``seed + 1000 * cycle + k``), so the
+same bag and seed give the same numbers in either storage, and the numbers of a live run whose timers fired at
+the same bag times (shared/DESIGN.md section 3).
+
+Memory is bounded by the pipelines' rolling buffers plus one entry per published estimate (and a 10 Hz
+decimated ground-truth trace); the bag is never loaded whole. Nothing here imports rclpy.
+
+Outputs: :class:`ReplayResult` (``to_dict()`` -> JSON with the DESIGN section 6 field names) and
+:func:`record_outputs`, which writes what the nodes would have published (``<prefix>/grip/<scope>``
+Vector3Stamped, ``<prefix>/grip_curve/<scope>`` Float64MultiArray, ``/vehcal/model_parameters``
+DiagnosticArray) to a new bag for later comparison.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.grip_fit import GripEstimate
+from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_params
+from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.signals import GroundTruth
+from vehcal_ros.io import bags
+
+GRIP_NODE = "grip_estimator"
+CALIBRATOR_NODE = "model_calibrator"
+CALIBRATION_MODULE = "vehcal_ros.estimation.calibration_pipeline"
+MODEL_PARAMETERS_TOPIC = "/vehcal/model_parameters"
+TRUTH_PERIOD = 0.1
+"""s of bag time between kept ground-truth samples (the truth trace of the mu_max plot)."""
+
+ProgressFn = Callable[[int, int, float], None]
+"""``progress(records_done, records_total, bag_time_s)``; called every ``progress_every`` records and at the end."""
+
+# grip_estimator parameter -> read_bag sensor key (the node subscribes to these; ground truth is replay-only)
+_GRIP_TOPIC_PARAMS = {"wheel_speeds_topic": "wheel_speeds", "tire_forces_topic": "tire_forces",
+                      "odom_topic": "odom", "controls_topic": "controls"}
+_FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip", "prior_mode",
+               "interval_prob", "seed")
+
+
+# --------------------------------------------------------------------------------------------------- params
+def default_params_file() -> Path:
+    """The package's ``config/estimate.yaml`` (source tree first, then the installed share/)."""
+    candidates = [Path(__file__).resolve().parents[2] / "config" / "estimate.yaml",
+                  Path(sys.prefix) / "share" / "vehcal_ros" / "config" / "estimate.yaml"]
+    for c in candidates:
+        if c.is_file():
+            return c
+    return candidates[0]
+
+
+def _read_params_yaml(path: str | os.PathLike) -> dict[str, dict]:
+    """``{node: ros__parameters}`` of a params YAML (structure only; the CLI validates values against PARAMS)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"params file {path}: no such file")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"params file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InputError(f"params file {path}: expected a mapping of node names to ros__parameters")
+    out: dict[str, dict] = {}
+    for key, body in doc.items():
+        name = "/**" if key == "/**" else str(key).rstrip("/").split("/")[-1]
+        if not isinstance(body, dict) or not isinstance(body.get("ros__parameters") or {}, dict):
+            raise InputError(f"params file {path}: {key}: expected 'ros__parameters' mapping")
+        out[name] = _flatten(body.get("ros__parameters") or {})
+    return out
+
+
+def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """ROS 2 nested parameter names: ``{model: {cxf: 1.0}}`` -> ``{"model.cxf": 1.0}``."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def resolve_params(params: Mapping[str, Mapping] | str | os.PathLike | None = None) -> dict[str, dict]:
+    """Per-node parameter values: the package defaults (config/estimate.yaml, which lists every declared
+    parameter with its node default), then the ``/**`` wildcard, then the node's own section.
+
+    ``params``: ``{node: {param: value}}`` (as :func:`vehcal_ros.nodes.params_file.validate_params_file`
+    returns), a params YAML path, or None for the defaults only.
+    """
+    defaults = _read_params_yaml(default_params_file()) if default_params_file().is_file() else {}
+    given = _read_params_yaml(params) if isinstance(params, (str, os.PathLike)) else dict(params or {})
+    out: dict[str, dict] = {}
+    for node in sorted((set(defaults) | set(given) | {GRIP_NODE}) - {"/**"}):
+        values = dict(defaults.get(node, {}))
+        values.update(given.get("/**", {}))
+        values.update(given.get(node, {}))
+        out[node] = values
+    return out
+
+
+def grip_pipeline_from(values: Mapping[str, Any]) -> GripPipeline:
+    """The GripPipeline the ``grip_estimator`` node builds from these parameter values (the same function)."""
+    try:
+        return pipeline_from_params(values)
+    except KeyError as exc:
+        raise InputError(f"{GRIP_NODE}: parameter {exc.args[0]!r} missing (and no package default)") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{GRIP_NODE}: {exc}") from None
+
+
+def calibration_module():
+    """``vehcal_ros.estimation.calibration_pipeline`` or None while it does not exist."""
+    try:
+        return importlib.import_module(CALIBRATION_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != CALIBRATION_MODULE:
+            raise
+        return None
+
+
+_CAL_CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
+                    "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
+
+
+def calibration_pipeline_from(values: Mapping[str, Any]):
+    """The CalibrationPipeline the ``model_calibrator`` node builds from these values (``config_from`` of
+    vehcal_ros/nodes/model_calibrator.py, mirrored because that module imports rclpy; test_replay.py checks
+    both agree), or None while ``estimation.calibration_pipeline`` does not exist. Values missing here keep
+    the configuration classes' defaults."""
+    mod = calibration_module()
+    if mod is None:
+        return None
+    import dataclasses
+
+    from vehcal_ros.estimation.segments import SegmentConfig
+
+    v = values
+    try:
+        seg = SegmentConfig(**{f.name: v[f.name] for f in dataclasses.fields(SegmentConfig) if f.name in v})
+        defaults = {n: float(v[f"model.{n.lower()}"]) for n in mod.MODEL_PARAMETERS if f"model.{n.lower()}" in v}
+        extra = {k: v[k] for k in _CAL_CONFIG_KEYS if k in v}
+        if "stages" in v:
+            extra["stages"] = tuple(v["stages"])
+        cfg = mod.CalibrationPipelineConfig(segments=seg, defaults=defaults or None, **extra)
+        cfg.validate()
+        return mod.CalibrationPipeline(cfg)
+    except InputError as exc:
+        raise InputError(f"{CALIBRATOR_NODE}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{CALIBRATOR_NODE}: {exc}") from None
+
+
+def _calibration_period(values: Mapping[str, Any]) -> float:
+    """The node's timer period (``calibration_period``; 5 s, its declared default, when absent)."""
+    return float(values.get("calibration_period", 5.0))
+
+
+def topic_map_from(node_values: Mapping[str, Mapping[str, Any]],
+                   remap: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Canonical topic -> topic in the bag: the nodes' ``*_topic`` parameters, then ``remap`` (``FROM -> TO``
+    where FROM is a canonical topic, a sensor key such as ``imu``, or the topic a node parameter names)."""
+    out: dict[str, str] = {}
+    for node, values in node_values.items():
+        for key, val in values.items():
+            if not key.endswith("_topic") or not isinstance(val, str):
+                continue
+            sensor = _GRIP_TOPIC_PARAMS.get(key, key[: -len("_topic")])
+            canonical = bags.DEFAULT_TOPICS.get(sensor)
+            if canonical is None or canonical == "/clock":
+                continue
+            if canonical in out and out[canonical] != val:
+                raise InputError(f"{node}.{key} = {val!r} but another node reads {canonical} from "
+                                 f"{out[canonical]!r}; a bag replay needs one name per topic")
+            out[canonical] = val
+    for src, dst in (remap or {}).items():
+        if not isinstance(dst, str) or not dst.startswith("/"):
+            raise InputError(f"remap {src}:={dst}: the target must be an absolute topic name")
+        hits = [c for c in bags.TOPIC_TYPES if c != "/clock" and src in (c, out.get(c), _sensor_key(c))]
+        if not hits:
+            known = ", ".join(sorted({out.get(c, c) for c in bags.TOPIC_TYPES if c != "/clock"}))
+            raise InputError(f"remap {src}:={dst}: {src!r} is not a topic the estimators read (known: {known})")
+        for c in hits:
+            out[c] = dst
+    return {c: t for c, t in out.items() if t != c}
+
+
+def _sensor_key(canonical: str) -> str | None:
+    return next((k for k, v in bags.DEFAULT_TOPICS.items() if v == canonical), None)
+
+
+# --------------------------------------------------------------------------------------------------- results
+def _f(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _fl(a: Any) -> list:
+    return [_f(x) for x in np.asarray(a, dtype=float).reshape(-1)]
+
+
+@dataclass(frozen=True)
+class GripSeries:
+    """Published grip estimates of one scope over the replay (one entry per accepted fit).
+
+    Arrays have shape ``(n,)`` except ``curves`` ``(n, 3, n_grid)`` (rows q05, q50, q95 over ``curve_slip``).
+    ``t``: bag time of the cycle that produced the estimate (s); ``stamp``: newest sample in its data (the
+    header stamp the node publishes). ``truth``: mean true mu_max under the scope's wheels at ``t`` (NaN when
+    the bag has no ``/vehicle/ground_truth``).
+    """
+
+    scope: str
+    wheels: tuple[str, ...]
+    t: np.ndarray
+    stamp: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    truth: np.ndarray
+    slip_at_peak: np.ndarray
+    r_hat: np.ndarray
+    ess_bulk: np.ndarray
+    converged: np.ndarray
+    n_points: np.ndarray
+    curve_slip: np.ndarray
+    curves: np.ndarray = field(repr=False)
+    interval_prob: float = float("nan")
+    final: GripEstimate | None = field(default=None, repr=False)
+    data: ScopeData | None = field(default=None, repr=False)
+    """(t, slip, mu) samples the final estimate was fitted on."""
+    truth_t: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    truth_mu_max: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    """Decimated (``TRUTH_PERIOD``) ground-truth trace of mu_max under the scope's wheels."""
+    level: int = 1
+    message: str = ""
+    n_fits: int = 0
+    n_failed: int = 0
+    n_not_converged: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "scope": self.scope, "wheels": list(self.wheels), "n_estimates": int(self.t.size),
+            "t": _fl(self.t), "stamp": _fl(self.stamp),
+            "mu_max": {"mean": _fl(self.mean), "std": _fl(self.std), "lower": _fl(self.lower),
+                       "upper": _fl(self.upper), "prob": _f(self.interval_prob)},
+            "truth_mu_max": _fl(self.truth), "slip_at_peak": _fl(self.slip_at_peak),
+            "r_hat": _fl(self.r_hat), "ess_bulk": _fl(self.ess_bulk),
+            "converged": [bool(x) for x in self.converged], "n_points": [int(x) for x in self.n_points],
+            "final": None if self.final is None else self.final.to_dict(),
+            "ground_truth": {"t": _fl(self.truth_t), "mu_max": _fl(self.truth_mu_max)},
+            "status": {"level": int(self.level), "message": self.message, "n_fits": self.n_fits,
+                       "n_failed": self.n_failed, "n_not_converged": self.n_not_converged},
+        }
+
+
+@dataclass(frozen=True)
+class CalibrationSeries:
+    """Accepted calibrations of one stage over the replay: ``t`` (bag time of the cycle, s) and per parameter
+    name the (mean, std, hdi_low, hdi_high, r_hat, ess_bulk) at each update; ``final`` the last result."""
+
+    stage: str
+    t: np.ndarray
+    parameters: dict[str, dict[str, np.ndarray]]
+    converged: np.ndarray
+    final: Any = field(default=None, repr=False)
+    segment: Any = field(default=None, repr=False)
+    level: int = 1
+    message: str = ""
+    n_fits: int = 0
+    n_failed: int = 0
+
+    def to_dict(self) -> dict:
+        final = None
+        if self.final is not None:
+            final = self.final.to_dict()
+        return {
+            "stage": self.stage, "n_updates": int(self.t.size), "t": _fl(self.t),
+            "parameters": {k: {f: _fl(a) for f, a in v.items()} for k, v in self.parameters.items()},
+            "converged": [bool(x) for x in self.converged], "final": final,
+            "status": {"level": int(self.level), "message": self.message, "n_fits": self.n_fits,
+                       "n_failed": self.n_failed},
+        }
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What a replay produced. ``grip``: scope -> :class:`GripSeries`; ``calibration``: stage ->
+    :class:`CalibrationSeries` (empty when the calibration pipeline is absent: see ``calibration_note``)."""
+
+    bag: str
+    seed: int | None
+    params: dict[str, dict]
+    topic_map: dict[str, str]
+    grip: dict[str, GripSeries]
+    calibration: dict[str, CalibrationSeries]
+    model_parameters: dict[str, float]
+    counters: dict[str, Any]
+    n_messages: int
+    t_start: float
+    t_end: float
+    elapsed_s: float
+    calibration_note: str = ""
+    outputs: tuple = field(default=(), repr=False, compare=False)
+    """(topic, kind, t, payload) of every publication, for :func:`record_outputs`."""
+
+    @property
+    def bag_duration_s(self) -> float:
+        return max(0.0, self.t_end - self.t_start) if math.isfinite(self.t_start) else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "bag": self.bag, "seed": self.seed, "n_messages": self.n_messages,
+            "t_start": _f(self.t_start), "t_end": _f(self.t_end), "bag_duration_s": _f(self.bag_duration_s),
+            "elapsed_s": self.elapsed_s,
+            "realtime_factor": _f(self.bag_duration_s / self.elapsed_s) if self.elapsed_s > 0 else None,
+            "topic_map": dict(self.topic_map), "counters": self.counters,
+            "grip": {s: g.to_dict() for s, g in self.grip.items()},
+            "calibration": {s: c.to_dict() for s, c in self.calibration.items()},
+            "model_parameters": {k: _f(v) for k, v in self.model_parameters.items()},
+            "calibration_note": self.calibration_note,
+            "params": _jsonable(self.params),
+        }
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return _f(obj)
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------- replay
+class _GripTrack:
+    """Accumulates one scope's published estimates (bounded by the number of cycles)."""
+
+    def __init__(self, scope: str, wheel_idx: tuple[int, ...], wheel_names: tuple[str, ...]) -> None:
+        self.scope, self.wheel_idx = scope, wheel_idx
+        self.wheels = tuple(wheel_names[i] for i in wheel_idx)
+        self.rows: list[tuple] = []
+        self.curves: list[np.ndarray] = []
+        self.grid = np.empty(0)
+        self.data: ScopeData | None = None
+        self.truth_t: list[float] = []
+        self.truth_mu: list[float] = []
+
+    def add(self, t: float, stamp: float, est: GripEstimate, truth: float, data: ScopeData | None) -> None:
+        self.rows.append((t, stamp, est.mu_max_mean, est.mu_max_std, est.mu_max_lower, est.mu_max_upper, truth,
+                          est.slip_at_peak_mean, est.mu_max_r_hat, est.mu_max_ess_bulk, est.converged,
+                          est.n_points))
+        self.grid = np.asarray(est.curve_slip, dtype=float)
+        self.curves.append(np.vstack([est.curve_q05, est.curve_q50, est.curve_q95]))
+        self.data = data
+
+    def series(self, status: Any, prob: float) -> GripSeries:
+        cols = list(zip(*self.rows)) if self.rows else [()] * 12
+        arr = [np.asarray(c, dtype=float) for c in cols]
+        curves = np.stack(self.curves) if self.curves else np.empty((0, 3, self.grid.size))
+        return GripSeries(scope=self.scope, wheels=self.wheels, t=arr[0], stamp=arr[1], mean=arr[2], std=arr[3],
+                          lower=arr[4], upper=arr[5], truth=arr[6], slip_at_peak=arr[7], r_hat=arr[8],
+                          ess_bulk=arr[9], converged=arr[10].astype(bool), n_points=arr[11].astype(int),
+                          curve_slip=self.grid, curves=curves, interval_prob=prob, final=status.estimate,
+                          data=self.data, truth_t=np.asarray(self.truth_t), truth_mu_max=np.asarray(self.truth_mu),
+                          level=int(status.level), message=str(status.message), n_fits=status.n_fits,
+                          n_failed=status.n_failed, n_not_converged=status.n_not_converged)
+
+
+def _scope_wheels(scope: str, wheel_names: tuple[str, ...]) -> tuple[int, ...]:
+    base = scope[: -len("_braking")] if scope.endswith("_braking") else scope
+    if base == "front_axle":
+        return (0, 1)
+    if base == "rear_axle":
+        return (2, 3)
+    if base in wheel_names:
+        return (wheel_names.index(base),)
+    return tuple(range(len(wheel_names)))
+
+
+_STAT_FIELDS = ("mean", "std", "hdi_low", "hdi_high", "r_hat", "ess_bulk")
+
+
+def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os.PathLike | None = None,
+               topic_map: Mapping[str, str] | None = None, seed: int | None = None,
+               progress: ProgressFn | None = None, *, calibration: bool = True, final_cycle: bool = True,
+               progress_every: int = 5000) -> ReplayResult:
+    """Run the estimators over a bag; see the module docstring.
+
+    params: ``{node: {param: value}}``, a params YAML path, or None (config/estimate.yaml).
+    topic_map: remaps on top of the nodes' ``*_topic`` parameters, ``{FROM: TO}`` (see :func:`topic_map_from`).
+    seed: overrides both nodes' ``seed`` parameter. calibration: False skips the model calibrator.
+    final_cycle: at the end of the bag run one more cycle of each pipeline at the last stamp (the calibrator
+    with ``snapshot(final=True)``: a maneuver reaching the end of the bag is taken as it is); False gives
+    exactly the timer ticks of a live node.
+    InputError: a bag that is missing, truncated or corrupt, with no relevant topic, or with an unexpected
+    message type on a relevant topic (raised while streaming, before anything is returned).
+    """
+    t_wall = time.perf_counter()
+    node_values = resolve_params(params)
+    grip_values = dict(node_values.get(GRIP_NODE, {}))
+    cal_values = dict(node_values.get(CALIBRATOR_NODE, {}))
+    if seed is not None:
+        if not 0 <= int(seed) < 2**31:
+            raise InputError(f"seed {seed}: must be in [0, 2147483647]")
+        grip_values["seed"] = int(seed)
+        cal_values["seed"] = int(seed)
+    node_values = {**node_values, GRIP_NODE: grip_values}
+    if cal_values:
+        node_values[CALIBRATOR_NODE] = cal_values
+    tmap = topic_map_from({n: v for n, v in node_values.items() if n in (GRIP_NODE, CALIBRATOR_NODE)}, topic_map)
+    wheel_names = tuple(grip_values.get("wheel_names", bags.WHEELS))
+    axes = tuple(int(a) for a in grip_values.get("controls_axes", (0, 1, 2)))
+    if len(wheel_names) != 4 or len(axes) != 3:
+        raise InputError(f"{GRIP_NODE}: wheel_names needs 4 names and controls_axes 3 indices")
+    frames = bags.Frames(wheel_names=wheel_names, axes=axes)
+
+    grip = grip_pipeline_from(grip_values)
+    grip_period = float(grip_values.get("fit_period", 5.0))
+    scopes = grip.collector.scopes()
+    tracks = {s: _GripTrack(s, _scope_wheels(s, wheel_names), wheel_names) for s in scopes}
+    prefix = str(grip_values.get("output_prefix", "/vehcal")).rstrip("/")
+
+    cal = None
+    cal_note = ""
+    if calibration:
+        cal = calibration_pipeline_from(cal_values)
+        if cal is None:
+            cal_note = f"{CALIBRATION_MODULE} is not available: calibration skipped"
+    else:
+        cal_note = "calibration disabled"
+    cal_period = _calibration_period(cal_values)
+    cal_takes_final = cal is not None and "final" in inspect.signature(cal.snapshot).parameters
+    cal_rows: dict[str, list] = {}
+    cal_segments: dict[str, Any] = {}  # stage -> Segment of its last accepted fit (for the report)
+    outputs: list[tuple] = []
+
+    # total for progress: messages on the topics read (cheap: bag metadata)
+    wanted = {tmap.get(c, c) for c in bags.TOPIC_TYPES if c != "/clock"}
+    total = sum(n for topic, (_, n) in bags.bag_topics(path).items() if topic in wanted)
+
+    n = 0
+    per_topic: dict[str, int] = {}
+    t_start = t_end = float("nan")
+    next_grip = next_cal = math.inf
+    truth: GroundTruth | None = None
+    last_truth_t = -math.inf
+    n_grip_cycles = n_cal_cycles = 0
+
+    def grip_cycle(t_now: float) -> None:
+        nonlocal n_grip_cycles
+        snaps = grip.snapshot()
+        if not snaps:  # the node's timer submits no work then (and the pipeline's cycle count stays)
+            return
+        by_scope = {d.scope: d for d in snaps}
+        updated = grip.commit(grip.fit(snaps))
+        n_grip_cycles += 1
+        for scope in updated:
+            st = grip.status[scope]
+            tr = tracks[scope]
+            est = st.estimate
+            mu_true = float(np.mean(truth.mu_max[list(tr.wheel_idx)])) if truth is not None else float("nan")
+            tr.add(t_now, st.estimate_stamp, est, mu_true, by_scope.get(scope))
+            rows = np.vstack([est.curve_slip, est.curve_q05, est.curve_q50, est.curve_q95])
+            outputs.append((scope, "grip", st.estimate_stamp,
+                            (est.mu_max_mean, est.mu_max_lower, est.mu_max_upper, rows)))
+
+    def cal_cycle(t_now: float, final: bool = False) -> None:
+        nonlocal n_cal_cycles
+        jobs = cal.snapshot(final=True) if final and cal_takes_final else cal.snapshot()
+        if not jobs:  # the node's timer submits no work then (and the pipeline's cycle count stays)
+            return
+        updated = cal.commit(cal.fit(jobs))
+        n_cal_cycles += 1
+        for stage in updated:
+            res = cal.status[stage].result
+            if res is None:
+                continue
+            cal_segments[stage] = next((j.segment for j in jobs if j.stage == stage), None)
+            stats = {**res.parameters, **{f"sigma_{k}": v for k, v in res.noise.items()}}
+            cal_rows.setdefault(stage, []).append((t_now, bool(res.converged), stats))
+        if updated:
+            outputs.append(("", "model_parameters", t_now, _model_parameter_statuses(cal, updated, t_now)))
+
+    for _topic, rec in bags.read_bag(path, tmap, frames=frames):
+        t = float(rec.t)
+        if n == 0:
+            t_start = t
+            next_grip = t + grip_period
+            next_cal = t + cal_period if cal is not None else math.inf
+        while t >= min(next_grip, next_cal):  # timers due before this record: one cycle each, then re-arm
+            if next_grip <= next_cal:
+                grip_cycle(next_grip)
+                next_grip += grip_period * max(1, math.floor((t - next_grip) / grip_period) + 1)
+            else:
+                cal_cycle(next_cal)
+                next_cal += cal_period * max(1, math.floor((t - next_cal) / cal_period) + 1)
+        n += 1
+        per_topic[_topic] = per_topic.get(_topic, 0) + 1
+        t_end = t if not math.isfinite(t_end) else max(t_end, t)
+        if isinstance(rec, GroundTruth):
+            truth = rec
+            if t - last_truth_t >= TRUTH_PERIOD - 1e-9:
+                last_truth_t = t
+                for tr in tracks.values():
+                    tr.truth_t.append(t)
+                    tr.truth_mu.append(float(np.mean(rec.mu_max[list(tr.wheel_idx)])))
+        else:
+            grip.add(rec)
+            if cal is not None:
+                cal.add(rec)
+        if progress is not None and n % progress_every == 0:
+            progress(n, total, t)
+    if final_cycle and n:  # the bag ended: one last cycle each on the data since the last tick
+        grip_cycle(t_end)
+        if cal is not None:
+            cal_cycle(t_end, final=True)
+    if progress is not None:
+        progress(n, max(total, n), t_end)
+
+    counters = grip.collector.counters
+    prob = float(grip.fit_config.interval_prob)
+    counter_doc: dict[str, Any] = {
+        "messages_per_topic": per_topic,
+        "grip_cycles": n_grip_cycles, "calibration_cycles": n_cal_cycles,
+        "grip_samples_accepted": int(counters.accepted),
+        "grip_samples_dropped": {k: int(v) for k, v in counters.dropped.items()},
+        "grip_fits": {s: grip.status[s].n_fits for s in scopes},
+        "grip_failed": {s: grip.status[s].n_failed for s in scopes},
+        "grip_not_converged": {s: grip.status[s].n_not_converged for s in scopes},
+    }
+    cal_series: dict[str, CalibrationSeries] = {}
+    model_params: dict[str, float] = {}
+    if cal is not None:
+        for stage, st in cal.status.items():
+            rows = cal_rows.get(stage, [])
+            names = sorted({k for _, _, s in rows for k in s}) if rows else []
+            pars = {k: {f: np.asarray([_stat(s.get(k), f) for _, _, s in rows]) for f in _STAT_FIELDS}
+                    for k in names}
+            cal_series[stage] = CalibrationSeries(
+                stage=stage, t=np.asarray([r[0] for r in rows], dtype=float), parameters=pars,
+                converged=np.asarray([r[1] for r in rows], dtype=bool), final=getattr(st, "result", None),
+                segment=cal_segments.get(stage), level=int(getattr(st, "level", 1)),
+                message=str(getattr(st, "message", "")), n_fits=int(getattr(st, "n_fits", 0)),
+                n_failed=int(getattr(st, "n_failed", 0)))
+        model_params = {k: float(v) for k, v in cal.model_parameters().items()}
+        counter_doc["calibration_fits"] = {s: c.n_fits for s, c in cal_series.items()}
+        counter_doc["calibration_failed"] = {s: c.n_failed for s, c in cal_series.items()}
+    return ReplayResult(
+        bag=os.fspath(path), seed=seed, params=node_values, topic_map=tmap,
+        grip={s: tracks[s].series(grip.status[s], prob) for s in scopes}, calibration=cal_series,
+        model_parameters=model_params, counters=counter_doc, n_messages=n, t_start=t_start, t_end=t_end,
+        elapsed_s=time.perf_counter() - t_wall, calibration_note=cal_note,
+        outputs=tuple((prefix, *o) for o in outputs))
+
+
+def _stat(s: Mapping | None, f: str) -> float:
+    if not s:
+        return float("nan")
+    v = s.get(f)
+    return float("nan") if v is None else float(v)
+
+
+def _model_parameter_statuses(cal: Any, stages: list[str], t: float) -> list[tuple]:
+    """The /vehcal/model_parameters statuses the node publishes after a recalibration: one per accepted
+    parameter and noise sigma (mean, std, HDI, R-hat, bulk/tail ESS, stage, time) and a ``model`` status."""
+    units = getattr(calibration_module(), "UNITS", {})
+    hw = f"/{CALIBRATOR_NODE}"
+    out = [(name, hw, 0, f"{s['stage']} ({units.get(name, 'channel units')})", s)
+           for name, s in cal.parameter_summaries().items()]
+    model = cal.model_parameters()
+    out.append(("model", hw, 0, "latest accepted 8-DOF model (defaults where not calibrated)",
+                {**{f"model.{k.lower()}": val for k, val in model.items()}, "calibrated": ",".join(cal.calibrated())}))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- record
+def output_messages(result: ReplayResult) -> list[tuple[str, str, Any, int]]:
+    """The publications of a replay as ``(topic, msgtype, rosbags_msg, stamp_ns)`` in publication order."""
+    T = bags.rosbags_types()
+    msgs: list[tuple[str, str, Any, int]] = []
+    for prefix, key, kind, t, payload in result.outputs:
+        ns = bags.sec_to_ns(t)
+        if kind == "grip":
+            mean, lower, upper, rows = payload
+            msgs.append((f"{prefix}/grip/{key}", "geometry_msgs/msg/Vector3Stamped",
+                         bags.vector3_stamped(T, t, key, mean, lower, upper), ns))
+            msgs.append((f"{prefix}/grip_curve/{key}", "std_msgs/msg/Float64MultiArray",
+                         bags.float64_multiarray(T, rows, ("slip,q05,q50,q95", "slip_grid")), ns))
+        else:
+            msgs.append((MODEL_PARAMETERS_TOPIC, "diagnostic_msgs/msg/DiagnosticArray",
+                         bags.diagnostic_array(T, t, payload), ns))
+    return msgs
+
+
+def record_outputs(result: ReplayResult, out_path: str | os.PathLike, storage: str = "mcap") -> dict[str, int]:
+    """Write the estimator outputs of ``result`` to a new bag at ``out_path`` (written beside it under a temporary
+    name and renamed at the end; an existing ``out_path`` is refused). Returns messages per topic."""
+    import shutil
+    import tempfile
+
+    out = Path(out_path)
+    if storage not in bags.STORAGES:
+        raise InputError(f"storage {storage!r} is not one of {', '.join(bags.STORAGES)}")
+    if out.exists():
+        raise InputError(f"{out}: already exists; refusing to overwrite")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{out}: the parent directory {parent} does not exist")
+    tmp_root = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
+    try:
+        tmp = tmp_root / out.name
+        counts = bags.write_topic_messages(tmp, output_messages(result), storage=storage)
+        if out.exists():
+            raise InputError(f"{out}: appeared while writing; refusing to overwrite")
+        os.replace(tmp, out)
+        return counts
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+
+
+__all__ = ["ReplayResult", "GripSeries", "CalibrationSeries", "replay_bag", "record_outputs", "output_messages",
+           "resolve_params", "grip_pipeline_from", "calibration_pipeline_from", "topic_map_from",
+           "default_params_file", "GRIP_NODE", "CALIBRATOR_NODE"]
