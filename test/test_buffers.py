@@ -47,3 +47,13 @@ def test_allow_equal_and_argument_checks() -> None:
         RollingBuffer(("x",), capacity=0)
     with pytest.raises(ValueError, match="expected 1 values"):
         b.append(2.0, [1.0, 2.0])
+
+
+def test_backward_clock_jump_restarts() -> None:
+    b = RollingBuffer(("x",), capacity=10, max_gap=1.0)
+    for t in (100.0, 100.1, 100.2):
+        b.append(t, [t])
+    assert not b.append(99.9, [0.0])          # a small step back: out of order, dropped
+    assert b.append(0.5, [1.0])               # a simulator restarted at t = 0: a clock jump
+    assert b.counters.n_clock_jumps == 1 and b.counters.n_out_of_order == 1
+    np.testing.assert_array_equal(b.array(), [[0.5, 1.0]])

@@ -3,8 +3,8 @@
 A :class:`RollingBuffer` keeps rows ``(t, c_1, ..., c_k)`` in a preallocated ring. Rows must come in stamp
 order: a row older than the newest kept one is dropped and counted (``n_out_of_order``), a duplicate stamp is
 dropped and counted (``n_duplicate``), a row with a non-finite value is dropped and counted (``n_nonfinite``),
-and a forward jump larger than ``max_gap`` (a clock jump, a log split) clears the buffer and is counted
-(``n_clock_jumps``), so no segment ever spans it. Nothing here imports rclpy.
+and a jump larger than ``max_gap`` either way (a clock jump, a log split, a restarted simulator or bag) clears
+the buffer and is counted (``n_clock_jumps``), so no segment ever spans it. Nothing here imports rclpy.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class RollingBuffer:
         columns: names of the value columns (the stamp column ``t`` is implicit), e.g. ``("slip", "mu")``.
         capacity: maximum number of rows kept (oldest dropped first).
         window: maximum age in seconds of kept rows relative to the newest row (``inf`` for none).
-        max_gap: a forward stamp jump larger than this (s) clears the buffer (``inf`` to never clear).
+        max_gap: a stamp jump larger than this (s), forward or back, clears the buffer (``inf`` to never clear).
         allow_equal: accept rows with the same stamp as the newest (several wheels pooled in one scope).
     """
 
@@ -87,15 +87,15 @@ class RollingBuffer:
             return False
         last = self.last_time
         if self._size:
-            if t < last:
-                self.counters.n_out_of_order += 1
-                return False
-            if t == last and not self.allow_equal:
-                self.counters.n_duplicate += 1
-                return False
-            if t - last > self.max_gap:
+            if abs(t - last) > self.max_gap:  # a clock jump either way (log split, restarted simulator or bag)
                 self.counters.n_clock_jumps += 1
                 self.clear()
+            elif t < last:
+                self.counters.n_out_of_order += 1
+                return False
+            elif t == last and not self.allow_equal:
+                self.counters.n_duplicate += 1
+                return False
         end = (self._start + self._size) % self.capacity
         self._data[end, 0] = t
         self._data[end, 1:] = row
