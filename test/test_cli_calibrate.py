@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
-import importlib
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from calibration_drive import drive_records
 from calibration_synthetic import TRUTH, synthetic_segment
 
 from vehcal_ros.cli import main
@@ -86,7 +85,7 @@ def _nan(rows: np.ndarray) -> np.ndarray:
     ("nan_rows", "non-finite"),
     ("too_short", "too short"),
     ("rpm_units", "rpm"),
-    ("bag_without_io", "bag input needs io.bags"),
+    ("corrupt_bag", "corrupt"),
 ])
 def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, rr_segment: Segment, capsys, case: str,
                                          needle: str) -> None:
@@ -103,9 +102,6 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, rr_segment: Segment, ca
     else:
         path = tmp_path / "run.mcap"
         path.write_bytes(b"\x89MCAP0\r\n")
-        if importlib.util.find_spec("vehcal_ros.io.bags") is not None and hasattr(
-                importlib.import_module("vehcal_ros.io.bags"), "read_calibration_segment"):
-            pytest.skip("io.bags provides read_calibration_segment: bag input is supported")
     rc = main(["calibrate", str(path), "--stage", "rolling_resistance", "--chains", "2", "--draws", "100"])
     err = capsys.readouterr().err
     assert rc == 2, err
@@ -118,3 +114,36 @@ def test_unexcited_segment_exits_1(tmp_path: Path, rr_segment: Segment, capsys) 
     rc = main(["calibrate", str(path), "--stage", "lateral", "--chains", "2", "--draws", "100"])
     err = capsys.readouterr().err
     assert rc == 1 and "no lateral excitation" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def drive_bag(tmp_path_factory) -> Path:
+    """A rosbag2 (mcap) of the synthetic 8-DOF drive: throttle ramp, coast-down, (steering ramp cut off)."""
+    from vehcal_ros.io.bags import write_bag
+
+    path = tmp_path_factory.mktemp("bag") / "drive"
+    write_bag(path, ((None, rec) for rec in drive_records(seed=1, t0=100.0, duration=10.5)))
+    return path
+
+
+def test_bag_input_finds_the_coast_down(drive_bag: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rr.json"
+    rc = main(["calibrate", str(drive_bag), "--stage", "rolling_resistance", "--chains", "2", "--draws", "200",
+               "--seed", "1", "--json", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "rolling_resistance segment [105.4" in err
+    rr = json.loads(out.read_text())["parameters"]["rr"]
+    assert abs(rr["mean"] / TRUTH["rr"] - 1) < 0.05, rr
+
+
+def test_bag_input_with_times_and_unexcited_stage(drive_bag: Path, capsys) -> None:
+    # --t-start/--t-end cut the bag directly: the coast, calibrated as rolling resistance
+    rc = main(["calibrate", str(drive_bag), "--stage", "rolling_resistance", "--chains", "2", "--draws", "100",
+               "--t-start", "106", "--t-end", "110"])
+    assert rc == 0
+    capsys.readouterr()
+    # no steering in this bag: no lateral segment, exit 1 with the reason
+    rc = main(["calibrate", str(drive_bag), "--stage", "lateral", "--chains", "2", "--draws", "100"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "no qualifying segment" in err and len(err.strip().splitlines()) == 1

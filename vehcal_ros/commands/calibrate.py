@@ -1,9 +1,11 @@
 """``vehcal calibrate INPUT --stage S``: staged Bayesian calibration of the 8-DOF model (DESIGN section 6).
 
 INPUT is a CSV (columns ``time, throttle, brake, steering, u, v, yaw_rate, roll, roll_rate, w_lf, w_rf, w_lr,
-w_rr``; SI units, rad and rad/s; first row = initial state) or a rosbag2 (.mcap, .db3 or a bag directory, read
-by ``vehcal_ros.io.bags.read_calibration_segment``). Method: papers/bayesian-calibration-8dof-vehicle-model.md
-Section 3 via :mod:`vehcal_ros.estimation.calibration`.
+w_rr``; SI units, rad and rad/s; first row = initial state) or a rosbag2 (.mcap, .db3 or a bag directory):
+its wheel speeds, IMU, odometry and controls are read with ``io.bags.read_bag``, resampled to 100 Hz and
+searched for the stage's qualifying maneuver (:mod:`vehcal_ros.estimation.segments`; the most excited one), or
+cut at ``--t-start``/``--t-end``. Method:
+papers/bayesian-calibration-8dof-vehicle-model.md Section 3 via :mod:`vehcal_ros.estimation.calibration`.
 """
 
 from __future__ import annotations
@@ -37,22 +39,44 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def _read_input(path: str):
-    from vehcal_ros.errors import InputError
+def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end: float | None):
+    """A Segment (CSV, or a bag cut at --t-start/--t-end) or, for a bag without times, stage -> Segment."""
+    from vehcal_ros.errors import EstimationError, InputError
     from vehcal_ros.estimation.calibration import Segment
 
-    if path.lower().endswith(BAG_SUFFIXES) or os.path.isdir(path):
-        if not os.path.exists(path):
-            raise InputError(f"no such file: {path}")
-        try:
-            from vehcal_ros.io import bags
-        except ImportError:
-            bags = None
-        reader = getattr(bags, "read_calibration_segment", None)
-        if reader is None:
-            raise InputError(f"{path}: bag input needs io.bags (vehcal_ros.io.bags.read_calibration_segment)")
-        return reader(path)
-    return Segment.from_csv(path)
+    if not (path.lower().endswith(BAG_SUFFIXES) or os.path.isdir(path)):
+        segment = Segment.from_csv(path)
+        if t_start is not None or t_end is not None:
+            t0 = segment.time[0] if t_start is None else t_start
+            t1 = segment.time[-1] if t_end is None else t_end
+            segment = segment.window(t0, t1)
+        return segment
+    if not os.path.exists(path):
+        raise InputError(f"no such file: {path}")
+    from vehcal_ros.estimation import segments as sg
+    from vehcal_ros.io.bags import read_bag
+
+    sources = sg.records_to_sources(read_bag(path))
+    config = sg.SegmentConfig()
+    r = sg.resample(sources, config.rate, config.max_gap, config.yaw_rate_source)
+    if t_start is not None or t_end is not None:
+        t0 = float(r.time[0]) if t_start is None else t_start
+        t1 = float(r.time[-1]) if t_end is None else t_end
+        return sg.build_segment(r, t0, t1, config, source=path)
+    out = {}
+    reasons = []
+    for stage in stages:
+        windows, why = sg.find_windows(r, stage, config)
+        if windows:
+            best = max(windows, key=lambda w: w.score)
+            out[stage] = sg.build_segment(r, best.t_start, best.t_end, config, source=f"{path} ({stage})")
+            print(f"vehcal calibrate: {stage} segment [{best.t_start:.2f}, {best.t_end:.2f}] s, excitation "
+                  f"{best.score:.3g}", file=sys.stderr)
+        else:
+            reasons.append(f"{stage}: {why}")
+    if not out:
+        raise EstimationError(f"{path}: no qualifying segment ({'; '.join(reasons)}); give --t-start/--t-end")
+    return out
 
 
 def _stage_json(res) -> dict:
@@ -84,17 +108,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--chains must be in 1..64, got {args.chains}")
     if args.draws < 50 or args.draws > 100000:
         raise InputError(f"--draws must be in 50..100000, got {args.draws}")
-    segment = _read_input(args.input)
-    if args.t_start is not None or args.t_end is not None:
-        t0 = segment.time[0] if args.t_start is None else args.t_start
-        t1 = segment.time[-1] if args.t_end is None else args.t_end
-        segment = segment.window(t0, t1)
+    stages = cal.STAGE_NAMES if args.stage == "all" else (args.stage,)
+    loaded = _read_input(args.input, stages, args.t_start, args.t_end)
+    segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
     if args.stage == "all":
-        results = cal.calibrate_all(segment, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
+        results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
                                     separate_bphi=args.separate_bphi)
     else:
-        results = {args.stage: cal.calibrate_stage(segment, args.stage, n_chains=args.chains, n_draws=args.draws,
-                                                   seed=args.seed, separate_bphi=args.separate_bphi)}
+        results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,
+                                                   n_draws=args.draws, seed=args.seed,
+                                                   separate_bphi=args.separate_bphi)}
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)
@@ -121,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
         from vehcal_ros.io.calibration_plots import write_report
 
         for res in results.values():
-            write_report(segment, res, os.path.join(args.report, res.stage) if len(results) > 1 else args.report)
+            out_dir = os.path.join(args.report, res.stage) if len(results) > 1 else args.report
+            write_report(segments[res.stage], res, out_dir)
     if not all(r.converged for r in results.values()):
         print("vehcal calibrate: warning: not converged (R-hat >= 1.01 or bulk ESS <= 400); "
               "raise --draws/--chains", file=sys.stderr)

@@ -1,0 +1,140 @@
+"""Segment finding on the synthetic 8-DOF drive and on the shipped scenarios' driver shapes; gaps, NaN, too
+short, unexcited and rpm wheel speeds rejected with a reason."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from calibration_drive import drive_records, drive_states
+from calibration_synthetic import NOISE
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import check_segment, stage_spec
+from vehcal_ros.estimation.segments import (
+    SegmentConfig,
+    build_segment,
+    find_segments,
+    find_windows,
+    records_to_sources,
+    resample,
+)
+from vehcal_ros.estimation.signals import ImuSample, OdomSample, WheelSpeeds
+from vehcal_ros.io.scenarios import DriverProgram, load_scenario
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof
+
+
+@pytest.fixture(scope="module")
+def sources():
+    return records_to_sources(drive_records(seed=1, t0=100.0))
+
+
+def test_drive_windows_and_segment_state(sources) -> None:
+    r = resample(sources)
+    assert r.valid.all() and np.allclose(np.diff(r.time), 0.01)
+    (lon,), _ = find_windows(r, "longitudinal")
+    (rr,), _ = find_windows(r, "rolling_resistance")
+    (lat,), _ = find_windows(r, "lateral")
+    # throttle 1 -> 5 s (onset padded back by 1 s), coast 5 -> 10 s (0.5 s settle), steering from 10 s
+    assert 100.15 <= lon.t_start <= 100.3 and 104.8 <= lon.t_end <= 105.0 and lon.score > 5.0
+    assert rr.t_start == pytest.approx(105.46, abs=0.05) and rr.t_end == pytest.approx(110.45, abs=0.06)
+    assert 109.0 <= lat.t_start <= 109.5 and lat.t_end == pytest.approx(114.5) and lat.score > 0.3
+    seg = build_segment(r, rr.t_start, rr.t_end)
+    _, x = drive_states()
+    k = int(round((rr.t_start - 100.0) * 100))
+    # the initial state from the data: within a fraction of one sample's noise
+    for ch, st in (("u", "u"), ("w_lf", "w_lf"), ("w_rf", "w_rf"), ("w_lr", "w_lr"), ("w_rr", "w_rr")):
+        assert abs(seg.initial_state[STATE_INDEX[st]] - x[k, STATE_INDEX[st]]) < 0.8 * NOISE[ch], ch
+    # wheel order FL, FR, RL, RR maps onto w_lf, w_rf, w_lr, w_rr
+    wheels = [rec for rec in drive_records(seed=1, t0=100.0, noise=False) if isinstance(rec, WheelSpeeds)]
+    seg0 = build_segment(resample(records_to_sources(drive_records(seed=1, t0=100.0, noise=False))),
+                         rr.t_start, rr.t_end)
+    j = int(round((rr.t_start - 100.0) * 100))
+    assert seg0.measured["w_rf"][0] == pytest.approx(wheels[j].omega[1])
+    assert seg0.measured["w_lr"][0] == pytest.approx(wheels[j].omega[2])
+    check_segment(seg, stage_spec("rolling_resistance"))
+
+
+def _scenario_sources(name: str) -> dict:
+    """Driver inputs of a shipped scenario through the 8-DOF model (100 Hz, noise-free)."""
+    sc = load_scenario(name)
+    prog = DriverProgram(sc.driver)
+    t = np.arange(int(sc.duration * 100) + 1) / 100.0
+    x0 = np.zeros(12)
+    x0[STATE_INDEX["u"]] = max(sc.initial.speed, 0.1)
+    for w in ("w_lf", "w_lr", "w_rf", "w_rr"):
+        x0[STATE_INDEX[w]] = x0[STATE_INDEX["u"]] / 0.455
+    # speed control needs the state: close the loop at 100 Hz with the previous output
+    thr, brk, steer = np.zeros_like(t), np.zeros_like(t), np.zeros_like(t)
+    xs = np.zeros((t.size, 12))
+    xs[0] = x0
+    step = 50  # simulate in 0.5 s chunks, the driver seeing the state at each chunk start
+    for a in range(0, t.size - 1, step):
+        b = min(a + step, t.size - 1)
+        for i in range(a, b + 1):
+            thr[i], brk[i], steer[i] = prog.inputs_at(float(t[i]), {"u": float(xs[a, 2]), "speed": float(xs[a, 2])})
+        sim = Simulator8Dof(xs[a], t[a:b + 1], thr[a:b + 1], brk[a:b + 1], steer[a:b + 1], dt=0.005,
+                            output_dt=0.01, n_out=b - a + 1)
+        xs[a:b + 1] = sim.run({})
+    cols = lambda *idx: np.column_stack([t, *[xs[:, STATE_INDEX[i]] for i in idx]])  # noqa: E731
+    return {"wheel_speeds": cols("w_lf", "w_rf", "w_lr", "w_rr"), "imu": cols("phi", "wx", "wz"),
+            "odom": np.column_stack([cols("u", "v", "wz"), np.zeros((t.size, 3))]),
+            "controls": np.column_stack([t, thr, brk, steer])}
+
+
+@pytest.mark.parametrize("name, stage, expect", [
+    ("throttle_ramp", "longitudinal", (0.0, 8.6)),
+    ("throttle_ramp", "rolling_resistance", (8.8, 12.0)),
+    ("steering_ramp", "lateral", (5.9, 11.0)),
+    ("coast_down", "rolling_resistance", (20.4, 30.6)),
+])
+def test_shipped_scenario_shapes(name: str, stage: str, expect: tuple[float, float]) -> None:
+    src = _scenario_sources(name)
+    segs, why = find_segments(src, stage)
+    assert segs, why
+    w = max((w for w, _ in segs), key=lambda w: w.score)
+    assert expect[0] <= w.t_start and w.t_end <= expect[1], w
+    assert w.duration >= 2.0
+
+
+def test_steering_ramp_has_no_longitudinal_straight_coast_is_not_lateral() -> None:
+    src = _scenario_sources("coast_down")
+    segs, why = find_segments(src, "lateral")
+    assert not segs and "no lateral excitation" in why
+
+
+def test_gaps_nan_short_unexcited_rpm(sources) -> None:
+    recs = drive_records(seed=1, t0=100.0)
+    # a 0.3 s odometry gap and NaN IMU samples inside the coast: the window is cut, never spans them
+    gapped = [r for r in recs if not (isinstance(r, OdomSample) and 107.0 < r.t < 107.3)]
+    gapped = [ImuSample(r.t, math.nan, 0.0, 0.0, 0.0, 0.0) if isinstance(r, ImuSample) and 109.0 < r.t < 109.05
+              else r for r in gapped]
+    r = resample(records_to_sources(gapped))
+    assert (~r.valid).sum() >= 30
+    wins, why = find_windows(r, "rolling_resistance", SegmentConfig(min_duration=2.0))
+    assert wins == [] and "too short" in why and "gap or NaN" in why
+    with pytest.raises(InputError, match="gap or NaN"):
+        build_segment(r, 106.0, 108.0)
+    # a segment too short for the configuration
+    wins, why = find_windows(resample(sources), "rolling_resistance", SegmentConfig(min_duration=8.0))
+    assert wins == [] and "too short" in why
+    # unexcited: the coast asks for a larger speed drop than it has
+    wins, why = find_windows(resample(sources), "rolling_resistance", SegmentConfig(rr_min_speed_drop=5.0))
+    assert wins == [] and "not excited" in why and "speed drop" in why
+    # rpm wheel speeds: found as a window, refused by the plausibility check
+    rpm = records_to_sources(drive_records(seed=1, t0=100.0, wheel_scale=30.0 / math.pi))
+    (w, seg), = find_segments(rpm, "rolling_resistance")[0]
+    with pytest.raises(InputError, match="rpm"):
+        check_segment(seg, stage_spec("rolling_resistance"))
+    # missing topic
+    with pytest.raises(InputError, match="controls"):
+        resample({k: v for k, v in sources.items() if k != "controls"})
+
+
+def test_config_ranges() -> None:
+    with pytest.raises(InputError, match="max_gap"):
+        SegmentConfig(max_gap=10.0).validate()
+    with pytest.raises(InputError, match="yaw_rate_source"):
+        SegmentConfig(yaw_rate_source="gps").validate()
+    SegmentConfig().validate()

@@ -1,0 +1,492 @@
+"""The 8-DOF model calibration cycle shared by the ``model_calibrator`` node and bag replay.
+
+``CalibrationPipeline`` buffers the vehicle topics (wheel speeds, IMU, odometry, controls) in bounded rolling
+buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.segments`) and runs the staged Bayesian
+calibration of papers/bayesian-calibration-8dof-vehicle-model.md (Section 3: longitudinal -> lateral -> rolling
+resistance; tempered SMC, several runs as chains) on them. Each stage keeps its last accepted result: a fit
+whose diagnostics fail (any R-hat > ``max_r_hat`` or bulk ESS < ``min_ess``, Section 3.2) or that raises is
+reported and does not replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
+paper's "previous stages' results"; after the first pass every stage sees the latest values of all others).
+
+A cycle is split in three, as :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`: :meth:`snapshot`
+(fast, under the caller's lock: copies of the segments to fit), :meth:`fit` (slow, worker thread, touches no
+shared state; seeds ``seed + 1000 * cycle + k``) and :meth:`commit` (fast). Segment freshness is judged on data
+stamps, never wall time, so a replayed bag gives the numbers of a live run with the same cycle times.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import yaml
+
+from vehcal_ros.errors import EstimationError, InputError
+from vehcal_ros.estimation.buffers import RollingBuffer
+from vehcal_ros.estimation.calibration import (
+    STAGE_NAMES,
+    CalibrationResult,
+    Segment,
+    calibrate_stage,
+    check_segment,
+    stage_spec,
+)
+from vehcal_ros.estimation.segments import (
+    SOURCE_COLUMNS,
+    SegmentConfig,
+    Window,
+    build_segment,
+    find_windows,
+    record_row,
+    record_source,
+    resample,
+)
+from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+
+OK, WARN, ERROR = 0, 1, 2
+
+MODEL_PARAMETERS: tuple[str, ...] = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr")
+"""Published model parameters (``bphi`` = bphi_f + bphi_r, the paper's identifiable total roll damping)."""
+
+UNITS: dict[str, str] = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad",
+                         "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)"}
+STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf": "lateral", "Cyr": "lateral",
+                            "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
+
+
+def _full_defaults(defaults: Mapping[str, float] | None) -> dict[str, float]:
+    base = {**DEFAULT_PARAMETERS, **{k: float(v) for k, v in (defaults or {}).items() if k != "bphi"}}
+    if defaults and "bphi" in defaults:
+        base["bphi_f"] = base["bphi_r"] = 0.5 * float(defaults["bphi"])
+    return base
+
+
+@dataclass(frozen=True)
+class CalibrationPipelineConfig:
+    """Settings of the calibration cycle (units in brackets)."""
+
+    stages: tuple[str, ...] = STAGE_NAMES
+    """stages in calibration order (the paper's: longitudinal, lateral, rolling_resistance)."""
+    n_chains: int = 4                  #: independent SMC runs (chains), 1..64
+    n_draws: int = 1000                #: particles per run (draws per chain), 20..100000
+    seed: int = 0                      #: base seed; fit k of cycle c uses seed + 1000 c + k
+    window: float = 120.0              #: [s] data kept per topic (relative to its newest stamp)
+    buffer_size: int = 24000           #: rows kept per topic (bounded memory)
+    segments: SegmentConfig = field(default_factory=SegmentConfig)
+    max_r_hat: float = 1.01            #: accept a fit only if every R-hat <= this (paper Section 3.2)
+    min_ess: float = 400.0             #: ... and every bulk ESS >= this (lower it for quick configurations)
+    recalibration_period: float = 60.0 #: [s, data time] between two fits of one stage
+    min_new_data: float = 2.0          #: [s] a stage's next window must end this much after its last one
+    clock_jump: float = 1.0            #: [s] a stamp jump larger than this (either way) restarts the buffers
+    require_order: bool = True         #: a stage waits until the stages before it have an accepted result
+    defaults: Mapping[str, float] | None = None
+    """values of not-yet-calibrated parameters (8-DOF names; ``bphi`` = total); None: the model's defaults."""
+    kernel: str = "imh"                #: SMC mutation kernel (imh | rw)
+    max_mutation_steps: int = 10       #: MH steps per SMC stage (calibration.calibrate_stage)
+    predictive_draws: int = 20         #: draws of the posterior-predictive RMSE check
+    r0: float = 0.47                   #: [m] tire radius of the wheel-speed unit check (w r0 / u ~ 1)
+    dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
+
+    def validate(self) -> None:
+        """Raise :class:`InputError` naming a bad field and its range."""
+        bad = [s for s in self.stages if s not in STAGE_NAMES]
+        if bad or not self.stages or len(set(self.stages)) != len(self.stages):
+            raise InputError(f"stages must be distinct names among {', '.join(STAGE_NAMES)}, got {list(self.stages)}")
+        for name, lo, hi in (("n_chains", 1, 64), ("n_draws", 20, 100000), ("buffer_size", 10, 10_000_000),
+                             ("window", 1.0, 86400.0), ("max_r_hat", 1.0, 10.0), ("min_ess", 0.0, 1e7),
+                             ("recalibration_period", 0.0, 86400.0), ("min_new_data", 0.0, 86400.0),
+                             ("clock_jump", 0.01, 3600.0), ("r0", 0.1, 2.0)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and lo <= v <= hi):
+                raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo}, {hi}]")
+        if self.dt is not None and not 1e-4 <= self.dt <= 0.05:
+            raise InputError(f"calibration config: dt = {self.dt!r} is out of range [0.0001, 0.05]")
+        self.segments.validate()
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """One stage to fit on a copied segment (made by :meth:`CalibrationPipeline.snapshot`)."""
+
+    stage: str
+    window: Window
+    segment: Segment = field(repr=False)
+    previous: Mapping[str, float] = field(repr=False)
+    """8-DOF values held fixed (accepted means of the other stages, then defaults)."""
+    seed: int
+    cycle: int
+    waits_for: tuple[str, ...] = ()
+    """earlier stages with no accepted result yet: this job runs only if they are accepted earlier in the batch."""
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    """What one fit produced: a result (accepted or not) or why not."""
+
+    stage: str
+    window: Window
+    cycle: int
+    result: CalibrationResult | None = None
+    accepted: bool = False
+    error: str | None = None
+    wall_s: float = 0.0
+
+
+@dataclass
+class StageStatus:
+    """Health of one stage (level 0 OK, 1 WARN, 2 ERROR as diagnostic_msgs)."""
+
+    level: int = WARN
+    message: str = "waiting for data"
+    result: CalibrationResult | None = None       #: last accepted result
+    result_segment: tuple[float, float] | None = None
+    n_fits: int = 0
+    n_failed: int = 0                              #: fits that raised or failed their diagnostics
+    n_not_converged: int = 0
+    n_rejected: int = 0                            #: segments refused by the plausibility check before a fit
+    last_fit_s: float = float("nan")               #: wall time of the last fit (s)
+    segment: tuple[float, float] | None = None     #: last segment fitted or checked (t0, t1)
+    excitation: float = float("nan")               #: the last window's score (segments.Window.score)
+    last_reason: str = ""                          #: why the newest data did not give a fit ("" if it did)
+
+
+@dataclass
+class PipelineCounters:
+    """Records received per topic, dropped by reason, clock jumps (buffer restarts), ignored records."""
+
+    received: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCE_COLUMNS, 0))
+    dropped: dict[str, int] = field(default_factory=dict)
+    clock_jumps: int = 0
+    ignored: int = 0
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
+    def n_received(self) -> int:
+        return sum(self.received.values())
+
+
+class CalibrationPipeline:
+    """Records in, staged 8-DOF calibration out; see the module docstring for the cycle."""
+
+    def __init__(self, config: CalibrationPipelineConfig | None = None) -> None:
+        self.config = config or CalibrationPipelineConfig()
+        self.config.validate()
+        c = self.config
+        self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
+                        for name, cols in SOURCE_COLUMNS.items()}
+        self.status: dict[str, StageStatus] = {s: StageStatus() for s in STAGE_NAMES}
+        self.cycle = 0
+        self._received = dict.fromkeys(SOURCE_COLUMNS, 0)
+        self._backward_jumps = 0
+        self._ignored = 0
+        self._undecodable = 0
+        self._newest = -math.inf
+        self._reset_marks()
+
+    def _reset_marks(self) -> None:
+        self._last_end = dict.fromkeys(STAGE_NAMES, -math.inf)
+        self._last_attempt = dict.fromkeys(STAGE_NAMES, -math.inf)
+
+    # ------------------------------------------------------------------ input
+    def add(self, record: object) -> None:
+        """Buffer a WheelSpeeds, ImuSample, OdomSample or Controls record (others ignored). Bad samples are
+        counted by reason (non-finite, out of order, duplicate, clock jump) and never raised."""
+        src = record_source(record)
+        if src is None:
+            self._ignored += 1
+            return
+        self._received[src] += 1
+        try:
+            row = record_row(record)
+        except (TypeError, ValueError, IndexError):
+            self.buffers[src].counters.n_nonfinite += 1
+            return
+        t = float(row[0])
+        if math.isfinite(t) and t < self._newest - self.config.clock_jump:
+            # time went back by more than a clock jump (simulation restart, bag loop): start over
+            self._backward_jumps += 1
+            for b in self.buffers.values():
+                b.clear()
+            self._newest = -math.inf
+            self._reset_marks()
+        if self.buffers[src].append(t, row[1:]):
+            self._newest = max(self._newest, t)
+
+    def reject(self, source: str) -> None:
+        """Count a message of ``source`` that could not be converted to a record (unknown wheel, missing axis)."""
+        self._received[source] = self._received.get(source, 0) + 1
+        self._undecodable += 1
+
+    @property
+    def counters(self) -> PipelineCounters:
+        dropped = {"nonfinite": 0, "out_of_order": 0, "duplicate": 0, "undecodable": self._undecodable}
+        jumps = self._backward_jumps
+        for b in self.buffers.values():
+            dropped["nonfinite"] += b.counters.n_nonfinite
+            dropped["out_of_order"] += b.counters.n_out_of_order
+            dropped["duplicate"] += b.counters.n_duplicate
+            jumps += b.counters.n_clock_jumps
+        return PipelineCounters(dict(self._received), dropped, jumps, self._ignored)
+
+    def fill(self) -> dict[str, int]:
+        """Rows buffered per topic."""
+        return {k: len(b) for k, b in self.buffers.items()}
+
+    # ------------------------------------------------------------------ cycle
+    def accepted_values(self, exclude: str | None = None) -> dict[str, float]:
+        """8-DOF values implied by the accepted results (stage order), on top of the configured defaults."""
+        out = dict(self.config.defaults and _full_defaults(self.config.defaults) or {})
+        for s in self.config.stages:
+            res = self.status[s].result
+            if s != exclude and res is not None:
+                out.update(res.posterior_means())
+        return out
+
+    def snapshot(self, final: bool = False) -> list[StageJob]:
+        """The stages with a fresh qualifying, plausible segment (copied data), in stage order.
+
+        A window that still reaches the newest data (the maneuver may go on) waits until it is closed or
+        ``max_duration`` long; ``final=True`` (end of a replay) takes it as it is."""
+        c = self.config
+        sources = {k: b.array() for k, b in self.buffers.items()}
+        try:
+            r = resample(sources, c.segments.rate, c.segments.max_gap, c.segments.yaw_rate_source)
+        except InputError as exc:
+            for s in c.stages:
+                self._note(s, f"waiting for data: {exc}")
+            return []
+        newest = float(r.time[-1])
+        jobs: list[StageJob] = []
+        planned: list[str] = []
+        for k_stage, stage in enumerate(c.stages):
+            st = self.status[stage]
+            waits = tuple(e for e in c.stages[:k_stage] if self.status[e].result is None)
+            if c.require_order and any(e not in planned for e in waits):
+                self._note(stage, f"waiting for stage {waits[0]} (stages run in order: {', '.join(c.stages)})")
+                continue
+            if newest - self._last_attempt[stage] < c.recalibration_period:
+                continue
+            windows, why = find_windows(r, stage, c.segments)
+            open_end = newest - 2.0 / c.segments.rate
+            fresh = [w for w in windows if w.t_end - self._last_end[stage] >= c.min_new_data
+                     and (final or w.t_end < open_end or w.duration >= c.segments.max_duration - 1e-6)]
+            if not fresh:
+                if not windows:
+                    self._note(stage, f"no qualifying segment: {why}")
+                continue
+            w = fresh[-1]
+            self._last_end[stage] = w.t_end
+            self._last_attempt[stage] = newest
+            st.segment, st.excitation = (w.t_start, w.t_end), w.score
+            try:
+                seg = build_segment(r, w.t_start, w.t_end, c.segments, source=f"{stage} segment")
+                check_segment(seg, stage_spec(stage), r0=c.r0)
+            except (InputError, EstimationError) as exc:
+                st.n_rejected += 1
+                self._note(stage, f"segment rejected: {exc}", level=ERROR if isinstance(exc, InputError) else WARN)
+                continue
+            jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
+                                 seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
+                                 waits_for=waits))
+            planned.append(stage)
+        return jobs
+
+    def _note(self, stage: str, reason: str, level: int = WARN) -> None:
+        """Record why the newest data gave no fit; the last good result (and its OK level) is kept."""
+        st = self.status[stage]
+        st.last_reason = reason
+        if st.result is None:
+            st.level, st.message = max(level, WARN), reason
+        else:
+            st.message = f"{self._summary(stage)}; newest data: {reason}"
+
+    def acceptable(self, result: CalibrationResult) -> bool:
+        """Every parameter and noise sigma: finite mean, R-hat <= max_r_hat, bulk ESS >= min_ess."""
+        for s in (*result.parameters.values(), *result.noise.values()):
+            r_hat, ess, mean = s.get("r_hat"), s.get("ess_bulk"), s.get("mean")
+            if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (r_hat, ess, mean)):
+                return False
+            if r_hat > self.config.max_r_hat or ess < self.config.min_ess:
+                return False
+        return True
+
+    def fit(self, jobs: list[StageJob]) -> list[StageOutcome]:
+        """Calibrate each job's stage (slow; call from a worker thread). Touches no shared state; a result
+        accepted earlier in the batch feeds the later jobs."""
+        c = self.config
+        outcomes: list[StageOutcome] = []
+        chained: dict[str, float] = {}
+        accepted_now: set[str] = set()
+        for job in jobs:
+            missing = [s for s in job.waits_for if s not in accepted_now]
+            if c.require_order and missing:
+                outcomes.append(StageOutcome(job.stage, job.window, job.cycle,
+                                             error=f"skipped: stage {missing[0]} has no accepted result"))
+                continue
+            t0 = time.perf_counter()
+            result, error = None, None
+            try:
+                result = calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
+                                         n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
+                                         predictive_draws=c.predictive_draws, check=False, dt=c.dt,
+                                         max_mutation_steps=c.max_mutation_steps)
+            except (InputError, EstimationError) as exc:
+                error = str(exc)
+            except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
+                error = f"fit failed: {exc!r}"
+            ok = result is not None and self.acceptable(result)
+            if ok:
+                chained.update(result.posterior_means())
+                accepted_now.add(job.stage)
+            outcomes.append(StageOutcome(job.stage, job.window, job.cycle, result, ok, error,
+                                         time.perf_counter() - t0))
+        return outcomes
+
+    def commit(self, outcomes: list[StageOutcome]) -> list[str]:
+        """Record the outcomes; return the stages whose accepted result changed."""
+        updated = []
+        for o in outcomes:
+            st = self.status[o.stage]
+            st.segment = (o.window.t_start, o.window.t_end)
+            keep = "; keeping the last good model" if st.result is not None else "; no model for this stage yet"
+            if o.result is None and o.error and o.error.startswith("skipped"):
+                st.last_reason = o.error
+                if st.result is None:
+                    st.level, st.message = WARN, o.error
+                continue
+            st.n_fits += 1
+            st.last_fit_s = o.wall_s
+            if o.result is None:
+                st.n_failed += 1
+                st.level = WARN if st.result is not None else ERROR
+                st.message = st.last_reason = f"{o.error}{keep}"
+            elif not o.accepted:
+                st.n_failed += 1
+                st.n_not_converged += 1
+                st.level = WARN
+                r_hat, ess = worst_diagnostics(o.result)
+                st.message = st.last_reason = (
+                    f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s did not pass its diagnostics "
+                    f"(max R-hat {r_hat:.4g} vs <= {self.config.max_r_hat:g}, min bulk ESS {ess:.0f} vs >= "
+                    f"{self.config.min_ess:g}){keep}")
+            else:
+                st.result = o.result
+                st.result_segment = (o.window.t_start, o.window.t_end)
+                st.level = OK
+                st.last_reason = ""
+                st.message = self._summary(o.stage)
+                updated.append(o.stage)
+        self.cycle += 1
+        return updated
+
+    def _summary(self, stage: str) -> str:
+        st = self.status[stage]
+        res = st.result
+        if res is None:
+            return "no model yet"
+        r_hat, ess = worst_diagnostics(res)
+        vals = ", ".join(f"{k} {v['mean']:.5g}" for k, v in res.parameters.items())
+        t0, t1 = st.result_segment or (float("nan"), float("nan"))
+        return f"{vals} (segment [{t0:.2f}, {t1:.2f}] s, max R-hat {r_hat:.4f}, min ESS {ess:.0f})"
+
+    def run_cycle(self, final: bool = False) -> list[str]:
+        """snapshot + fit + commit in the caller's thread (bag replay, tests); ``final``: see :meth:`snapshot`."""
+        return self.commit(self.fit(self.snapshot(final)))
+
+    # ------------------------------------------------------------------ outputs
+    def model_parameters(self) -> dict[str, float]:
+        """Latest accepted values (defaults where not yet calibrated) of :data:`MODEL_PARAMETERS`."""
+        p = {**_full_defaults(self.config.defaults), **self.accepted_values()}
+        out = {k: float(p[k]) for k in MODEL_PARAMETERS if k != "bphi"}
+        out["bphi"] = float(p["bphi_f"] + p["bphi_r"])
+        return {k: out[k] for k in MODEL_PARAMETERS}
+
+    def calibrated(self) -> dict[str, str]:
+        """Model parameter -> stage, for the parameters with an accepted result."""
+        out = {}
+        for s in self.config.stages:
+            res = self.status[s].result
+            if res is not None:
+                out.update(dict.fromkeys((k for k in res.parameters if k in MODEL_PARAMETERS), s))
+        return out
+
+    def parameter_summaries(self) -> dict[str, dict[str, float | str]]:
+        """Per accepted parameter and noise sigma (``sigma_<channel>`` of a stage: ``<stage>/sigma_<channel>``):
+        mean, std, hdi_low, hdi_high, r_hat, ess_bulk, ess_tail, stage, time (end of its segment, s)."""
+        out: dict[str, dict] = {}
+        keys = ("mean", "std", "hdi_low", "hdi_high", "r_hat", "ess_bulk", "ess_tail")
+        for s in self.config.stages:
+            st = self.status[s]
+            if st.result is None:
+                continue
+            t_end = st.result_segment[1] if st.result_segment else float("nan")
+            for name, summ in st.result.parameters.items():
+                out[name] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
+            for ch, summ in st.result.noise.items():
+                out[f"{s}/sigma_{ch}"] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
+        return out
+
+    def params_yaml(self, node_name: str = "model_calibrator") -> str:
+        """A ROS 2 params YAML (``<node>: ros__parameters: model: {cxf: ..., ...}``) an MPC node can load."""
+        cal = self.calibrated()
+        model = {k.lower(): float(v) for k, v in self.model_parameters().items()}
+        head = ["# 8-DOF model parameters from vehcal_ros model_calibrator (papers/bayesian-calibration-8dof-"
+                "vehicle-model.md)", "# units: cx* N, cy* N/rad, kphi_* N m/rad, bphi N m s/rad (total, split "
+                "equally front/rear), rr m"]
+        for k in MODEL_PARAMETERS:
+            head.append(f"#   {k.lower()}: {'calibrated, stage ' + cal[k] if k in cal else 'default (not calibrated)'}")
+        body = yaml.safe_dump({node_name: {"ros__parameters": {"model": model}}}, sort_keys=False)
+        return "\n".join(head) + "\n" + body
+
+    def write_params(self, path: str | os.PathLike, node_name: str = "model_calibrator") -> None:
+        """Write :meth:`params_yaml` atomically (temp file in the same directory, then rename)."""
+        write_atomic(path, self.params_yaml(node_name))
+
+
+def worst_diagnostics(res: CalibrationResult) -> tuple[float, float]:
+    """(largest R-hat, smallest bulk ESS) over a result's parameters and noise sigmas (nan counts as worst)."""
+    summ = [*res.parameters.values(), *res.noise.values()]
+    r_hats = [s["r_hat"] if s["r_hat"] is not None else math.nan for s in summ]
+    esss = [s["ess_bulk"] if s["ess_bulk"] is not None else math.nan for s in summ]
+    r = max(r_hats, key=lambda x: math.inf if not math.isfinite(x) else x)
+    e = min(esss, key=lambda x: -math.inf if not math.isfinite(x) else x)
+    return float(r), float(e)
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp_", suffix=".yaml", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def with_updates(config: CalibrationPipelineConfig, **changes) -> CalibrationPipelineConfig:
+    """A validated copy of ``config``; keys of :class:`SegmentConfig` go to ``config.segments``."""
+    seg_fields = set(SegmentConfig.__dataclass_fields__)
+    seg = {k: v for k, v in changes.items() if k in seg_fields}
+    top = {k: v for k, v in changes.items() if k not in seg_fields}
+    new = replace(config, segments=replace(config.segments, **seg), **top)
+    new.validate()
+    return new
+
+
+__all__ = ["CalibrationPipeline", "CalibrationPipelineConfig", "StageJob", "StageOutcome", "StageStatus",
+           "PipelineCounters", "MODEL_PARAMETERS", "UNITS", "STAGE_OF", "OK", "WARN", "ERROR", "write_atomic",
+           "worst_diagnostics", "with_updates"]

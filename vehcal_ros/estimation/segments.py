@@ -1,0 +1,368 @@
+"""Qualifying maneuver segments in buffered vehicle signals (papers/bayesian-calibration-8dof-vehicle-model.md,
+Sections 3.3-3.5).
+
+Each calibration stage needs its own kind of maneuver:
+
+==================  ===========================================================================================
+stage               qualifying window (thresholds are :class:`SegmentConfig` fields)
+==================  ===========================================================================================
+longitudinal        throttle applied (> ``long_min_throttle``), no brake, straight (|steering| small), speed rising
+                    by at least ``long_min_speed_gain`` (Sec. 3.3: throttle ramp 0 -> 0.5 -> 0)
+lateral             steering (> ``lat_min_steering``) with |yaw rate| > ``lat_min_yaw_rate`` at speed
+                    (u > ``lat_min_speed``), no brake, roughly steady speed (|du/dt| < ``lat_max_accel``) (Sec. 3.4)
+rolling_resistance  coast-down: throttle 0, brake 0, steering ~0, u > ``rr_min_speed``, decelerating (Sec. 3.5)
+==================  ===========================================================================================
+
+The buffered topics (wheel speeds, IMU, odometry, controls; each a ``(n, 1 + k)`` stamp-first array as
+:meth:`~vehcal_ros.estimation.buffers.RollingBuffer.array` returns) are resampled onto one uniform grid
+(``rate``, linear interpolation); grid points whose bracketing samples of any topic are more than ``max_gap``
+apart are invalid, and no window ever contains one. :func:`build_segment` cuts a
+:class:`~vehcal_ros.estimation.calibration.Segment` with the initial 8-DOF state taken from the data at its
+start (each channel's local quadratic fit over the first ``initial_window`` seconds, so one noisy
+sample does not set the initial state). Wheel order: ``WHEELS`` is FL, FR, RL, RR -> 8-DOF ``w_lf, w_rf, w_lr,
+w_rr``. Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import STAGE_NAMES, Segment
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES
+
+SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "wheel_speeds": ("w_lf", "w_rf", "w_lr", "w_rr"),            # WHEELS order FL, FR, RL, RR
+    "imu": ("roll", "roll_rate", "imu_yaw_rate"),
+    "odom": ("u", "v", "odom_yaw_rate", "x", "y", "psi"),
+    "controls": ("throttle", "brake", "steering"),
+}
+"""Buffered source -> its value columns (after the stamp), in SI units."""
+
+YAW_RATE_SOURCES = ("odom", "imu")
+MEASURED = ("u", "v", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rf", "w_lr", "w_rr")
+
+
+@dataclass(frozen=True)
+class SegmentConfig:
+    """Thresholds of the segment finder (units in brackets; ranges are enforced by :meth:`validate`)."""
+
+    rate: float = 100.0               #: [Hz] resampling grid, 10..1000
+    max_gap: float = 0.05             #: [s] a larger gap between samples of any topic invalidates the grid, 0.001..5
+    min_duration: float = 2.0         #: [s] shortest qualifying window, 0.5..600
+    max_duration: float = 10.0        #: [s] longest window handed to a fit, 0.5..600
+    initial_window: float = 1.0       #: [s] span of the local quadratic fit giving the initial state, 0..5
+    pad: float = 1.0                  #: [s] kept before the steering (lateral) / throttle (longitudinal) onset, 0..5
+    yaw_rate_source: str = "odom"     #: odom | imu
+    max_steering_straight: float = 0.02   #: [-] |steering| below this counts as straight, 0..1
+    max_brake: float = 0.02           #: [-] brake below this counts as released, 0..1
+    long_min_throttle: float = 0.05   #: [-] throttle above this counts as applied, 0..1
+    long_min_speed_gain: float = 2.0  #: [m/s] speed gained over the window, 0..100
+    lat_min_speed: float = 10.0       #: [m/s] 0..100
+    lat_min_steering: float = 0.02    #: [-] |steering| peak, 0..1
+    lat_min_yaw_rate: float = 0.05    #: [rad/s] |yaw rate| peak, 0..3
+    lat_max_accel: float = 2.0        #: [m/s^2] |du/dt| (1 s central difference) at roughly steady speed, 0..20
+    rr_min_speed: float = 5.0         #: [m/s] 0..100
+    rr_max_throttle: float = 0.02     #: [-] 0..1
+    rr_min_speed_drop: float = 0.2    #: [m/s] speed lost over the window, 0..100
+    rr_settle: float = 0.5            #: [s] skipped after the throttle release (wheel-slip transient), 0..10
+
+    def validate(self) -> None:
+        """Raise :class:`InputError` naming the field and its range."""
+        ranges = {"rate": (10.0, 1000.0), "max_gap": (0.001, 5.0), "min_duration": (0.5, 600.0),
+                  "max_duration": (0.5, 600.0), "initial_window": (0.0, 5.0), "rr_settle": (0.0, 10.0),
+                  "pad": (0.0, 5.0),
+                  "long_min_speed_gain": (0.0, 100.0), "lat_min_speed": (0.0, 100.0), "lat_min_yaw_rate": (0.0, 3.0),
+                  "lat_max_accel": (0.0, 20.0), "rr_min_speed": (0.0, 100.0), "rr_min_speed_drop": (0.0, 100.0)}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "yaw_rate_source":
+                if v not in YAW_RATE_SOURCES:
+                    raise InputError(f"segment config: yaw_rate_source = {v!r} is not one of odom, imu")
+                continue
+            lo, hi = ranges.get(f.name, (0.0, 1.0))
+            if not (isinstance(v, (int, float)) and lo <= float(v) <= hi):
+                raise InputError(f"segment config: {f.name} = {v!r} is out of range [{lo:g}, {hi:g}]")
+        if self.max_duration < self.min_duration:
+            raise InputError(f"segment config: max_duration {self.max_duration} < min_duration {self.min_duration}")
+
+
+@dataclass(frozen=True)
+class Resampled:
+    """All channels on one uniform grid: ``time`` (s), ``values`` name -> array, ``valid`` (no gap nearby)."""
+
+    time: np.ndarray
+    values: Mapping[str, np.ndarray]
+    valid: np.ndarray
+    yaw_rate_source: str = "odom"
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name == "yaw_rate":
+            return self.values[f"{self.yaw_rate_source}_yaw_rate"]
+        return self.values[name]
+
+    @property
+    def size(self) -> int:
+        return int(self.time.size)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: speed gained
+    m/s, |yaw rate| peak rad/s, speed lost m/s)."""
+
+    stage: str
+    t_start: float
+    t_end: float
+    score: float
+
+    @property
+    def duration(self) -> float:
+        return self.t_end - self.t_start
+
+
+def resample(sources: Mapping[str, np.ndarray], rate: float = 100.0, max_gap: float = 0.05,
+             yaw_rate_source: str = "odom") -> Resampled:
+    """Linear interpolation of every source onto one grid at ``rate`` over the sources' common time span.
+
+    ``sources``: name (:data:`SOURCE_COLUMNS`) -> ``(n, 1 + k)`` stamp-first rows in increasing time. A grid
+    point is invalid when, for any source, its bracketing samples are more than ``max_gap`` apart (or a value
+    is non-finite). Raises :class:`InputError` when a source is missing or there is no common span.
+    """
+    missing = [s for s in SOURCE_COLUMNS if s not in sources or np.asarray(sources[s]).shape[0] < 2]
+    if missing:
+        raise InputError(f"no data (or < 2 samples) on: {', '.join(missing)}")
+    t0 = max(float(sources[s][0, 0]) for s in SOURCE_COLUMNS)
+    t1 = min(float(sources[s][-1, 0]) for s in SOURCE_COLUMNS)
+    if not t1 > t0:
+        raise InputError("the topics do not overlap in time")
+    step = 1.0 / rate
+    grid = t0 + step * np.arange(int(np.floor((t1 - t0) / step + 1e-9)) + 1)
+    valid = np.ones(grid.size, dtype=bool)
+    values: dict[str, np.ndarray] = {}
+    for name, cols in SOURCE_COLUMNS.items():
+        a = np.asarray(sources[name], dtype=float)
+        t = a[:, 0]
+        if np.any(np.diff(t) <= 0):
+            keep = np.concatenate([[True], np.diff(t) > 0])
+            a, t = a[keep], t[keep]
+        if a.shape[1] != len(cols) + 1:
+            raise InputError(f"source {name}: expected {len(cols)} value columns {cols}, got {a.shape[1] - 1}")
+        idx = np.clip(np.searchsorted(t, grid, side="right"), 1, t.size - 1)
+        span = t[idx] - t[idx - 1]
+        valid &= span <= max_gap + 1e-9
+        finite = np.all(np.isfinite(a[:, 1:]), axis=1)
+        valid &= finite[idx] & finite[idx - 1]
+        for j, c in enumerate(cols):
+            values[c] = np.interp(grid, t, a[:, 1 + j])
+    return Resampled(grid, values, valid, yaw_rate_source)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """Inclusive index ranges of consecutive True values."""
+    if mask.size == 0:
+        return []
+    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts = np.nonzero(d == 1)[0]
+    ends = np.nonzero(d == -1)[0] - 1
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _accel(r: Resampled, span: float = 1.0) -> np.ndarray:
+    """du/dt by a central difference over ``span`` seconds (noise-robust), m/s^2."""
+    u = r["u"]
+    h = max(1, int(round(0.5 * span * (r.size - 1) / max(r.time[-1] - r.time[0], 1e-9))))
+    a = np.zeros_like(u)
+    if u.size > 2 * h:
+        a[h:-h] = (u[2 * h:] - u[:-2 * h]) / (r.time[2 * h:] - r.time[:-2 * h])
+        a[:h] = a[h]
+        a[-h:] = a[-h - 1]
+    return a
+
+
+def _best_subwindow(r: Resampled, i0: int, i1: int, n_max: int, score) -> tuple[int, int]:
+    """The sub-range of at most ``n_max`` samples within [i0, i1] with the largest ``score(a, b)``."""
+    if i1 - i0 + 1 <= n_max:
+        return i0, i1
+    step = max(1, n_max // 10)
+    best, arg = -np.inf, (i0, i0 + n_max - 1)
+    for a in range(i0, i1 - n_max + 2, step):
+        s = score(a, a + n_max - 1)
+        if s > best:
+            best, arg = s, (a, a + n_max - 1)
+    return arg
+
+
+def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig()) -> tuple[list[Window], str]:
+    """Qualifying windows of ``stage`` in ``r`` (time order) and, when there are none, why (else "")."""
+    if stage not in STAGE_NAMES:
+        raise InputError(f"unknown stage '{stage}'; choose one of {', '.join(STAGE_NAMES)}")
+    c = config
+    n_min = int(np.ceil(c.min_duration * c.rate)) + 1
+    n_max = int(np.floor(c.max_duration * c.rate)) + 1
+    u, thr, brk, steer = r["u"], r["throttle"], r["brake"], r["steering"]
+    no_brake = brk < c.max_brake
+    straight = np.abs(steer) < c.max_steering_straight
+    if stage == "longitudinal":
+        mask = r.valid & no_brake & straight & (thr > c.long_min_throttle)
+    elif stage == "lateral":
+        mask = r.valid & no_brake & (u > c.lat_min_speed) & (np.abs(_accel(r)) < c.lat_max_accel)
+    else:
+        mask = r.valid & no_brake & straight & (thr < c.rr_max_throttle) & (u > c.rr_min_speed)
+    out: list[Window] = []
+    best_reason, best_score = "", -np.inf
+    runs = _runs(mask)
+    if not runs:
+        what = {"longitudinal": "no straight throttle application without brake",
+                "lateral": f"no gap-free data at u > {c.lat_min_speed:g} m/s, steady speed, no brake",
+                "rolling_resistance": f"no coasting (throttle, brake, steering ~0) at u > {c.rr_min_speed:g} m/s"}
+        gaps = "" if r.valid.all() else f" ({int((~r.valid).sum())} grid points invalid: gaps or NaN)"
+        return [], what[stage] + gaps
+    for i0, i1 in runs:
+        run0, run1 = i0, i1
+        if stage == "lateral":
+            excited = np.nonzero((np.abs(steer[i0:i1 + 1]) > c.lat_min_steering)
+                                 & (np.abs(r["yaw_rate"][i0:i1 + 1]) > c.lat_min_yaw_rate))[0]
+            if excited.size == 0:
+                peak = float(np.abs(r["yaw_rate"][i0:i1 + 1]).max())
+                if peak > best_score:
+                    best_score, best_reason = peak, (f"no lateral excitation: |yaw rate| peak {peak:.3f} rad/s "
+                                                     f"(need > {c.lat_min_yaw_rate:g} with steering)")
+                continue
+            first = i0 + int(np.argmax(np.abs(steer[i0:i1 + 1]) > c.lat_min_steering))
+            i0 = max(i0, first - int(round(c.pad * c.rate)))
+        elif stage == "longitudinal":
+            k = 0   # extend back over valid, straight, brake-free, still-unthrottled samples (the steady start)
+            while k < int(round(c.pad * c.rate)) and i0 - k - 1 >= 0 and r.valid[i0 - k - 1] and \
+                    no_brake[i0 - k - 1] and straight[i0 - k - 1]:
+                k += 1
+            i0 -= k
+        elif stage == "rolling_resistance":
+            i0 = i0 + int(round(c.rr_settle * c.rate))
+        if i1 - i0 + 1 < n_min:
+            dur = max(i1 - i0, 0) / c.rate
+            cut = (run0 > 0 and not r.valid[run0 - 1]) or (run1 + 1 < r.size and not r.valid[run1 + 1])
+            if -1.0 - dur > best_score:
+                best_score, best_reason = -1.0 - dur, (f"too short: {dur:.2f} s < min_duration {c.min_duration:g} s"
+                                                       + (" (cut by a gap or NaN in the data)" if cut else ""))
+            continue
+        if stage == "longitudinal":
+            def score(a: int, b: int) -> float:
+                return float(u[b] - u[a])
+            a, b = _best_subwindow(r, i0, i1, n_max, score)
+            s, need = score(a, b), c.long_min_speed_gain
+            label = f"speed gain {s:.2f} m/s (need >= {need:g})"
+        elif stage == "lateral":
+            def score(a: int, b: int) -> float:
+                return float(np.abs(r["yaw_rate"][a:b + 1]).max())
+            a, b = i0, min(i1, i0 + n_max - 1)
+            s, need = score(a, b), c.lat_min_yaw_rate
+            label = f"|yaw rate| peak {s:.3f} rad/s (need >= {need:g})"
+        else:
+            def score(a: int, b: int) -> float:
+                return float(u[a] - u[b])
+            a, b = i0, min(i1, i0 + n_max - 1)
+            s, need = score(a, b), c.rr_min_speed_drop
+            label = f"speed drop {s:.2f} m/s (need >= {need:g})"
+        if s >= need:
+            out.append(Window(stage, float(r.time[a]), float(r.time[b]), s))
+        elif s > best_score:
+            best_score, best_reason = s, f"not excited: {label}"
+    return out, ("" if out else best_reason)
+
+
+def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:
+    """Local quadratic least-squares fit over the valid samples in [i0, i0 + h] evaluated at ``t[i0]`` (inside
+    the segment, so no regime change such as a throttle release is straddled); the sample itself if h < 2."""
+    if h < 2:
+        return float(x[i0])
+    lo, hi = i0, min(t.size, i0 + h + 1)
+    sel = np.arange(lo, hi)
+    sel = sel[valid[sel]]
+    if sel.size < 8:
+        return float(x[i0])
+    coef = np.polyfit(t[sel] - t[i0], x[sel], 2)
+    return float(coef[-1])
+
+
+def build_segment(r: Resampled, t_start: float, t_end: float, config: SegmentConfig = SegmentConfig(),
+                  source: str = "buffers") -> Segment:
+    """The :class:`Segment` of [t_start, t_end] on ``r``'s grid with the initial 8-DOF state from the data.
+
+    x, y, psi start at 0 (irrelevant to the calibrated channels); u, v, phi, wx, wz and the wheel speeds are
+    local quadratic fits over the first ``initial_window`` seconds evaluated at the first sample, so the sensor
+    noise of one sample does not become the initial state (the paper's synthetic study starts from the
+    noise-free state, Section 3.1).
+    """
+    sel = (r.time >= t_start - 1e-9) & (r.time <= t_end + 1e-9)
+    if not sel.any():
+        raise InputError(f"{source}: no samples in [{t_start:.2f}, {t_end:.2f}] s")
+    if not r.valid[sel].all():
+        raise InputError(f"{source}: gap or NaN in [{t_start:.2f}, {t_end:.2f}] s (gaps > {config.max_gap:g} s)")
+    t = r.time[sel]
+    meas = {name: np.array(r[name][sel]) for name in MEASURED}
+    i0 = int(np.argmax(sel))
+    h = int(round(config.initial_window * config.rate))
+    x0 = np.zeros(len(STATE_NAMES))
+    for name, state in (("u", "u"), ("v", "v"), ("roll", "phi"), ("roll_rate", "wx"), ("yaw_rate", "wz"),
+                        ("w_lf", "w_lf"), ("w_rf", "w_rf"), ("w_lr", "w_lr"), ("w_rr", "w_rr")):
+        x0[STATE_INDEX[state]] = _initial_value(r.time, r[name], r.valid, i0, h)
+    return Segment.from_arrays(t, r["throttle"][sel], r["brake"][sel], r["steering"][sel], meas, x0,
+                               source=f"{source} [{t[0]:.2f}, {t[-1]:.2f}] s")
+
+
+def find_segments(sources: Mapping[str, np.ndarray], stage: str, config: SegmentConfig = SegmentConfig(),
+                  source: str = "buffers") -> tuple[list[tuple[Window, Segment]], str]:
+    """Resample ``sources`` and return (window, segment) pairs of ``stage`` in time order, and why none ("" if some)."""
+    r = resample(sources, config.rate, config.max_gap, config.yaw_rate_source)
+    wins, reason = find_windows(r, stage, config)
+    return [(w, build_segment(r, w.t_start, w.t_end, config, source)) for w in wins], reason
+
+
+def records_to_sources(records) -> dict[str, np.ndarray]:
+    """``(topic, record)`` or records (WheelSpeeds, ImuSample, OdomSample, Controls) -> stamp-first arrays per
+    source (others ignored). Non-finite rows are kept here; :func:`resample` marks them invalid."""
+    from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
+
+    rows: dict[str, list] = {k: [] for k in SOURCE_COLUMNS}
+    for item in records:
+        rec = item[1] if isinstance(item, tuple) else item
+        if isinstance(rec, WheelSpeeds):
+            rows["wheel_speeds"].append(record_row(rec))
+        elif isinstance(rec, ImuSample):
+            rows["imu"].append(record_row(rec))
+        elif isinstance(rec, OdomSample):
+            rows["odom"].append(record_row(rec))
+        elif isinstance(rec, Controls):
+            rows["controls"].append(record_row(rec))
+    return {k: (np.array(v, dtype=float) if v else np.empty((0, len(SOURCE_COLUMNS[k]) + 1)))
+            for k, v in rows.items()}
+
+
+def record_source(rec: object) -> str | None:
+    """The source name of a record (None for records the calibrator does not use)."""
+    from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
+
+    return {WheelSpeeds: "wheel_speeds", ImuSample: "imu", OdomSample: "odom", Controls: "controls"}.get(type(rec))
+
+
+def record_row(rec) -> list[float]:
+    """``[t, values...]`` of a record in :data:`SOURCE_COLUMNS` order (wheel speeds FL, FR, RL, RR)."""
+    name = record_source(rec)
+    if name == "wheel_speeds":
+        w = np.asarray(rec.omega, dtype=float)
+        return [rec.t, float(w[0]), float(w[1]), float(w[2]), float(w[3])]
+    if name == "imu":
+        return [rec.t, rec.roll, rec.roll_rate, rec.yaw_rate]
+    if name == "odom":
+        return [rec.t, rec.u, rec.v, rec.yaw_rate, rec.x, rec.y, rec.yaw]
+    if name == "controls":
+        return [rec.t, rec.throttle, rec.brake, rec.steering]
+    raise TypeError(f"not a calibration record: {type(rec).__name__}")
+
+
+__all__ = ["SegmentConfig", "Resampled", "Window", "SOURCE_COLUMNS", "resample", "find_windows", "build_segment",
+           "find_segments", "records_to_sources", "record_row", "record_source"]

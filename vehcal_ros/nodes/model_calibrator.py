@@ -1,0 +1,335 @@
+"""``model_calibrator``: staged Bayesian calibration of the 8-DOF model, live (shared/DESIGN.md sections 4-5).
+
+Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), IMU
+(sensor_msgs/Imu), odometry (nav_msgs/Odometry) and controls (sensor_msgs/Joy). Callbacks only convert messages
+to records and feed the :class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a timer (ROS
+clock, so ``use_sim_time`` is honoured) hands the next stage(s) with a fresh qualifying segment to a worker
+thread (papers/bayesian-calibration-8dof-vehicle-model.md Section 3: tempered SMC, runs as chains); a cycle
+still running makes the next one skip (counted), never queue.
+
+Outputs: ``/vehcal/model_parameters`` (diagnostic_msgs/DiagnosticArray, reliable + transient local: one status
+per calibrated parameter and noise sigma with mean, std, hdi_low, hdi_high, r_hat, ess_bulk, ess_tail, stage,
+time); its own parameters ``model.cxf`` ... ``model.rr`` (set on each accepted recalibration, so
+``/parameter_events`` announces it); the params YAML at ``params_out``; ``/diagnostics``. A fit failing its
+diagnostics is reported and never published as the model.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import Odometry
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import Imu, JointState, Joy
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import STAGE_NAMES
+from vehcal_ros.estimation.calibration_pipeline import (
+    ERROR,
+    MODEL_PARAMETERS,
+    OK,
+    UNITS,
+    WARN,
+    CalibrationPipeline,
+    CalibrationPipelineConfig,
+    worst_diagnostics,
+    write_atomic,
+)
+from vehcal_ros.estimation.segments import YAW_RATE_SOURCES, SegmentConfig
+from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.nodes import conversions
+from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
+from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
+
+NODE_NAME = "model_calibrator"
+
+
+def _stages_check(v: Any) -> str | None:
+    if not v or len(set(v)) != len(v) or any(s not in STAGE_NAMES for s in v):
+        return f"parameter 'stages' must list distinct stages among {', '.join(STAGE_NAMES)}, got {list(v)}"
+    return None
+
+
+MODEL_SPECS: tuple[ParamSpec, ...] = (
+    ParamSpec("model.cxf", 10300.0, "front longitudinal tire stiffness Cxf, N (calibrated; start-up value = default)",
+              0.0, 1e7),
+    ParamSpec("model.cxr", 10300.0, "rear longitudinal tire stiffness Cxr, N", 0.0, 1e7),
+    ParamSpec("model.cyf", 50000.0, "front cornering stiffness Cyf, N/rad", 0.0, 1e7),
+    ParamSpec("model.cyr", 50000.0, "rear cornering stiffness Cyr, N/rad", 0.0, 1e7),
+    ParamSpec("model.kphi_f", 37500.0, "front roll stiffness, N m/rad", 0.0, 1e7),
+    ParamSpec("model.kphi_r", 37500.0, "rear roll stiffness, N m/rad", 0.0, 1e7),
+    ParamSpec("model.bphi", 15000.0, "total roll damping (bphi_f = bphi_r = bphi/2), N m s/rad", 0.0, 1e7),
+    ParamSpec("model.rr", 0.0175, "rolling resistance lever, m (T = -rr |Fz| sign(omega))", 0.0, 1.0),
+)
+"""Output parameters (read_only=False): the latest accepted model; their start-up values are the defaults of
+parameters not yet calibrated."""
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
+    ParamSpec("imu_topic", "/vehicle/imu", "sensor_msgs/Imu (roll, roll rate, yaw rate)", read_only=True),
+    ParamSpec("odom_topic", "/vehicle/odom", "nav_msgs/Odometry, body-frame twist (u, v, yaw rate)", read_only=True),
+    ParamSpec("controls_topic", "/vehicle/controls", "sensor_msgs/Joy [throttle, brake, steering]", read_only=True),
+    ParamSpec("output_topic", "/vehcal/model_parameters", "diagnostic_msgs/DiagnosticArray of the calibrated model",
+              read_only=True),
+    ParamSpec("wheel_names", list(WHEELS), "JointState names of the FL, FR, RL, RR wheels", read_only=True,
+              check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
+    ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
+              check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
+    ParamSpec("stages", list(STAGE_NAMES), "stages in calibration order", read_only=True, check=_stages_check),
+    ParamSpec("require_order", True, "a stage waits until the stages before it have an accepted result"),
+    ParamSpec("params_out", "", "path of the params YAML written on each recalibration ('' = none)"),
+    ParamSpec("params_node_name", "model_calibrator", "node name at the top of the params YAML"),
+    ParamSpec("window", 120.0, "data kept per topic, s", 5.0, 86400.0, read_only=True),
+    ParamSpec("buffer_size", 24000, "rows kept per topic", 100, 10_000_000, read_only=True),
+    ParamSpec("calibration_period", 5.0, "time between calibration cycles, s (ROS clock)", 0.05, 86400.0,
+              read_only=True),
+    ParamSpec("recalibration_period", 60.0, "data time between two fits of one stage, s", 0.0, 86400.0),
+    ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
+    ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
+              read_only=True),
+    ParamSpec("n_chains", 4, "independent SMC runs (chains)", 1, 64),
+    ParamSpec("n_draws", 1000, "particles per run (draws per chain)", 20, 100_000),
+    ParamSpec("seed", 0, "base seed (fit k of cycle c uses seed + 1000 c + k)", 0, 2**31 - 1),
+    ParamSpec("max_r_hat", 1.01, "accept a fit only if every R-hat <= this", 1.0, 10.0),
+    ParamSpec("min_ess", 400.0, "accept a fit only if every bulk ESS >= this", 0.0, 1e7),
+    ParamSpec("r0", 0.47, "tire radius of the wheel-speed unit check, m", 0.1, 2.0),
+    ParamSpec("rate", 100.0, "resampling grid, Hz", 10.0, 1000.0),
+    ParamSpec("max_gap", 0.05, "larger gaps between samples of any topic invalidate the data there, s", 0.001, 5.0),
+    ParamSpec("min_duration", 2.0, "shortest qualifying segment, s", 0.5, 600.0),
+    ParamSpec("max_duration", 10.0, "longest segment handed to a fit, s", 0.5, 600.0),
+    ParamSpec("initial_window", 1.0, "span of the local fit giving the initial state, s", 0.0, 5.0),
+    ParamSpec("yaw_rate_source", "odom", "yaw rate from odometry or the IMU", choices=YAW_RATE_SOURCES),
+    ParamSpec("max_steering_straight", 0.02, "|steering| below this counts as straight", 0.0, 1.0),
+    ParamSpec("max_brake", 0.02, "brake below this counts as released", 0.0, 1.0),
+    ParamSpec("long_min_throttle", 0.05, "throttle above this counts as applied", 0.0, 1.0),
+    ParamSpec("long_min_speed_gain", 2.0, "longitudinal: speed gained over the segment, m/s", 0.0, 100.0),
+    ParamSpec("lat_min_speed", 10.0, "lateral: minimum speed, m/s", 0.0, 100.0),
+    ParamSpec("lat_min_steering", 0.02, "lateral: |steering| excitation", 0.0, 1.0),
+    ParamSpec("lat_min_yaw_rate", 0.05, "lateral: |yaw rate| excitation, rad/s", 0.0, 3.0),
+    ParamSpec("lat_max_accel", 2.0, "lateral: |du/dt| at roughly steady speed, m/s^2", 0.0, 20.0),
+    ParamSpec("pad", 1.0, "kept before the steering (lateral) or throttle (longitudinal) onset, s", 0.0, 5.0),
+    ParamSpec("rr_min_speed", 5.0, "coast-down: minimum speed, m/s", 0.0, 100.0),
+    ParamSpec("rr_max_throttle", 0.02, "coast-down: throttle below this counts as released", 0.0, 1.0),
+    ParamSpec("rr_min_speed_drop", 0.2, "coast-down: speed lost over the segment, m/s", 0.0, 100.0),
+    ParamSpec("rr_settle", 0.5, "coast-down: skipped after the throttle release, s", 0.0, 10.0),
+    ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
+    ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
+    *MODEL_SPECS,
+)
+
+_SEGMENT_KEYS = tuple(k for k in SegmentConfig.__dataclass_fields__ if k in {p.name for p in PARAMS})
+_CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
+                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
+
+
+def config_from(values: dict[str, Any]) -> CalibrationPipelineConfig:
+    """The pipeline configuration of the ROS parameters (InputError naming a bad combination)."""
+    seg = SegmentConfig(**{k: values[k] for k in _SEGMENT_KEYS})
+    defaults = {name: float(values[f"model.{name.lower()}"]) for name in MODEL_PARAMETERS}
+    cfg = CalibrationPipelineConfig(stages=tuple(values["stages"]), segments=seg, defaults=defaults,
+                                    **{k: values[k] for k in _CONFIG_KEYS})
+    cfg.validate()
+    return cfg
+
+
+class ModelCalibratorNode(Node):
+    """Thin adapter: messages -> records -> CalibrationPipeline; worker-thread fits; publish model and health."""
+
+    def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.values = declare_params(self, PARAMS)
+        try:
+            self.pipeline = CalibrationPipeline(config_from(self.values))
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        self._lock = threading.Lock()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="calibration_fit")
+        self._future: Future | None = None
+        self.skipped_cycles = 0
+        self.n_published = 0
+        self._setting_model = False
+        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
+        v = self.values
+        self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
+        self._last_arrival: dict[str, float] = {}
+        self._count_at_diag: dict[str, int] = {}
+        self._diag_time = self._now()
+
+        inputs = MutuallyExclusiveCallbackGroup()
+        qos = sensor_qos()
+        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=inputs)
+        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=inputs)
+        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=inputs)
+        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=inputs)
+        self._model_pub = self.create_publisher(DiagnosticArray, v["output_topic"], latched_qos())
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        timers = MutuallyExclusiveCallbackGroup()
+        self.create_timer(v["calibration_period"], self._on_cycle, callback_group=timers)
+        self.create_timer(v["diagnostics_period"], self._publish_diagnostics, callback_group=timers)
+        self.get_logger().info(f"calibrating stages {', '.join(v['stages'])} every {v['calibration_period']} s")
+
+    # ------------------------------------------------------------ inputs
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _convert_and_feed(self, topic: str, convert: Any, msg: Any) -> None:
+        self._last_arrival[topic] = self._now()
+        try:
+            record = convert(msg, self._frames)
+        except (ValueError, IndexError, KeyError):  # unknown wheel name, missing axis: counted, never raised
+            with self._lock:
+                self.pipeline.reject(topic)
+            return
+        with self._lock:
+            self.pipeline.add(record)
+
+    def _on_wheels(self, msg: JointState) -> None:
+        self._convert_and_feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+
+    def _on_imu(self, msg: Imu) -> None:
+        self._convert_and_feed("imu", conversions.msg_to_imu, msg)
+
+    def _on_odom(self, msg: Odometry) -> None:
+        self._convert_and_feed("odom", conversions.msg_to_odom, msg)
+
+    def _on_controls(self, msg: Joy) -> None:
+        self._convert_and_feed("controls", conversions.msg_to_controls, msg)
+
+    def _on_params(self, changed: dict[str, Any]) -> None:
+        if self._setting_model or not any(not k.startswith("model.") for k in changed):
+            return  # our own model.* updates (outputs), or a user touching outputs only
+        with self._lock:
+            self.values.update({k: v for k, v in changed.items() if not k.startswith("model.")})
+            self.pipeline.config = config_from(self.values)
+
+    # ------------------------------------------------------------- cycle
+    def _on_cycle(self) -> None:
+        if self._future is not None and not self._future.done():
+            self.skipped_cycles += 1
+            return
+        try:
+            with self._lock:
+                jobs = self.pipeline.snapshot()
+        except Exception as exc:  # never take the node down on odd data; say so on /diagnostics
+            self.get_logger().error(f"segment search failed: {exc!r}")
+            with self._lock:
+                for stage in self.pipeline.config.stages:
+                    st = self.pipeline.status[stage]
+                    st.level, st.message = ERROR, f"segment search failed: {exc!r}"
+            return
+        if jobs:
+            self._future = self._worker.submit(self._fit_and_publish, jobs)
+
+    def _fit_and_publish(self, jobs: list) -> None:
+        try:
+            outcomes = self.pipeline.fit(jobs)
+            with self._lock:
+                updated = self.pipeline.commit(outcomes)
+            if updated:
+                self._publish_model()
+        except Exception as exc:  # a worker must never take the node down; report and keep the last model
+            self.get_logger().error(f"calibration cycle failed: {exc!r}")
+            with self._lock:
+                for job in jobs:
+                    st = self.pipeline.status[job.stage]
+                    st.level, st.message = ERROR, f"cycle failed: {exc!r}"
+
+    def _publish_model(self) -> None:
+        with self._lock:
+            model = self.pipeline.model_parameters()
+            summaries = self.pipeline.parameter_summaries()
+            calibrated = self.pipeline.calibrated()
+            text = self.pipeline.params_yaml(self.values["params_node_name"])
+            path = self.values["params_out"]
+        if not self.context.ok():
+            return
+        hw = self.get_fully_qualified_name()
+        statuses = []
+        for name, s in summaries.items():
+            unit = UNITS.get(name, "channel units")
+            statuses.append((name, hw, OK, f"{s['stage']} ({unit})", s))
+        statuses.append(("model", hw, OK, "latest accepted 8-DOF model (defaults where not calibrated)",
+                         {**{f"model.{k.lower()}": val for k, val in model.items()},
+                          "calibrated": ",".join(calibrated)}))
+        self._setting_model = True
+        try:
+            results = self.set_parameters([Parameter(f"model.{k.lower()}", value=float(v)) for k, v in model.items()])
+        finally:
+            self._setting_model = False
+        bad = [r.reason for r in results if not r.successful]
+        if bad:
+            self.get_logger().warning(f"model parameters not set: {bad[0]}")
+        if path:
+            try:
+                write_atomic(path, text)
+            except OSError as exc:
+                self.get_logger().error(f"cannot write params_out {path}: {exc}")
+        # parameters and file first, so a consumer woken by the message finds them updated
+        self._model_pub.publish(conversions.diagnostics_to_msg(self._now(), statuses))
+        self.n_published += 1
+
+    # ------------------------------------------------------- diagnostics
+    def _publish_diagnostics(self) -> None:
+        now = self._now()
+        period = max(now - self._diag_time, 1e-9)
+        self._diag_time = now
+        hw = self.get_fully_qualified_name()
+        statuses = []
+        with self._lock:
+            c = self.pipeline.counters
+            values: dict[str, Any] = {}
+            for topic, count in c.received.items():
+                values[f"rate_{topic}_hz"] = (count - self._count_at_diag.get(topic, 0)) / period
+                values[f"received_{topic}"] = count
+                self._count_at_diag[topic] = count
+            values.update({f"dropped_{k}": n for k, n in c.dropped.items()})
+            values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
+            values.update({"clock_jumps": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
+                           "busy": bool(self._future is not None and not self._future.done())})
+            stale = [t for t in c.received if now - self._last_arrival.get(t, -1e18) > self.values["stale_timeout"]]
+            if stale:
+                level, message = WARN, f"no data on: {', '.join(stale)}"
+            elif c.n_dropped > 0.5 * max(c.n_received, 1):
+                level, message = WARN, f"most samples dropped ({c.n_dropped} of {c.n_received})"
+            else:
+                level, message = OK, f"receiving; {c.n_received} samples, {c.n_dropped} dropped"
+            statuses.append(diag_status(f"{NODE_NAME}: inputs", hw, level, message, values))
+            for stage in self.pipeline.config.stages:
+                st = self.pipeline.status[stage]
+                kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
+                                      "n_not_converged": st.n_not_converged, "n_rejected": st.n_rejected,
+                                      "last_fit_s": st.last_fit_s, "excitation": st.excitation,
+                                      "last_reason": st.last_reason}
+                if st.segment:
+                    kv.update({"segment_t0": st.segment[0], "segment_t1": st.segment[1]})
+                if st.result is not None:
+                    r_hat, ess = worst_diagnostics(st.result)
+                    kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "converged": st.result.converged})
+                    kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
+                statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
+        self._diag_pub.publish(diag_array(self, statuses))
+
+    def shutdown(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
+
+
+def build_node(context: Any = None, **overrides: Any) -> ModelCalibratorNode:
+    """The node with parameter overrides given as keywords (``model.cxf`` as ``model__cxf``), e.g. for
+    ``vehcal run``: ``build_node(ctx, n_draws=300, params_out="/tmp/model.yaml")``."""
+    params = [Parameter(k.replace("__", "."), value=v) for k, v in overrides.items()]
+    return ModelCalibratorNode(context=context, parameter_overrides=params)
+
+
+def main(args: list[str] | None = None) -> int:
+    return spin_node(ModelCalibratorNode, args)
+
+
+__all__ = ["ModelCalibratorNode", "PARAMS", "MODEL_SPECS", "build_node", "config_from", "main"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
