@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import yaml
@@ -135,6 +136,7 @@ class StageOutcome:
     accepted: bool = False
     error: str | None = None
     wall_s: float = 0.0
+    segment: Segment | None = field(default=None, repr=False)   #: the data fitted (for reports)
 
 
 @dataclass
@@ -145,6 +147,7 @@ class StageStatus:
     message: str = "waiting for data"
     result: CalibrationResult | None = None       #: last accepted result
     result_segment: tuple[float, float] | None = None
+    result_data: Segment | None = field(default=None, repr=False)   #: the data of the accepted fit (reports)
     n_fits: int = 0
     n_failed: int = 0                              #: fits that raised or failed their diagnostics
     n_not_converged: int = 0
@@ -347,7 +350,7 @@ class CalibrationPipeline:
                 chained.update(result.posterior_means())
                 accepted_now.add(job.stage)
             outcomes.append(StageOutcome(job.stage, job.window, job.cycle, result, ok, error,
-                                         time.perf_counter() - t0))
+                                         time.perf_counter() - t0, segment=job.segment))
         return outcomes
 
     def commit(self, outcomes: list[StageOutcome]) -> list[str]:
@@ -380,6 +383,7 @@ class CalibrationPipeline:
             else:
                 st.result = o.result
                 st.result_segment = (o.window.t_start, o.window.t_end)
+                st.result_data = o.segment
                 st.level = OK
                 st.last_reason = ""
                 st.message = self._summary(o.stage)
@@ -490,3 +494,29 @@ def with_updates(config: CalibrationPipelineConfig, **changes) -> CalibrationPip
 __all__ = ["CalibrationPipeline", "CalibrationPipelineConfig", "StageJob", "StageOutcome", "StageStatus",
            "PipelineCounters", "MODEL_PARAMETERS", "UNITS", "STAGE_OF", "OK", "WARN", "ERROR", "write_atomic",
            "worst_diagnostics", "with_updates"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# ROS parameters -> pipeline configuration (one mapping for the model_calibrator node and bag replay)
+# ------------------------------------------------------------------------------------------------------------
+CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
+               "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
+"""model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
+
+
+def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
+    """The pipeline configuration of model_calibrator parameter values (InputError naming a bad combination).
+
+    Segment thresholds are the ``SegmentConfig`` fields present in ``values``; ``model.<name>`` values are the
+    defaults of parameters not calibrated yet; absent keys keep the configuration classes' defaults.
+    """
+    import dataclasses
+
+    seg = SegmentConfig(**{f.name: values[f.name] for f in dataclasses.fields(SegmentConfig) if f.name in values})
+    defaults = {n: float(values[f"model.{n.lower()}"]) for n in MODEL_PARAMETERS if f"model.{n.lower()}" in values}
+    extra: dict[str, Any] = {k: values[k] for k in CONFIG_KEYS if k in values}
+    if "stages" in values:
+        extra["stages"] = tuple(values["stages"])
+    cfg = CalibrationPipelineConfig(segments=seg, defaults=defaults or None, **extra)
+    cfg.validate()
+    return cfg

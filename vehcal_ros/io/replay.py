@@ -142,32 +142,14 @@ def calibration_module():
         return None
 
 
-_CAL_CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
-                    "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
-
-
 def calibration_pipeline_from(values: Mapping[str, Any]):
-    """The CalibrationPipeline the ``model_calibrator`` node builds from these values (``config_from`` of
-    vehcal_ros/nodes/model_calibrator.py, mirrored because that module imports rclpy; test_replay.py checks
-    both agree), or None while ``estimation.calibration_pipeline`` does not exist. Values missing here keep
-    the configuration classes' defaults."""
+    """The CalibrationPipeline the ``model_calibrator`` node builds from these values (the same
+    ``config_from``), or None while ``estimation.calibration_pipeline`` does not exist."""
     mod = calibration_module()
     if mod is None:
         return None
-    import dataclasses
-
-    from vehcal_ros.estimation.segments import SegmentConfig
-
-    v = values
     try:
-        seg = SegmentConfig(**{f.name: v[f.name] for f in dataclasses.fields(SegmentConfig) if f.name in v})
-        defaults = {n: float(v[f"model.{n.lower()}"]) for n in mod.MODEL_PARAMETERS if f"model.{n.lower()}" in v}
-        extra = {k: v[k] for k in _CAL_CONFIG_KEYS if k in v}
-        if "stages" in v:
-            extra["stages"] = tuple(v["stages"])
-        cfg = mod.CalibrationPipelineConfig(segments=seg, defaults=defaults or None, **extra)
-        cfg.validate()
-        return mod.CalibrationPipeline(cfg)
+        return mod.CalibrationPipeline(mod.config_from(values))
     except InputError as exc:
         raise InputError(f"{CALIBRATOR_NODE}: {exc}") from None
     except (TypeError, ValueError) as exc:

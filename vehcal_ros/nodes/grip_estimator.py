@@ -268,6 +268,11 @@ class GripEstimatorNode(Node):
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
 
+    @property
+    def busy(self) -> bool:
+        """True while a fit is running in the worker thread."""
+        return self._future is not None and not self._future.done()
+
     def shutdown(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
 

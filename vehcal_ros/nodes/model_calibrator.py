@@ -31,16 +31,15 @@ from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import STAGE_NAMES
 from vehcal_ros.estimation.calibration_pipeline import (
     ERROR,
-    MODEL_PARAMETERS,
     OK,
     UNITS,
     WARN,
     CalibrationPipeline,
-    CalibrationPipelineConfig,
+    config_from,
     worst_diagnostics,
     write_atomic,
 )
-from vehcal_ros.estimation.segments import YAW_RATE_SOURCES, SegmentConfig
+from vehcal_ros.estimation.segments import YAW_RATE_SOURCES
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
@@ -121,21 +120,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     *MODEL_SPECS,
 )
-
-_SEGMENT_KEYS = tuple(k for k in SegmentConfig.__dataclass_fields__ if k in {p.name for p in PARAMS})
-_CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
-                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
-
-
-def config_from(values: dict[str, Any]) -> CalibrationPipelineConfig:
-    """The pipeline configuration of the ROS parameters (InputError naming a bad combination)."""
-    seg = SegmentConfig(**{k: values[k] for k in _SEGMENT_KEYS})
-    defaults = {name: float(values[f"model.{name.lower()}"]) for name in MODEL_PARAMETERS}
-    cfg = CalibrationPipelineConfig(stages=tuple(values["stages"]), segments=seg, defaults=defaults,
-                                    **{k: values[k] for k in _CONFIG_KEYS})
-    cfg.validate()
-    return cfg
-
 
 class ModelCalibratorNode(Node):
     """Thin adapter: messages -> records -> CalibrationPipeline; worker-thread fits; publish model and health."""
@@ -313,6 +297,11 @@ class ModelCalibratorNode(Node):
                     kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
+
+    @property
+    def busy(self) -> bool:
+        """True while a calibration runs in the worker thread."""
+        return self._future is not None and not self._future.done()
 
     def shutdown(self) -> None:
         self._worker.shutdown(wait=True, cancel_futures=True)
