@@ -38,8 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="vehcal_demo", help="output directory (summary.json, report/)")
     p.add_argument("--params", default=None, help="params YAML (default: config/estimate.yaml)")
     p.add_argument("--grip-scenario", default=GRIP_SCENARIO, help="scenario for the grip estimate")
-    p.add_argument("--realtime-factor", type=float, default=0.0,
-                   help="simulator speed over real time (0 = as fast as possible)")
+    p.add_argument("--realtime-factor", type=float, default=2.0,
+                   help="simulator speed over real time (the estimators must keep up with it: 2 on 2 cores)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
 
@@ -64,6 +64,7 @@ class _Probe:
         self.model_msgs: list[Any] = []
         self._last_truth = -1e9
         self._conv = conversions
+        self.sim_state = "starting"
         for s in scopes:
             node.create_subscription(Vector3Stamped, f"/vehcal/grip/{s}", lambda m, s=s: self._on_grip(s, m),
                                      latched_qos())
@@ -90,6 +91,10 @@ class _Probe:
 
     def _on_diag(self, m: Any) -> None:
         for st in m.status:
+            if st.name.startswith("vehicle_simulator"):
+                kv = {k.key: k.value for k in st.values}
+                self.sim_state = kv.get("state", self.sim_state)
+                continue
             if not st.name.startswith("grip_estimator: "):
                 continue
             scope = st.name.split(": ", 1)[1]
@@ -120,20 +125,23 @@ def _wait(predicate, timeout: float, step: float = 0.05) -> bool:
 
 def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, seed: int,
           log: Any) -> dict[str, Any]:
+    """Estimators (+ probe) in this process; each scenario's vehicle_simulator in its own process."""
+    import subprocess
+    import sys
+
     import rclpy
     from rclpy.context import Context
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
+    from rclpy.parameter import Parameter
 
     from vehcal_ros.commands.run import build_nodes
-    from vehcal_ros.nodes.vehicle_simulator import build_node as build_simulator
 
     context = Context()
     rclpy.init(context=context)
-    executor = MultiThreadedExecutor(num_threads=4, context=context)
+    # the fits run in the nodes' worker threads: one executor thread suffices and costs the least per message
+    executor = SingleThreadedExecutor(context=context)
     nodes = build_nodes(params, sim=None, context=context)
-    from rclpy.parameter import Parameter
-
     for node in nodes:  # the estimators follow the simulator's /clock
         node.set_parameters([Parameter("use_sim_time", value=True)])
     grip_node, cal_node = nodes
@@ -141,47 +149,71 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
     probe = _Probe(probe_node, list(grip_node.pipeline.collector.scopes()))
     for n in (*nodes, probe_node):
         executor.add_node(n)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set() and context.ok():
+            executor.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin, daemon=True)
     spinner.start()
-    sim_values = {k: v for k, v in params.get("vehicle_simulator", {}).items() if k != "scenario"}
+    sim_values = {k: v for k, v in params.get("vehicle_simulator", {}).items()
+                  if k not in ("scenario", "realtime_factor", "publish_clock", "seed", "wait_for_subscribers")}
     period = float(cal_node.values["calibration_period"])
+    procs: list[subprocess.Popen] = []
     try:
         for k, name in enumerate((*CALIBRATION_SCENARIOS, grip_scenario)):
             t_wall = time.monotonic()
-            sim = build_simulator(context=context, **{**sim_values, "scenario": name, "publish_clock": True,
-                                                      "realtime_factor": float(realtime_factor),
-                                                      "seed": int(seed) + k, "wait_for_subscribers": 1,
-                                                      "wait_timeout": 30.0})
-            executor.add_node(sim)
-            ok = _wait(lambda s=sim: s.state in ("finished", "stopped", "diverged", "failed"), timeout=900.0)
-            if not ok or sim.state != "finished":
-                raise EstimationError(f"simulation of '{name}' did not finish: {sim.state}: {sim.message}")
-            t_end = float(sim.scenario.duration)
+            probe.sim_state = "starting"
+            args = [sys.executable, "-m", "vehcal_ros.nodes.vehicle_simulator", "--ros-args",
+                    "-p", f"scenario:={name}", "-p", f"realtime_factor:={float(realtime_factor)}",
+                    "-p", "publish_clock:=true", "-p", f"seed:={int(seed) + k}",
+                    "-p", "wait_for_subscribers:=1", "-p", "wait_timeout:=60.0"]
+            for key, value in sim_values.items():
+                args += ["-p", f"{key}:={json.dumps(value) if not isinstance(value, str) else value}"]
+            proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            procs.append(proc)
+            ok = _wait(lambda p=proc: probe.sim_state in ("finished", "stopped", "diverged", "failed")
+                       or p.poll() is not None, timeout=1800.0, step=0.2)
+            state = probe.sim_state
+            proc.send_signal(2)  # SIGINT: the node shuts down cleanly
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            if not ok or state != "finished":
+                err = (proc.stderr.read() if proc.stderr else "")[-400:]
+                raise EstimationError(f"simulation of '{name}' did not finish ({state}): {err}")
+            t_end = float(_scenario_duration(name))
             # sim time runs on (no new data) so the estimators' timers fire and pending fits complete
             for j in range(1, int(3 * period / 0.1) + 1):
                 probe.tick_clock(t_end + 0.1 * j)
                 time.sleep(0.01)
-            _wait(lambda: not cal_node.busy and not grip_node.busy, timeout=300.0, step=0.2)
+            _wait(lambda: not cal_node.busy and not grip_node.busy, timeout=600.0, step=0.2)
             log(f"  {name}: {t_end:.0f} s simulated in {time.monotonic() - t_wall:.0f} s; "
                 + "; ".join(f"{s}: {st.message}" for s, st in cal_node.pipeline.status.items()))
-            executor.remove_node(sim)
-            sim.shutdown()
-            sim.destroy_node()
             probe.offset += t_end + 3 * period + 1.0
         return {"probe": probe, "grip_status": dict(grip_node.pipeline.status),
                 "calibration": {s: st for s, st in cal_node.pipeline.status.items()},
                 "model": cal_node.pipeline.model_parameters(),
                 "summaries": cal_node.pipeline.parameter_summaries(),
+                "counters": {"grip": grip_node.pipeline.collector.counters,
+                             "calibration": cal_node.pipeline.counters},
                 "grip_data": {s: grip_node.pipeline.collector.snapshot(s)
                               for s in grip_node.pipeline.collector.scopes()},
                 "grip_offset": probe.offset - (float(_scenario_duration(grip_scenario)) + 3 * period + 1.0)}
     finally:
-        executor.shutdown(timeout_sec=5.0)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        stop.set()
+        spinner.join(timeout=5.0)
         for n in (*nodes, probe_node):
             shutdown = getattr(n, "shutdown", None)
             if callable(shutdown):
                 shutdown()
             n.destroy_node()
+        executor.shutdown(timeout_sec=5.0)
         if context.ok():
             rclpy.shutdown(context=context)
 
