@@ -97,6 +97,15 @@ def build_nodes(params: dict[str, dict], sim: str | None, context: Any, namespac
     return nodes
 
 
+def _finish_fits(executor: Any, nodes: list[Any], timeout: float = 600.0) -> None:
+    """Keep spinning until no estimator has a fit in its worker thread (the last cycles' results get out)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(getattr(n, "busy", False) for n in nodes):
+        executor.spin_once(timeout_sec=0.1)
+    for _ in range(20):  # let the final publications go out
+        executor.spin_once(timeout_sec=0.05)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.duration is not None and not args.duration > 0:
         raise InputError(f"--duration must be > 0 s, got {args.duration}")
@@ -134,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
                 executor.spin_once(timeout_sec=0.1)
                 if simulator is not None and simulator.state in ("finished", "stopped", "diverged", "failed"):
                     print(f"vehcal run: simulator {simulator.state}: {simulator.message}", flush=True)
+                    _finish_fits(executor, nodes)
                     break
                 if args.duration is not None:
                     if simulator is None:
