@@ -131,7 +131,7 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
 
     import rclpy
     from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.experimental import EventsExecutor
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
@@ -139,8 +139,8 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
 
     context = Context()
     rclpy.init(context=context)
-    # the fits run in the nodes' worker threads: one executor thread suffices and costs the least per message
-    executor = SingleThreadedExecutor(context=context)
+    # the fits run in the nodes' worker threads; the events executor costs the least per message
+    executor = EventsExecutor(context=context)
     nodes = build_nodes(params, sim=None, context=context)
     for node in nodes:  # the estimators follow the simulator's /clock
         node.set_parameters([Parameter("use_sim_time", value=True)])

@@ -95,6 +95,9 @@ class CalibrationPipelineConfig:
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
     noise_prior_factor: float = 10.0   #: x the paper's half-normal noise scales: live data carry model-form
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
+    replace_min_score: float = 0.9     #: a converged refit replaces the accepted result of its stage only if its
+    #: segment's excitation score is at least this share of the accepted one's (a gentle speed-controlled
+    #: acceleration must not overwrite a fit on a throttle ramp); 0 = always replace
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -111,6 +114,9 @@ class CalibrationPipelineConfig:
         if not (isinstance(self.noise_prior_factor, (int, float)) and 0.1 <= self.noise_prior_factor <= 1000.0):
             raise InputError(f"calibration config: noise_prior_factor = {self.noise_prior_factor!r} is out of range "
                              "[0.1, 1000]")
+        if not (isinstance(self.replace_min_score, (int, float)) and 0.0 <= self.replace_min_score <= 10.0):
+            raise InputError(f"calibration config: replace_min_score = {self.replace_min_score!r} is out of range "
+                             "[0, 10]")
         if self.dt is not None and not 1e-4 <= self.dt <= 0.05:
             raise InputError(f"calibration config: dt = {self.dt!r} is out of range [0.0001, 0.05]")
         self.segments.validate()
@@ -154,6 +160,7 @@ class StageStatus:
     result: CalibrationResult | None = None       #: last accepted result
     result_segment: tuple[float, float] | None = None
     result_data: Segment | None = field(default=None, repr=False)   #: the data of the accepted fit (reports)
+    result_score: float = 0.0                      #: excitation score of the accepted fit's segment
     n_fits: int = 0
     n_failed: int = 0                              #: fits that raised or failed their diagnostics
     n_not_converged: int = 0
@@ -387,10 +394,16 @@ class CalibrationPipeline:
                     f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s did not pass its diagnostics "
                     f"(max R-hat {r_hat:.4g} vs <= {self.config.max_r_hat:g}, min bulk ESS {ess:.0f} vs >= "
                     f"{self.config.min_ess:g}){keep}")
+            elif st.result is not None and o.window.score < self.config.replace_min_score * st.result_score:
+                st.level = OK
+                st.last_reason = (f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but its "
+                                  f"segment is less excited ({o.window.score:.3g} vs {st.result_score:.3g}); "
+                                  "keeping the model from the more excited one")
             else:
                 st.result = o.result
                 st.result_segment = (o.window.t_start, o.window.t_end)
                 st.result_data = o.segment
+                st.result_score = float(o.window.score)
                 st.level = OK
                 st.last_reason = ""
                 st.message = self._summary(o.stage)
