@@ -270,7 +270,7 @@ def prior_means() -> dict[str, float]:
     means = dict(DEFAULT_PARAMETERS)
     for stage in ("longitudinal", "lateral", "rolling_resistance"):
         for name, prior in stage_spec(stage).priors:
-            mid = 0.5 * (prior.lo + prior.hi)
+            mid = 0.5 * (prior.low + prior.high)
             if name == "bphi":
                 means["bphi_f"] = means["bphi_r"] = 0.5 * mid
             else:

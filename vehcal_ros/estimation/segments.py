@@ -115,8 +115,9 @@ class Resampled:
 
 @dataclass(frozen=True)
 class Window:
-    """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: speed gained
-    m/s, |yaw rate| peak rad/s, speed lost m/s)."""
+    """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: peak forward
+    acceleration m/s^2 — the tire-force level that identifies the slip stiffnesses —, |yaw rate| peak rad/s,
+    speed lost m/s)."""
 
     stage: str
     t_start: float
@@ -266,6 +267,9 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
             a, b = _best_subwindow(r, i0, i1, n_max, score)
             s, need = score(a, b), c.long_min_speed_gain
             label = f"speed gain {s:.2f} m/s (need >= {need:g})"
+            if s >= need:  # excitation of the slip stiffnesses: the peak tire force, i.e. the peak acceleration
+                out.append(Window(stage, float(r.time[a]), float(r.time[b]), _peak_accel(u[a:b + 1], c.rate)))
+                continue
         elif stage == "lateral":
             def score(a: int, b: int) -> float:
                 return float(np.abs(r["yaw_rate"][a:b + 1]).max())
@@ -283,6 +287,14 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
         elif s > best_score:
             best_score, best_reason = s, f"not excited: {label}"
     return out, ("" if out else best_reason)
+
+
+def _peak_accel(u: np.ndarray, rate: float, span: float = 0.5) -> float:
+    """Largest mean forward acceleration over ``span`` s within the window (m/s^2)."""
+    k = max(1, int(round(span * rate)))
+    if u.size <= k:
+        return float((u[-1] - u[0]) * rate / max(u.size - 1, 1))
+    return float(np.max(u[k:] - u[:-k]) * rate / k)
 
 
 def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:
