@@ -394,6 +394,12 @@ class CalibrationPipeline:
                     f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s did not pass its diagnostics "
                     f"(max R-hat {r_hat:.4g} vs <= {self.config.max_r_hat:g}, min bulk ESS {ess:.0f} vs >= "
                     f"{self.config.min_ess:g}){keep}")
+            elif (bound := at_prior_bound(o.stage, o.result)) is not None:
+                st.n_failed += 1
+                st.level = WARN if st.result is not None else ERROR
+                st.message = st.last_reason = (
+                    f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but {bound}: this segment "
+                    f"does not identify it{keep}")
             elif st.result is not None and o.window.score < self.config.replace_min_score * st.result_score:
                 st.level = OK
                 st.last_reason = (f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but its "
@@ -514,6 +520,24 @@ def with_updates(config: CalibrationPipelineConfig, **changes) -> CalibrationPip
 __all__ = ["CalibrationPipeline", "CalibrationPipelineConfig", "StageJob", "StageOutcome", "StageStatus",
            "PipelineCounters", "MODEL_PARAMETERS", "UNITS", "STAGE_OF", "OK", "WARN", "ERROR", "write_atomic",
            "worst_diagnostics", "with_updates"]
+
+
+def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01) -> str | None:
+    """Name a model parameter whose posterior mean lies within ``share`` of its uniform prior's range from a bound.
+
+    A posterior piled against a prior bound means the data of the segment do not identify that parameter (or the
+    8-DOF model cannot reproduce them with any value inside the paper's range); such a fit is not accepted.
+    """
+    for name, prior in stage_spec(stage).priors:
+        low, high = float(prior.low), float(prior.high)
+        s = result.parameters.get(name)
+        if s is None:
+            continue
+        m, margin = float(s["mean"]), share * (high - low)
+        if m <= low + margin or m >= high - margin:
+            side = "lower" if m <= low + margin else "upper"
+            return f"{name} = {m:.5g} is at the {side} bound of its prior [{low:g}, {high:g}]"
+    return None
 
 
 # ------------------------------------------------------------------------------------------------------------
