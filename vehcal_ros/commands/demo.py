@@ -161,6 +161,7 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
                   if k not in ("scenario", "realtime_factor", "publish_clock", "seed", "wait_for_subscribers")}
     period = float(cal_node.values["calibration_period"])
     procs: list[subprocess.Popen] = []
+    offsets: dict[str, float] = {}
     try:
         for k, name in enumerate((*CALIBRATION_SCENARIOS, grip_scenario)):
             t_wall = time.monotonic()
@@ -185,14 +186,21 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
                 err = (proc.stderr.read() if proc.stderr else "")[-400:]
                 raise EstimationError(f"simulation of '{name}' did not finish ({state}): {err}")
             t_end = float(_scenario_duration(name))
-            # sim time runs on (no new data) so the estimators' timers fire and pending fits complete
-            for j in range(1, int(3 * period / 0.1) + 1):
-                probe.tick_clock(t_end + 0.1 * j)
+            offsets[name] = probe.offset
+            # sim time runs on (no new data) until the estimators have been idle for three cycle periods, so
+            # windows that close at the end of the data are fitted (cycles are skipped while a fit runs)
+            t, idle_since, deadline = t_end, t_end, time.monotonic() + 900.0
+            while time.monotonic() < deadline:
+                t += 0.1
+                probe.tick_clock(t)
                 time.sleep(0.01)
-            _wait(lambda: not cal_node.busy and not grip_node.busy, timeout=600.0, step=0.2)
+                if cal_node.busy or grip_node.busy:
+                    idle_since = t
+                elif t - idle_since >= 3 * period:
+                    break
             log(f"  {name}: {t_end:.0f} s simulated in {time.monotonic() - t_wall:.0f} s; "
                 + "; ".join(f"{s}: {st.message}" for s, st in cal_node.pipeline.status.items()))
-            probe.offset += t_end + 3 * period + 1.0
+            probe.offset += t + 1.0
         return {"probe": probe, "grip_status": dict(grip_node.pipeline.status),
                 "calibration": {s: st for s, st in cal_node.pipeline.status.items()},
                 "model": cal_node.pipeline.model_parameters(),
@@ -201,7 +209,7 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
                              "calibration": cal_node.pipeline.counters},
                 "grip_data": {s: grip_node.pipeline.collector.snapshot(s)
                               for s in grip_node.pipeline.collector.scopes()},
-                "grip_offset": probe.offset - (float(_scenario_duration(grip_scenario)) + 3 * period + 1.0)}
+                "grip_offset": offsets[grip_scenario]}
     finally:
         for proc in procs:
             if proc.poll() is None:
