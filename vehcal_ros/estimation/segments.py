@@ -237,8 +237,12 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
                     best_score, best_reason = peak, (f"no lateral excitation: |yaw rate| peak {peak:.3f} rad/s "
                                                      f"(need > {c.lat_min_yaw_rate:g} with steering)")
                 continue
-            first = i0 + int(np.argmax(np.abs(steer[i0:i1 + 1]) > c.lat_min_steering))
+            steered = np.nonzero(np.abs(steer[i0:i1 + 1]) > c.lat_min_steering)[0]
+            first, last = i0 + int(steered[0]), i0 + int(steered[-1])
             i0 = max(i0, first - int(round(c.pad * c.rate)))
+            # ... and ends `pad` after the steering returns: straight driving after the maneuver adds nothing
+            # about the lateral parameters (the paper's window ends with its steering ramp)
+            i1 = min(i1, last + int(round(c.pad * c.rate)))
         elif stage == "longitudinal":
             k = 0   # extend back over valid, straight, brake-free, still-unthrottled samples (the steady start)
             while k < int(round(c.pad * c.rate)) and i0 - k - 1 >= 0 and r.valid[i0 - k - 1] and \
