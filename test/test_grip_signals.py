@@ -153,3 +153,14 @@ def test_invalid_config_names_the_field() -> None:
         GripDataCollector(GripSignalConfig(scope="axel"))
     with pytest.raises(ValueError, match="r0"):
         GripDataCollector(GripSignalConfig(r0=-1.0))
+
+
+def test_pipeline_refits_after_a_clock_restart() -> None:
+    """After a fit stamped at t = 100 s, a restarted clock (data from t = 10 s) must count as new data."""
+    from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
+
+    p = GripPipeline(GripSignalConfig(scope="vehicle"), min_new_points=20)
+    p.commit([FitOutcome(scope="vehicle", stamp=100.0, n_points=50, excitation=0.2, error="too few points")])
+    drive(p.collector, 30, np.full((30, 4), 0.01))          # stamps 10.0 .. 10.29 s
+    snaps = p.snapshot()
+    assert [s.scope for s in snaps] == ["vehicle"] and snaps[0].t.size >= 20

@@ -95,6 +95,8 @@ class GripPipeline:
             data = self.collector.snapshot(scope)
             if data.t.size == 0:
                 continue
+            if data.t_end < self._fill_at_fit[scope]:  # the clock went back (restart): everything is new
+                self._fill_at_fit[scope] = -np.inf
             new = int(np.sum(data.t > self._fill_at_fit[scope]))
             if new < self.min_new_points:
                 continue
