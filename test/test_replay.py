@@ -284,8 +284,8 @@ grip_estimator:
 model_calibrator:
   ros__parameters:
     stages: [rolling_resistance, longitudinal, lateral]
-    n_chains: 2
-    n_draws: 100
+    n_chains: 4
+    n_draws: 300
     min_ess: 50.0
     max_r_hat: 1.2
     recalibration_period: 0.0
