@@ -49,6 +49,7 @@ def _warm(ex, res, n_rounds: int = 2) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--executor", default="local", help="local (processes) or threads (numba kernels release the GIL)")
     ap.add_argument("--dt", type=float, default=1e-4)
     ap.add_argument("--maneuvers", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3, help="runs per case, serial and parallel alternating; min time")
@@ -79,7 +80,7 @@ def main() -> None:
           f"(set-up {time.perf_counter() - t0:.1f} s)")
     rows = []
     cases = [("trf", "forward"), ("lm", "forward"), ("trf", "central")]
-    with make_executor("local", args.workers) as ex:
+    with make_executor(args.executor, args.workers) as ex:
         _warm(ex, res)
         for method, diff in cases:
             ser, t_ser = timed(fit_brake, mv, residual=res, method=method, diff=diff)
