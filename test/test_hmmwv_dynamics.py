@@ -14,7 +14,7 @@ from vehcal_ros.models.hmmwv import dynamics as dyn
 from vehcal_ros.models.hmmwv.kinematics import corner_state
 from vehcal_ros.models.powertrain import road_wheel_angle
 
-ACC_CSV = Path("/work/shared/data/chrono_hmmwv/acc.csv")
+ACC_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "chrono_hmmwv" / "acc.csv"
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from vehcal_ros.io.scenarios import (
     read_driver_file,
 )
 
-CHRONO = Path("/work/shared/data/chrono_hmmwv")
+CHRONO = Path(__file__).resolve().parents[2] / "shared" / "data" / "chrono_hmmwv"
 SHIPPED = ("throttle_ramp", "steering_ramp", "coast_down", "test_maneuver", "daily_driving", "split_mu_braking")
 
 
