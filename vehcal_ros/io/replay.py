@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.grip_fit import GripEstimate
@@ -42,6 +41,7 @@ from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_para
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
+from vehcal_ros.io.params_yaml import load_params_document, node_name
 
 GRIP_NODE = "grip_estimator"
 CALIBRATOR_NODE = "model_calibrator"
@@ -74,19 +74,10 @@ def default_params_file() -> Path:
 def _read_params_yaml(path: str | os.PathLike) -> dict[str, dict]:
     """``{node: ros__parameters}`` of a params YAML (structure only; the CLI validates values against PARAMS)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"params file {path}: no such file")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"params file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise InputError(f"params file {path}: expected a mapping of node names to ros__parameters")
+    doc = load_params_document(path)
     out: dict[str, dict] = {}
     for key, body in doc.items():
-        name = "/**" if key == "/**" else str(key).rstrip("/").split("/")[-1]
+        name = node_name(key)
         if not isinstance(body, dict) or not isinstance(body.get("ros__parameters") or {}, dict):
             raise InputError(f"params file {path}: {key}: expected 'ros__parameters' mapping")
         out[name] = _flatten(body.get("ros__parameters") or {})

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vehcal_ros.errors import InputError
+from vehcal_ros.io.params_yaml import load_params_document, node_name
 from vehcal_ros.nodes.common import ParamSpec
 
 #: parameters every node has (rclpy declares them)
@@ -49,19 +48,10 @@ def validate_params_file(path: str | Path, specs_by_node: Mapping[str, Sequence[
     must be known to at least one node.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"params file {path}: no such file")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"params file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise InputError(f"params file {path}: expected a mapping of node names to ros__parameters")
+    doc = load_params_document(path)
     out: dict[str, dict] = {}
     for key, body in doc.items():
-        name = str(key).rstrip("/").split("/")[-1] if key != "/**" else "/**"
+        name = node_name(key)
         where = f"params file {path}: {key}"
         if name != "/**" and name not in specs_by_node:
             raise InputError(f"{where}: unknown node (known: {', '.join(specs_by_node)})")

@@ -1,0 +1,37 @@
+"""Read a ROS 2 params YAML (``ros__parameters`` format) down to its node sections, rclpy-free.
+
+Shared by the parameter validation of ``vehcal run``/``replay`` (vehcal_ros/nodes/params_file.py) and by bag
+replay (vehcal_ros/io/replay.py): a missing file, invalid YAML or a top level that is not a mapping is one
+InputError naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vehcal_ros.errors import InputError
+
+
+def load_params_document(path: str | os.PathLike) -> dict[Any, Any]:
+    """The top-level mapping (node key -> body) of the params YAML at ``path`` ({} for an empty file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"params file {path}: no such file")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(f"params file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InputError(f"params file {path}: expected a mapping of node names to ros__parameters")
+    return doc
+
+
+def node_name(key: Any) -> str:
+    """The node name of a params-file key: ``/ns/name`` -> ``name``; the wildcard ``/**`` stays."""
+    return "/**" if key == "/**" else str(key).rstrip("/").split("/")[-1]
