@@ -201,9 +201,14 @@ def test_startup_with_bad_parameter_exits_with_one_line() -> None:
 
 @pytest.mark.slow
 def test_grip_estimate_over_dds_contains_truth(tmp_path, rclpy_context) -> None:
-    """Node and synthetic vehicle in two other processes; the estimate's interval must contain mu_max."""
+    """Node and synthetic vehicle in two other processes; the estimates' intervals must contain mu_max.
+
+    Every estimate published while the vehicle drives is collected; with 99 % credible intervals (coverage
+    measured at 94-98 % for 90 % intervals on this kind of data) all but at most one must contain the truth
+    (a single estimate must): a calibrated estimator fails this with probability ~1e-2, a biased one surely.
+    """
     node_proc = spawn(["-m", "vehcal_ros.nodes.grip_estimator", "--ros-args", "-p", "fit_period:=2.0",
-                       "-p", "n_ml_starts:=10"],
+                       "-p", "n_ml_starts:=10", "-p", "interval_prob:=0.99"],
                       log_path=str(tmp_path / "node.log"))
     veh_proc = spawn([str(HERE / "synthetic_grip_publisher.py"), "--duration", "60", "--mu-limit", "0.6"],
                      log_path=str(tmp_path / "vehicle.log"))
@@ -214,9 +219,11 @@ def test_grip_estimate_over_dds_contains_truth(tmp_path, rclpy_context) -> None:
         ex = SingleThreadedExecutor(context=rclpy_context)
         ex.add_node(probe)
         assert wait_for_match(ex, sub, timeout=30.0), "grip_estimator did not come up"
-        assert spin_until(ex, lambda: len(got) > 0, timeout=90.0), (tmp_path / "node.log").read_text()[-2000:]
-        est = got[-1]
-        assert est.vector.y <= MU_MAX_TRUE <= est.vector.z, (est.vector, MU_MAX_TRUE)
+        spin_until(ex, lambda: veh_proc.poll() is not None, timeout=150.0)
+        spin_until(ex, lambda: False, timeout=3.0)   # the last cycle's publication
+        assert got, (tmp_path / "node.log").read_text()[-2000:]
+        hits = [e.vector.y <= MU_MAX_TRUE <= e.vector.z for e in got]
+        assert sum(hits) >= max(1, len(got) - 1), ([e.vector for e in got], MU_MAX_TRUE)
         assert node_proc.poll() is None
     finally:
         stop(veh_proc)
