@@ -16,6 +16,11 @@ X = (1.6889, 1.6889, -1.6889, -1.6889)
 Y = (0.91, -0.91, 0.91, -0.91)
 
 
+def raw_config(**kw) -> GripSignalConfig:
+    """Every sample as it comes (no block averaging): the per-sample slip and mu are checked exactly."""
+    return GripSignalConfig(**{"average_window": 0.0, **kw})
+
+
 def wheel_speed_for(slip: float, v_wheel: float) -> float:
     """Invert Eq. (3): traction s = (wR - v)/(wR); braking s = (wR - v)/v."""
     if slip >= 0:
@@ -43,7 +48,7 @@ def drive(collector: GripDataCollector, n: int, slip: np.ndarray, u: float = 15.
 
 @pytest.mark.parametrize("order", ["wfo", "fow", "ofw"])
 def test_exact_slip_and_mu_any_arrival_order(order: str) -> None:
-    c = GripDataCollector(GripSignalConfig(scope="wheel"))
+    c = GripDataCollector(raw_config(scope="wheel"))
     rng = np.random.default_rng(0)
     slip = rng.uniform(0.0, 0.05, (50, 4))
     mu = rng.uniform(0.0, 0.3, (50, 4))
@@ -57,7 +62,7 @@ def test_exact_slip_and_mu_any_arrival_order(order: str) -> None:
 
 
 def test_yaw_rate_lever_arm_and_axle_scopes() -> None:
-    c = GripDataCollector(GripSignalConfig(scope="axle"))
+    c = GripDataCollector(raw_config(scope="axle"))
     slip = np.full((30, 4), 0.02)
     drive(c, 30, slip, r=0.4)  # turning: left and right wheels roll at different speeds
     for scope in ("front_axle", "rear_axle"):
@@ -68,7 +73,7 @@ def test_yaw_rate_lever_arm_and_axle_scopes() -> None:
 
 def test_interpolation_between_samples() -> None:
     """Forces stamped between wheel-speed/odometry samples use linearly interpolated speeds."""
-    c = GripDataCollector(GripSignalConfig(scope="vehicle"))
+    c = GripDataCollector(raw_config(scope="vehicle"))
     u0, u1 = 10.0, 12.0
     w0, w1 = u0 / R_EFF, u1 / R_EFF   # zero slip at both ends
     c.add(WheelSpeeds(1.0, np.full(4, w0)))
@@ -82,7 +87,7 @@ def test_interpolation_between_samples() -> None:
 
 
 def test_bad_samples_are_dropped_and_counted() -> None:
-    c = GripDataCollector(GripSignalConfig(scope="vehicle", min_speed=3.0, min_fz=500.0))
+    c = GripDataCollector(raw_config(scope="vehicle", min_speed=3.0, min_fz=500.0))
     slip = np.full((20, 4), 0.01)
     drive(c, 20, slip)
     kept = c.counters.accepted
@@ -111,12 +116,12 @@ def test_bad_samples_are_dropped_and_counted() -> None:
 
 
 def test_steering_and_lateral_gating() -> None:
-    c = GripDataCollector(GripSignalConfig(scope="axle", max_steer=0.05))
+    c = GripDataCollector(raw_config(scope="axle", max_steer=0.05))
     drive(c, 20, np.full((20, 4), 0.01), steering=0.5)   # 0.33 rad at the front wheels
     assert c.counters.dropped["steering"] >= 2 * 19
     assert c.snapshot("front_axle").slip.size == 0
     assert c.snapshot("rear_axle").slip.size >= 2 * 19
-    c2 = GripDataCollector(GripSignalConfig(scope="vehicle", max_lateral_mu=0.1))
+    c2 = GripDataCollector(raw_config(scope="vehicle", max_lateral_mu=0.1))
     c2.add(WheelSpeeds(1.0, np.full(4, 15.0 / R_EFF)))
     c2.add(OdomSample(1.0, 15.0, 0.0, 0.0))
     c2.add(TireForce(1.0, 0, 100.0, 0.3 * FZ, FZ))
@@ -125,7 +130,7 @@ def test_steering_and_lateral_gating() -> None:
 
 @pytest.mark.parametrize("mode", ["mirror", "separate", "drop"])
 def test_braking_modes(mode: str) -> None:
-    c = GripDataCollector(GripSignalConfig(scope="vehicle", braking=mode))
+    c = GripDataCollector(raw_config(scope="vehicle", braking=mode))
     slip = np.full((20, 4), -0.02)
     mu = np.full((20, 4), -0.2)
     drive(c, 20, slip, mu=mu)
@@ -141,7 +146,7 @@ def test_braking_modes(mode: str) -> None:
 
 
 def test_clock_jump_restarts_buffers_and_window_bounds_memory() -> None:
-    c = GripDataCollector(GripSignalConfig(scope="vehicle", window=5.0, capacity=100, max_gap=2.0))
+    c = GripDataCollector(raw_config(scope="vehicle", window=5.0, capacity=100, max_gap=2.0))
     drive(c, 2000, np.full((2000, 4), 0.01))   # 20 s of data at 100 Hz, 4 wheels
     d = c.snapshot("vehicle")
     assert d.slip.size <= 100
@@ -159,8 +164,64 @@ def test_pipeline_refits_after_a_clock_restart() -> None:
     """After a fit stamped at t = 100 s, a restarted clock (data from t = 10 s) must count as new data."""
     from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
 
-    p = GripPipeline(GripSignalConfig(scope="vehicle"), min_new_points=20)
+    p = GripPipeline(raw_config(scope="vehicle"), min_new_points=20)
     p.commit([FitOutcome(scope="vehicle", stamp=100.0, n_points=50, excitation=0.2, error="too few points")])
     drive(p.collector, 30, np.full((30, 4), 0.01))          # stamps 10.0 .. 10.29 s
     snaps = p.snapshot()
     assert [s.scope for s in snaps] == ["vehicle"] and snaps[0].t.size >= 20
+
+
+def test_block_averaging_cuts_slip_noise_and_keeps_the_mean() -> None:
+    """0.1 s blocks of 100 Hz samples: one sample per wheel and block, slip noise / sqrt(10), same mean."""
+    rng = np.random.default_rng(1)
+    n = 1000
+    slip = 0.01 + 0.003 * rng.standard_normal((n, 4))
+    raw = GripDataCollector(raw_config(scope="wheel"))
+    avg = GripDataCollector(GripSignalConfig(scope="wheel", average_window=0.1))
+    drive(raw, n, slip)
+    drive(avg, n, slip)
+    avg.flush()                                            # close the open block (end of data)
+    r, a = raw.snapshot("wheel_fl"), avg.snapshot("wheel_fl")
+    assert 99 <= a.slip.size <= 101                        # 10 s in 0.1 s blocks
+    assert np.all(np.diff(a.t) > 0)
+    assert abs(a.slip.mean() - r.slip.mean()) < 5e-4
+    assert a.slip.std() < 0.5 * r.slip.std()               # ~1/sqrt(10) of the raw spread
+    np.testing.assert_allclose(a.mu, 0.1, atol=1e-12)
+    assert avg.counters.accepted == raw.counters.accepted  # every gated sample is counted once
+
+
+def test_partial_blocks_at_the_edge_of_a_gated_stretch_are_dropped() -> None:
+    c = GripDataCollector(GripSignalConfig(scope="vehicle", average_window=0.1, max_steer=0.05))
+    for k in range(100):
+        t = 10.0 + 0.01 * k
+        steer = 0.5 if 0.23 <= (t - 10.0) % 1.0 < 0.97 else 0.0   # front wheels gated most of each block run
+        c.add(Controls(t, 0.0, 0.0, steer))
+        c.add(WheelSpeeds(t, np.full(4, 15.0 / R_EFF)))
+        c.add(OdomSample(t, 15.0, 0.0, 0.0))
+        for i in range(4):
+            c.add(TireForce(t, i, 100.0, 0.0, FZ))
+    assert c.counters.dropped["partial_block"] > 0
+    assert c.counters.dropped["steering"] > 0
+    d = c.snapshot("vehicle")
+    assert d.slip.size > 0 and np.all(np.isfinite(d.mu))
+
+
+def test_braking_is_decided_by_the_force_sign() -> None:
+    """A traction sample whose noisy slip is slightly negative stays as it is (not mirrored to negative mu)."""
+    c = GripDataCollector(raw_config(scope="vehicle", braking="mirror"))
+    slip = np.array([[-0.001, 0.002, -0.01, 0.01]] * 3)
+    mu = np.array([[0.05, 0.05, -0.2, -0.2]] * 3)
+    drive(c, 3, slip, mu=mu)
+    d = c.snapshot("vehicle")
+    assert np.all(d.mu > 0)
+    by_mu = dict(zip(np.round(d.slip, 6), np.round(d.mu, 6)))
+    assert by_mu[-0.001] == 0.05 and by_mu[0.01] == 0.2 and by_mu[-0.01] == 0.2
+
+
+def test_keep_mode_leaves_braking_samples_as_measured() -> None:
+    c = GripDataCollector(raw_config(scope="vehicle", braking="keep"))
+    slip = np.array([[-0.01, 0.01, -0.01, 0.01]] * 3)
+    mu = np.array([[-0.2, 0.2, -0.2, 0.2]] * 3)
+    drive(c, 3, slip, mu=mu)
+    d = c.snapshot("vehicle")
+    assert np.any(d.mu < 0) and np.all(np.sign(d.slip) == np.sign(d.mu))

@@ -81,3 +81,19 @@ def test_slip_at_friction_inverts_rising_branch():
     assert 0 < s03 < P.peak(TRUE)[1]
     with pytest.raises(ValueError):
         P.slip_at_friction(TRUE, 0.95)
+
+
+def test_slope_and_errors_in_variables_cost() -> None:
+    from vehcal_ros.models.pacejka import slope, sse, sse_odr  # noqa: I001
+
+    rng = np.random.default_rng(3)
+    theta = np.array([15.4, 1.60, 0.871, -1.09, 0.004, -0.01])
+    s = rng.uniform(-0.05, 0.2, 50)
+    h = 1e-7
+    fd = (P.mf_curve(s + h, theta) - P.mf_curve(s - h, theta)) / (2 * h)
+    np.testing.assert_allclose(slope(s, theta), fd, rtol=1e-6, atol=1e-6)
+    mu = P.mf_curve(s, theta) + 0.02 * rng.standard_normal(50)
+    assert sse_odr(s, mu, theta, np.zeros(50), 0.02**2) == pytest.approx(sse(s, mu, theta), rel=1e-12)
+    v = np.full(50, 1e-5)   # slip noise widens every residual's variance by slope^2 v
+    expected = np.sum((mu - P.mf_curve(s, theta)) ** 2 * 0.02**2 / (0.02**2 + slope(s, theta) ** 2 * v))
+    assert sse_odr(s, mu, theta, v, 0.02**2) == pytest.approx(expected, rel=1e-10)

@@ -71,21 +71,15 @@ def node_specs() -> dict[str, tuple]:
 
 
 def load_params(path: str) -> dict[str, dict]:
-    """Validate ``path`` against the nodes' PARAMS; return complete values per node (declared defaults, then
-    the ``/**`` wildcard, then the node's section), as each node would see them."""
-    from vehcal_ros.nodes.params_file import validate_params_file
+    """Validate ``path`` against the nodes' PARAMS; return complete values per node: declared defaults, then
+    the package's config/estimate.yaml, then the file's ``/**`` wildcard and node sections (as ``vehcal run``
+    and :func:`vehcal_ros.io.replay.resolve_params` resolve it)."""
+    from vehcal_ros.commands.run import load_parameters
 
     specs = node_specs()
-    given = validate_params_file(path, specs)
-    wildcard = given.get("/**", {})
-    out = {}
-    for node, node_specs_ in specs.items():
-        names = {s.name for s in node_specs_}
-        values = {s.name: s.default for s in node_specs_}
-        values.update({k: v for k, v in wildcard.items() if k in names})
-        values.update(given.get(node, {}))
-        out[node] = values
-    return out
+    given = load_parameters(path)
+    return {node: {**{s.name: s.default for s in node_specs_}, **given.get(node, {})}
+            for node, node_specs_ in specs.items()}
 
 
 class Progress:

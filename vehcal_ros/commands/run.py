@@ -46,10 +46,24 @@ def node_specs() -> dict[str, Any]:
 
 
 def load_parameters(path: str | Path | None) -> dict[str, dict]:
-    """Validated ``{node: {param: value}}`` from the params YAML (InputError names what is wrong)."""
+    """Validated ``{node: {param: value}}`` (InputError names what is wrong): the package's
+    config/estimate.yaml, then the given file's ``/**`` wildcard, then its node sections. ``vehcal run``,
+    ``vehcal replay`` and ``vehcal demo`` resolve a partial params file the same way (``ros2 launch`` with
+    ``params_file:=`` uses the given file alone over the declared defaults, as ROS does)."""
     from vehcal_ros.nodes.params_file import validate_params_file
 
-    return validate_params_file(path or default_params_file(), node_specs())
+    specs = node_specs()
+    base = validate_params_file(default_params_file(), specs)
+    if path is None or Path(path).resolve() == default_params_file().resolve():
+        return base
+    given = validate_params_file(path, specs)
+    wildcard = given.get("/**", {})
+    out = {}
+    for node, node_specs_ in specs.items():
+        names = {s.name for s in node_specs_}
+        out[node] = {**base.get(node, {}), **{k: v for k, v in wildcard.items() if k in names},
+                     **given.get(node, {})}
+    return out
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

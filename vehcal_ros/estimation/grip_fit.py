@@ -24,7 +24,7 @@ import numpy as np
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, run_grip_chains
 from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, mf_batch, peak_batch, peak_slip_at_most, sse_batch
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, mf_batch, peak_batch, peak_slip_at_most, slope, sse_batch
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,13 @@ class GripConfig:
     """max(s) - min(s) below this raises EstimationError."""
     mirror_braking: bool = False
     """Map braking samples (s < 0) to (-s, -mu); when False they are dropped and counted."""
+    slope_coords: bool = True
+    """Chains move in (B C D, C, D, E, s_h, s_v): the same posterior, far better mixing at low excitation, where
+    the data fix the initial slope B C D and leave a curved ridge in (B, C, D) (see run_grip_chains)."""
+    keep_negative_slip: bool = False
+    """Keep samples with s < 0 as they are (overrides ``mirror_braking``): for data whose braking samples were
+    already mirrored by the sign of the force (:mod:`grip_signals`), a small negative slip is noise around zero
+    and dropping or mirroring it would bias the curve near the origin."""
     cond_max: float = 1e7
     """Condition number of F (Eq. 16) above which the Eq. (27) fallback proposal is used."""
     fallback_cov: tuple[float, ...] = FALLBACK_PROPOSAL_COV
@@ -277,6 +284,30 @@ def _rhat_ess(x: np.ndarray) -> tuple[float, float]:
     return s.r_hat, s.ess_bulk
 
 
+def odr_sigma(s: np.ndarray, mu: np.ndarray, slip_var: np.ndarray, theta: np.ndarray) -> float:
+    """The mu-noise std of the errors-in-variables likelihood: sigma^2 solving
+    sum r_i^2 / (sigma^2 + f'(s_i)^2 v_i) = N - n_theta at theta (the analogue of Eq. 17).
+
+    When the slip noise alone explains the residuals, sigma^2 falls to 1 % of Eq. (17)'s value (a floor that
+    keeps the likelihood proper)."""
+    r2 = (mf_batch(s, np.ascontiguousarray(theta[None, :]))[0] - mu) ** 2
+    a = slope(s, theta) ** 2 * slip_var
+    dof = max(s.size - N_THETA, 1)
+    hi = float(r2.sum() / dof)
+    if not hi > 0.0:
+        return 1e-6
+    lo = 0.01 * hi
+
+    def excess(x: float) -> float:
+        return float(np.sum(r2 / (x + a))) - dof
+
+    if excess(lo) <= 0.0:
+        return float(np.sqrt(lo))
+    from scipy.optimize import brentq
+
+    return float(np.sqrt(brentq(excess, lo, hi, xtol=1e-12 * hi)))
+
+
 class GripEstimator:
     """Fits the friction curve and its maximum from (slip, mu) samples (friction paper, Algorithm 1)."""
 
@@ -286,21 +317,32 @@ class GripEstimator:
     # -- data ------------------------------------------------------------------------------------------
     def prepare(self, slip, mu) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Clean the samples: (s, mu, n_removed_nonfinite, n_braking); raises EstimationError if unusable."""
+        s, m, _, n_nonfinite, n_braking = self._clean(slip, mu, None)
+        return s, m, n_nonfinite, n_braking
+
+    def _clean(self, slip, mu, slip_var) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int, int]:
         cfg = self.config
         s = np.asarray(slip, dtype=float).ravel()
         m = np.asarray(mu, dtype=float).ravel()
-        if s.shape != m.shape:
-            raise InputError(f"slip and mu must have the same length, got {s.size} and {m.size}")
+        v = None if slip_var is None else np.asarray(slip_var, dtype=float).ravel()
+        if s.shape != m.shape or (v is not None and v.shape != s.shape):
+            raise InputError(f"slip, mu (and slip_var) must have the same length, got {s.size} and {m.size}")
         finite = np.isfinite(s) & np.isfinite(m)
+        if v is not None:
+            finite &= np.isfinite(v) & (v >= 0.0)
         n_nonfinite = int(s.size - finite.sum())
         s, m = s[finite], m[finite]
+        v = None if v is None else v[finite]
         braking = s < 0.0
         n_braking = int(braking.sum())
-        if cfg.mirror_braking:
+        if cfg.keep_negative_slip:
+            pass
+        elif cfg.mirror_braking:
             s = np.where(braking, -s, s)
             m = np.where(braking, -m, m)
         else:
             s, m = s[~braking], m[~braking]
+            v = None if v is None else v[~braking]
         if s.size < cfg.min_points:
             raise EstimationError(
                 f"too few usable points for a grip fit: {s.size} < min_points={cfg.min_points} "
@@ -312,7 +354,8 @@ class GripEstimator:
         if float(np.ptp(s)) < cfg.min_slip_spread:
             raise EstimationError(
                 f"unexcited data: slip spread {np.ptp(s):.3g} < min_slip_spread={cfg.min_slip_spread}")
-        return np.ascontiguousarray(s), np.ascontiguousarray(m), n_nonfinite, n_braking
+        v = None if v is None else np.ascontiguousarray(v)
+        return np.ascontiguousarray(s), np.ascontiguousarray(m), v, n_nonfinite, n_braking
 
     # -- start -----------------------------------------------------------------------------------------
     def _truncated_start(self, s: np.ndarray, mu: np.ndarray, ml: MLFit, rng: np.random.Generator) -> np.ndarray:
@@ -334,8 +377,12 @@ class GripEstimator:
         return cand[int(np.argmin(sse_batch(s, mu, cand)))].copy()
 
     # -- fit -------------------------------------------------------------------------------------------
-    def fit(self, slip, mu, warm_start: GripEstimate | None = None) -> GripEstimate:
+    def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None) -> GripEstimate:
         """Algorithm 1 on the samples; ``warm_start`` replaces the multi-start ML (see docs/grip.md).
+
+        ``slip_var`` (variance of each measured slip, e.g. from block averaging): the chains use the
+        errors-in-variables likelihood (:func:`~vehcal_ros.models.pacejka.sse_odr`) with sigma from
+        :func:`odr_sigma`; without it the paper's Eq. (22).
 
         Warm start: one local TRF fit from the previous posterior mean gives theta_ML and sigma (Eq. 17); the
         chains start at the previous posterior mean with the previous posterior covariance as initial proposal
@@ -343,7 +390,7 @@ class GripEstimator:
         """
         cfg = self.config
         t0 = time.perf_counter()
-        s, m, n_nonfinite, n_braking = self.prepare(slip, mu)
+        s, m, vs, n_nonfinite, n_braking = self._clean(slip, mu, slip_var)
         ss = np.random.SeedSequence(cfg.seed)
         ss_ml, ss_start, ss_chain = ss.spawn(3)
         rng_ml = np.random.default_rng(ss_ml)
@@ -369,10 +416,13 @@ class GripEstimator:
         t_ml = time.perf_counter() - t0
 
         burn = cfg.burn_steps
+        eiv = vs is not None and cfg.sigma_mode == "fixed" and bool(np.any(vs > 0.0))
+        sigma = odr_sigma(s, m, vs, ml.theta) if eiv else ml.sigma
         chains = run_grip_chains(
-            s, m, np.tile(x0, (cfg.n_chains, 1)), S0, b, ml.sigma, cfg.n_steps, burn, cfg.thin,
+            s, m, np.tile(x0, (cfg.n_chains, 1)), S0, b, sigma, cfg.n_steps, burn, cfg.thin,
             sigma_mode=cfg.sigma_mode, max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
-            pilot_steps=int(cfg.pilot * burn), seed=ss_chain,
+            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs if eiv else None,
+            slope_coords=cfg.slope_coords,
         )
         t_mcmc = chains.elapsed_s
 
@@ -414,7 +464,7 @@ class GripEstimator:
         return GripEstimate(
             mu_max=mu_max, slip_at_peak_mean=float(sp.mean()), slip_at_peak_std=float(sp.std(ddof=1)),
             theta=dict(zip(THETA_NAMES, map(float, kept.mean(axis=0)))), theta_cov=cov,
-            theta_ml=dict(zip(THETA_NAMES, map(float, ml.theta))), mu_max_ml=mu_max_ml, sigma=float(ml.sigma),
+            theta_ml=dict(zip(THETA_NAMES, map(float, ml.theta))), mu_max_ml=mu_max_ml, sigma=float(sigma),
             ml_cond=float(ml.cond), ml_ill_conditioned=bool(ml.ill_conditioned), r_hat_max=r_hat_max,
             ess_bulk_min=ess_min, mu_max_r_hat=float(mu_r), mu_max_ess_bulk=float(mu_ess),
             acceptance=tuple(float(x) for x in chains.acceptance), converged=converged,

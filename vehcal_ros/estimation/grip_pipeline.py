@@ -40,7 +40,7 @@ class ScopeStatus:
     n_not_converged: int = 0
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
-    excitation: float = 0.0                    #: 95th percentile of |mu| in the buffered data
+    excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
 
 
 @dataclass
@@ -56,13 +56,18 @@ class FitOutcome:
     wall_s: float = 0.0
 
 
+PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
+"""The collector has already mirrored braking samples by the sign of their force; the fit keeps the rest."""
+
+
 def subsample(data: ScopeData, n_max: int) -> ScopeData:
     """At most ``n_max`` samples evenly spaced in time order (keeps the newest; the fit cost is O(n))."""
     n = data.t.size
     if n <= n_max:
         return data
     idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
-    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx])
+    var = None if data.slip_var is None else data.slip_var[idx]
+    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx], slip_var=var)
 
 
 @dataclass
@@ -70,12 +75,13 @@ class GripPipeline:
     """Signals in, per-scope grip estimates out; see the module docstring for the cycle."""
 
     signal_config: GripSignalConfig = field(default_factory=GripSignalConfig)
-    fit_config: GripConfig = field(default_factory=GripConfig)
+    fit_config: GripConfig = field(default_factory=lambda: PIPELINE_FIT_CONFIG)
     warm_start: bool = True
     min_new_points: int = 20     #: a scope is refitted only when this many new samples arrived since its last fit
     max_fit_points: int = 100    #: a fit uses at most this many samples, evenly spaced over the buffer window
     max_r_hat: float = 1.1       #: publish only when the split R-hat of mu_max's draws is at most this
     min_ess: float = 50.0        #: ... and their bulk ESS at least this
+    min_excitation: float = 0.15  #: ... and the span of |mu| in the window (95th - 5th percentile) reaches this
 
     def __post_init__(self) -> None:
         self.collector = GripDataCollector(self.signal_config)
@@ -109,13 +115,16 @@ class GripPipeline:
         outcomes = []
         for k, data in enumerate(snapshots):
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k)
-            excitation = float(np.quantile(np.abs(data.mu), 0.95)) if data.mu.size else 0.0
+            # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
+            # climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits
+            excitation = float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
             outcome = FitOutcome(scope=data.scope, stamp=data.t_end, n_points=int(data.mu.size),
                                  excitation=excitation)
             previous = self.status[data.scope].estimate if self.warm_start else None
             t0 = time.perf_counter()
             try:
-                outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous)
+                outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
+                                                             slip_var=data.slip_var)
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -140,6 +149,15 @@ class GripPipeline:
                     o.error or "") else ERROR
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{o.error}{keep}"
+                continue
+            if o.excitation < self.min_excitation:
+                st.n_not_converged += 1
+                st.level = WARN
+                keep = "; keeping the last good estimate" if st.estimate is not None else ""
+                st.message = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data "
+                              f"sit on the linear part of the curve, mu_max {o.estimate.mu_max_mean:.2f} "
+                              f"[{o.estimate.mu_max_lower:.2f}, {o.estimate.mu_max_upper:.2f}] is not "
+                              f"published{keep}")
                 continue
             if not self.publishable(o.estimate):
                 st.n_not_converged += 1
@@ -182,10 +200,14 @@ FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip
 
 
 def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -> GripConfig:
-    """The sampler settings among the grip_estimator parameters (others keep ``base``'s values)."""
-    base = base or GripConfig()
+    """The sampler settings among the grip_estimator parameters (others keep ``base``'s values);
+    ``theta_lower``/``theta_upper`` (6 values each, B C D E s_h s_v) give the prior bounds."""
+    base = base or PIPELINE_FIT_CONFIG
     names = {f.name for f in dataclasses.fields(base)}
-    return dataclasses.replace(base, **{k: values[k] for k in FIT_PARAMS if k in values and k in names})
+    changes = {k: values[k] for k in FIT_PARAMS if k in values and k in names}
+    if "theta_lower" in values and "theta_upper" in values:
+        changes["bounds"] = tuple((float(a), float(b)) for a, b in zip(values["theta_lower"], values["theta_upper"]))
+    return dataclasses.replace(base, **changes)
 
 
 def signal_config_from(values: Mapping[str, Any]) -> GripSignalConfig:
@@ -199,6 +221,7 @@ def signal_config_from(values: Mapping[str, Any]) -> GripSignalConfig:
         max_abs_slip=values["max_abs_slip"], max_steer=values["max_steer"],
         max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
         sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
+        average_window=values.get("average_window", GripSignalConfig.average_window),
     )
 
 
@@ -207,4 +230,5 @@ def pipeline_from_params(values: Mapping[str, Any]) -> GripPipeline:
     return GripPipeline(signal_config_from(values), fit_config_from(values),
                         warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
-                        min_ess=float(values["min_ess"]))
+                        min_ess=float(values["min_ess"]),
+                        min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)))

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, peak_slip_at_most, sse
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, peak_slip_at_most, sse, sse_odr
 
 TARGET_ACCEPTANCE = 0.234
 
@@ -168,21 +168,42 @@ def ram_adapt_batch(S: np.ndarray, R: np.ndarray, coef: np.ndarray) -> None:
 
 
 @njit(cache=True, nogil=True)
-def _grip_log_target(s, mu, theta, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip) -> float:
-    """Log posterior up to a constant: uniform prior (Eq. 20) [x truncation] + likelihood (Eq. 22)."""
+def _grip_log_target(s, mu, vs, x, th, reparam, lb, ub, sigma_mode, inv2s2, half_n, truncate,
+                     max_peak_slip) -> float:
+    """Log posterior up to a constant: uniform prior (Eq. 20) [x truncation] + likelihood (Eq. 22), with the
+    slip-noise widening of :func:`~vehcal_ros.models.pacejka.sse_odr` when ``vs`` (slip variances) is given.
+
+    ``x`` is theta, or with ``reparam`` the slope coordinates (B C D, C, D, E, s_h, s_v); then theta is written
+    to ``th`` and the log Jacobian -log(C D) of the change of variables is added (same posterior in theta)."""
+    log_jac = 0.0
+    if reparam:
+        cd = x[1] * x[2]
+        if not cd > 0.0:
+            return -math.inf
+        th[0] = x[0] / cd
+        for j in range(1, N_THETA):
+            th[j] = x[j]
+        theta = th
+        log_jac = -math.log(cd)
+    else:
+        theta = x
     for j in range(N_THETA):
         if theta[j] < lb[j] or theta[j] > ub[j]:
             return -math.inf
     if truncate and not peak_slip_at_most(theta, max_peak_slip):
         return -math.inf
-    V = sse(s, mu, theta)
+    if vs.shape[0] == s.shape[0] and sigma_mode == 0:
+        V = sse_odr(s, mu, theta, vs, 0.5 / inv2s2)
+    else:
+        V = sse(s, mu, theta)
     if sigma_mode == 0:
-        return -V * inv2s2
-    return -half_n * math.log(V)
+        return log_jac - V * inv2s2
+    return log_jac - half_n * math.log(V)
 
 
 @njit(cache=True, nogil=True)
-def _grip_chain(s, mu, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last, burn_in,
+def _grip_chain(s, mu, vs, reparam, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last,
+                burn_in,
                 thin, target, gamma, adapt_steps, st, draws, logp, stats):
     """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
     in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after burn-in).
@@ -193,7 +214,8 @@ def _grip_chain(s, mu, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_
     r = np.empty(d)
     work = np.empty(d)
     Snew = np.empty((d, d))
-    lp = _grip_log_target(s, mu, theta, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip)
+    th = np.empty(d)
+    lp = _grip_log_target(s, mu, vs, theta, th, reparam, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip)
     for i in range(i_first, i_last + 1):
         _normals(st, r)
         for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
@@ -201,7 +223,9 @@ def _grip_chain(s, mu, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_
             for k in range(j + 1):
                 acc += S[j, k] * r[k]
             prop[j] = acc
-        lpp = _grip_log_target(s, mu, prop, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip)
+        lpp = _grip_log_target(s, mu, vs, prop, th, reparam, lb, ub, sigma_mode, inv2s2, half_n, truncate,
+                               max_peak_slip)
+        valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
         if lpp == -math.inf:  # step 8
             alpha = 0.0
         elif lp == -math.inf or lpp >= lp:
@@ -215,7 +239,7 @@ def _grip_chain(s, mu, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_
             stats[0] += 1
             if i > burn_in:
                 stats[1] += 1
-        if i <= adapt_steps:  # step 11
+        if i <= adapt_steps and valid_start:  # step 11
             ram_adapt(S, r, _eta(i, d, gamma) * (alpha - target), work, Snew)
         if i > burn_in and (i - burn_in) % thin == 0:  # step 12
             k = (i - burn_in) // thin - 1
@@ -225,10 +249,12 @@ def _grip_chain(s, mu, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grip_chains(s, mu, X, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last, burn_in,
+def _grip_chains(s, mu, vs, reparam, X, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last,
+                 burn_in,
                  thin, target, gamma, adapt_steps, states, draws, logp, stats):
     for c in prange(X.shape[0]):
-        _grip_chain(s, mu, X[c], S[c], lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last,
+        _grip_chain(s, mu, vs, reparam, X[c], S[c], lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first,
+                    i_last,
                     burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c], stats[c])
 
 
@@ -306,7 +332,8 @@ def run_grip_chains(
     n_steps: int = 20_000, burn_in: int = 10_000, thin: int = 10, *, sigma_mode: str = "fixed",
     max_peak_slip: float | None = None, gamma: float = 2.0 / 3.0, target: float = TARGET_ACCEPTANCE,
     adapt_steps: int | None = None, pilot_steps: int | None = None,
-    seed: int | np.random.SeedSequence | None = None,
+    seed: int | np.random.SeedSequence | None = None, slip_var: np.ndarray | None = None,
+    slope_coords: bool = False,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
@@ -319,10 +346,19 @@ def run_grip_chains(
     2.38^2/d times the empirical covariance of the second half of the pilot, pooled over chains ("computing
     first an empiric covariance matrix once enough samples have been generated", Section 3.2), then the
     rank-one adaptation continues.
+    ``slip_var[N]`` (variance of each measured slip, fixed sigma only): the errors-in-variables likelihood of
+    :func:`~vehcal_ros.models.pacejka.sse_odr` instead of Eq. (22)'s.
+    ``slope_coords``: the chains move in (B C D, C, D, E, s_h, s_v) - the same posterior, but the initial slope
+    B C D, which even low-excitation data pin down, becomes one coordinate, so the random walk no longer has
+    to follow the curved B-C-D ridge. ``x0``/``S0`` are given and draws returned in theta; the final factors
+    ``S`` of the result are in the sampler's coordinates.
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
     mu = np.ascontiguousarray(mu, dtype=float)
+    vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
+    if vs.size and (vs.shape != s.shape or not np.all(np.isfinite(vs)) or np.any(vs < 0)):
+        raise ValueError("slip_var must hold one finite, non-negative variance per sample")
     b = np.asarray(bounds, dtype=float)
     lb, ub = np.ascontiguousarray(b[:, 0]), np.ascontiguousarray(b[:, 1])
     x0 = np.atleast_2d(np.asarray(x0, dtype=float))
@@ -336,6 +372,16 @@ def run_grip_chains(
         raise ValueError(f"sigma must be positive and finite, got {sigma}")
     S = _initial_factors(S0, n_chains, N_THETA)
     X = np.ascontiguousarray(x0).copy()
+    if slope_coords:
+        for c in range(n_chains):
+            # a start on the B bound must stay inside it after the round trip B -> B C D -> B
+            B = min(max(X[c, 0], lb[0] + 1e-9 * (ub[0] - lb[0])), ub[0] - 1e-9 * (ub[0] - lb[0]))
+            C, D = X[c, 1], X[c, 2]
+            # the initial factor keeps its shape with the B row scaled to B C D units (the full linearised
+            # transform would turn a wide C, D proposal - e.g. the Eq. (27) fallback - into a huge step in B C D)
+            S[c, 0, :] *= C * D
+            X[c, 0] = B * C * D
+    reparam = bool(slope_coords)
     states = _seed_states(seed, n_chains)
     draws = np.empty((n_chains, n_keep, N_THETA))
     logp = np.empty((n_chains, n_keep))
@@ -353,7 +399,8 @@ def run_grip_chains(
         pdraws = np.empty((n_chains, pilot - half, N_THETA))
         plogp = np.empty((n_chains, pilot - half))
         pstats = np.zeros((n_chains, 2), dtype=np.int64)
-        _grip_chains(s, mu, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma), adapt, states,
+        _grip_chains(s, mu, vs, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma), adapt,
+                     states,
                      pdraws, plogp, pstats)
         stats[:, 0] += pstats[:, 0]
         emp = np.cov(pdraws.reshape(-1, N_THETA).T) * (2.38**2 / N_THETA)
@@ -364,13 +411,17 @@ def run_grip_chains(
         except np.linalg.LinAlgError:
             pass  # keep the adapted factors
         i_next = pilot + 1
-    _grip_chains(s, mu, X, S, lb, ub, *common, i_next, int(n_steps), int(burn_in), int(thin), float(target),
+    _grip_chains(s, mu, vs, reparam, X, S, lb, ub, *common, i_next, int(n_steps), int(burn_in), int(thin),
+                 float(target),
                  float(gamma), adapt, states, draws, logp, stats)
+    if reparam:
+        draws[..., 0] /= draws[..., 1] * draws[..., 2]
     return ChainResult(
         draws=draws, logp=logp, acceptance=stats[:, 1] / float(n_steps - burn_in),
         acceptance_all=stats[:, 0] / float(n_steps), S=S, names=THETA_NAMES, n_steps=int(n_steps),
         burn_in=int(burn_in), thin=int(thin), elapsed_s=time.perf_counter() - t0,
-        extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
+        extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size),
+               "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
                "gamma": float(gamma), "target": float(target)},
     )
 

@@ -476,7 +476,7 @@ def bag_topics(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
 
 def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None, *,
              frames: Frames = DEFAULT_FRAMES, reorder_window: float = 1.0) -> Iterator[tuple[str, Record]]:
-    """Yield ``(canonical_topic, record)`` from a bag in header-stamp order.
+    """Yield ``(canonical_topic, record)`` from a bag in header-stamp order (ties: canonical topic order).
 
     topic_map: {sensor key or canonical topic: topic in the bag}, e.g. ``{"imu": "/car/imu"}``.
     reorder_window: s; records are sorted by stamp within this window (it must cover the largest latency
@@ -501,7 +501,9 @@ def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None
         if not conns:
             have = ", ".join(f"{c.topic} ({c.msgtype})" for c in reader.connections) or "none"
             raise InputError(f"{path}: no relevant topics (looked for {', '.join(wanted)}); the bag has: {have}")
-        heap: list[tuple[float, int, str, Record]] = []
+        # equal stamps: canonical topic order, then bag order (so topic names and storage do not matter)
+        rank = {c: k for k, c in enumerate(TOPIC_TYPES)}
+        heap: list[tuple[float, int, int, str, Record]] = []
         seq = 0
         newest = -math.inf
         it = reader.messages(connections=conns)
@@ -527,13 +529,13 @@ def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None
                 raise InputError(f"{path}: topic {conn.topic}: {exc}") from None
             for rec in recs:
                 seq += 1
-                heapq.heappush(heap, (rec.t, seq, canonical, rec))
+                heapq.heappush(heap, (rec.t, rank[canonical], seq, canonical, rec))
                 newest = max(newest, rec.t)
             while heap and heap[0][0] <= newest - reorder_window:
-                _, _, topic, rec = heapq.heappop(heap)
+                *_, topic, rec = heapq.heappop(heap)
                 yield topic, rec
         while heap:
-            _, _, topic, rec = heapq.heappop(heap)
+            *_, topic, rec = heapq.heappop(heap)
             yield topic, rec
     finally:
         reader.close()

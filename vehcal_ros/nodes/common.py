@@ -109,7 +109,8 @@ def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
 def make_set_callback(specs: Iterable[ParamSpec],
                       on_change: Callable[[dict[str, Any]], None] | None = None
                       ) -> Callable[[list[Parameter]], SetParametersResult]:
-    """Build an ``add_on_set_parameters_callback`` that validates against ``specs`` and then calls ``on_change``.
+    """Build an ``add_on_set_parameters_callback`` that validates against ``specs`` and then calls ``on_change``
+    (which rejects an inconsistent combination by raising ValueError; the change is then refused with its message).
 
     Parameters not in ``specs`` (e.g. ``use_sim_time``, published ``model.*`` values) pass through.
     """
@@ -126,7 +127,10 @@ def make_set_callback(specs: Iterable[ParamSpec],
                 return SetParametersResult(successful=False, reason=problem)
             changed[p.name] = p.value
         if on_change is not None and changed:
-            on_change(changed)
+            try:
+                on_change(changed)  # may reject a combination (e.g. lower >= upper bound) with ValueError
+            except ValueError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
         return SetParametersResult(successful=True, reason="")
 
     return callback

@@ -4,7 +4,8 @@ Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msg
 (geometry_msgs/WrenchStamped, one per wheel), odometry (nav_msgs/Odometry) and, for the steering angle, controls
 (sensor_msgs/Joy). Callbacks only convert messages to records and feed the
 :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`; a timer hands a snapshot to a worker thread that
-runs Algorithm 1 of the friction paper; a cycle still running makes the next one skip (counted), never queue.
+runs Algorithm 1 of the friction paper; a cycle still running makes the next one skip (counted), never queue
+(scheduling: :mod:`vehcal_ros.nodes.worker_node`).
 
 Publishes ``<output_prefix>/grip/<scope>`` (geometry_msgs/Vector3Stamped: x = mu_max mean, y/z = credible
 interval), ``<output_prefix>/grip_curve/<scope>`` (std_msgs/Float64MultiArray: rows slip, q05, q50, q95) and
@@ -13,16 +14,12 @@ interval), ``<output_prefix>/grip_curve/<scope>`` (std_msgs/Float64MultiArray: r
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Vector3Stamped, WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64MultiArray
@@ -46,8 +43,15 @@ from vehcal_ros.nodes.common import (
     make_set_callback,
     spin_node,
 )
+from vehcal_ros.nodes.worker_node import WorkerNode
 
 NODE_NAME = "grip_estimator"
+
+def _bounds_check(name: str, v: Any) -> str | None:
+    if len(v) != 6 or not all(isinstance(x, (int, float)) and np.isfinite(x) for x in v):
+        return f"parameter '{name}' needs 6 finite numbers (B, C, D, E, s_h, s_v), got {list(v)}"
+    return None
+
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
@@ -63,7 +67,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
     ParamSpec("scope", "axle", "estimate per axle, per wheel or for the whole vehicle", choices=SCOPE_MODES,
               read_only=True),
-    ParamSpec("braking", "mirror", "braking samples (s < 0): mirror to traction, separate scope, or drop",
+    ParamSpec("braking", "keep", "braking samples (Fx < 0): keep (fit the odd curve through both), mirror to "
+              "traction, separate scope, or drop",
               choices=BRAKING_MODES, read_only=True),
     ParamSpec("radius_mode", "load", "rolling radius fixed (r0) or load dependent (r0 - Fz/kt)",
               choices=RADIUS_MODES, read_only=True),
@@ -82,6 +87,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("sync_tolerance", 0.05, "max gap to interpolate wheel speed / odometry at a force stamp, s",
               0.001, 1.0, read_only=True),
+    ParamSpec("average_window", 0.1, "per-wheel block average of the friction samples, s (0 = none)", 0.0, 1.0,
+              read_only=True),
     ParamSpec("window", 60.0, "friction samples older than this are forgotten, s", 1.0, 3600.0, read_only=True),
     ParamSpec("buffer_size", 4000, "maximum friction samples kept per scope", 10, 1_000_000, read_only=True),
     ParamSpec("fit_period", 5.0, "time between estimation cycles, s (ROS clock)", 0.05, 3600.0, read_only=True),
@@ -93,6 +100,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("n_steps", 40000, "steps per chain", 500, 10_000_000),
     ParamSpec("max_r_hat", 1.1, "publish only if mu_max's split R-hat is at most this", 1.0, 2.0),
     ParamSpec("min_ess", 50.0, "publish only if mu_max's bulk ESS is at least this", 0.0, 1e6),
+    ParamSpec("min_excitation", 0.15,
+              "publish only if the span of |mu| in the window (95th - 5th percentile) reaches this",
+              0.0, 2.0),
+    ParamSpec("theta_lower", [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "prior lower bounds of B, C, D, E, s_h, s_v",
+              check=lambda v: _bounds_check("theta_lower", v)),
+    ParamSpec("theta_upper", [30.0, 2.0, 2.0, 0.0, 0.05, 0.3], "prior upper bounds of B, C, D, E, s_h, s_v "
+              "(friction paper Table 3)", check=lambda v: _bounds_check("theta_upper", v)),
     ParamSpec("max_peak_slip", 0.1, "physical prior: largest slip ratio at the curve peak", 0.005, 1.0),
     ParamSpec("prior_mode", "truncated", "physical prior applied inside the posterior or after sampling",
               choices=("truncated", "posthoc")),
@@ -116,30 +130,23 @@ def latched_qos() -> QoSProfile:
     return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-class GripEstimatorNode(Node):
+class GripEstimatorNode(WorkerNode):
     """Thin adapter: messages -> records -> GripPipeline; worker-thread fits; publish estimates and health."""
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
+        super().__init__(node_name, worker_name="grip_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
         self.pipeline = pipeline_from_params(self.values)
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
-        self._lock = threading.Lock()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grip_fit")
-        self._future: Future | None = None
-        self.skipped_cycles = 0
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
-        self._last_arrival: dict[str, float] = {}
-        self._count_at_diag: dict[str, int] = {}
-        self._diag_time = self._now()
 
-        inputs = MutuallyExclusiveCallbackGroup()
         qos = sensor_qos()
         v = self.values
-        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=inputs)
-        self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, qos, callback_group=inputs)
-        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=inputs)
-        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=inputs)
+        group = self.inputs_group
+        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=group)
+        self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, qos, callback_group=group)
+        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
+        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
 
         prefix = v["output_prefix"].rstrip("/")
         self._grip_pub = {s: self.create_publisher(Vector3Stamped, f"{prefix}/grip/{s}", latched_qos())
@@ -147,77 +154,56 @@ class GripEstimatorNode(Node):
         self._curve_pub = {s: self.create_publisher(Float64MultiArray, f"{prefix}/grip_curve/{s}", latched_qos())
                            for s in self.pipeline.collector.scopes()}
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        timers = MutuallyExclusiveCallbackGroup()
-        self.create_timer(v["fit_period"], self._on_cycle, callback_group=timers)
-        self.create_timer(v["diagnostics_period"], self._publish_diagnostics, callback_group=timers)
+        self._start_schedule(v["fit_period"], v["diagnostics_period"])
         self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
 
     # ------------------------------------------------------------ inputs
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+    def _feed(self, topic: str, convert: Any, msg: Any) -> None:
+        self._convert_and_feed(topic, convert, msg, self.pipeline.add, self._reject)
 
-    def _arrived(self, topic: str) -> None:
-        self._last_arrival[topic] = self._now()
-
-    def _feed(self, record: Any) -> None:
-        with self._lock:
-            self.pipeline.add(record)
-
-    def _convert_and_feed(self, topic: str, convert: Any, msg: Any) -> None:
-        self._arrived(topic)
-        try:
-            record = convert(msg, self._frames)
-        except (ValueError, IndexError, KeyError):  # unknown wheel name, missing axis: counted, never raised
-            with self._lock:
-                self.pipeline.collector.counters.dropped["unknown_wheel"] += 1
-            return
-        self._feed(record)
+    def _reject(self, topic: str) -> None:
+        self.pipeline.collector.counters.dropped["unknown_wheel"] += 1
 
     def _on_wheels(self, msg: JointState) -> None:
-        self._convert_and_feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+        self._feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
 
     def _on_force(self, msg: WrenchStamped) -> None:
-        self._convert_and_feed("tire_forces", conversions.msg_to_tire_force, msg)
+        self._feed("tire_forces", conversions.msg_to_tire_force, msg)
 
     def _on_odom(self, msg: Odometry) -> None:
-        self._convert_and_feed("odom", conversions.msg_to_odom, msg)
+        self._feed("odom", conversions.msg_to_odom, msg)
 
     def _on_controls(self, msg: Joy) -> None:
-        self._convert_and_feed("controls", conversions.msg_to_controls, msg)
+        self._feed("controls", conversions.msg_to_controls, msg)
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         with self._lock:
+            fit_config = fit_config_from({**self.values, **changed}, self.pipeline.fit_config)  # ValueError: refused
             self.values.update(changed)
-            self.pipeline.fit_config = fit_config_from(self.values, self.pipeline.fit_config)
+            self.pipeline.fit_config = fit_config
             self.pipeline.warm_start = self.values["warm_start"]
             self.pipeline.min_new_points = self.values["min_new_points"]
             self.pipeline.max_fit_points = self.values["max_fit_points"]
             self.pipeline.max_r_hat = self.values["max_r_hat"]
             self.pipeline.min_ess = self.values["min_ess"]
+            self.pipeline.min_excitation = self.values["min_excitation"]
 
     # ------------------------------------------------------------- cycle
-    def _on_cycle(self) -> None:
-        if self._future is not None and not self._future.done():
-            self.skipped_cycles += 1
-            return
-        with self._lock:
-            snapshots = self.pipeline.snapshot()
-        if snapshots:
-            self._future = self._worker.submit(self._fit_and_publish, snapshots)
+    def _snapshot(self) -> list:
+        return self.pipeline.snapshot()
 
-    def _fit_and_publish(self, snapshots: list) -> None:
-        try:
-            outcomes = self.pipeline.fit(snapshots)
-            with self._lock:
-                updated = self.pipeline.commit(outcomes)
-            for scope in updated:
-                self._publish_estimate(scope)
-        except Exception as exc:  # a worker must never take the node down; report and keep the last estimate
-            self.get_logger().error(f"grip cycle failed: {exc!r}")
-            with self._lock:
-                for data in snapshots:
-                    st = self.pipeline.status[data.scope]
-                    st.level, st.message = ERROR, f"cycle failed: {exc!r}"
+    def _fit_and_commit(self, snapshots: list) -> None:
+        outcomes = self.pipeline.fit(snapshots)
+        with self._lock:
+            updated = self.pipeline.commit(outcomes)
+        for scope in updated:
+            self._publish_estimate(scope)
+
+    def _cycle_failed(self, snapshots: list | None, message: str) -> None:
+        scopes = [d.scope for d in snapshots] if snapshots is not None else list(self.pipeline.status)
+        for scope in scopes:
+            st = self.pipeline.status[scope]
+            st.level, st.message = ERROR, message
 
     def _publish_estimate(self, scope: str) -> None:
         st = self.pipeline.status[scope]
@@ -232,18 +218,11 @@ class GripEstimatorNode(Node):
     # ------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
         now = self._now()
-        period = max(now - self._diag_time, 1e-9)
-        self._diag_time = now
         hw = self.get_fully_qualified_name()
         statuses = []
         with self._lock:
             counters = self.pipeline.collector.counters
-            rates = {}
-            for topic, count in counters.received.items():
-                rates[topic] = (count - self._count_at_diag.get(topic, 0)) / period
-                self._count_at_diag[topic] = count
-            stale = [t for t in ("wheel_speeds", "tire_forces", "odom")
-                     if now - self._last_arrival.get(t, -1e18) > self.values["stale_timeout"]]
+            rates, stale = self._input_health(counters.received, ("wheel_speeds", "tire_forces", "odom"), now)
             values = {f"rate_{t}_hz": r for t, r in rates.items()}
             values.update({f"dropped_{k}": n for k, n in counters.dropped.items()})
             values.update({f"fill_{s}": n for s, n in self.pipeline.collector.fill().items()})
@@ -267,14 +246,6 @@ class GripEstimatorNode(Node):
                                "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
-
-    @property
-    def busy(self) -> bool:
-        """True while a fit is running in the worker thread."""
-        return self._future is not None and not self._future.done()
-
-    def shutdown(self) -> None:
-        self._worker.shutdown(wait=True, cancel_futures=True)
 
 
 def curve_message(est: Any) -> Float64MultiArray:

@@ -1,0 +1,164 @@
+"""The part ``grip_estimator`` and ``model_calibrator`` share: inputs fed under a lock, one worker thread for
+the slow fits, estimation cycles and diagnostics on the ROS clock, and the input-health figures.
+
+Scheduling. A cycle is due every ``period`` seconds of the node's ROS clock (sim time under
+``use_sim_time``). Due-ness is checked by a ROS timer *and* on every incoming message: under sim time the
+timers of rclpy's ``EventsExecutor`` can fire tens of seconds late and then in bursts (its timers manager does
+not follow the /clock topic; ros2/rclcpp#2457), and a live estimator must not depend on that. A check costs one
+clock read and a comparison. A clock that goes back (simulation restart, bag loop) restarts the period.
+A cycle hands its snapshot to the single worker thread; while a fit runs, further due cycles are skipped and
+counted, never queued.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+
+from vehcal_ros.nodes.common import ERROR
+
+
+class Periodic:
+    """Due every ``period`` s of a clock that may jump (a jump back restarts the period)."""
+
+    def __init__(self, period: float, now: float) -> None:
+        self.period = float(period)
+        self.last = float(now)
+
+    def due(self, now: float) -> bool:
+        if now < self.last:            # the clock went back: start over from here
+            self.last = now
+            return False
+        if now - self.last >= self.period * (1.0 - 1e-9):
+            self.last = now
+            return True
+        return False
+
+
+class WorkerNode(Node):
+    """Base of the estimator nodes (see the module docstring). Subclasses implement :meth:`_snapshot`,
+    :meth:`_fit_and_commit`, :meth:`_cycle_failed` and :meth:`_publish_diagnostics`, and feed records with
+    :meth:`_convert_and_feed`."""
+
+    def __init__(self, node_name: str, *, worker_name: str, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._lock = threading.Lock()           # guards the pipeline (inputs, snapshots, commits)
+        self._tick_lock = threading.Lock()      # one scheduler check at a time
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=worker_name)
+        self._future: Future | None = None
+        self.skipped_cycles = 0
+        self._last_arrival: dict[str, float] = {}
+        self._count_at_diag: dict[str, int] = {}
+        self._diag_time = self._now()
+        self._cycle_clock: Periodic | None = None
+        self._diag_clock: Periodic | None = None
+        self.inputs_group = MutuallyExclusiveCallbackGroup()
+
+    # ------------------------------------------------------------ scheduling
+    def _start_schedule(self, cycle_period: float, diagnostics_period: float) -> None:
+        """Cycle and diagnostics clocks, checked by ROS timers and by every message (module docstring)."""
+        now = self._now()
+        self._cycle_clock = Periodic(cycle_period, now)
+        self._diag_clock = Periodic(diagnostics_period, now)
+        timers = MutuallyExclusiveCallbackGroup()
+        self.create_timer(min(cycle_period, diagnostics_period), self._tick, callback_group=timers)
+
+    def _tick(self) -> None:
+        if self._cycle_clock is None or not self._tick_lock.acquire(blocking=False):
+            return
+        try:
+            now = self._now()
+            if self._cycle_clock.due(now):
+                self._on_cycle()
+            if self._diag_clock.due(now):
+                self._publish_diagnostics()
+        finally:
+            self._tick_lock.release()
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    @property
+    def busy(self) -> bool:
+        """True while a fit runs in the worker thread."""
+        return self._future is not None and not self._future.done()
+
+    # ------------------------------------------------------------------ inputs
+    def _convert_and_feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any,
+                          feed: Callable[[Any], None], reject: Callable[[str], None]) -> None:
+        """msg -> record -> ``feed(record)`` under the lock; a message that cannot be converted (unknown wheel
+        name, missing Joy axis) is passed to ``reject(topic)``, never raised."""
+        self._last_arrival[topic] = self._now()
+        try:
+            record = convert(msg, self._frames)
+        except (ValueError, IndexError, KeyError):
+            with self._lock:
+                reject(topic)
+        else:
+            with self._lock:
+                feed(record)
+        self._tick()
+
+    # ------------------------------------------------------------------- cycle
+    def _on_cycle(self) -> None:
+        if self.busy:
+            self.skipped_cycles += 1
+            return
+        try:
+            with self._lock:
+                jobs = self._snapshot()
+        except Exception as exc:  # never take the node down on odd data; say so on /diagnostics
+            self.get_logger().error(f"snapshot failed: {exc!r}")
+            with self._lock:
+                self._cycle_failed(None, f"snapshot failed: {exc!r}")
+            return
+        if jobs:
+            self._future = self._worker.submit(self._run, jobs)
+
+    def _run(self, jobs: list) -> None:
+        try:
+            self._fit_and_commit(jobs)
+        except Exception as exc:  # a worker must never take the node down; report and keep the last result
+            self.get_logger().error(f"cycle failed: {exc!r}")
+            with self._lock:
+                self._cycle_failed(jobs, f"cycle failed: {exc!r}")
+
+    def _snapshot(self) -> list:
+        """Copies of the data worth a fit (called under the lock)."""
+        raise NotImplementedError
+
+    def _fit_and_commit(self, jobs: list) -> None:
+        """Fit (worker thread, without the lock), commit under the lock, publish."""
+        raise NotImplementedError
+
+    def _cycle_failed(self, jobs: list | None, message: str) -> None:
+        """Mark the jobs' (or all, if None) statuses ERROR with ``message`` (called under the lock)."""
+        raise NotImplementedError
+
+    def _publish_diagnostics(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- diagnostics
+    def _input_health(self, received: Mapping[str, int], watched: tuple[str, ...], now: float
+                      ) -> tuple[dict[str, float], list[str]]:
+        """Per-topic input rates (Hz since the last diagnostics) and the watched topics silent for longer than
+        ``stale_timeout`` (call under the lock)."""
+        period = max(now - self._diag_time, 1e-9)
+        self._diag_time = now
+        rates = {}
+        for topic, count in received.items():
+            rates[topic] = (count - self._count_at_diag.get(topic, 0)) / period
+            self._count_at_diag[topic] = count
+        stale = [t for t in watched if now - self._last_arrival.get(t, -1e18) > self.values["stale_timeout"]]
+        return rates, stale
+
+    def shutdown(self) -> None:
+        self._worker.shutdown(wait=True, cancel_futures=True)
+
+
+__all__ = ["Periodic", "WorkerNode", "ERROR"]
