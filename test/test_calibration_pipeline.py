@@ -16,13 +16,16 @@ from calibration_drive import drive_records
 from calibration_synthetic import TRUTH_SAMPLED
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import paper_prior_ranges, stage_spec
 from vehcal_ros.estimation.calibration_pipeline import (
     MODEL_PARAMETERS,
     CalibrationPipeline,
     CalibrationPipelineConfig,
+    config_from,
 )
 from vehcal_ros.estimation.segments import SegmentConfig
 from vehcal_ros.estimation.signals import Controls, GroundTruth, OdomSample, WheelSpeeds
+from vehcal_ros.inference.smc import Uniform
 
 ORDER = ("rolling_resistance", "longitudinal", "lateral")
 
@@ -134,3 +137,55 @@ def test_config_validation_names_field() -> None:
         CalibrationPipeline(CalibrationPipelineConfig(stages=("lateral", "sideways")))
     with pytest.raises(InputError, match="lat_min_speed"):
         CalibrationPipeline(CalibrationPipelineConfig(segments=SegmentConfig(lat_min_speed=-1.0)))
+
+
+@pytest.mark.parametrize("value, message", [
+    ([0.03, 0.005], "prior.rr = .*lower bound must be below"),
+    ([0.01, 0.01], "prior.rr = .*lower bound must be below"),
+    ([0.001], r"prior.rr = \[0.001\]: expected \[lower, upper\]"),
+    ([0.001, math.inf], "prior.rr = .*two finite numbers"),
+    (["a", "b"], "prior.rr = .*two finite numbers"),
+])
+def test_prior_range_validation_names_the_parameter(value, message) -> None:
+    with pytest.raises(InputError, match=message):
+        config_from({"prior.rr": value})
+    with pytest.raises(InputError, match="calibration config: " + message):
+        CalibrationPipeline(CalibrationPipelineConfig(priors={"rr": value}))
+    with pytest.raises(InputError, match="prior.sideways: unknown calibrated parameter"):
+        config_from({"prior.sideways": [1.0, 2.0]})
+
+
+def test_prior_defaults_are_the_papers_and_overrides_reach_the_stage() -> None:
+    paper = paper_prior_ranges()
+    assert paper["rr"] == (0.005, 0.03) and paper["kphi_r"] == (5000.0, 80000.0) and set(paper) == set(
+        MODEL_PARAMETERS)
+    assert dict(stage_spec("lateral").priors)["kphi_r"] == Uniform(5000.0, 80000.0)
+    cfg = config_from({"prior.kphi_r": [5000.0, 150000.0], "prior.rr": [0.001, 0.03]})
+    assert cfg.priors == {"kphi_r": (5000.0, 150000.0), "rr": (0.001, 0.03)}
+    lat = dict(stage_spec("lateral", priors=cfg.priors).priors)
+    assert lat["kphi_r"] == Uniform(5000.0, 150000.0) and lat["kphi_f"] == Uniform(5000.0, 80000.0)
+    assert dict(stage_spec("rolling_resistance", priors=cfg.priors).priors) == {"rr": Uniform(0.001, 0.03)}
+    assert config_from({}).priors is None
+
+
+def test_prior_override_is_sampled_and_checked_at_its_bounds() -> None:
+    # truth rr = 0.0131: a prior [0.015, 0.03] excludes it, so the posterior piles at the overridden lower bound
+    # (not the paper's 0.005) and the fit is refused; [0.001, 0.03] contains it and the fit is accepted
+    recs = drive_records(seed=3, duration=10.0)
+    outcome = {}
+    for lo in (0.015, 0.001):
+        cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=200, min_ess=50.0,
+                                        max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (lo, 0.03)})
+        p = CalibrationPipeline(cfg)
+        for rec in recs:
+            p.add(rec)
+        jobs = p.snapshot(final=True)
+        [o] = p.fit(jobs)
+        assert o.accepted and o.result.priors == {"rr": (lo, 0.03)}
+        assert lo <= o.result.draws[..., 0].min()
+        p.commit([o])
+        outcome[lo] = (p.status["rolling_resistance"], o.result.parameters["rr"]["mean"])
+    st, mean = outcome[0.015]
+    assert st.result is None and mean < 0.0152 and "lower bound of its prior [0.015, 0.03]" in st.message
+    st, mean = outcome[0.001]
+    assert st.result is not None and st.level == 0 and abs(mean / TRUTH_SAMPLED["rr"] - 1) < 0.2

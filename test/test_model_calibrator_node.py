@@ -170,6 +170,15 @@ def test_parameters_out_of_range_are_rejected(graph) -> None:
     assert not res.successful and "model.rr" in res.reason
     res = node.set_parameters([Parameter("lat_min_speed", value=12.0)])[0]
     assert res.successful and node.pipeline.config.segments.lat_min_speed == 12.0
+    # prior ranges: [lower, upper], named in the rejection; a valid one reaches the pipeline's stages
+    assert list(node.get_parameter("prior.rr").value) == [0.005, 0.03]          # the paper's by default
+    for bad in ([0.03, 0.005], [0.001]):
+        res = node.set_parameters([Parameter("prior.rr", value=bad)])[0]
+        assert not res.successful and "'prior.rr'" in res.reason, res.reason
+    res = node.set_parameters([Parameter("prior.rr", value=[0.001, 0.03])])[0]
+    assert res.successful and node.pipeline.config.priors["rr"] == (0.001, 0.03)
+    res = node.set_parameters([Parameter("prior.rr", value=[0.005, 0.03])])[0]
+    assert res.successful and node.pipeline.config.priors["rr"] == (0.005, 0.03)
 
 
 def test_startup_with_bad_parameter_exits_with_one_line() -> None:

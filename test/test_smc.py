@@ -43,6 +43,20 @@ def test_gaussian_box_prior_mean_std_evidence(kernel: str) -> None:
     assert all(s.r_hat < 1.01 for s in summ.values())
 
 
+def test_imh_refit_proposal_few_steps_same_posterior() -> None:
+    # the proposal refitted before every mutation step (the live calibrator's setting) with few steps per stage
+    prior = Prior(("a", "b"), (Uniform(-10, 10), Uniform(-10, 10)))
+    res = run_smc(gauss_ll, prior, n_particles=1000, n_chains=4, seed=4, kernel="imh", max_mutation_steps=3,
+                  refit_proposal=True)
+    draws = res.draws.reshape(-1, 2)
+    sd = np.sqrt(np.diag(S))
+    assert np.all(np.abs(draws.mean(axis=0) - Y) < 4 * sd / math.sqrt(1000.0))
+    assert np.all(np.abs(draws.std(axis=0) / sd - 1) < 0.08)
+    assert abs(res.log_evidence - math.log(1 / 400)) < 0.15
+    assert max(max(s) for s in res.mutation_steps) <= 3
+    assert all(s.r_hat < 1.01 for s in summarize_draws(res.draws, res.names).values())
+
+
 def test_half_normal_prior_truncated_posterior_and_evidence() -> None:
     # theta ~ HalfNormal(1), y | theta ~ N(theta, s^2): posterior N(mu_p, sd_p^2) truncated to theta > 0
     y, s = 0.4, 0.5

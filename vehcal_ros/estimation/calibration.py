@@ -242,19 +242,63 @@ def _load_stage_config() -> dict:
     return yaml.safe_load(text)
 
 
-def stage_spec(name: str, *, separate_bphi: bool = False) -> StageSpec:
-    """The stage's configuration from vehicle_8dof.yaml (paper Sections 3.3-3.5, Eq. 14)."""
+def paper_prior_ranges() -> dict[str, tuple[float, float]]:
+    """The paper's uniform prior ranges (Eq. 14, vehicle_8dof.yaml) of every calibrated parameter, in stage
+    order: Cxf, Cxr (N), Cyf, Cyr (N/rad), kphi_f, kphi_r (N m/rad), bphi (total, N m s/rad), rr (m)."""
+    stages = _load_stage_config()["stages"]
+    return {k: (float(lo), float(hi)) for s in STAGE_NAMES for k, (lo, hi) in stages[s]["priors"].items()}
+
+
+def check_prior_ranges(priors: Mapping[str, Sequence[float]] | None, label: str = "prior.{}"
+                       ) -> dict[str, tuple[float, float]]:
+    """Validated uniform prior ranges ``{name: (lower, upper)}`` (names of :func:`paper_prior_ranges`).
+
+    Each value must be two finite numbers with lower < upper; an :class:`InputError` names the offending
+    parameter as ``label.format(name.lower())`` (the model_calibrator's ``prior.<name>`` parameters).
+    """
+    known = paper_prior_ranges()
+    by_lower = {k.lower(): k for k in known}
+    out: dict[str, tuple[float, float]] = {}
+    for name, value in (priors or {}).items():
+        key = by_lower.get(str(name).lower())
+        if key is None:
+            raise InputError(f"{label.format(str(name).lower())}: unknown calibrated parameter; known: "
+                             f"{', '.join(k.lower() for k in known)}")
+        where = label.format(key.lower())
+        try:
+            pair = [float(v) for v in value]
+        except (TypeError, ValueError):
+            raise InputError(f"{where} = {value!r}: expected [lower, upper], two finite numbers") from None
+        if len(pair) != 2 or not all(math.isfinite(v) for v in pair):
+            raise InputError(f"{where} = {list(value)!r}: expected [lower, upper], two finite numbers")
+        if not pair[0] < pair[1]:
+            raise InputError(f"{where} = {pair!r}: the lower bound must be below the upper bound")
+        out[key] = (pair[0], pair[1])
+    return out
+
+
+def stage_spec(name: str, *, separate_bphi: bool = False,
+               priors: Mapping[str, Sequence[float]] | None = None) -> StageSpec:
+    """The stage's configuration from vehicle_8dof.yaml (paper Sections 3.3-3.5, Eq. 14).
+
+    ``priors``: uniform prior ranges ``{name: (lower, upper)}`` replacing the paper's for the parameters of
+    this stage (others are ignored; see :func:`check_prior_ranges`). With ``separate_bphi`` a ``bphi`` range
+    applies to bphi_f and bphi_r each (the paper's U(100, 30000) by default).
+    """
     if name not in STAGE_NAMES:
         raise InputError(f"unknown stage '{name}'; choose one of {', '.join(STAGE_NAMES)}")
+    override = check_prior_ranges(priors)
     doc = _load_stage_config()
     cfg = doc["stages"][name]
     steps = doc.get("time_step", {})
-    priors: list[tuple[str, Distribution]] = []
+    priors_out: list[tuple[str, Distribution]] = []
     for pname, (lo, hi) in cfg["priors"].items():
+        lo, hi = override.get(pname, (float(lo), float(hi)))
         if pname == "bphi" and separate_bphi:
-            priors += [("bphi_f", Uniform(100.0, 30000.0)), ("bphi_r", Uniform(100.0, 30000.0))]
+            lo, hi = override.get(pname, (100.0, 30000.0))
+            priors_out += [("bphi_f", Uniform(lo, hi)), ("bphi_r", Uniform(lo, hi))]
         else:
-            priors.append((pname, Uniform(float(lo), float(hi))))
+            priors_out.append((pname, Uniform(float(lo), float(hi))))
     noise = tuple((ch, float(s)) for ch, s in cfg["noise_priors_halfnormal_scale"].items())
     fixed: dict[str, float] = {}
     for k, v in (cfg.get("held_fixed") or {}).items():
@@ -265,7 +309,7 @@ def stage_spec(name: str, *, separate_bphi: bool = False) -> StageSpec:
             fixed[k] = float(v)
     dt = float(steps.get("longitudinal_and_test", 0.005)) if name == "longitudinal" else float(
         steps.get("lateral_and_rolling_resistance", 0.01))
-    return StageSpec(name, tuple(priors), noise, fixed, dt)
+    return StageSpec(name, tuple(priors_out), noise, fixed, dt)
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -378,6 +422,8 @@ class CalibrationResult:
     smc: dict = field(default_factory=dict, repr=False)
     """SMC bookkeeping (temperatures, acceptance, mutation steps, evaluations)."""
     separate_bphi: bool = False
+    priors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """the uniform prior range (lower, upper) of each calibrated parameter (empty: the paper's)."""
 
     def posterior_means(self) -> dict[str, float]:
         """Means of the calibrated 8-DOF parameters, with merged ``bphi`` split into ``bphi_f = bphi_r``."""
@@ -396,7 +442,7 @@ class CalibrationResult:
             "stage": self.stage, "converged": self.converged, "elapsed_s": self.elapsed_s,
             "sampling_s": self.sampling_s, "log_evidence": self.log_evidence, "n_stages": self.n_stages,
             "parameters": self.parameters, "noise": self.noise, "fixed": self.fixed,
-            "separate_bphi": self.separate_bphi,
+            "separate_bphi": self.separate_bphi, "priors": {k: list(v) for k, v in self.priors.items()},
             "rmse_prior": self.rmse_prior, "rmse_posterior": self.rmse_posterior,
             "rmse_posterior_mean": self.rmse_posterior_mean,
             "draws_shape": list(self.draws.shape), "smc": self.smc,
@@ -490,7 +536,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
                     kernel: str = "imh", predictive_draws: int = 100, check: bool = True,
                     constants: VehicleConstants | None = None, dt: float | None = None,
                     smc_options: Mapping | None = None, max_mutation_steps: int = 10,
-                    noise_prior_factor: float = 1.0) -> CalibrationResult:
+                    noise_prior_factor: float = 1.0,
+                    priors: Mapping[str, Sequence[float]] | None = None) -> CalibrationResult:
     """Calibrate one stage on ``segment`` (paper Sections 3.3-3.5).
 
     ``previous``: 8-DOF parameter values from earlier stages (posterior means), overriding the configured
@@ -502,9 +549,10 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     absorbs the model-form error (e.g. ~1.3 m/s on u for 14-DOF data against a 0.1 scale), and a prior that
     puts the needed sigma 10+ scales out in its tail biases sigma low (over-weighting that channel) and costs
     the tempering ~3x the stages to pull sigma out of the tail. Weakly informative factors (~10) fix both.
+    ``priors``: uniform prior ranges ``{name: (lower, upper)}`` replacing the paper's (:func:`stage_spec`).
     """
     t_start = time.perf_counter()
-    spec = stage_spec(stage, separate_bphi=separate_bphi)
+    spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors)
     if dt is not None:
         spec = replace(spec, dt=float(dt))
     if not (math.isfinite(noise_prior_factor) and noise_prior_factor > 0.0):
@@ -540,6 +588,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
         rmse_prior=dict(zip(chans, map(float, rmse_prior))), rmse_posterior=dict(zip(chans, map(float, rmse_post))),
         rmse_posterior_mean=dict(zip(chans, map(float, rmse_mean))), sampling_s=smc.elapsed_s,
         smc={k: v for k, v in smc.to_dict().items() if k not in ("names",)}, separate_bphi=separate_bphi,
+        priors={n: (float(d.low), float(d.high)) for n, d in spec.priors if isinstance(d, Uniform)},
     )
 
 
@@ -569,6 +618,9 @@ def predictive_responses(segment: Segment, result: CalibrationResult, n: int = 1
     15-18): keys ``time``, ``data``, ``prior``, ``posterior`` ``(n, n_out, n_channels)``, ``posterior_mean``,
     ``channels``."""
     spec = stage_spec(result.stage, separate_bphi=result.separate_bphi)
+    if result.priors:  # the ranges the result was sampled with (separate bphi_f/bphi_r share one range)
+        spec = replace(spec, priors=tuple((n, Uniform(*result.priors.get(n, (d.low, d.high))))
+                                          for n, d in spec.priors))
     problem = StageProblem(segment, spec, {**DEFAULT_PARAMETERS, **result.fixed}, constants)
     rng = np.random.default_rng(seed)
     flat = result.draws.reshape(-1, result.draws.shape[2])[:, : problem.n_model]

@@ -34,6 +34,7 @@ from vehcal_ros.estimation.calibration import (
     CalibrationResult,
     Segment,
     calibrate_stage,
+    check_prior_ranges,
     check_segment,
     stage_spec,
 )
@@ -89,7 +90,10 @@ class CalibrationPipelineConfig:
     """values of not-yet-calibrated parameters (8-DOF names; ``bphi`` = total); None: the model's defaults."""
     kernel: str = "imh"                #: SMC mutation kernel (imh | rw)
     max_mutation_steps: int = 5        #: MH steps per SMC stage (calibration.calibrate_stage); the IMH kernel
-    #: accepts 0.3-0.9 per step on the 14-DOF bags, so 5 steps give bulk ESS ~ N (4 x 1000 -> ~4000)
+    #: accepts 0.15-0.9 per step on the 14-DOF bags; with refit_proposal 5 steps give bulk ESS ~ N (4 x 1000 ->
+    #: ~4000) and runs that agree (R-hat <= 1.002 on the steering ramp)
+    refit_proposal: bool = True        #: refit the IMH proposal before every mutation step (inference.smc): with
+    #: one fit per stage and 5 steps, a run of the lateral stage could stay biased (steering ramp: R-hat 1.01-1.9)
     predictive_draws: int = 20         #: draws of the posterior-predictive RMSE check
     r0: float = 0.47                   #: [m] tire radius of the wheel-speed unit check (w r0 / u ~ 1)
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
@@ -97,7 +101,10 @@ class CalibrationPipelineConfig:
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
     replace_min_score: float = 0.9     #: a converged refit replaces the accepted result of its stage only if its
     #: segment's excitation score is at least this share of the accepted one's (a gentle speed-controlled
-    #: acceleration must not overwrite a fit on a throttle ramp); 0 = always replace
+    #: acceleration must not overwrite a fit on a throttle ramp; such a segment is not fitted); 0 = always replace
+    priors: Mapping[str, tuple[float, float]] | None = None
+    """uniform prior ranges {name: (lower, upper)} replacing the paper's (Eq. 14; names as
+    :data:`MODEL_PARAMETERS`); None or absent names: the paper's ranges (calibration.paper_prior_ranges)."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -119,6 +126,10 @@ class CalibrationPipelineConfig:
                              "[0, 10]")
         if self.dt is not None and not 1e-4 <= self.dt <= 0.05:
             raise InputError(f"calibration config: dt = {self.dt!r} is out of range [0.0001, 0.05]")
+        try:
+            check_prior_ranges(self.priors)
+        except InputError as exc:
+            raise InputError(f"calibration config: {exc}") from None
         self.segments.validate()
 
 
@@ -304,10 +315,16 @@ class CalibrationPipeline:
             st.segment, st.excitation = (w.t_start, w.t_end), w.score
             try:
                 seg = build_segment(r, w.t_start, w.t_end, c.segments, source=f"{stage} segment")
-                check_segment(seg, stage_spec(stage), r0=c.r0)
+                check_segment(seg, stage_spec(stage, priors=c.priors), r0=c.r0)
             except (InputError, EstimationError) as exc:
                 st.n_rejected += 1
                 self._note(stage, f"segment rejected: {exc}", level=ERROR if isinstance(exc, InputError) else WARN)
+                continue
+            if st.result is not None and w.score < c.replace_min_score * st.result_score:
+                # commit would keep the accepted model whatever this fit gives: spare the worker the fit (after the
+                # plausibility check, so a bad segment is still reported)
+                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({w.score:.3g} vs "
+                                  f"{st.result_score:.3g} of the accepted fit's); not fitted")
                 continue
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
@@ -354,7 +371,8 @@ class CalibrationPipeline:
                                          n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
                                          predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                          max_mutation_steps=c.max_mutation_steps,
-                                         noise_prior_factor=c.noise_prior_factor)
+                                         noise_prior_factor=c.noise_prior_factor, priors=c.priors,
+                                         smc_options={"refit_proposal": bool(c.refit_proposal)})
             except (InputError, EstimationError) as exc:
                 error = str(exc)
             except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
@@ -394,7 +412,7 @@ class CalibrationPipeline:
                     f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s did not pass its diagnostics "
                     f"(max R-hat {r_hat:.4g} vs <= {self.config.max_r_hat:g}, min bulk ESS {ess:.0f} vs >= "
                     f"{self.config.min_ess:g}){keep}")
-            elif (bound := at_prior_bound(o.stage, o.result)) is not None:
+            elif (bound := at_prior_bound(o.stage, o.result, priors=self.config.priors)) is not None:
                 st.n_failed += 1
                 st.level = WARN if st.result is not None else ERROR
                 st.message = st.last_reason = (
@@ -522,14 +540,16 @@ __all__ = ["CalibrationPipeline", "CalibrationPipelineConfig", "StageJob", "Stag
            "worst_diagnostics", "with_updates"]
 
 
-def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01) -> str | None:
+def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01,
+                   priors: Mapping[str, tuple[float, float]] | None = None) -> str | None:
     """Name a model parameter whose posterior mean lies within ``share`` of its uniform prior's range from a bound.
 
     A posterior piled against a prior bound means the data of the segment do not identify that parameter (or the
-    8-DOF model cannot reproduce them with any value inside the paper's range); such a fit is not accepted.
+    8-DOF model cannot reproduce them with any value inside the prior's range); such a fit is not accepted. The
+    ranges are the result's own (those it was sampled with), else ``priors`` over the paper's.
     """
-    for name, prior in stage_spec(stage).priors:
-        low, high = float(prior.low), float(prior.high)
+    for name, prior in stage_spec(stage, priors=priors).priors:
+        low, high = result.priors.get(name, (float(prior.low), float(prior.high)))
         s = result.parameters.get(name)
         if s is None:
             continue
@@ -543,6 +563,9 @@ def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01) -
 # ------------------------------------------------------------------------------------------------------------
 # ROS parameters -> pipeline configuration (one mapping for the model_calibrator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
+PRIOR_PREFIX = "prior."
+"""model_calibrator parameters ``prior.<name>`` (lower case) = [lower, upper] uniform prior ranges."""
+
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
 """model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
@@ -552,7 +575,8 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
     """The pipeline configuration of model_calibrator parameter values (InputError naming a bad combination).
 
     Segment thresholds are the ``SegmentConfig`` fields present in ``values``; ``model.<name>`` values are the
-    defaults of parameters not calibrated yet; absent keys keep the configuration classes' defaults.
+    defaults of parameters not calibrated yet; ``prior.<name>`` values ([lower, upper]) the uniform prior ranges;
+    absent keys keep the configuration classes' defaults.
     """
     import dataclasses
 
@@ -561,6 +585,9 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
     extra: dict[str, Any] = {k: values[k] for k in CONFIG_KEYS if k in values}
     if "stages" in values:
         extra["stages"] = tuple(values["stages"])
+    priors = {k[len(PRIOR_PREFIX):]: v for k, v in values.items() if k.startswith(PRIOR_PREFIX)}
+    if priors:
+        extra["priors"] = check_prior_ranges(priors)
     cfg = CalibrationPipelineConfig(segments=seg, defaults=defaults or None, **extra)
     cfg.validate()
     return cfg

@@ -12,7 +12,10 @@ paper used PyMC's ``sample_smc``). Per stage:
    (``kernel="imh"``, PyMC's default and the paper's choice) or a Gaussian random walk with the particle
    covariance scaled by ``2.38 / sqrt(d)`` and tuned toward acceptance 0.234 (``kernel="rw"``). Mutation steps
    are repeated until the mean (over parameters) correlation between the particles' positions before and after
-   the mutation falls below ``correlation_threshold`` (PyMC's rule), at most ``max_mutation_steps``.
+   the mutation falls below ``correlation_threshold`` (PyMC's rule), at most ``max_mutation_steps``. With
+   ``refit_proposal`` the IMH Gaussian is refitted to the particles before every step, not only once after
+   resampling: the resampled particles carry duplicates and lag behind the new temperature, and with few steps
+   per stage a proposal fitted to them once can leave a run biased (runs disagreeing: R-hat > 1.01).
    Stages are counted from the first reweighting; a run with N particles at phi = 1 gives N draws.
 
 Sampling runs in the unconstrained space by default (uniform -> logit, half-normal -> log, with Jacobians) or in
@@ -248,9 +251,32 @@ def _mean_corr(a: np.ndarray, b: np.ndarray) -> float:
     return float(c.mean())
 
 
+def _gaussian_fit(x: np.ndarray, imh_df: float | None) -> tuple[np.ndarray, np.ndarray, Callable]:
+    """Mean, Cholesky factor of the covariance and the (unnormalised) log density of the IMH proposal fitted to
+    the particles ``x`` (Gaussian, or multivariate t with ``imh_df`` degrees of freedom)."""
+    d = x.shape[1]
+    mean = x.mean(axis=0)
+    cov = np.atleast_2d(np.cov(x, rowvar=False))
+    cov += np.eye(d) * (1e-12 * max(1.0, float(np.abs(np.diag(cov)).max())))
+    try:
+        chol = np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        chol = np.diag(np.sqrt(np.maximum(np.diag(cov), 1e-300)))
+    inv = np.linalg.inv(chol)
+
+    def log_q(xx: np.ndarray) -> np.ndarray:
+        r = (xx - mean) @ inv.T
+        r2 = np.einsum("ij,ij->i", r, r)
+        if imh_df is None:
+            return -0.5 * r2
+        return -0.5 * (imh_df + d) * np.log1p(r2 / imh_df)
+
+    return mean, chol, log_q
+
+
 def _run_one(log_likelihood: LogLikelihoodBatch, prior: Prior, rng: np.random.Generator, n: int, kernel: str,
              target_ess: float, corr_threshold: float, max_steps: int, unconstrained: bool, max_stages: int,
-             imh_df: float | None):
+             imh_df: float | None, refit_proposal: bool = False):
     d = prior.dim
     theta = prior.sample(rng, n)
     x = prior.to_unconstrained(theta) if unconstrained else theta
@@ -292,28 +318,18 @@ def _run_one(log_likelihood: LogLikelihoodBatch, prior: Prior, rng: np.random.Ge
         temps.append(beta)
 
         # mutation: MH moves that leave L^beta p invariant
-        mean = x.mean(axis=0)
-        cov = np.atleast_2d(np.cov(x, rowvar=False))
-        cov += np.eye(d) * (1e-12 * max(1.0, float(np.abs(np.diag(cov)).max())))
-        try:
-            chol = np.linalg.cholesky(cov)
-        except np.linalg.LinAlgError:
-            chol = np.diag(np.sqrt(np.maximum(np.diag(cov), 1e-300)))
+        mean, chol, log_q = _gaussian_fit(x, imh_df)
         x0 = x.copy()
         acc_sum = 0.0
         k = 0
         if kernel == "imh":
-            inv = np.linalg.inv(chol)
-
-            def log_q(xx: np.ndarray, mean=mean, inv=inv) -> np.ndarray:
-                r = (xx - mean) @ inv.T
-                r2 = np.einsum("ij,ij->i", r, r)
-                if imh_df is None:
-                    return -0.5 * r2
-                return -0.5 * (imh_df + d) * np.log1p(r2 / imh_df)
-
             lq = log_q(x)
         for k in range(1, max_steps + 1):  # noqa: B007 - k is reported after the loop
+            if refit_proposal and kernel == "imh" and k > 1:
+                # the proposal follows the mutated particles (the resampled ones carry duplicates and lag
+                # behind the tempered target: a proposal fitted to them once can leave a run biased)
+                mean, chol, log_q = _gaussian_fit(x, imh_df)
+                lq = log_q(x)
             eps = rng.standard_normal((n, d))
             if kernel == "imh":
                 step = eps @ chol.T
@@ -354,13 +370,15 @@ def _run_one(log_likelihood: LogLikelihoodBatch, prior: Prior, rng: np.random.Ge
 def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: int = 1000, n_chains: int = 4,
             seed: int | None = 0, kernel: str = "imh", target_ess: float = 0.5, correlation_threshold: float = 0.01,
             max_mutation_steps: int = 25, space: str = "unconstrained", max_stages: int = 500,
-            imh_df: float | None = None) -> SMCResult:
+            imh_df: float | None = None, refit_proposal: bool = False) -> SMCResult:
     """Sample the posterior ``L(theta) p(theta)`` with ``n_chains`` independent tempered SMC runs.
 
     ``log_likelihood``: batch callable ``theta (n, d) -> (n,)`` in the natural space (``-inf`` allowed);
     ``prior``: :class:`Prior`; ``n_particles``: particles per run = draws per chain; ``kernel``: ``"imh"`` or
     ``"rw"``; ``imh_df``: None for PyMC's Gaussian IMH proposal, or the degrees of freedom of a
-    multivariate-t proposal with the same location and scale; ``space``: ``"unconstrained"`` or ``"bounded"``.
+    multivariate-t proposal with the same location and scale; ``refit_proposal``: refit the IMH proposal to the
+    particles before every mutation step of a stage (False: once per stage, as PyMC); ``space``:
+    ``"unconstrained"`` or ``"bounded"``.
     Runs are seeded from one ``SeedSequence(seed)``, so a seed fixes every number. Raises
     :class:`EstimationError` when the likelihood is nowhere finite.
     """
@@ -380,7 +398,7 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
         rng = np.random.default_rng(seqs[c])
         th, ll, lz, tp, ac, st, ne = _run_one(log_likelihood, prior, rng, n_particles, kernel, target_ess,
                                               correlation_threshold, max_mutation_steps, space == "unconstrained",
-                                              max_stages, imh_df)
+                                              max_stages, imh_df, refit_proposal)
         draws.append(th)
         lls.append(ll)
         logzs.append(lz)

@@ -2,10 +2,10 @@
 
 Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), IMU
 (sensor_msgs/Imu), odometry (nav_msgs/Odometry) and controls (sensor_msgs/Joy). Callbacks only convert messages
-to records and feed the :class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a timer (ROS
-clock, so ``use_sim_time`` is honoured) hands the next stage(s) with a fresh qualifying segment to a worker
-thread (papers/bayesian-calibration-8dof-vehicle-model.md Section 3: tempered SMC, runs as chains); a cycle
-still running makes the next one skip (counted), never queue.
+to records and feed the :class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a cycle on
+the ROS clock (``use_sim_time`` is honoured; scheduling in :mod:`vehcal_ros.nodes.worker_node`) hands the next
+stage(s) with a fresh qualifying segment to a worker thread (papers/bayesian-calibration-8dof-vehicle-model.md
+Section 3: tempered SMC, runs as chains); a cycle still running makes the next one skip (counted), never queue.
 
 Outputs: ``/vehcal/model_parameters`` (diagnostic_msgs/DiagnosticArray, reliable + transient local: one status
 per calibrated parameter and noise sigma with mean, std, hdi_low, hdi_high, r_hat, ess_bulk, ess_tail, stage,
@@ -16,19 +16,15 @@ diagnostics is reported and never published as the model.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Imu, JointState, Joy
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import STAGE_NAMES
+from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges, paper_prior_ranges
 from vehcal_ros.estimation.calibration_pipeline import (
     ERROR,
     OK,
@@ -44,6 +40,7 @@ from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
+from vehcal_ros.nodes.worker_node import WorkerNode
 
 NODE_NAME = "model_calibrator"
 
@@ -67,6 +64,25 @@ MODEL_SPECS: tuple[ParamSpec, ...] = (
 )
 """Output parameters (read_only=False): the latest accepted model; their start-up values are the defaults of
 parameters not yet calibrated."""
+
+
+def _prior_check(name: str):
+    def check(v: Any) -> str | None:
+        try:
+            check_prior_ranges({name: v}, label="parameter 'prior.{}'")
+        except InputError as exc:
+            return str(exc)
+        return None
+    return check
+
+
+_PRIOR_UNITS = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad", "kphi_r": "N m/rad",
+                "bphi": "N m s/rad (total)", "rr": "m"}
+PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
+    ParamSpec(f"prior.{name.lower()}", [lo, hi], f"uniform prior [lower, upper] of {name}, {_PRIOR_UNITS[name]} "
+              "(default: the 8-DOF paper's Eq. 14 range; floats)", check=_prior_check(name))
+    for name, (lo, hi) in paper_prior_ranges().items())
+"""Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior (the paper's by default)."""
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
@@ -118,71 +134,52 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("rr_settle", 0.5, "coast-down: skipped after the throttle release, s", 0.0, 10.0),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
+    *PRIOR_SPECS,
     *MODEL_SPECS,
 )
 
-class ModelCalibratorNode(Node):
+class ModelCalibratorNode(WorkerNode):
     """Thin adapter: messages -> records -> CalibrationPipeline; worker-thread fits; publish model and health."""
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
+        super().__init__(node_name, worker_name="calibration_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
         try:
             self.pipeline = CalibrationPipeline(config_from(self.values))
         except InputError as exc:
             raise ValueError(str(exc)) from None
-        self._lock = threading.Lock()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="calibration_fit")
-        self._future: Future | None = None
-        self.skipped_cycles = 0
         self.n_published = 0
         self._setting_model = False
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         v = self.values
         self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
-        self._last_arrival: dict[str, float] = {}
-        self._count_at_diag: dict[str, int] = {}
-        self._diag_time = self._now()
 
-        inputs = MutuallyExclusiveCallbackGroup()
         qos = sensor_qos()
-        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=inputs)
-        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=inputs)
-        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=inputs)
-        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=inputs)
+        group = self.inputs_group
+        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=group)
+        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
+        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
+        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
         self._model_pub = self.create_publisher(DiagnosticArray, v["output_topic"], latched_qos())
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        timers = MutuallyExclusiveCallbackGroup()
-        self.create_timer(v["calibration_period"], self._on_cycle, callback_group=timers)
-        self.create_timer(v["diagnostics_period"], self._publish_diagnostics, callback_group=timers)
+        self._start_schedule(v["calibration_period"], v["diagnostics_period"])
         self.get_logger().info(f"calibrating stages {', '.join(v['stages'])} every {v['calibration_period']} s")
 
     # ------------------------------------------------------------ inputs
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
-
-    def _convert_and_feed(self, topic: str, convert: Any, msg: Any) -> None:
-        self._last_arrival[topic] = self._now()
-        try:
-            record = convert(msg, self._frames)
-        except (ValueError, IndexError, KeyError):  # unknown wheel name, missing axis: counted, never raised
-            with self._lock:
-                self.pipeline.reject(topic)
-            return
-        with self._lock:
-            self.pipeline.add(record)
+    def _feed(self, topic: str, convert: Any, msg: Any) -> None:
+        self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.reject)
 
     def _on_wheels(self, msg: JointState) -> None:
-        self._convert_and_feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+        self._feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
 
     def _on_imu(self, msg: Imu) -> None:
-        self._convert_and_feed("imu", conversions.msg_to_imu, msg)
+        self._feed("imu", conversions.msg_to_imu, msg)
 
     def _on_odom(self, msg: Odometry) -> None:
-        self._convert_and_feed("odom", conversions.msg_to_odom, msg)
+        self._feed("odom", conversions.msg_to_odom, msg)
 
     def _on_controls(self, msg: Joy) -> None:
-        self._convert_and_feed("controls", conversions.msg_to_controls, msg)
+        self._feed("controls", conversions.msg_to_controls, msg)
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         if self._setting_model or not any(not k.startswith("model.") for k in changed):
@@ -192,36 +189,21 @@ class ModelCalibratorNode(Node):
             self.pipeline.config = config_from(self.values)
 
     # ------------------------------------------------------------- cycle
-    def _on_cycle(self) -> None:
-        if self._future is not None and not self._future.done():
-            self.skipped_cycles += 1
-            return
-        try:
-            with self._lock:
-                jobs = self.pipeline.snapshot()
-        except Exception as exc:  # never take the node down on odd data; say so on /diagnostics
-            self.get_logger().error(f"segment search failed: {exc!r}")
-            with self._lock:
-                for stage in self.pipeline.config.stages:
-                    st = self.pipeline.status[stage]
-                    st.level, st.message = ERROR, f"segment search failed: {exc!r}"
-            return
-        if jobs:
-            self._future = self._worker.submit(self._fit_and_publish, jobs)
+    def _snapshot(self) -> list:
+        return self.pipeline.snapshot()
 
-    def _fit_and_publish(self, jobs: list) -> None:
-        try:
-            outcomes = self.pipeline.fit(jobs)
-            with self._lock:
-                updated = self.pipeline.commit(outcomes)
-            if updated:
-                self._publish_model()
-        except Exception as exc:  # a worker must never take the node down; report and keep the last model
-            self.get_logger().error(f"calibration cycle failed: {exc!r}")
-            with self._lock:
-                for job in jobs:
-                    st = self.pipeline.status[job.stage]
-                    st.level, st.message = ERROR, f"cycle failed: {exc!r}"
+    def _fit_and_commit(self, jobs: list) -> None:
+        outcomes = self.pipeline.fit(jobs)
+        with self._lock:
+            updated = self.pipeline.commit(outcomes)
+        if updated:
+            self._publish_model()
+
+    def _cycle_failed(self, jobs: list | None, message: str) -> None:
+        stages = [job.stage for job in jobs] if jobs is not None else list(self.pipeline.config.stages)
+        for stage in stages:
+            st = self.pipeline.status[stage]
+            st.level, st.message = ERROR, message
 
     def _publish_model(self) -> None:
         with self._lock:
@@ -260,22 +242,19 @@ class ModelCalibratorNode(Node):
     # ------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
         now = self._now()
-        period = max(now - self._diag_time, 1e-9)
-        self._diag_time = now
         hw = self.get_fully_qualified_name()
         statuses = []
         with self._lock:
             c = self.pipeline.counters
+            rates, stale = self._input_health(c.received, tuple(c.received), now)
             values: dict[str, Any] = {}
             for topic, count in c.received.items():
-                values[f"rate_{topic}_hz"] = (count - self._count_at_diag.get(topic, 0)) / period
+                values[f"rate_{topic}_hz"] = rates[topic]
                 values[f"received_{topic}"] = count
-                self._count_at_diag[topic] = count
             values.update({f"dropped_{k}": n for k, n in c.dropped.items()})
             values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
             values.update({"clock_jumps": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
-                           "busy": bool(self._future is not None and not self._future.done())})
-            stale = [t for t in c.received if now - self._last_arrival.get(t, -1e18) > self.values["stale_timeout"]]
+                           "busy": self.busy})
             if stale:
                 level, message = WARN, f"no data on: {', '.join(stale)}"
             elif c.n_dropped > 0.5 * max(c.n_received, 1):
@@ -298,14 +277,6 @@ class ModelCalibratorNode(Node):
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
 
-    @property
-    def busy(self) -> bool:
-        """True while a calibration runs in the worker thread."""
-        return self._future is not None and not self._future.done()
-
-    def shutdown(self) -> None:
-        self._worker.shutdown(wait=True, cancel_futures=True)
-
 
 def build_node(context: Any = None, **overrides: Any) -> ModelCalibratorNode:
     """The node with parameter overrides given as keywords (``model.cxf`` as ``model__cxf``), e.g. for
@@ -318,7 +289,7 @@ def main(args: list[str] | None = None) -> int:
     return spin_node(ModelCalibratorNode, args)
 
 
-__all__ = ["ModelCalibratorNode", "PARAMS", "MODEL_SPECS", "build_node", "config_from", "main"]
+__all__ = ["ModelCalibratorNode", "PARAMS", "MODEL_SPECS", "PRIOR_SPECS", "build_node", "config_from", "main"]
 
 if __name__ == "__main__":
     raise SystemExit(main())
