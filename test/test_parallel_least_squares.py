@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -17,7 +18,14 @@ from vehcal_ros.estimation.brake_fit import (
     synthetic_data,
 )
 from vehcal_ros.inference.executors import make_executor, map_over_executor, values_or_raise
-from vehcal_ros.inference.least_squares.parallel import parallel_least_squares
+from vehcal_ros.inference.least_squares.parallel import (
+    _MISSING,
+    _balanced_chunks,
+    _eval_items,
+    _Evaluator,
+    _FunRef,
+    parallel_least_squares,
+)
 from vehcal_ros.models import pacejka
 
 TRUTH = np.array([TRUE_PARAMETERS[n] for n in FIT_NAMES])
@@ -78,10 +86,44 @@ def test_parallel_equals_serial(brake_problem, local_pool):
         assert (par.n_residual_evals, par.n_jacobian_evals, par.nfev, par.njev) == (
             serial.n_residual_evals, serial.n_jacobian_evals, serial.nfev, serial.njev)
     assert loc.n_workers == 2 and serial.n_workers == 1
+    # one task per worker and round (a trial point, or a Jacobian's whole stencil)
+    assert serial.n_tasks == 0 and loc.n_tasks % 2 == 0 and loc.n_tasks < 2 * loc.n_residual_evals
+    # finer tasks: same numbers
+    fine = fit_brake(maneuvers, residual=res, executor=local_pool, tasks_per_worker=4)
+    assert np.array_equal(fine.x, serial.x) and fine.n_residual_evals == serial.n_residual_evals
     # central differences (Eq. 15): 2n evaluations per Jacobian, same answer within the CI
     cen = fit_brake(maneuvers, residual=res, diff="central", executor=local_pool)
     assert cen.n_residual_evals == cen.nfev + 2 * len(FIT_NAMES) * cen.n_jacobian_evals
     assert np.all(np.abs(cen.x - serial.x) < 0.1 * serial.stderr)
+
+
+def test_balanced_chunks():
+    assert _balanced_chunks([1.0] * 8, 2) == [(0, 2, 4, 6), (1, 3, 5, 7)]
+    assert _balanced_chunks([5.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2) == [(0,), (1, 2, 3, 4, 5)]
+    assert _balanced_chunks([1.0, 2.0], 5) == [(1,), (0,)]
+    assert _balanced_chunks([1.0], 1) == [(0,)]
+
+
+def test_workers_cache_the_residual_and_misses_are_resent(brake_problem, local_pool):
+    """Once every worker answered, tasks carry only the residual's id; a worker without it gets it resent."""
+    maneuvers, res = brake_problem
+    p1, p2 = TRUTH, TRUTH * 1.001
+    # pickling: an id-only reference resolves to nothing in a process that never received the residual
+    ref = pickle.loads(pickle.dumps(_FunRef("test-key-1", res, ship=False)))
+    assert ref.fun is None and _eval_items(ref, p1[None], ((0, 0),))[1] == _MISSING
+    ref = pickle.loads(pickle.dumps(_FunRef("test-key-1", res, ship=True)))
+    assert ref.fun is not None and pickle.loads(pickle.dumps(_FunRef("test-key-1", res))).fun is not None
+    ev = _Evaluator(res, local_pool)
+    assert ev.tasks(1) == [((0, 0),), ((0, 1),)]
+    assert ev.tasks(4) == [((0, 0), (1, 0), (2, 0), (3, 0)), ((0, 1), (1, 1), (2, 1), (3, 1))]
+    (r1,) = ev.many([p1])  # the residual travels with the tasks
+    assert ev.n_resent == 0 and len(ev.holders) >= 1
+    with make_executor("local", 2) as fresh:
+        ev.executor, ev.holders = fresh, {"a", "b"}  # as if both workers held it: id-only tasks, all missing
+        (r2,) = ev.many([p2])
+        assert ev.n_resent == 2
+        (r3,) = ev.many([p1])
+    assert np.array_equal(r1, res(p1)) and np.array_equal(r2, res(p2)) and np.array_equal(r3, r1)
 
 
 def test_fd_jacobian_matches_analytic_magic_formula():

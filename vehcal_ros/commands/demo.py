@@ -38,9 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="vehcal_demo", help="output directory (summary.json, report/)")
     p.add_argument("--params", default=None, help="params YAML (default: config/estimate.yaml)")
     p.add_argument("--grip-scenario", default=GRIP_SCENARIO, help="scenario for the grip estimate")
-    p.add_argument("--realtime-factor", type=float, default=1.5,
-                   help="simulator speed over real time for the grip scenario (1.5 on 2 cores leaves the grip chains "
-                        "a fit every ~7 s of drive; the calibration maneuvers run at >= 2)")
+    p.add_argument("--realtime-factor", type=float, default=1.75,
+                   help="simulator speed over real time for the grip scenario (1.75 on 2 cores leaves the grip chains "
+                        "a fit every ~8 s of drive; the calibration maneuvers run at >= 2)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
 

@@ -150,6 +150,11 @@ class BrakeResidual:
         states = self._sim(k).run(self.full_parameters(np.asarray(p, dtype=float)))
         return states[:, self.chan]
 
+    def segment_cost(self, k: int) -> float:
+        """Relative cost of segment ``k``: its integration steps (balances the parallel tasks)."""
+        t = self.maneuvers[k].t
+        return float(round((t[-1] - t[0]) / self.dt))
+
     def segment(self, p: np.ndarray, k: int) -> np.ndarray:
         """Weighted residual of maneuver ``k`` (first sample excluded: it is the initial state)."""
         sim = self.simulate(p, k)[1:]

@@ -11,8 +11,16 @@ All perturbed evaluations of one Jacobian are submitted in one round to any
 :class:`concurrent.futures.Executor` ("Parallel Optimization": the server processes evaluate ``p +- h e_i``
 simultaneously while the client waits); the residual at the base point, already computed by the solver, is
 reused. A residual may be *segmented* (several independent maneuvers, :class:`SegmentedResidual`): then every
-evaluation, the solver's trial points included, is split into one task per segment, so the trial-point
-evaluations run in parallel too.
+evaluation, the solver's trial points included, is split by segment: every round of evaluations (one trial
+point, or the stencil of a Jacobian) becomes ``tasks_per_worker x workers`` tasks of equal cost
+(``segment_cost(k)`` when the residual has it, e.g. the simulated steps), so the trial-point evaluations run in
+parallel too and the workers finish a round together. A task carries only the parameter
+vector, the chunk's segment indices and a reference to the residual: process and Dask workers keep the
+residual objects they received (per solve; the object travels with the tasks until every worker process has
+answered once, later tasks carry only its id, and a worker that does not hold it answers "missing" and gets the
+task again with the object), so the maneuver data are not pickled per task. Serial evaluation runs the same
+segment computations one after another in the caller and concatenates them in the same order: estimates and
+evaluation counts are bit-identical.
 
 Step size (Gill, Murray & Wright, the paper's ref. [8]): ``h_i = rel_step * max(|p_i|, typical_x_i)`` with
 ``rel_step = sqrt(f_noise)`` for one-sided and ``f_noise ** (1/3)`` for central differences, where ``f_noise``
@@ -41,10 +49,15 @@ which is independent of parameter units: above ``cond_max`` (default 1e8) the fi
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import socket
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,13 +84,152 @@ class SegmentedResidual(Protocol):
         ...
 
 
-def _eval_task(fun: Any, p: np.ndarray, k: int) -> np.ndarray:
-    """One objective evaluation (module level so process and Dask backends can pickle it)."""
+# --- worker side -------------------------------------------------------------------------------------------
+# A process or Dask worker keeps the residual objects it has received, keyed by a per-solve id, so that a task
+# ships only (id, p, segment list) and returns its residual slices: the maneuver data (~350 kB for the brake
+# benchmark) crosses the process boundary once per worker and solve, not once per task. Thread and serial
+# executors never pickle, so they use the caller's object directly and the cache stays empty.
+_WORKER_FUNS: OrderedDict[str, Any] = OrderedDict()
+_WORKER_FUNS_MAX = 4
+_WORKER_LOCK = threading.Lock()
+_MISSING = "__vehcal_residual_not_cached__"
+_SHIP_ROUNDS = 3
+_evaluator_ids = itertools.count()
+
+
+class _FunRef:
+    """The residual of one solve as a task argument: pickles to its id, plus the object when ``ship``."""
+
+    __slots__ = ("key", "fun", "ship")
+
+    def __init__(self, key: str, fun: Any, ship: bool = False) -> None:
+        self.key, self.fun, self.ship = key, fun, ship
+
+    def __reduce__(self) -> tuple:
+        return _resolve_fun, (self.key, self.fun if self.ship else None)
+
+
+def _resolve_fun(key: str, fun: Any) -> _FunRef:
+    """Unpickling in a worker: store a shipped residual, or look the id up (``fun`` None: a cache miss).
+
+    A shipped reference stays shipping: a transport that unpickles and pickles again on the way (Dask may do
+    so in the client or scheduler process) forwards the residual itself, not just its id.
+    """
+    shipped = fun is not None
+    with _WORKER_LOCK:
+        if shipped:
+            _WORKER_FUNS[key] = fun
+            while len(_WORKER_FUNS) > _WORKER_FUNS_MAX:
+                _WORKER_FUNS.popitem(last=False)
+        else:
+            fun = _WORKER_FUNS.get(key)
+        if fun is not None:
+            _WORKER_FUNS.move_to_end(key)
+    return _FunRef(key, fun, ship=shipped)
+
+
+def _eval_one(fun: Any, p: np.ndarray, k: int) -> np.ndarray:
     try:
         r = fun.segment(p, k) if k >= 0 else fun(p)
     except ArithmeticError:  # overflow/zero division in a diverging simulation: same as non-finite
         return np.array([np.nan])
     return np.ascontiguousarray(np.asarray(r, dtype=float).ravel())
+
+
+def _worker_id() -> str:
+    """Identity of the process running a task (host and pid: Dask workers may live on several hosts)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _eval_items(ref: _FunRef, points: np.ndarray, items: tuple[tuple[int, int], ...],
+                ) -> tuple[str, list[np.ndarray] | str]:
+    """``(worker id, [residual slice of segment k at points[i] for (i, k) in items])`` (``k = -1``: the whole
+    unsegmented residual).
+
+    Module level so that process and Dask backends can pickle it. The slices are :data:`_MISSING` when this
+    worker does not hold the residual yet (the caller then resends the task with the residual attached).
+    """
+    if ref.fun is None:
+        return _worker_id(), _MISSING
+    return _worker_id(), [_eval_one(ref.fun, points[i], k) for i, k in items]
+
+
+# --- BLAS threads in the calling process ----------------------------------------------------------------------
+# OpenBLAS worker threads busy-wait for a while after every call. scipy's trf makes a few BLAS/LAPACK calls per
+# iteration (J^T f, the SVD of J), and on a machine whose cores all run residual tasks, one spinning BLAS thread
+# took ~0.5 s of CPU from the workers in a solve of ~1.2 s of work per worker (psutil per-thread CPU times). The
+# matrices here are m x n with small n, where threaded BLAS gains nothing, so the solver runs with BLAS limited
+# to ``blas_threads`` (default 1) threads in the calling process, for serial and parallel solves alike (BLAS
+# results may depend on the thread count; identical settings keep the estimates bit-identical).
+_OPENBLAS_NAMES = (("", ""), ("scipy_", ""), ("scipy_", "64_"), ("", "64_"))
+_blas_lock = threading.Lock()
+_blas_state: dict[str, Any] = {"controls": None, "depth": 0, "saved": []}
+
+
+def _openblas_controls() -> list[tuple[Any, Any]]:
+    """(set, get) num-threads functions of every OpenBLAS library loaded in this process (Linux; else [])."""
+    import ctypes
+
+    out: list[tuple[Any, Any]] = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            paths = sorted({ln.split()[-1] for ln in f
+                            if "openblas" in ln.rsplit("/", 1)[-1].lower() and ".so" in ln.rsplit("/", 1)[-1]})
+    except OSError:
+        return out
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        for pre, suf in _OPENBLAS_NAMES:
+            setter = getattr(lib, f"{pre}openblas_set_num_threads{suf}", None)
+            getter = getattr(lib, f"{pre}openblas_get_num_threads{suf}", None)
+            if setter is not None and getter is not None:
+                setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
+                out.append((setter, getter))
+                break
+    return out
+
+
+class _BlasThreads:
+    """Context manager: OpenBLAS limited to ``n`` threads in this process (None: unchanged); nests safely."""
+
+    def __init__(self, n: int | None) -> None:
+        self.n = n
+
+    def __enter__(self) -> None:
+        if self.n is None:
+            return
+        with _blas_lock:
+            if _blas_state["controls"] is None:
+                _blas_state["controls"] = _openblas_controls()
+            if _blas_state["depth"] == 0:
+                _blas_state["saved"] = [get() for _, get in _blas_state["controls"]]
+                for setter, _ in _blas_state["controls"]:
+                    setter(int(self.n))
+            _blas_state["depth"] += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.n is None:
+            return
+        with _blas_lock:
+            _blas_state["depth"] -= 1
+            if _blas_state["depth"] == 0:
+                for (setter, _), old in zip(_blas_state["controls"], _blas_state["saved"]):
+                    setter(int(old))
+
+
+def _balanced_chunks(costs: Sequence[float], n_chunks: int) -> list[tuple[int, ...]]:
+    """Segments split into ``n_chunks`` groups of near-equal total cost (greedy longest first), each sorted."""
+    n_chunks = max(1, min(n_chunks, len(costs)))
+    loads = [0.0] * n_chunks
+    groups: list[list[int]] = [[] for _ in range(n_chunks)]
+    for k in sorted(range(len(costs)), key=lambda k: (-costs[k], k)):
+        g = min(range(n_chunks), key=lambda g: (loads[g], g))
+        groups[g].append(k)
+        loads[g] += costs[k]
+    return [tuple(sorted(g)) for g in groups if g]
 
 
 @dataclass(frozen=True)
@@ -145,6 +297,10 @@ class ParallelFit:
     """Parallelism of the executor used (1 for serial)."""
     names: tuple[str, ...] | None = field(default=None)
     """Parameter names, if given."""
+    n_tasks: int = 0
+    """Tasks submitted to the executor (0 for serial): evaluations sent out x chunks per evaluation."""
+    n_resent: int = 0
+    """Tasks resent with the residual attached because the worker did not hold it yet (cache miss)."""
 
     @property
     def success(self) -> bool:
@@ -178,22 +334,49 @@ class ParallelFit:
             "predicted_decrease": self.predicted_decrease,
             "elapsed_s": float(self.wall_time_s), "method": self.method, "diff": self.diff,
             "status": self.status, "message": self.message, "success": self.success,
-            "n_workers": self.n_workers,
+            "n_workers": self.n_workers, "n_tasks": self.n_tasks, "n_resent": self.n_resent,
         }
 
 
 class _Evaluator:
-    """Evaluates the residual at batches of points, in the caller or on an executor, and counts."""
+    """Evaluates the residual at batches of points, in the caller or on an executor, and counts.
+
+    On an executor, one round (all points the solver needs at once: a trial point, or the stencil of a
+    Jacobian) is split into ``tasks_per_worker x workers`` tasks of equal cost: the (point, segment) items are
+    dealt out by :func:`_balanced_chunks` with the segments' ``segment_cost`` (1 each when the residual has
+    none). Few, equal tasks per round keep every worker busy until the round ends without the pool having to
+    feed new tasks in the middle of it (a process pool's feeder threads then compete with the busy workers
+    for the cores). A task carries the round's parameter vectors, its item list and a reference to the residual
+    (:class:`_FunRef`), which the workers cache. Without an executor, the segments are evaluated one after
+    another in the caller. Both give bit-identical residuals (same segment computations, concatenated in
+    segment order) and the same counts.
+    """
 
     def __init__(self, fun: Callable[[np.ndarray], np.ndarray] | SegmentedResidual,
-                 executor: Executor | None) -> None:
+                 executor: Executor | None, tasks_per_worker: int = 1) -> None:
         self.fun = fun
         self.executor = executor
-        n_seg = int(getattr(fun, "n_segments", 1) or 1) if isinstance(fun, SegmentedResidual) else 1
-        self.segments: list[int] = list(range(n_seg)) if isinstance(fun, SegmentedResidual) else [-1]
+        segmented = isinstance(fun, SegmentedResidual)
+        n_seg = int(getattr(fun, "n_segments", 1) or 1) if segmented else 1
+        self.segments: list[int] = list(range(n_seg)) if segmented else [-1]
+        cost_of = getattr(fun, "segment_cost", None) if segmented else None
+        self.costs = {k: float(cost_of(k)) if callable(cost_of) else 1.0 for k in self.segments}
+        self.n_workers = executor_workers(executor)
+        self.n_slots = self.n_workers * max(1, int(tasks_per_worker))
+        self.key = f"{os.getpid()}-{id(self)}-{next(_evaluator_ids)}"
+        self.holders: set[str] = set()  # worker processes known to hold the residual
+        self.rounds_shipped = 0
         self.n_evals = 0
         self.n_nonfinite = 0
+        self.n_tasks = 0
+        self.n_resent = 0
         self._last: list[tuple[bytes, np.ndarray]] = []
+
+    def tasks(self, n_points: int) -> list[tuple[tuple[int, int], ...]]:
+        """The round's tasks: (point, segment) items split into up to ``n_slots`` groups of equal cost."""
+        items = [(i, k) for i in range(n_points) for k in self.segments]
+        groups = _balanced_chunks([self.costs[k] for _, k in items], self.n_slots)
+        return [tuple(items[j] for j in g) for g in groups]
 
     def _remember(self, p: np.ndarray, r: np.ndarray) -> None:
         self._last.append((p.tobytes(), r))
@@ -207,6 +390,45 @@ class _Evaluator:
                 return r
         return None
 
+    def _run_on_executor(self, pts: list[np.ndarray]) -> list[dict[int, np.ndarray]]:
+        """One round: all tasks submitted at once; misses resent with the residual attached.
+
+        The residual travels with every task until tasks have come back from ``workers`` distinct worker
+        processes (at most :data:`_SHIP_ROUNDS` rounds: thread pools and multi-threaded Dask workers have
+        fewer processes than workers); afterwards tasks carry only its id.
+        """
+        assert self.executor is not None
+        points = np.array(pts)
+        tasks = self.tasks(len(pts))
+        ship = len(self.holders) < self.n_workers and self.rounds_shipped < _SHIP_ROUNDS
+        self.rounds_shipped += ship
+        # a fresh reference per round: a process pool pickles the arguments later, in its feeder thread
+        ref = _FunRef(self.key, self.fun, ship=ship)
+        futs = [self.executor.submit(_eval_items, ref, points, items) for items in tasks]
+        out: list[dict[int, np.ndarray]] = [{} for _ in pts]
+        shipped = _FunRef(self.key, self.fun, ship=True)
+        pending = list(zip(tasks, futs))
+        resent: set[Future] = set()
+        while pending:
+            resend = []
+            for items, fut in pending:
+                wid, vals = fut.result()
+                if isinstance(vals, str) and vals == _MISSING:
+                    self.holders.discard(wid)
+                    if fut in resent:
+                        raise RuntimeError("the executor lost the residual attached to a task")
+                    fut2 = self.executor.submit(_eval_items, shipped, points, items)
+                    resent.add(fut2)
+                    resend.append((items, fut2))
+                    self.n_resent += 1
+                    continue
+                self.holders.add(wid)
+                for (i, k), v in zip(items, vals):
+                    out[i][k] = v
+            pending = resend
+        self.n_tasks += len(tasks)
+        return out
+
     def many(self, points: Sequence[np.ndarray], *, in_caller: bool = False) -> list[np.ndarray]:
         """Residuals at ``points`` (NaN-containing when not finite); one submit round for all of them.
 
@@ -214,18 +436,15 @@ class _Evaluator:
         """
         pts = [np.ascontiguousarray(p, dtype=float) for p in points]
         self.n_evals += len(pts)
-        tasks = [(i, k) for i in range(len(pts)) for k in self.segments]
         serial = self.executor is None or (in_caller and len(self.segments) == 1)
         if serial:
-            parts = [_eval_task(self.fun, pts[i], k) for i, k in tasks]
+            parts = [{k: _eval_one(self.fun, p, k) for k in self.segments} for p in pts]
         else:
-            futs = [self.executor.submit(_eval_task, self.fun, pts[i], k) for i, k in tasks]
-            parts = [f.result() for f in futs]
+            parts = self._run_on_executor(pts)
         out: list[np.ndarray] = []
-        ns = len(self.segments)
-        for i in range(len(pts)):
-            seg = parts[i * ns:(i + 1) * ns]
-            r = seg[0] if ns == 1 else np.concatenate(seg)
+        for seg in parts:
+            r = seg[self.segments[0]] if len(self.segments) == 1 else np.concatenate(
+                [seg[k] for k in self.segments])
             if not np.all(np.isfinite(r)):
                 self.n_nonfinite += 1
             out.append(r)
@@ -392,6 +611,8 @@ def parallel_least_squares(
     ci_level: float = 0.95,
     cond_max: float = DEFAULT_COND_MAX,
     names: Sequence[str] | None = None,
+    tasks_per_worker: int = 1,
+    blas_threads: int | None = 1,
 ) -> ParallelFit:
     """Minimise 1/2 |fun(p)|^2 in ``bounds`` with a parallel finite-difference Jacobian (module doc).
 
@@ -399,6 +620,10 @@ def parallel_least_squares(
     instance of a module-level class), or a :class:`SegmentedResidual`. ``executor``: where the evaluations
     run (None: serially in the caller). ``method``: "trf" or "lm"; ``diff``: "forward" (Eq. 14, n evaluations
     per Jacobian) or "central" (Eq. 15, 2n). ``rel_step`` overrides the ``f_noise``-derived relative step.
+    ``tasks_per_worker``: tasks per round of evaluations and worker for a segmented residual (1: one task of
+    equal simulated cost per worker; more: finer tasks, which balance better when one worker is slowed down, at
+    a per-task overhead). ``blas_threads``: OpenBLAS threads in the calling process during the solve (default 1:
+    spinning BLAS threads would take CPU from the workers; None leaves the setting alone).
     Raises ValueError for bad arguments or a non-finite residual at ``x0``.
     """
     t_start = time.perf_counter()
@@ -421,105 +646,106 @@ def parallel_least_squares(
     if names is not None and len(names) != n:
         raise ValueError(f"{len(names)} names for {n} parameters")
 
-    ev = _Evaluator(fun, executor)
-    (f_start,) = ev.many([x0], in_caller=True)
-    if not np.all(np.isfinite(f_start)):
-        raise ValueError(f"the residual is not finite at x0 = {x0.tolist()}")
-    ev._remember(x0, f_start)
-    m = f_start.size
-    if m < n:
-        raise ValueError(f"{m} residuals for {n} parameters: the problem is underdetermined")
-    pen = float(penalty) if penalty is not None else 1e3 * max(1.0, float(np.max(np.abs(f_start))))
-    counters = {"jac": 0, "zero": 0}
-    last_jac: dict[str, Any] = {}
+    with _BlasThreads(blas_threads):
+        ev = _Evaluator(fun, executor, tasks_per_worker)
+        (f_start,) = ev.many([x0], in_caller=True)
+        if not np.all(np.isfinite(f_start)):
+            raise ValueError(f"the residual is not finite at x0 = {x0.tolist()}")
+        ev._remember(x0, f_start)
+        m = f_start.size
+        if m < n:
+            raise ValueError(f"{m} residuals for {n} parameters: the problem is underdetermined")
+        pen = float(penalty) if penalty is not None else 1e3 * max(1.0, float(np.max(np.abs(f_start))))
+        counters = {"jac": 0, "zero": 0}
+        last_jac: dict[str, Any] = {}
 
-    def f_at(p: np.ndarray) -> np.ndarray:
-        r = ev.lookup(p)
-        if r is None:
-            (r,) = ev.many([p], in_caller=True)
-            ev._remember(p.copy(), r)
-        if not np.all(np.isfinite(r)) or r.shape != f_start.shape:
-            return np.full(m, pen)
-        return r
+        def f_at(p: np.ndarray) -> np.ndarray:
+            r = ev.lookup(p)
+            if r is None:
+                (r,) = ev.many([p], in_caller=True)
+                ev._remember(p.copy(), r)
+            if not np.all(np.isfinite(r)) or r.shape != f_start.shape:
+                return np.full(m, pen)
+            return r
 
-    def jac_at(p: np.ndarray) -> np.ndarray:
-        key = p.tobytes()
-        if last_jac.get("key") == key:
-            return last_jac["J"]
-        f0 = ev.lookup(p)
-        if f0 is None or not np.all(np.isfinite(f0)):
-            f0 = f_at(p)
-        J, nz = fd_jacobian(ev, p, f0, lb, ub, rel=rel, typical=typical, central=central)
-        counters["jac"] += 1
-        counters["zero"] += nz
-        last_jac.update(key=key, J=J)
-        return J
+        def jac_at(p: np.ndarray) -> np.ndarray:
+            key = p.tobytes()
+            if last_jac.get("key") == key:
+                return last_jac["J"]
+            f0 = ev.lookup(p)
+            if f0 is None or not np.all(np.isfinite(f0)):
+                f0 = f_at(p)
+            J, nz = fd_jacobian(ev, p, f0, lb, ub, rel=rel, typical=typical, central=central)
+            counters["jac"] += 1
+            counters["zero"] += nz
+            last_jac.update(key=key, J=J)
+            return J
 
-    if method == "trf":
-        x_init = np.clip(x0, np.nextafter(lb, ub), np.nextafter(ub, lb))  # trf wants strictly interior
-        res = least_squares(f_at, x_init, jac=jac_at, bounds=(lb, ub), method="trf", x_scale=x_scale,
-                            ftol=ftol, xtol=xtol, gtol=gtol, max_nfev=max_nfev)
-        x_best = res.x
-    else:
-        tr = _Transform(lb, ub, x0)
-        bounded = np.isfinite(lb) | np.isfinite(ub)
-        x_in = np.where(tr.both, np.clip(x0, lb + 1e-9 * (ub - lb), ub - 1e-9 * (ub - lb)), x0)
+        if method == "trf":
+            x_init = np.clip(x0, np.nextafter(lb, ub), np.nextafter(ub, lb))  # trf wants strictly interior
+            res = least_squares(f_at, x_init, jac=jac_at, bounds=(lb, ub), method="trf", x_scale=x_scale,
+                                ftol=ftol, xtol=xtol, gtol=gtol, max_nfev=max_nfev)
+            x_best = res.x
+        else:
+            tr = _Transform(lb, ub, x0)
+            bounded = np.isfinite(lb) | np.isfinite(ub)
+            x_in = np.where(tr.both, np.clip(x0, lb + 1e-9 * (ub - lb), ub - 1e-9 * (ub - lb)), x0)
 
-        def fz(z: np.ndarray) -> np.ndarray:
-            return f_at(tr.to_p(z) if bounded.any() else z)
+            def fz(z: np.ndarray) -> np.ndarray:
+                return f_at(tr.to_p(z) if bounded.any() else z)
 
-        def jz(z: np.ndarray) -> np.ndarray:
-            if not bounded.any():
-                return jac_at(z)
-            return jac_at(tr.to_p(z)) * tr.dp_dz(z)
+            def jz(z: np.ndarray) -> np.ndarray:
+                if not bounded.any():
+                    return jac_at(z)
+                return jac_at(tr.to_p(z)) * tr.dp_dz(z)
 
-        z0 = tr.to_z(x_in) if bounded.any() else x_in
-        res = least_squares(fz, z0, jac=jz, method="lm", x_scale=x_scale, ftol=ftol, xtol=xtol, gtol=gtol,
-                            max_nfev=max_nfev)
-        x_best = tr.to_p(res.x) if bounded.any() else res.x
+            z0 = tr.to_z(x_in) if bounded.any() else x_in
+            res = least_squares(fz, z0, jac=jz, method="lm", x_scale=x_scale, ftol=ftol, xtol=xtol, gtol=gtol,
+                                max_nfev=max_nfev)
+            x_best = tr.to_p(res.x) if bounded.any() else res.x
 
-    x_best = np.asarray(x_best, dtype=float).copy()
-    r_best = ev.lookup(x_best)
-    if r_best is None:
-        (r_best,) = ev.many([x_best], in_caller=True)
-        ev._remember(x_best, r_best)
-    if not np.all(np.isfinite(r_best)):  # cannot happen: penalised points are never accepted
-        raise RuntimeError("the solver ended on a point with a non-finite residual")
-    J = jac_at(x_best)
-    st = _statistics(J, r_best, ci_level, cond_max)
-    # first-order check: the cost decrease a Gauss-Newton step from p* would predict (free parameters only),
-    # 1/2 |P_J f|^2 with P_J the projection on the range of J; ~0 at a minimum
-    free = ~(((x_best <= lb) & (J.T @ r_best > 0)) | ((x_best >= ub) & (J.T @ r_best < 0)))
-    if free.any():
-        step = np.linalg.lstsq(J[:, free], -r_best, rcond=1e-10)[0]
-        pred = 0.5 * float(np.sum((J[:, free] @ step) ** 2))
-    else:
-        pred = 0.0
-    cost_best = 0.5 * float(r_best @ r_best)
-    rel_pred = pred / max(cost_best, 1e-12 * 0.5 * float(f_start @ f_start), 1e-300)
-    stalled = ev.n_nonfinite > 0 and rel_pred > 1e-3
-    warnings: list[str] = []
-    if stalled:
-        warnings.append(f"the solver stopped against the region where the residual is not finite (a Gauss-Newton "
-                        f"step would still cut the cost by {rel_pred:.2g} of it): p* is probably not a minimum; "
-                        "start elsewhere or widen the valid region")
-    if st["ill"]:
-        warnings.append(f"J^T J is ill-conditioned (equilibrated condition number {st['cond_scaled']:.3g} > "
-                        f"{cond_max:.3g}): parameters are not separately identifiable; covariance and "
-                        "intervals are unreliable")
-    if ev.n_nonfinite:
-        warnings.append(f"{ev.n_nonfinite} evaluations returned non-finite residuals (penalised/replaced)")
-    if counters["zero"]:
-        warnings.append(f"{counters['zero']} Jacobian columns had no finite stencil and were set to 0")
-    half = st["q"] * st["stderr"]
-    return ParallelFit(
-        x=x_best, residual=r_best.copy(), cost=0.5 * float(r_best @ r_best), jac=J, sigma2=st["sigma2"],
-        cov=st["cov"], stderr=st["stderr"], ci_lower=x_best - half, ci_upper=x_best + half, ci_level=ci_level,
-        ci_quantile=st["q"], cond=st["cond"], cond_scaled=st["cond_scaled"], ill_conditioned=st["ill"],
-        warning="; ".join(warnings) or None, n_residual_evals=ev.n_evals, n_jacobian_evals=counters["jac"],
-        nfev=int(res.nfev), njev=int(res.njev or 0), n_nonfinite=ev.n_nonfinite,
-        n_zero_columns=counters["zero"], stalled=stalled,
-        predicted_decrease=rel_pred, wall_time_s=time.perf_counter() - t_start, method=method, diff=diff,
-        status=int(res.status), message=str(res.message), n_workers=executor_workers(executor),
-        names=tuple(names) if names is not None else None,
-    )
+        x_best = np.asarray(x_best, dtype=float).copy()
+        r_best = ev.lookup(x_best)
+        if r_best is None:
+            (r_best,) = ev.many([x_best], in_caller=True)
+            ev._remember(x_best, r_best)
+        if not np.all(np.isfinite(r_best)):  # cannot happen: penalised points are never accepted
+            raise RuntimeError("the solver ended on a point with a non-finite residual")
+        J = jac_at(x_best)
+        st = _statistics(J, r_best, ci_level, cond_max)
+        # first-order check: the cost decrease a Gauss-Newton step from p* would predict (free parameters only),
+        # 1/2 |P_J f|^2 with P_J the projection on the range of J; ~0 at a minimum
+        free = ~(((x_best <= lb) & (J.T @ r_best > 0)) | ((x_best >= ub) & (J.T @ r_best < 0)))
+        if free.any():
+            step = np.linalg.lstsq(J[:, free], -r_best, rcond=1e-10)[0]
+            pred = 0.5 * float(np.sum((J[:, free] @ step) ** 2))
+        else:
+            pred = 0.0
+        cost_best = 0.5 * float(r_best @ r_best)
+        rel_pred = pred / max(cost_best, 1e-12 * 0.5 * float(f_start @ f_start), 1e-300)
+        stalled = ev.n_nonfinite > 0 and rel_pred > 1e-3
+        warnings: list[str] = []
+        if stalled:
+            warnings.append(f"the solver stopped against the region where the residual is not finite (a Gauss-Newton "
+                            f"step would still cut the cost by {rel_pred:.2g} of it): p* is probably not a minimum; "
+                            "start elsewhere or widen the valid region")
+        if st["ill"]:
+            warnings.append(f"J^T J is ill-conditioned (equilibrated condition number {st['cond_scaled']:.3g} > "
+                            f"{cond_max:.3g}): parameters are not separately identifiable; covariance and "
+                            "intervals are unreliable")
+        if ev.n_nonfinite:
+            warnings.append(f"{ev.n_nonfinite} evaluations returned non-finite residuals (penalised/replaced)")
+        if counters["zero"]:
+            warnings.append(f"{counters['zero']} Jacobian columns had no finite stencil and were set to 0")
+        half = st["q"] * st["stderr"]
+        return ParallelFit(
+            x=x_best, residual=r_best.copy(), cost=0.5 * float(r_best @ r_best), jac=J, sigma2=st["sigma2"],
+            cov=st["cov"], stderr=st["stderr"], ci_lower=x_best - half, ci_upper=x_best + half, ci_level=ci_level,
+            ci_quantile=st["q"], cond=st["cond"], cond_scaled=st["cond_scaled"], ill_conditioned=st["ill"],
+            warning="; ".join(warnings) or None, n_residual_evals=ev.n_evals, n_jacobian_evals=counters["jac"],
+            nfev=int(res.nfev), njev=int(res.njev or 0), n_nonfinite=ev.n_nonfinite,
+            n_zero_columns=counters["zero"], stalled=stalled,
+            predicted_decrease=rel_pred, wall_time_s=time.perf_counter() - t_start, method=method, diff=diff,
+            status=int(res.status), message=str(res.message), n_workers=executor_workers(executor),
+            names=tuple(names) if names is not None else None, n_tasks=ev.n_tasks, n_resent=ev.n_resent,
+        )
