@@ -101,7 +101,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_r_hat", 1.1, "publish only if mu_max's split R-hat is at most this", 1.0, 2.0),
     ParamSpec("min_ess", 50.0, "publish only if mu_max's bulk ESS is at least this", 0.0, 1e6),
     ParamSpec("min_excitation", 0.15,
-              "publish only if the span of |mu| in the window (95th - 5th percentile) reaches this",
+              "publish only if the span of abs(mu) in the window (95th - 5th percentile) reaches this",
               0.0, 2.0),
     ParamSpec("theta_lower", [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "prior lower bounds of B, C, D, E, s_h, s_v",
               check=lambda v: _bounds_check("theta_lower", v)),
