@@ -213,18 +213,21 @@ def test_grip_estimate_over_dds_contains_truth(tmp_path, rclpy_context) -> None:
     node_proc = spawn(["-m", "vehcal_ros.nodes.grip_estimator", "--ros-args", "-p", "fit_period:=2.0",
                        "-p", "n_ml_starts:=10", "-p", "interval_prob:=0.99", "-p", "average_window:=0.0"],
                       log_path=str(tmp_path / "node.log"))
-    veh_proc = spawn([str(HERE / "synthetic_grip_publisher.py"), "--duration", "60", "--mu-limit", "0.6"],
+    veh_proc = spawn([str(HERE / "synthetic_grip_publisher.py"), "--duration", "90", "--mu-limit", "0.6"],
                      log_path=str(tmp_path / "vehicle.log"))
     try:
         probe = Node("probe_dds", context=rclpy_context)
         got: list[Vector3Stamped] = []
         sub = probe.create_subscription(Vector3Stamped, "/vehcal/grip/rear_axle", got.append, latched_qos())
+        diags: list = []
+        probe.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
         ex = SingleThreadedExecutor(context=rclpy_context)
         ex.add_node(probe)
         assert wait_for_match(ex, sub, timeout=30.0), "grip_estimator did not come up"
-        spin_until(ex, lambda: veh_proc.poll() is not None, timeout=150.0)
+        spin_until(ex, lambda: veh_proc.poll() is not None, timeout=200.0)
         spin_until(ex, lambda: False, timeout=3.0)   # the last cycle's publication
-        assert got, (tmp_path / "node.log").read_text()[-2000:]
+        last = [f"{st.name}: {st.message}" for st in (diags[-1].status if diags else [])]
+        assert got, ((tmp_path / "node.log").read_text()[-2000:], last)
         hits = [e.vector.y <= MU_MAX_TRUE <= e.vector.z for e in got]
         assert sum(hits) >= max(1, len(got) - 1), ([e.vector for e in got], MU_MAX_TRUE)
         assert node_proc.poll() is None
