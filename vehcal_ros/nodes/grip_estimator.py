@@ -189,13 +189,7 @@ class GripEstimatorNode(WorkerNode):
             self.pipeline.min_excitation = self.values["min_excitation"]
 
     # ------------------------------------------------------------- cycle
-    def _snapshot(self) -> list:
-        return self.pipeline.snapshot()
-
-    def _fit_and_commit(self, snapshots: list) -> None:
-        outcomes = self.pipeline.fit(snapshots)
-        with self._lock:
-            updated = self.pipeline.commit(outcomes)
+    def _publish(self, updated: list) -> None:
         for scope in updated:
             self._publish_estimate(scope)
 

@@ -189,15 +189,8 @@ class ModelCalibratorNode(WorkerNode):
             self.pipeline.config = config_from(self.values)
 
     # ------------------------------------------------------------- cycle
-    def _snapshot(self) -> list:
-        return self.pipeline.snapshot()
-
-    def _fit_and_commit(self, jobs: list) -> None:
-        outcomes = self.pipeline.fit(jobs)
-        with self._lock:
-            updated = self.pipeline.commit(outcomes)
-        if updated:
-            self._publish_model()
+    def _publish(self, updated: list) -> None:
+        self._publish_model()
 
     def _cycle_failed(self, jobs: list | None, message: str) -> None:
         stages = [job.stage for job in jobs] if jobs is not None else list(self.pipeline.config.stages)

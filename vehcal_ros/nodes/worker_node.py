@@ -41,9 +41,9 @@ class Periodic:
 
 
 class WorkerNode(Node):
-    """Base of the estimator nodes (see the module docstring). Subclasses implement :meth:`_snapshot`,
-    :meth:`_fit_and_commit`, :meth:`_cycle_failed` and :meth:`_publish_diagnostics`, and feed records with
-    :meth:`_convert_and_feed`."""
+    """Base of the estimator nodes (see the module docstring). Subclasses set ``pipeline`` (snapshot / fit /
+    commit), implement :meth:`_publish`, :meth:`_cycle_failed` and :meth:`_publish_diagnostics`, and feed
+    records with :meth:`_convert_and_feed`."""
 
     def __init__(self, node_name: str, *, worker_name: str, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
@@ -129,11 +129,19 @@ class WorkerNode(Node):
                 self._cycle_failed(jobs, f"cycle failed: {exc!r}")
 
     def _snapshot(self) -> list:
-        """Copies of the data worth a fit (called under the lock)."""
-        raise NotImplementedError
+        """Copies of the data worth a fit (called under the lock): the pipeline's ``snapshot()``."""
+        return self.pipeline.snapshot()
 
     def _fit_and_commit(self, jobs: list) -> None:
-        """Fit (worker thread, without the lock), commit under the lock, publish."""
+        """Fit (worker thread, without the lock), commit under the lock, then :meth:`_publish` what changed."""
+        outcomes = self.pipeline.fit(jobs)
+        with self._lock:
+            updated = self.pipeline.commit(outcomes)
+        if updated:
+            self._publish(updated)
+
+    def _publish(self, updated: list) -> None:
+        """Publish the results the last commit changed (scopes or stages)."""
         raise NotImplementedError
 
     def _cycle_failed(self, jobs: list | None, message: str) -> None:
