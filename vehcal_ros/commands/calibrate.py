@@ -35,6 +35,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="lateral: sample bphi_f and bphi_r separately (non-identifiable; paper Sec. 4.2)")
     p.add_argument("--t-start", type=float, default=None, help="use samples from this time on (s)")
     p.add_argument("--t-end", type=float, default=None, help="use samples up to this time (s)")
+    p.add_argument("--model", metavar="FILE", default=None,
+                   help="earlier stages' results held fixed (the paper's chaining): a previous 'vehcal calibrate "
+                        "--json' result (its fixed values and parameters.<name>.mean) or a params YAML the "
+                        "calibrator wrote")
+    p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
+                   help="vehicle description (config/vehicles/<NAME>.yaml or a file; default hmmwv): 8-DOF "
+                        "constants, drive/brake/steering maps, priors")
     p.set_defaults(func=run)
     return p
 
@@ -109,15 +116,24 @@ def run(args: argparse.Namespace) -> int:
     if args.draws < 50 or args.draws > 100000:
         raise InputError(f"--draws must be in 50..100000, got {args.draws}")
     stages = cal.STAGE_NAMES if args.stage == "all" else (args.stage,)
+    vehicle = None
+    if args.vehicle:
+        from vehcal_ros.io.vehicle_description import load_vehicle
+        vehicle = load_vehicle(args.vehicle)
+    previous = None
+    if args.model:
+        from vehcal_ros.io.model_file import load_model_file
+        previous = load_model_file(args.model)
     loaded = _read_input(args.input, stages, args.t_start, args.t_end)
     segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
-                                    separate_bphi=args.separate_bphi)
+                                    separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle)
     else:
         results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,
                                                    n_draws=args.draws, seed=args.seed,
-                                                   separate_bphi=args.separate_bphi)}
+                                                   separate_bphi=args.separate_bphi, previous=previous,
+                                                   vehicle=vehicle)}
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)
@@ -134,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
         doc = _stage_json(results[args.stage])
     doc["input"] = os.fspath(args.input)
     doc["seed"] = args.seed
+    doc["vehicle"] = vehicle.name if vehicle is not None else "hmmwv"
+    if args.model:
+        doc["model"] = os.fspath(args.model)
     if args.json == "-":
         json.dump(doc, sys.stdout, indent=2)
         print()

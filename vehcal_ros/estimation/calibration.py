@@ -87,6 +87,9 @@ class Segment:
     measured: Mapping[str, np.ndarray] = field(repr=False)
     initial_state: np.ndarray = field(repr=False)
     source: str = "arrays"
+    wheel_torque: np.ndarray | None = field(default=None, repr=False)
+    """measured per-wheel net torque (drive + brake, N m), ``(n, 4)`` in WHEELS order FL, FR, RL, RR, or None
+    (the vehicle description's powertrain and brake maps drive the model)."""
 
     @property
     def duration(self) -> float:
@@ -101,8 +104,10 @@ class Segment:
     @classmethod
     def from_arrays(cls, time: Sequence[float], throttle: Sequence[float], brake: Sequence[float],
                     steering: Sequence[float], measured: Mapping[str, Sequence[float]],
-                    initial_state: Mapping[str, float] | np.ndarray | None = None, source: str = "arrays") -> Segment:
-        """Build a segment; without ``initial_state`` it is read from the first sample of ``measured``."""
+                    initial_state: Mapping[str, float] | np.ndarray | None = None, source: str = "arrays",
+                    wheel_torque: Sequence[Sequence[float]] | np.ndarray | None = None) -> Segment:
+        """Build a segment; without ``initial_state`` it is read from the first sample of ``measured``;
+        ``wheel_torque`` (n, 4) N m, FL, FR, RL, RR: measured per-wheel net torque (optional)."""
         t = np.asarray(time, dtype=float).ravel()
         arrays = {}
         for name, vals in (("throttle", throttle), ("brake", brake), ("steering", steering)):
@@ -126,7 +131,12 @@ class Segment:
                 x0[STATE_INDEX[k]] = float(v)
         else:
             x0 = np.asarray(initial_state, dtype=float).copy()
-        return cls(t, arrays["throttle"], arrays["brake"], arrays["steering"], meas, x0, source)
+        tq = None
+        if wheel_torque is not None:
+            tq = np.asarray(wheel_torque, dtype=float)
+            if tq.shape != (t.size, 4):
+                raise InputError(f"{source}: wheel_torque must be ({t.size}, 4) (FL, FR, RL, RR), got {tq.shape}")
+        return cls(t, arrays["throttle"], arrays["brake"], arrays["steering"], meas, x0, source, tq)
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike) -> Segment:
@@ -193,7 +203,7 @@ class Segment:
         meas = {k: v[sel] for k, v in self.measured.items()}
         x0 = _initial_state_from(meas, self.source) if sel.any() else self.initial_state
         return Segment(self.time[sel], self.throttle[sel], self.brake[sel], self.steering[sel], meas, x0,
-                       self.source)
+                       self.source, None if self.wheel_torque is None else self.wheel_torque[sel])
 
     def with_noise(self, sigmas: Mapping[str, float], seed: int = 0) -> Segment:
         """A copy with white Gaussian noise of std ``sigmas[channel]`` added (paper Section 3.1); the initial
@@ -278,8 +288,12 @@ def check_prior_ranges(priors: Mapping[str, Sequence[float]] | None, label: str 
 
 
 def stage_spec(name: str, *, separate_bphi: bool = False,
-               priors: Mapping[str, Sequence[float]] | None = None) -> StageSpec:
+               priors: Mapping[str, Sequence[float]] | None = None, vehicle=None) -> StageSpec:
     """The stage's configuration from vehicle_8dof.yaml (paper Sections 3.3-3.5, Eq. 14).
+
+    ``vehicle``: a vehicle description (name, file or :class:`~vehcal_ros.io.vehicle_description.
+    VehicleDescription`) whose prior ranges and per-stage held-fixed values replace the paper's HMMWV ones
+    (None: the paper's; the shipped ``hmmwv`` description carries the same numbers).
 
     ``priors``: uniform prior ranges ``{name: (lower, upper)}`` replacing the paper's for the parameters of
     this stage (others are ignored; see :func:`check_prior_ranges`). With ``separate_bphi`` a ``bphi`` range
@@ -292,10 +306,16 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
     cfg = doc["stages"][name]
     steps = doc.get("time_step", {})
     priors_out: list[tuple[str, Distribution]] = []
+    desc = None
+    if vehicle is not None:
+        from vehcal_ros.io.vehicle_description import load_vehicle
+        desc = load_vehicle(vehicle)
     for pname, (lo, hi) in cfg["priors"].items():
+        if desc is not None:
+            lo, hi = desc.priors[pname]
         lo, hi = override.get(pname, (float(lo), float(hi)))
         if pname == "bphi" and separate_bphi:
-            lo, hi = override.get(pname, (100.0, 30000.0))
+            lo, hi = override.get(pname, (100.0, 30000.0) if desc is None else (0.5 * lo, 0.5 * hi))
             priors_out += [("bphi_f", Uniform(lo, hi)), ("bphi_r", Uniform(lo, hi))]
         else:
             priors_out.append((pname, Uniform(float(lo), float(hi))))
@@ -307,6 +327,8 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
             fixed[f"{k}_r"] = float(v)
         else:
             fixed[k] = float(v)
+    if desc is not None:
+        fixed = {k: float(v) for k, v in desc.held_fixed.get(name, {}).items()}
     dt = float(steps.get("longitudinal_and_test", 0.005)) if name == "longitudinal" else float(
         steps.get("lateral_and_rolling_resistance", 0.01))
     return StageSpec(name, tuple(priors_out), noise, fixed, dt)
@@ -481,8 +503,9 @@ class StageProblem:
         n_sub = max(1, int(round(period / spec.dt)))
         self.sim = Simulator8Dof(segment.initial_state, segment.time, segment.throttle, segment.brake,
                                  segment.steering, dt=period / n_sub, output_dt=period,
-                                 n_out=segment.time.size, constants=constants)
-        self.base = parameter_vector(dict(base))
+                                 n_out=segment.time.size, constants=constants,
+                                 wheel_torque=segment.wheel_torque)
+        self.base = parameter_vector(dict(base), self.sim.defaults)
         self.chan = np.array([CHANNELS[c] for c in spec.channels], dtype=np.int64)
         self.data = np.ascontiguousarray(np.column_stack([segment.measured[c] for c in spec.channels]))
         self.n_model = len(spec.priors)
@@ -521,8 +544,9 @@ class StageProblem:
         return np.sqrt(np.mean(r * r, axis=1))
 
 
-def _base_parameters(spec: StageSpec, previous: Mapping[str, float] | None) -> dict[str, float]:
-    base = {**DEFAULT_PARAMETERS, **spec.held_fixed}
+def _base_parameters(spec: StageSpec, previous: Mapping[str, float] | None,
+                     defaults: Mapping[str, float] | None = None) -> dict[str, float]:
+    base = {**(DEFAULT_PARAMETERS if defaults is None else defaults), **spec.held_fixed}
     if previous:
         unknown = set(previous) - set(PARAM_NAMES)
         if unknown:
@@ -537,8 +561,12 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
                     constants: VehicleConstants | None = None, dt: float | None = None,
                     smc_options: Mapping | None = None, max_mutation_steps: int = 10,
                     noise_prior_factor: float = 1.0,
-                    priors: Mapping[str, Sequence[float]] | None = None) -> CalibrationResult:
+                    priors: Mapping[str, Sequence[float]] | None = None, vehicle=None) -> CalibrationResult:
     """Calibrate one stage on ``segment`` (paper Sections 3.3-3.5).
+
+    ``vehicle``: vehicle description (name, file or description; None = the paper's HMMWV): the 8-DOF constants,
+    drive/brake/steering maps, prior ranges and nominal values (``constants`` overrides its constants). The
+    segment's measured per-wheel torque, when present, drives the wheels instead of the maps.
 
     ``previous``: 8-DOF parameter values from earlier stages (posterior means), overriding the configured
     held-fixed values; ``n_chains`` independent SMC runs of ``n_draws`` particles each; ``seed`` fixes every
@@ -552,17 +580,17 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     ``priors``: uniform prior ranges ``{name: (lower, upper)}`` replacing the paper's (:func:`stage_spec`).
     """
     t_start = time.perf_counter()
-    spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors)
+    spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors, vehicle=vehicle)
     if dt is not None:
         spec = replace(spec, dt=float(dt))
     if not (math.isfinite(noise_prior_factor) and noise_prior_factor > 0.0):
         raise InputError(f"noise_prior_factor must be > 0, got {noise_prior_factor!r}")
     if noise_prior_factor != 1.0:
         spec = replace(spec, noise_scales=tuple((c, s * float(noise_prior_factor)) for c, s in spec.noise_scales))
-    constants = constants or VehicleConstants()
+    constants = constants or (VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle))
     if check:
         check_segment(segment, spec, r0=constants.r0)
-    base = _base_parameters(spec, previous)
+    base = _base_parameters(spec, previous, constants.default_parameters())
     problem = StageProblem(segment, spec, base, constants)
     smc: SMCResult = run_smc(problem.log_likelihood, problem.prior, n_particles=n_draws, n_chains=n_chains,
                              seed=seed, kernel=kernel, max_mutation_steps=max_mutation_steps, **(smc_options or {}))
@@ -594,9 +622,10 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
 
 def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 8, n_draws: int = 1000,
                   seed: int = 0, separate_bphi: bool = False, kernel: str = "imh",
-                  previous: Mapping[str, float] | None = None) -> dict[str, CalibrationResult]:
+                  previous: Mapping[str, float] | None = None, vehicle=None) -> dict[str, CalibrationResult]:
     """Run longitudinal -> lateral -> rolling_resistance, each on its segment (one segment: the same for all),
-    each stage holding the earlier stages' posterior means fixed (paper Section 3)."""
+    each stage holding the earlier stages' posterior means fixed (paper Section 3); ``vehicle`` as
+    :func:`calibrate_stage`."""
     results: dict[str, CalibrationResult] = {}
     known = dict(previous or {})
     for i, stage in enumerate(STAGE_NAMES):
@@ -604,7 +633,7 @@ def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 
         if seg is None:
             continue
         res = calibrate_stage(seg, stage, previous=known, n_chains=n_chains, n_draws=n_draws, seed=seed + i,
-                              separate_bphi=separate_bphi, kernel=kernel)
+                              separate_bphi=separate_bphi, kernel=kernel, vehicle=vehicle)
         results[stage] = res
         known.update(res.posterior_means())
     if not results:

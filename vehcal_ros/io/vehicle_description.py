@@ -32,6 +32,7 @@ RPM = math.pi / 30.0
 CALIBRATED = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr")
 """Parameters with a uniform prior range (``bphi`` = total roll damping, split equally front/rear)."""
 NOMINAL_NAMES = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr")
+STAGES = ("longitudinal", "lateral", "rolling_resistance")
 
 # (dataclass field, YAML path, unit, lower, upper, default or None = required); bounds inclusive unless noted
 _SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
@@ -64,7 +65,8 @@ _DC_MOTOR = (("max_torque", "powertrain.max_torque", "N m", 0.0, 1e6),
              ("max_speed", "powertrain.max_speed", "rad/s", 1.0, 1e6),
              ("ratio", "powertrain.ratio", "wheel/motor speed", 1e-4, 10.0))
 _KNOWN_TOP = {"name", "note", "gravity", "mass", "cg", "inertia", "track", "roll_centre_below_cg", "tire", "wheel",
-              "driveline", "torque_source", "powertrain", "brakes", "steering", "priors", "nominal"}
+              "driveline", "torque_source", "powertrain", "brakes", "steering", "priors", "nominal",
+              "held_fixed"}
 _REFERENCE_PRIORS_PER_LOAD = {  # derived default prior ranges (derived_priors)
     "Cx": (1.0, 40.0), "Cy": (3.0, 30.0), "kphi": (0.2, 10.0), "bphi": (0.002, 1.0), "rr": (0.0, 0.03)}
 
@@ -116,6 +118,9 @@ class VehicleDescription:
     steer_gain: float        #: [steering.ratio] rad of road-wheel angle per unit steering input (1 if measured)
     priors: Mapping[str, tuple[float, float]] = field(default_factory=dict)  #: [priors] uniform ranges
     nominal: Mapping[str, float] = field(default_factory=dict)   #: [nominal] held-fixed values before calibration
+    held_fixed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """[held_fixed] per stage, values that stage holds fixed instead of ``nominal`` (the paper's per-stage
+    values for the HMMWV); earlier stages' results still override them."""
     source: str = ""         #: file it was read from
 
     # ------------------------------------------------------------------ derived quantities
@@ -244,7 +249,12 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
     desc = VehicleDescription(**kw)
     priors = {**derived_priors(desc), **_priors(doc.get("priors"), f"{src}: priors")}
     nominal = {**derived_nominal(priors), **_nominal(doc.get("nominal"), f"{src}: nominal")}
-    return _replace(desc, priors=priors, nominal=nominal)
+    held = doc.get("held_fixed") or {}
+    if not isinstance(held, Mapping) or not set(held) <= set(STAGES):
+        raise InputError(f"{src}: held_fixed: expected a mapping stage -> {{name: value}} with stages "
+                         f"{', '.join(STAGES)}")
+    held_fixed = {str(st): _nominal(v, f"{src}: held_fixed.{st}") for st, v in held.items()}
+    return _replace(desc, priors=priors, nominal=nominal, held_fixed=held_fixed)
 
 
 def _replace(desc: VehicleDescription, **kw: Any) -> VehicleDescription:
@@ -422,6 +432,8 @@ def to_document(desc: VehicleDescription) -> dict[str, Any]:
     doc["steering"] = {"source": desc.steering_source, "ratio": desc.steer_gain}
     doc["priors"] = {k: list(v) for k, v in desc.priors.items()}
     doc["nominal"] = dict(desc.nominal)
+    if desc.held_fixed:
+        doc["held_fixed"] = {k: dict(v) for k, v in desc.held_fixed.items()}
     return doc
 
 

@@ -49,3 +49,94 @@ def road_wheel_angle(steering: float) -> float:
 def interpolate_inputs(t_knots: np.ndarray, values: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Piecewise-linear driver inputs (the paper's driver files are linear between rows)."""
     return np.interp(t, t_knots, values)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Any vehicle (issue 11): the vehicle description's drive input, packed into the 8-DOF constants vector.
+# Packed layout (from offset ``o`` of the constants vector, see vehicle_8dof.VehicleConstants.as_array):
+#   o+0 kind (0 dc_motor, 1 engine_map), o+1 max_torque, o+2 max_speed, o+3 ratio, o+4 efficiency,
+#   o+5 front_share, o+6 final_drive, o+7 n_map, o+8 n_gears, then n_map engine speeds (rad/s), n_map full-throttle
+#   torques, n_map closed-throttle torques (N m), n_gears gear ratios, n_gears down-shift and n_gears up-shift
+#   engine speeds (rad/s).
+PT_DC_MOTOR = 0.0
+PT_ENGINE_MAP = 1.0
+PT_HEADER = 9
+
+
+@njit(cache=True, nogil=True)
+def _interp(x: float, k: np.ndarray, xs: int, ys: int, n: int) -> float:
+    """Piecewise-linear ``y(x)`` of the table at ``k[xs:xs+n]``, ``k[ys:ys+n]``, held constant outside."""
+    if x <= k[xs]:
+        return k[ys]
+    for i in range(1, n):
+        if x <= k[xs + i]:
+            x0 = k[xs + i - 1]
+            return k[ys + i - 1] + (k[ys + i] - k[ys + i - 1]) * (x - x0) / (k[xs + i] - x0)
+    return k[ys + n - 1]
+
+
+@njit(cache=True, nogil=True)
+def shift_gear(k: np.ndarray, o: int, gear: float, driven_speed: float) -> float:
+    """Automatic gear after one shift decision (engine_map only): up above its up-shift speed, down below its
+    down-shift speed (engine speed = driven wheels' mean speed / (gear ratio x final drive)); 0-based."""
+    if k[o] != PT_ENGINE_MAP:
+        return 0.0
+    n_map = int(k[o + 7])
+    n_g = int(k[o + 8])
+    g = int(gear)
+    gr = o + PT_HEADER + 3 * n_map
+    w_e = driven_speed / (k[gr + g] * k[o + 6])
+    if w_e > k[gr + 2 * n_g + g] and g < n_g - 1:
+        g += 1
+    elif w_e < k[gr + n_g + g] and g > 0:
+        g -= 1
+    return float(g)
+
+
+@njit(cache=True, nogil=True)
+def initial_gear(k: np.ndarray, o: int, driven_speed: float) -> float:
+    """The lowest gear whose engine speed at ``driven_speed`` is below its up-shift speed."""
+    if k[o] != PT_ENGINE_MAP:
+        return 0.0
+    g = 0.0
+    for _ in range(int(k[o + 8])):
+        g2 = shift_gear(k, o, g, driven_speed)
+        if g2 <= g:
+            break
+        g = g2
+    return g
+
+
+@njit(cache=True, nogil=True)
+def axle_drive_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float, gear: float,
+                      share: float) -> float:
+    """Drive torque at one wheel (N m): the whole driveline's torque at the wheels times ``share`` (the axle's
+    share / 2 for one wheel of an open differential).
+
+    dc_motor (the paper): ``(T_max - T_max (w / ratio) / w_max) throttle / ratio x efficiency`` with ``w`` the
+    speed passed in (the paper's code passes each wheel's own speed). engine_map: engine speed ``w / (gear x
+    final drive)``, torque ``(1 - throttle) T_zero + throttle T_full`` from the map, times ``efficiency / (gear x
+    final drive)``.
+    """
+    if k[o] == PT_DC_MOTOR:
+        motor_speed = wheel_speed / k[o + 3]
+        motor_torque = (k[o + 1] - k[o + 1] * motor_speed / k[o + 2]) * throttle
+        return motor_torque / k[o + 3] * k[o + 4] * share
+    n_map = int(k[o + 7])
+    base = o + PT_HEADER
+    ratio = k[base + 3 * n_map + int(gear)] * k[o + 6]
+    w_e = wheel_speed / ratio
+    t_full = _interp(w_e, k, base, base + n_map, n_map)
+    t_zero = _interp(w_e, k, base, base + 2 * n_map, n_map)
+    return ((1.0 - throttle) * t_zero + throttle * t_full) / ratio * k[o + 4] * share
+
+
+def pack_powertrain(kind: str, *, max_torque: float = 0.0, max_speed: float = 1.0, ratio: float = 1.0,
+                    efficiency: float = 1.0, front_share: float = 0.5, final_drive: float = 1.0,
+                    engine_speed=(), torque_full=(), torque_zero=(), gear_ratios=(), shift_down=(),
+                    shift_up=()) -> np.ndarray:
+    """The packed powertrain block (layout above)."""
+    head = [PT_DC_MOTOR if kind == "dc_motor" else PT_ENGINE_MAP, max_torque, max_speed, ratio, efficiency,
+            front_share, final_drive, float(len(engine_speed)), float(len(gear_ratios))]
+    return np.array(head + list(engine_speed) + list(torque_full) + list(torque_zero) + list(gear_ratios)
+                    + list(shift_down) + list(shift_up), dtype=float)

@@ -49,7 +49,18 @@ import yaml
 from numba import njit, prange
 
 from vehcal_ros.models.fiala import FASTMATH, MU_MAX, MU_MIN, fiala_tire
-from vehcal_ros.models.powertrain import MAX_BRAKE_TORQUE, STEERING_GAIN, brake_torque, drive_torque_per_wheel
+from vehcal_ros.models.powertrain import (
+    GEAR_RATIO,
+    MAX_BRAKE_TORQUE,
+    MAX_MOTOR_SPEED,
+    MAX_MOTOR_TORQUE,
+    STEERING_GAIN,
+    axle_drive_torque,
+    brake_torque,
+    initial_gear,
+    pack_powertrain,
+    shift_gear,
+)
 
 STATE_NAMES: tuple[str, ...] = ("x", "y", "u", "v", "psi", "phi", "wx", "wz", "w_lf", "w_lr", "w_rf", "w_rr")
 """State order (DESIGN section 5)."""
@@ -73,7 +84,12 @@ DEFAULT_PARAMETERS: dict[str, float] = {
 }
 """Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``) and the 4000 N m map."""
 
-_N_CONST = 35
+_N_CONST = 37
+PT_OFFSET = _N_CONST
+"""Start of the packed powertrain block (models/powertrain.py) in the constants vector."""
+N_INPUTS = 7
+"""Columns of the per-step input array: throttle, brake, steering, then the measured per-wheel net torque
+(drive + brake, N m) in state order lf, lr, rf, rr (used when the constants' measured flag is set)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,23 @@ class VehicleConstants:
     mu_max: float = MU_MAX      # Fiala friction at zero slip (-)
     mu_min: float = MU_MIN      # Fiala friction at full slip (-)
     steer_gain: float = STEERING_GAIN  # rad of road-wheel angle per unit steering input
+    Jw_r: float = 11.0          # rear wheel spin inertia, kg m^2 (Jw is the front one)
+    powertrain: str = "dc_motor"  # dc_motor | engine_map (models/powertrain.py)
+    max_torque: float = MAX_MOTOR_TORQUE  # dc_motor: N m at zero motor speed
+    max_speed: float = MAX_MOTOR_SPEED    # dc_motor: rad/s at zero torque
+    ratio: float = GEAR_RATIO   # dc_motor: wheel speed / motor speed
+    efficiency: float = 1.0     # driveline efficiency
+    front_share: float = 0.5    # fraction of the drive torque on the front axle
+    final_drive: float = 1.0    # engine_map: differential output/input speed
+    engine_speed: tuple[float, ...] = ()   # engine_map knots, rad/s
+    torque_full: tuple[float, ...] = ()    # N m at full throttle
+    torque_zero: tuple[float, ...] = ()    # N m with the throttle closed
+    gear_ratios: tuple[float, ...] = ()    # output/input speed per gear
+    shift_down: tuple[float, ...] = ()     # rad/s engine speed
+    shift_up: tuple[float, ...] = ()       # rad/s engine speed
+    brake_front: float = MAX_BRAKE_TORQUE  # N m per wheel at full pedal (default of the brake-gain parameters)
+    brake_rear: float = MAX_BRAKE_TORQUE
+    nominal: tuple[tuple[str, float], ...] = ()  # nominal values of the calibrated parameters (description)
 
     @property
     def total_mass(self) -> float:
@@ -129,12 +162,49 @@ class VehicleConstants:
             kw["steer_gain"] = float(steer)
         return cls(**kw)
 
+    @classmethod
+    def from_description(cls, vehicle=None) -> VehicleConstants:
+        """Constants of a vehicle description (:func:`vehcal_ros.io.vehicle_description.load_vehicle`: a name,
+        a file or a description; None = the default ``hmmwv``, whose constants equal ``VehicleConstants()``)."""
+        from vehcal_ros.io.vehicle_description import load_vehicle
+
+        d = load_vehicle(vehicle)
+        return cls(m=d.m, muf=d.muf, mur=d.mur, a=d.a, b=d.b, h=d.h, cf=d.cf, cr=d.cr, Jx=d.Jx, Jz=d.Jz, Jxz=d.Jxz,
+                   r0=d.r0, ktf=d.ktf, ktr=d.ktr, hrcf=d.hrcf, hrcr=d.hrcr, Jw=d.Jw_f, g=d.g, mu_max=d.mu_max,
+                   mu_min=d.mu_min, steer_gain=d.steer_gain, Jw_r=d.Jw_r, powertrain=d.powertrain,
+                   max_torque=d.max_torque, max_speed=d.max_speed, ratio=d.ratio, efficiency=d.efficiency,
+                   front_share=d.front_share, final_drive=d.final_drive, engine_speed=tuple(d.engine_speed),
+                   torque_full=tuple(d.torque_full), torque_zero=tuple(d.torque_zero),
+                   gear_ratios=tuple(d.gear_ratios), shift_down=tuple(d.shift_down), shift_up=tuple(d.shift_up),
+                   brake_front=d.brake_front, brake_rear=d.brake_rear, nominal=tuple(sorted(d.nominal.items())))
+
+    def default_parameters(self) -> dict[str, float]:
+        """Full 8-DOF parameter set before calibration: the description's nominal values and its brake torques
+        (``DEFAULT_PARAMETERS`` for the default constants)."""
+        return {**DEFAULT_PARAMETERS, **dict(self.nominal),
+                "brake_gain_lf": self.brake_front, "brake_gain_rf": self.brake_front,
+                "brake_gain_lr": self.brake_rear, "brake_gain_rr": self.brake_rear}
+
+    def static_wheel_loads(self) -> tuple[float, float]:
+        """Static load of one front and one rear wheel (N), the 8-DOF model's static term."""
+        L = self.a + self.b
+        return self.m * self.g * self.b / (2.0 * L) + self.muf * self.g, self.m * self.g * self.a / (2.0 * L) + \
+            self.mur * self.g
+
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
     def as_array(self) -> np.ndarray:
         """Packed constants for the numba kernels (with derived m_t, h_rc and the inverse inertia matrix)."""
-        k = np.zeros(_N_CONST)
+        pt = pack_powertrain(self.powertrain, max_torque=self.max_torque, max_speed=self.max_speed,
+                             ratio=self.ratio, efficiency=self.efficiency, front_share=self.front_share,
+                             final_drive=self.final_drive, engine_speed=self.engine_speed,
+                             torque_full=self.torque_full, torque_zero=self.torque_zero,
+                             gear_ratios=self.gear_ratios, shift_down=self.shift_down, shift_up=self.shift_up)
+        k = np.zeros(_N_CONST + pt.size)
+        k[_N_CONST:] = pt
+        k[35] = self.Jw_r
+        k[36] = 0.0   # measured-torque flag (set by Simulator8Dof when per-wheel torque is given)
         vals = [self.m, self.muf, self.mur, self.a, self.b, self.h, self.cf, self.cr, self.Jx, self.Jz, self.Jxz,
                 self.r0, self.ktf, self.ktr, self.hrcf, self.hrcr, self.Jw, self.g, self.mu_max, self.mu_min,
                 self.steer_gain]
@@ -188,12 +258,27 @@ def _initial_loads(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray) 
     r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12]
     r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13]
     _normal_loads(k, p, s[5], s[6], 0.0, s[7] * s[2], r_f, r_r, fz)
+    fz[4] = initial_gear(k, PT_OFFSET, _driven_speed(k, s))
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, throttle: float, brake: float,
-          steering: float, dt: float) -> None:
-    """One half-implicit Euler step of Eqs. (4)-(13), in place on state ``s`` (12,) and loads ``fz`` (4,)."""
+def _driven_speed(k: np.ndarray, s: np.ndarray) -> float:
+    """Mean spin of the driven wheels (rad/s): the differential input speed x the final drive."""
+    share = k[PT_OFFSET + 5]
+    if share >= 1.0:
+        return 0.5 * (s[8] + s[10])
+    if share <= 0.0:
+        return 0.5 * (s[9] + s[11])
+    return 0.25 * (s[8] + s[9] + s[10] + s[11])
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.ndarray, dt: float) -> None:
+    """One half-implicit Euler step of Eqs. (4)-(13), in place on state ``s`` (12,) and loads ``fz`` (5,: the
+    four loads, then the automatic's gear); ``inp`` one row of the ``N_INPUTS`` input columns."""
+    throttle = inp[0]
+    brake = inp[1]
+    steering = inp[2]
     a = k[3]
     b = k[4]
     cf = k[6]
@@ -257,20 +342,43 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, throttle:
     wx_dot = k[26] * e1 + k[27] * e3 + k[28] * e2
     wz_dot = k[29] * e1 + k[30] * e3 + k[31] * e2
 
-    # wheel spin: drive, brake (per-wheel gain on the 4000 N m map), rolling resistance, tire force
+    # wheel spin: drive + brake (per-wheel brake gain, N m at full pedal) or the measured net torque, rolling
+    # resistance, tire force
     rr = p[8]
+    jw_r = k[35]
+    if k[36] > 0.0:
+        t_lf = inp[3]
+        t_lr = inp[4]
+        t_rf = inp[5]
+        t_rr = inp[6]
+    else:
+        o = PT_OFFSET
+        share_f = 0.5 * k[o + 5]
+        share_r = 0.5 * (1.0 - k[o + 5])
+        gear = fz[4]
+        if k[o] == 0.0:   # the paper's motor: each wheel's own speed
+            d_lf = axle_drive_torque(k, o, throttle, s[8], gear, share_f)
+            d_lr = axle_drive_torque(k, o, throttle, s[9], gear, share_r)
+            d_rf = axle_drive_torque(k, o, throttle, s[10], gear, share_f)
+            d_rr = axle_drive_torque(k, o, throttle, s[11], gear, share_r)
+        else:             # engine map through the gearbox: the driven wheels' mean speed
+            w_d = _driven_speed(k, s)
+            d_lf = axle_drive_torque(k, o, throttle, w_d, gear, share_f)
+            d_rf = d_lf
+            d_lr = axle_drive_torque(k, o, throttle, w_d, gear, share_r)
+            d_rr = d_lr
+        t_lf = d_lf + brake_torque(brake * p[9] / MAX_BRAKE_TORQUE, s[8])
+        t_lr = d_lr + brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, s[9])
+        t_rf = d_rf + brake_torque(brake * p[10] / MAX_BRAKE_TORQUE, s[10])
+        t_rr = d_rr + brake_torque(brake * p[12] / MAX_BRAKE_TORQUE, s[11])
     w = s[8]
-    dw_lf = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[9] / MAX_BRAKE_TORQUE, w)
-             - rr * fz[0] * _sign(w) - fxt_lf * r_lf) / jw
+    dw_lf = (t_lf - rr * fz[0] * _sign(w) - fxt_lf * r_lf) / jw
     w = s[9]
-    dw_lr = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, w)
-             - rr * fz[1] * _sign(w) - fxt_lr * r_lr) / jw
+    dw_lr = (t_lr - rr * fz[1] * _sign(w) - fxt_lr * r_lr) / jw_r
     w = s[10]
-    dw_rf = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[10] / MAX_BRAKE_TORQUE, w)
-             - rr * fz[2] * _sign(w) - fxt_rf * r_rf) / jw
+    dw_rf = (t_rf - rr * fz[2] * _sign(w) - fxt_rf * r_rf) / jw
     w = s[11]
-    dw_rr = (drive_torque_per_wheel(throttle, w) + brake_torque(brake * p[12] / MAX_BRAKE_TORQUE, w)
-             - rr * fz[3] * _sign(w) - fxt_rr * r_rr) / jw
+    dw_rr = (t_rr - rr * fz[3] * _sign(w) - fxt_rr * r_rr) / jw_r
 
     # velocities first ...
     u = u + dt * u_dot
@@ -292,6 +400,8 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, throttle:
     s[7] = wz
     # loads for the next step from this step's accelerations
     _normal_loads(k, p, s[5], wx, u_dot - wz * v, v_dot + wz * u, 0.5 * (r_lf + r_rf), 0.5 * (r_lr + r_rr), fz)
+    if k[PT_OFFSET] != 0.0 and k[36] == 0.0:
+        fz[4] = shift_gear(k, PT_OFFSET, fz[4], _driven_speed(k, s))
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -308,14 +418,14 @@ def _simulate_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarr
                   out: np.ndarray) -> None:
     """Trajectory of one parameter set: ``out[j]`` = state after ``j * n_sub`` steps (``out[0]`` = x0)."""
     s = x0.copy()
-    fz = np.empty(4)
+    fz = np.zeros(5)
     _initial_loads(k, p, s, fz)
     n_out = out.shape[0]
     out[0, :] = s
     step = 0
     for j in range(1, n_out):
         for _ in range(n_sub):
-            _step(k, p, s, fz, inputs[step, 0], inputs[step, 1], inputs[step, 2], dt)
+            _step(k, p, s, fz, inputs[step], dt)
             step += 1
         out[j, :] = s
 
@@ -332,7 +442,7 @@ def _sse_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, d
              chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
     """Sum of squared residuals per channel (``data[j, c]`` vs state ``chan[c]`` at output j)."""
     s = x0.copy()
-    fz = np.empty(4)
+    fz = np.zeros(5)
     _initial_loads(k, p, s, fz)
     n_ch = chan.shape[0]
     for c in range(n_ch):
@@ -341,7 +451,7 @@ def _sse_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, d
     step = 0
     for j in range(1, data.shape[0]):
         for _ in range(n_sub):
-            _step(k, p, s, fz, inputs[step, 0], inputs[step, 1], inputs[step, 2], dt)
+            _step(k, p, s, fz, inputs[step], dt)
             step += 1
         for c in range(n_ch):
             r = s[chan[c]] - data[j, c]
@@ -367,22 +477,25 @@ def _loads_batch(k: np.ndarray, params: np.ndarray, states: np.ndarray, ax: np.n
 def normal_loads(params: Mapping[str, float] | np.ndarray, state: np.ndarray, ax: float = 0.0, ay: float = 0.0,
                  constants: VehicleConstants | None = None) -> np.ndarray:
     """Normal loads [lf, lr, rf, rr] (N) for one state and body accelerations ``ax``, ``ay`` (m/s^2)."""
-    k = (constants or VehicleConstants()).as_array()
-    p = parameter_vector(params)[None, :]
+    constants = constants or VehicleConstants()
+    k = constants.as_array()
+    p = parameter_vector(params, constants.default_parameters())[None, :]
     out = np.empty((1, 4))
     _loads_batch(k, p, np.asarray(state, float)[None, :], np.array([ax], float), np.array([ay], float), out)
     return out[0]
 
 
-def parameter_vector(params: Mapping[str, float] | Sequence[float] | np.ndarray | None = None) -> np.ndarray:
-    """Full parameter vector in ``PARAM_NAMES`` order; a mapping fills the rest from ``DEFAULT_PARAMETERS``."""
+def parameter_vector(params: Mapping[str, float] | Sequence[float] | np.ndarray | None = None,
+                     defaults: Mapping[str, float] | None = None) -> np.ndarray:
+    """Full parameter vector in ``PARAM_NAMES`` order; a mapping fills the rest from ``defaults`` (default
+    ``DEFAULT_PARAMETERS``; a vehicle's: ``VehicleConstants.default_parameters()``)."""
     if params is None:
         params = {}
     if isinstance(params, Mapping):
         unknown = set(params) - set(PARAM_NAMES)
         if unknown:
             raise ValueError(f"unknown 8-DOF parameters {sorted(unknown)}; known: {list(PARAM_NAMES)}")
-        merged = {**DEFAULT_PARAMETERS, **{k: float(v) for k, v in params.items()}}
+        merged = {**(DEFAULT_PARAMETERS if defaults is None else defaults), **{k: float(v) for k, v in params.items()}}
         return np.array([merged[name] for name in PARAM_NAMES], dtype=float)
     arr = np.asarray(params, dtype=float)
     if arr.shape[-1] != len(PARAM_NAMES):
@@ -416,7 +529,8 @@ class Simulator8Dof:
 
     def __init__(self, initial_state: Mapping[str, float] | np.ndarray, time: np.ndarray, throttle: np.ndarray,
                  brake: np.ndarray, steering: np.ndarray, *, dt: float = 0.005, output_dt: float | None = None,
-                 n_out: int | None = None, constants: VehicleConstants | None = None) -> None:
+                 n_out: int | None = None, constants: VehicleConstants | None = None,
+                 wheel_torque: np.ndarray | None = None) -> None:
         time = np.asarray(time, dtype=float)
         if time.ndim != 1 or time.size < 2 or np.any(np.diff(time) <= 0):
             raise ValueError("time must be a strictly increasing 1-D array with at least 2 samples")
@@ -429,6 +543,7 @@ class Simulator8Dof:
             n_out = int(math.floor((time[-1] - time[0]) / output_dt + 1e-9)) + 1
         self.constants = constants or VehicleConstants()
         self.k = self.constants.as_array()
+        self.defaults = self.constants.default_parameters()
         self.x0 = state_vector(initial_state)
         self.dt = float(dt)
         self.n_sub = n_sub
@@ -437,11 +552,18 @@ class Simulator8Dof:
         self.t0 = float(time[0])
         n_steps = (self.n_out - 1) * n_sub
         t_steps = self.t0 + dt * np.arange(1, n_steps + 1)
-        self.inputs = np.ascontiguousarray(np.column_stack([
-            np.interp(t_steps, time, np.asarray(throttle, float)),
-            np.interp(t_steps, time, np.asarray(brake, float)),
-            np.interp(t_steps, time, np.asarray(steering, float)),
-        ])).reshape(n_steps, 3)
+        cols = [np.interp(t_steps, time, np.asarray(throttle, float)),
+                np.interp(t_steps, time, np.asarray(brake, float)),
+                np.interp(t_steps, time, np.asarray(steering, float))]
+        if wheel_torque is not None:   # measured per-wheel net torque, WHEELS order FL, FR, RL, RR -> lf, lr, rf, rr
+            tq = np.asarray(wheel_torque, dtype=float)
+            if tq.shape != (time.size, 4):
+                raise ValueError(f"wheel_torque must be ({time.size}, 4) (FL, FR, RL, RR), got {tq.shape}")
+            cols += [np.interp(t_steps, time, tq[:, j]) for j in (0, 2, 1, 3)]
+            self.k[36] = 1.0
+        else:
+            cols += [np.zeros(n_steps)] * 4
+        self.inputs = np.ascontiguousarray(np.column_stack(cols)).reshape(n_steps, N_INPUTS)
 
     @property
     def t_out(self) -> np.ndarray:
@@ -450,7 +572,7 @@ class Simulator8Dof:
 
     def run(self, params: Mapping[str, float] | np.ndarray) -> np.ndarray:
         """States ``(n_particles, n_out, 12)`` for ``params`` ``(n_particles, 13)``; ``(n_out, 12)`` for one set."""
-        p = parameter_vector(params)
+        p = parameter_vector(params, self.defaults)
         single = p.ndim == 1
         p2 = np.ascontiguousarray(np.atleast_2d(p))
         out = np.empty((p2.shape[0], self.n_out, len(STATE_NAMES)))
@@ -479,7 +601,8 @@ class Simulator8Dof:
 def simulate(params: Mapping[str, float] | np.ndarray, initial_state: Mapping[str, float] | np.ndarray,
              time: np.ndarray, throttle: np.ndarray, brake: np.ndarray, steering: np.ndarray, *,
              dt: float = 0.005, output_dt: float | None = None,
-             constants: VehicleConstants | None = None) -> tuple[np.ndarray, np.ndarray]:
+             constants: VehicleConstants | None = None,
+             wheel_torque: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Simulate the 8-DOF model over the input record; returns ``(t_out, states)``.
 
     ``params``: mapping (defaults fill the rest), one vector of 13 or a batch ``(n, 13)`` (``PARAM_NAMES``);
@@ -487,5 +610,5 @@ def simulate(params: Mapping[str, float] | np.ndarray, initial_state: Mapping[st
     (default: the input grid's) from ``time[0]`` to ``time[-1]``.
     """
     sim = Simulator8Dof(initial_state, time, throttle, brake, steering, dt=dt, output_dt=output_dt,
-                        constants=constants)
+                        constants=constants, wheel_torque=wheel_torque)
     return sim.t_out, sim.run(params)
