@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
-from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
 
 TABLE9_CHANNELS = ("u", "v", "psi", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rr")
 """The paper's Table 9 rows, as names of :func:`records_to_table` columns."""
@@ -61,8 +61,14 @@ def records_to_table(records: Iterable[object], rate: float = 100.0) -> dict[str
 
 
 def holdout_rmse(table: Mapping[str, np.ndarray], params: Mapping[str, float], t_start: float = 1.0,
-                 dt: float = 0.005, channels: Iterable[str] = TABLE9_CHANNELS) -> dict[str, float]:
-    """RMSE per channel of the 8-DOF model with ``params`` against ``table`` from ``t_start`` on (Table 9)."""
+                 dt: float = 0.005, channels: Iterable[str] = TABLE9_CHANNELS,
+                 constants: VehicleConstants | None = None) -> dict[str, float]:
+    """RMSE per channel of the 8-DOF model with ``params`` against ``table`` from ``t_start`` on (Table 9).
+
+    ``constants``: the vehicle's 8-DOF constants and maps (``VehicleConstants.from_description``; default the
+    HMMWV's); parameters ``params`` omits come from its nominal values. A ``wheel_torque`` column ``(n, 4)``
+    (FL, FR, RL, RR, N m) in ``table`` drives the wheels instead of the maps.
+    """
     t = np.asarray(table["t"], dtype=float)
     keep = t >= t[0] + t_start - 1e-9
     t = t[keep]
@@ -70,7 +76,9 @@ def holdout_rmse(table: Mapping[str, np.ndarray], params: Mapping[str, float], t
     for name in ("u", "v", "roll", "roll_rate", "yaw_rate", "w_lf", "w_rf", "w_lr", "w_rr"):
         x0[_STATE_OF[name]] = float(np.asarray(table[name])[keep][0])
     sim = Simulator8Dof(x0, t - t[0], np.asarray(table["throttle"])[keep], np.asarray(table["brake"])[keep],
-                        np.asarray(table["steering"])[keep], dt=dt, output_dt=float(t[1] - t[0]), n_out=t.size)
+                        np.asarray(table["steering"])[keep], dt=dt, output_dt=float(t[1] - t[0]), n_out=t.size,
+                        constants=constants, wheel_torque=None if table.get("wheel_torque") is None
+                        else np.asarray(table["wheel_torque"])[keep])
     states = sim.run(dict(params))
     out = {}
     for ch in channels:

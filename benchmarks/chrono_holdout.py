@@ -1,0 +1,71 @@
+"""The paper's held-out Chrono test 2 (Section 3.6, Table 9) for the 8-DOF model run by this project's code.
+
+Data: ``test_2.csv`` (Chrono HMMWV, 100 Hz, same columns as the calibration files) and its driver file
+``test_set.txt`` from the paper's public repository (uwsbel/sbel-reproducibility, 2022/calibrationBayesianExamples:
+data/test_2.csv, chrono_model/calib_mod/driver/test_set.txt; BSD-3-Clause). They are not in shared/data; give
+their folder with ``--test-dir`` (default: shared/data/chrono_hmmwv). The model starts from the Chrono state at
+1.0 s and runs to 11.6 s (rows 100-1160, the paper's notebook); RMSE per Table 9 channel against the noise-free
+Chrono data; the score is the sum over the 8 channels of RMSE / the paper's published Table 9 RMSE (8.0 = the
+paper's own result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+PAPER_TABLE9 = {"u": 0.319, "v": 0.020, "psi": 0.026, "yaw_rate": 0.021, "roll": 0.006, "roll_rate": 0.016,
+                "w_lf": 1.300, "w_rr": 1.245}
+"""The paper's Table 9 (posterior mean-RMSE, test experiment)."""
+PAPER_MEANS = {"Cxf": 10659.0, "Cxr": 10280.0, "Cyf": 44016.0, "Cyr": 54046.0, "kphi_f": 36245.0,
+               "kphi_r": 26439.0, "bphi_f": 3863.0, "bphi_r": 3863.0, "rr": 0.013095}
+"""The paper's posterior means (shared data/chrono_hmmwv/README.md)."""
+
+
+def test2_table(test_dir: str | Path | None = None, last_row: int = 1160) -> dict[str, np.ndarray]:
+    """Columns of :func:`vehcal_ros.estimation.holdout.records_to_table` from the Chrono test 2 files."""
+    d = Path(test_dir) if test_dir else SHARED / "data" / "chrono_hmmwv"
+    csv, drv = d / "test_2.csv", d / "test_set.txt"
+    if not csv.is_file() or not drv.is_file():
+        raise SystemExit(f"Chrono test 2 not found ({csv}, {drv}); see this module's docstring")
+    with open(csv, encoding="utf-8") as f:
+        header = [h.strip() for h in f.readline().split(",")]
+    raw = np.genfromtxt(csv, delimiter=",", skip_header=1)[: last_row + 1]
+    col = {name: raw[:, i] for i, name in enumerate(header) if name}
+    t = col["time"]
+    driver = np.loadtxt(drv)
+    return {"t": t, "throttle": np.interp(t, driver[:, 0], driver[:, 2]),
+            "brake": np.interp(t, driver[:, 0], driver[:, 3]), "steering": np.interp(t, driver[:, 0], driver[:, 1]),
+            "u": col["vx"], "v": col["vy"], "psi": col["yaw"], "yaw_rate": col["yaw_rate"], "roll": col["roll"],
+            "roll_rate": col["roll_rate"], "w_lf": col["wlf"], "w_rf": col["wrf"], "w_lr": col["wlr"],
+            "w_rr": col["wrr"]}
+
+
+def score(params: Mapping[str, float], table: Mapping[str, np.ndarray]) -> tuple[dict[str, float], float]:
+    """(RMSE per Table 9 channel, summed RMSE ratio to the paper's Table 9)."""
+    rmse = holdout_rmse(table, params, t_start=1.0, dt=0.005)
+    return rmse, float(sum(rmse[c] / PAPER_TABLE9[c] for c in TABLE9_CHANNELS))
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--test-dir", default=None)
+    ap.add_argument("results", nargs="*", help="vehcal calibrate --json results or params YAMLs to score")
+    args = ap.parse_args()
+    from vehcal_ros.io.model_file import load_model_file
+    from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+
+    tab = test2_table(args.test_dir)
+    rows = {"paper means": PAPER_MEANS, "nominal (held-fixed defaults)": dict(DEFAULT_PARAMETERS)}
+    rows.update({p: load_model_file(p) for p in args.results})
+    for name, params in rows.items():
+        r, s = score(params, tab)
+        print(f"{name}: ratio sum {s:.2f}  " + json.dumps({k: round(v, 4) for k, v in r.items()}))
