@@ -57,6 +57,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--chains", type=int, default=None, help="grip chains / calibration SMC runs (default: theirs)")
     p.add_argument("--draws", type=int, default=None, help="calibration particles per run (default: theirs)")
     p.add_argument("--resume", action="store_true", help="skip inputs whose DIR/<input>.json already exists")
+    from vehcal_ros.commands.vehicle_option import add_vehicle_argument
+    add_vehicle_argument(p)
     p.set_defaults(func=run)
 
 
@@ -88,8 +90,9 @@ def detect_stage(path: str) -> str:
 
 
 def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int | None = None,
-                    draws: int | None = None) -> dict[str, Any]:
-    """Calibrate one input; returns a JSON-ready dict. Module level so process and Dask workers can import it."""
+                    draws: int | None = None, vehicle: str | None = None) -> dict[str, Any]:
+    """Calibrate one input; returns a JSON-ready dict. Module level so process and Dask workers can import it.
+    ``vehicle``: vehicle description name or file (8-DOF constants, maps, priors; None = hmmwv)."""
     import numpy as np
 
     t0 = time.perf_counter()
@@ -111,13 +114,15 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
         result = GripEstimator(GripConfig(**kw)).fit(np.asarray(slip), np.asarray(mu)).to_dict()
     elif task == "brake":
         from vehcal_ros.estimation.brake_fit import fit_brake, load_brake_csv
+        from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
-        result = fit_brake(load_brake_csv(path)).to_dict()
+        constants = VehicleConstants.from_description(vehicle) if vehicle else None
+        result = fit_brake(load_brake_csv(path), constants=constants).to_dict()
     else:
         from vehcal_ros.estimation import calibration
 
         seg = calibration.Segment.from_csv(path)
-        kw = {"seed": seed}
+        kw = {"seed": seed, "vehicle": vehicle}
         if chains:
             kw["n_chains"] = chains
         if draws:
@@ -128,7 +133,7 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
             result, skipped, known = {}, {}, {}
             for name in calibration.STAGE_NAMES:
                 try:
-                    calibration.check_segment(seg, calibration.stage_spec(name))
+                    calibration.check_segment(seg, calibration.stage_spec(name, vehicle=vehicle))
                 except (EstimationError, InputError) as exc:
                     skipped[name] = str(exc)
                     continue
@@ -387,8 +392,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--chains must be >= 1, got {args.chains}")
     if args.draws is not None and args.draws < 10:
         raise InputError(f"--draws must be >= 10, got {args.draws}")
+    extra = {}
+    if args.vehicle:
+        import functools
+
+        from vehcal_ros.io.vehicle_description import load_vehicle
+
+        load_vehicle(args.vehicle)   # a bad name or file: one line before any task starts
+        extra["task"] = functools.partial(calibrate_input, vehicle=args.vehicle)
     summary = run_batch(args.inputs, args.out, executor=args.executor, workers=args.workers, stage=args.stage,
-                        seed=args.seed, chains=args.chains, draws=args.draws, resume=args.resume)
+                        seed=args.seed, chains=args.chains, draws=args.draws, resume=args.resume, **extra)
     print_table(summary)
     for o in summary.failed:
         print(f"vehcal batch: failed: {o.input}: {o.error}", file=sys.stderr)

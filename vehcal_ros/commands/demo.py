@@ -42,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="simulator speed over real time for the grip scenario (1.75 on 2 cores leaves the grip chains "
                         "a fit every ~8 s of drive; the calibration maneuvers run at >= 2)")
     p.add_argument("--seed", type=int, default=0)
+    from vehcal_ros.commands.vehicle_option import add_vehicle_argument
+    add_vehicle_argument(p)
     p.set_defaults(func=run)
 
 
@@ -356,7 +358,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"--out {out}: exists and is not empty; choose another directory or remove it")
-    params = load_parameters(args.params)
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+    params = apply_vehicle(load_parameters(args.params), getattr(args, "vehicle", None))
     t0 = time.monotonic()
 
     def log(msg: str) -> None:

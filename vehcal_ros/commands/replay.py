@@ -36,6 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="storage of --record (default mcap)")
     p.add_argument("--no-calibration", action="store_true", help="run the grip estimator only")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary")
+    from vehcal_ros.commands.vehicle_option import add_vehicle_argument
+    add_vehicle_argument(p)
     p.set_defaults(func=run)
     return p
 
@@ -184,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None and not 0 <= args.seed < 2**31:
         raise InputError(f"--seed {args.seed}: must be in [0, 2147483647]")
     _check_outputs(args)
-    params = load_params(args.params or rp.default_params_file())
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+    params = apply_vehicle(load_params(args.params or rp.default_params_file()), getattr(args, "vehicle", None))
     progress = None if args.quiet else Progress(sys.stderr)
     result = rp.replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
                            calibration=not args.no_calibration)

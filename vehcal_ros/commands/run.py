@@ -79,6 +79,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--realtime-factor", type=float, default=None, metavar="F",
                    help="simulator speed over real time (0 = as fast as possible)")
     p.add_argument("--namespace", default="", help="namespace of every node")
+    from vehcal_ros.commands.vehicle_option import add_vehicle_argument
+    add_vehicle_argument(p)
     p.add_argument("--executor", choices=("multi", "events"), default="multi",
                    help="rclpy executor: multi = MultiThreadedExecutor (default); events = the experimental "
                         "EventsExecutor, several times cheaper per message (use it for --sim at 100 Hz)")
@@ -147,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--duration must be > 0 s, got {args.duration}")
     if args.realtime_factor is not None and args.realtime_factor < 0:
         raise InputError(f"--realtime-factor must be >= 0, got {args.realtime_factor}")
-    params = load_parameters(args.params)
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+    params = apply_vehicle(load_parameters(args.params), getattr(args, "vehicle", None))
     if args.sim:
         from vehcal_ros.io.scenarios import load_scenario
 

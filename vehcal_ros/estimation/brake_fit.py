@@ -40,6 +40,7 @@ from vehcal_ros.models.vehicle_8dof import (
     PARAM_INDEX,
     STATE_INDEX,
     Simulator8Dof,
+    VehicleConstants,
     parameter_vector,
 )
 
@@ -52,7 +53,17 @@ imbalance as a worn pad would give)."""
 START: dict[str, float] = {n: DEFAULT_PARAMETERS[n] for n in FIT_NAMES}
 """Initial guess p0: the model's defaults (the paper's Eq. 16 takes the vehicle model's defaults too)."""
 BOUNDS: dict[str, tuple[float, float]] = {n: (500.0, 8000.0) for n in FIT_NAMES}
-"""Box constraints (Eq. 12)."""
+"""Box constraints (Eq. 12): 1/8 to 2 times the nominal brake torque (the HMMWV's 4000 N m)."""
+
+
+def vehicle_start_bounds(constants: VehicleConstants | None) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """Initial guess and box of the four brake gains for a vehicle: its description's brake torques per wheel at
+    full pedal, and 1/8 to 2 times them (``START``/``BOUNDS`` for the default HMMWV constants)."""
+    if constants is None:
+        return dict(START), dict(BOUNDS)
+    d = constants.default_parameters()
+    start = {n: float(d[n]) for n in FIT_NAMES}
+    return start, {n: (0.125 * v, 2.0 * v) for n, v in start.items()}
 CHANNELS: tuple[str, ...] = ("u", "w_lf", "w_lr", "w_rf", "w_rr")
 """Measured channels: forward speed (m/s) and the four wheel speeds (rad/s)."""
 SIGMA: dict[str, float] = {"u": 0.05, "w_lf": 0.1, "w_lr": 0.1, "w_rf": 0.1, "w_rr": 0.1}
@@ -112,13 +123,14 @@ class BrakeResidual:
 
     def __init__(self, maneuvers: Sequence[BrakeManeuver], *, names: Sequence[str] = FIT_NAMES,
                  base: Mapping[str, float] | None = None, dt: float = 0.005, n_init: int = 5,
-                 sigma: Mapping[str, float] | None = None) -> None:
+                 sigma: Mapping[str, float] | None = None, constants: VehicleConstants | None = None) -> None:
         if not maneuvers:
             raise ValueError("at least one maneuver is needed")
         self.maneuvers = list(maneuvers)
         self.names = tuple(names)
         self.idx = np.array([PARAM_INDEX[n] for n in self.names], dtype=np.int64)
-        self.base = parameter_vector(dict(base or {}))
+        self.constants = constants
+        self.base = parameter_vector(dict(base or {}), None if constants is None else constants.default_parameters())
         self.dt = float(dt)
         self.n_init = int(n_init)
         sig = {**SIGMA, **(sigma or {})}
@@ -134,7 +146,7 @@ class BrakeResidual:
             mv = self.maneuvers[k]
             out_dt = float(np.median(np.diff(mv.t)))
             sim = Simulator8Dof(mv.initial_state(self.n_init), mv.t, mv.throttle, mv.brake, mv.steering,
-                                dt=self.dt, output_dt=out_dt, n_out=mv.t.size)
+                                dt=self.dt, output_dt=out_dt, n_out=mv.t.size, constants=self.constants)
             _SIM_CACHE[key] = sim
             while len(_SIM_CACHE) > 32:
                 _SIM_CACHE.popitem(last=False)
@@ -218,17 +230,20 @@ def synthetic_data(n_maneuvers: int = 2, seed: int = 0, **kw) -> list[BrakeManeu
 
 def fit_brake(maneuvers: Sequence[BrakeManeuver], *, executor: Executor | None = None, method: str = "trf",
               diff: str = "forward", x0: Mapping[str, float] | None = None, dt: float = 0.001,
-              residual: BrakeResidual | None = None, **kwargs) -> ParallelFit:
+              residual: BrakeResidual | None = None, constants: VehicleConstants | None = None,
+              **kwargs) -> ParallelFit:
     """Fit ``FIT_NAMES`` to the maneuvers with :func:`parallel_least_squares` (paper, "Optimization Results").
 
     ``dt`` (default 1 ms): integration step. Fitting at 5 ms data whose truth was integrated at 1 ms biases
     Cxf/Cxr by 3-7 standard errors (semi-implicit Euler error), so the default is the finer step.
+    ``constants``: the vehicle (``VehicleConstants.from_description``; default the HMMWV): model, start and box.
     """
-    res = residual or BrakeResidual(maneuvers, dt=dt)
-    start = {**START, **(x0 or {})}
+    res = residual or BrakeResidual(maneuvers, dt=dt, constants=constants)
+    start0, bounds = vehicle_start_bounds(constants if constants is not None else res.constants)
+    start = {**start0, **(x0 or {})}
     p0 = np.array([start[n] for n in res.names])
-    lb = np.array([BOUNDS[n][0] for n in res.names])
-    ub = np.array([BOUNDS[n][1] for n in res.names])
+    lb = np.array([bounds[n][0] for n in res.names])
+    ub = np.array([bounds[n][1] for n in res.names])
     return parallel_least_squares(res, p0, (lb, ub), executor=executor, method=method, diff=diff,
                                   names=res.names, **kwargs)
 

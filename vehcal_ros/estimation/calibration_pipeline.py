@@ -36,6 +36,7 @@ from vehcal_ros.estimation.calibration import (
     calibrate_stage,
     check_prior_ranges,
     check_segment,
+    paper_prior_ranges,
     stage_spec,
 )
 from vehcal_ros.estimation.segments import (
@@ -61,8 +62,13 @@ STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf":
                             "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
 
 
-def _full_defaults(defaults: Mapping[str, float] | None) -> dict[str, float]:
-    base = {**DEFAULT_PARAMETERS, **{k: float(v) for k, v in (defaults or {}).items() if k != "bphi"}}
+def _full_defaults(defaults: Mapping[str, float] | None, vehicle: str | None = None) -> dict[str, float]:
+    start = DEFAULT_PARAMETERS
+    if vehicle is not None:
+        from vehcal_ros.models.vehicle_8dof import VehicleConstants
+
+        start = VehicleConstants.from_description(vehicle).default_parameters()
+    base = {**start, **{k: float(v) for k, v in (defaults or {}).items() if k != "bphi"}}
     if defaults and "bphi" in defaults:
         base["bphi_f"] = base["bphi_r"] = 0.5 * float(defaults["bphi"])
     return base
@@ -105,6 +111,9 @@ class CalibrationPipelineConfig:
     priors: Mapping[str, tuple[float, float]] | None = None
     """uniform prior ranges {name: (lower, upper)} replacing the paper's (Eq. 14; names as
     :data:`MODEL_PARAMETERS`); None or absent names: the paper's ranges (calibration.paper_prior_ranges)."""
+    vehicle: str | None = None
+    """vehicle description (name or file, io/vehicle_description.py): 8-DOF constants, drive maps, priors and
+    nominal values; None: the paper's HMMWV."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -270,7 +279,7 @@ class CalibrationPipeline:
     # ------------------------------------------------------------------ cycle
     def accepted_values(self, exclude: str | None = None) -> dict[str, float]:
         """8-DOF values implied by the accepted results (stage order), on top of the configured defaults."""
-        out = dict(self.config.defaults and _full_defaults(self.config.defaults) or {})
+        out = dict(self.config.defaults and _full_defaults(self.config.defaults, self.config.vehicle) or {})
         for s in self.config.stages:
             res = self.status[s].result
             if s != exclude and res is not None:
@@ -315,7 +324,7 @@ class CalibrationPipeline:
             st.segment, st.excitation = (w.t_start, w.t_end), w.score
             try:
                 seg = build_segment(r, w.t_start, w.t_end, c.segments, source=f"{stage} segment")
-                check_segment(seg, stage_spec(stage, priors=c.priors), r0=c.r0)
+                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0)
             except (InputError, EstimationError) as exc:
                 st.n_rejected += 1
                 self._note(stage, f"segment rejected: {exc}", level=ERROR if isinstance(exc, InputError) else WARN)
@@ -372,6 +381,7 @@ class CalibrationPipeline:
                                          predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                          max_mutation_steps=c.max_mutation_steps,
                                          noise_prior_factor=c.noise_prior_factor, priors=c.priors,
+                                         vehicle=c.vehicle,
                                          smc_options={"refit_proposal": bool(c.refit_proposal)})
             except (InputError, EstimationError) as exc:
                 error = str(exc)
@@ -452,7 +462,7 @@ class CalibrationPipeline:
     # ------------------------------------------------------------------ outputs
     def model_parameters(self) -> dict[str, float]:
         """Latest accepted values (defaults where not yet calibrated) of :data:`MODEL_PARAMETERS`."""
-        p = {**_full_defaults(self.config.defaults), **self.accepted_values()}
+        p = {**_full_defaults(self.config.defaults, self.config.vehicle), **self.accepted_values()}
         out = {k: float(p[k]) for k in MODEL_PARAMETERS if k != "bphi"}
         out["bphi"] = float(p["bphi_f"] + p["bphi_r"])
         return {k: out[k] for k in MODEL_PARAMETERS}
@@ -568,7 +578,15 @@ PRIOR_PREFIX = "prior."
 
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
+HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
+                        "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
+"""The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,
+values still equal to these are taken as unset (the description's nominal values apply)."""
 """model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
+
+
+def _prior_key(name: str) -> str:
+    return {k.lower(): k for k in MODEL_PARAMETERS}.get(str(name).lower(), str(name))
 
 
 def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
@@ -586,6 +604,17 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
     if "stages" in values:
         extra["stages"] = tuple(values["stages"])
     priors = {k[len(PRIOR_PREFIX):]: v for k, v in values.items() if k.startswith(PRIOR_PREFIX)}
+    vehicle = str(values.get("vehicle") or "") or None
+    if vehicle is not None and vehicle != "hmmwv":   # declared HMMWV defaults mean "unset": the description's apply
+        from vehcal_ros.io.vehicle_description import load_vehicle
+
+        desc = load_vehicle(vehicle)
+        paper = paper_prior_ranges()
+        priors = {k: v for k, v in priors.items() if tuple(map(float, v)) != paper.get(_prior_key(k))}
+        defaults = {k: v for k, v in defaults.items() if v != HMMWV_MODEL_DEFAULTS[k]}
+        if float(values.get("r0", 0.47)) == 0.47:
+            extra["r0"] = desc.r0
+        extra["vehicle"] = vehicle
     if priors:
         extra["priors"] = check_prior_ranges(priors)
     cfg = CalibrationPipelineConfig(segments=seg, defaults=defaults or None, **extra)

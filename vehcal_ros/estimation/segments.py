@@ -44,6 +44,12 @@ SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 """Buffered source -> its value columns (after the stamp), in SI units."""
 
+OPTIONAL_SOURCES: dict[str, tuple[str, ...]] = {
+    "wheel_torque": ("t_fl", "t_fr", "t_rl", "t_rr"),
+}
+"""Optional sources: measured per-wheel net torque (N m, ``JointState.effort`` of the wheel-speed topic, FL, FR,
+RL, RR). When present over a whole window, the segment carries it and it drives the 8-DOF wheels instead of the
+vehicle description's powertrain and brake maps (issue 11)."""
 YAW_RATE_SOURCES = ("odom", "imu")
 MEASURED = ("u", "v", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rf", "w_lr", "w_rr")
 
@@ -163,6 +169,19 @@ def resample(sources: Mapping[str, np.ndarray], rate: float = 100.0, max_gap: fl
         valid &= finite[idx] & finite[idx - 1]
         for j, c in enumerate(cols):
             values[c] = np.interp(grid, t, a[:, 1 + j])
+    for name, cols in OPTIONAL_SOURCES.items():   # no validity mask: a window uses it only where it is complete
+        a = np.asarray(sources.get(name, np.empty((0, len(cols) + 1))), dtype=float)
+        if a.ndim != 2 or a.shape[0] < 2 or a.shape[1] != len(cols) + 1:
+            continue
+        a = a[np.all(np.isfinite(a), axis=1)]
+        if a.shape[0] < 2:
+            continue
+        keep = np.concatenate([[True], np.diff(a[:, 0]) > 0])
+        a = a[keep]
+        idx = np.clip(np.searchsorted(a[:, 0], grid, side="right"), 1, a.shape[0] - 1)
+        ok = (a[idx, 0] - a[idx - 1, 0] <= max_gap + 1e-9) & (grid >= a[0, 0] - 1e-9) & (grid <= a[-1, 0] + 1e-9)
+        for j, c in enumerate(cols):
+            values[c] = np.where(ok, np.interp(grid, a[:, 0], a[:, 1 + j]), np.nan)
     return Resampled(grid, values, valid, yaw_rate_source)
 
 
@@ -337,8 +356,13 @@ def build_segment(r: Resampled, t_start: float, t_end: float, config: SegmentCon
     for name, state in (("u", "u"), ("v", "v"), ("roll", "phi"), ("roll_rate", "wx"), ("yaw_rate", "wz"),
                         ("w_lf", "w_lf"), ("w_rf", "w_rf"), ("w_lr", "w_lr"), ("w_rr", "w_rr")):
         x0[STATE_INDEX[state]] = _initial_value(r.time, r[name], r.valid, i0, h)
+    torque = None
+    cols = OPTIONAL_SOURCES["wheel_torque"]
+    if all(c in r.values for c in cols):
+        tq = np.column_stack([r.values[c][sel] for c in cols])
+        torque = tq if np.all(np.isfinite(tq)) else None   # only a complete record replaces the maps
     return Segment.from_arrays(t, r["throttle"][sel], r["brake"][sel], r["steering"][sel], meas, x0,
-                               source=f"{source} [{t[0]:.2f}, {t[-1]:.2f}] s")
+                               source=f"{source} [{t[0]:.2f}, {t[-1]:.2f}] s", wheel_torque=torque)
 
 
 def find_segments(sources: Mapping[str, np.ndarray], stage: str, config: SegmentConfig = SegmentConfig(),
@@ -354,19 +378,22 @@ def records_to_sources(records) -> dict[str, np.ndarray]:
     source (others ignored). Non-finite rows are kept here; :func:`resample` marks them invalid."""
     from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
 
-    rows: dict[str, list] = {k: [] for k in SOURCE_COLUMNS}
+    rows: dict[str, list] = {k: [] for k in (*SOURCE_COLUMNS, *OPTIONAL_SOURCES)}
     for item in records:
         rec = item[1] if isinstance(item, tuple) else item
         if isinstance(rec, WheelSpeeds):
             rows["wheel_speeds"].append(record_row(rec))
+            effort = getattr(rec, "effort", None)   # measured per-wheel net torque, when the record carries it
+            if effort is not None and np.size(effort) == 4:
+                rows["wheel_torque"].append([rec.t, *np.asarray(effort, dtype=float).ravel()])
         elif isinstance(rec, ImuSample):
             rows["imu"].append(record_row(rec))
         elif isinstance(rec, OdomSample):
             rows["odom"].append(record_row(rec))
         elif isinstance(rec, Controls):
             rows["controls"].append(record_row(rec))
-    return {k: (np.array(v, dtype=float) if v else np.empty((0, len(SOURCE_COLUMNS[k]) + 1)))
-            for k, v in rows.items()}
+    width = {**SOURCE_COLUMNS, **OPTIONAL_SOURCES}
+    return {k: (np.array(v, dtype=float) if v else np.empty((0, len(width[k]) + 1))) for k, v in rows.items()}
 
 
 def record_source(rec: object) -> str | None:

@@ -66,6 +66,16 @@ MODEL_SPECS: tuple[ParamSpec, ...] = (
 parameters not yet calibrated."""
 
 
+def _vehicle_check(v: Any) -> str | None:
+    from vehcal_ros.io.vehicle_description import load_vehicle
+
+    try:
+        load_vehicle(str(v))
+    except InputError as exc:
+        return f"parameter 'vehicle': {exc}"
+    return None
+
+
 def _prior_check(name: str):
     def check(v: Any) -> str | None:
         try:
@@ -96,6 +106,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
               check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
     ParamSpec("stages", list(STAGE_NAMES), "stages in calibration order", read_only=True, check=_stages_check),
+    ParamSpec("vehicle", "hmmwv", "vehicle description: a name in config/vehicles/ or a YAML file (8-DOF constants, "
+              "drive/brake/steering maps, priors, nominal values; docs/vehicle_description.md)", read_only=True,
+              check=_vehicle_check),
     ParamSpec("require_order", True, "a stage waits until the stages before it have an accepted result"),
     ParamSpec("params_out", "", "path of the params YAML written on each recalibration ('' = none)"),
     ParamSpec("params_node_name", "model_calibrator", "node name at the top of the params YAML"),

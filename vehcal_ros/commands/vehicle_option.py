@@ -1,0 +1,30 @@
+"""``--vehicle NAME|FILE`` shared by the CLI verbs (issue 11): validates the description and sets the
+``vehicle`` parameter of the nodes that take one in a params mapping ``{node: {param: value}}``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+VEHICLE_NODES = ("model_calibrator",)
+"""Nodes whose ``vehicle`` parameter ``--vehicle`` sets (the simulator's is set by its own verb options)."""
+
+
+def add_vehicle_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
+                   help="vehicle description: a name in config/vehicles/ (hmmwv, sedan) or a YAML file "
+                        "(docs/vehicle_description.md); default: the params' (hmmwv)")
+
+
+def apply_vehicle(params: dict[str, dict[str, Any]], vehicle: str | None,
+                  nodes: tuple[str, ...] = VEHICLE_NODES) -> dict[str, dict[str, Any]]:
+    """``params`` with ``vehicle`` set on ``nodes`` (validated first: a bad name or file is one InputError)."""
+    if not vehicle:
+        return params
+    from vehcal_ros.io.vehicle_description import load_vehicle
+
+    load_vehicle(vehicle)
+    out = {k: dict(v) for k, v in params.items()}
+    for node in nodes:
+        out.setdefault(node, {})["vehicle"] = str(vehicle)
+    return out
