@@ -48,7 +48,7 @@ OPTIONAL_SOURCES: dict[str, tuple[str, ...]] = {
     "wheel_torque": ("t_fl", "t_fr", "t_rl", "t_rr"),
 }
 """Optional sources: measured per-wheel net torque (N m, ``JointState.effort`` of the wheel-speed topic, FL, FR,
-RL, RR). When present over a whole window, the segment carries it and it drives the 8-DOF wheels instead of the
+RL, RR; ``WheelSpeeds.torque``). When present over a whole window, the segment carries it and it drives the 8-DOF wheels instead of the
 vehicle description's powertrain and brake maps (issue 11)."""
 YAW_RATE_SOURCES = ("odom", "imu")
 MEASURED = ("u", "v", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rf", "w_lr", "w_rr")
@@ -383,7 +383,7 @@ def records_to_sources(records) -> dict[str, np.ndarray]:
         rec = item[1] if isinstance(item, tuple) else item
         if isinstance(rec, WheelSpeeds):
             rows["wheel_speeds"].append(record_row(rec))
-            effort = getattr(rec, "effort", None)   # measured per-wheel net torque, when the record carries it
+            effort = getattr(rec, "torque", None)   # measured per-wheel net torque (JointState.effort), if any
             if effort is not None and np.size(effort) == 4:
                 rows["wheel_torque"].append([rec.t, *np.asarray(effort, dtype=float).ravel()])
         elif isinstance(rec, ImuSample):
