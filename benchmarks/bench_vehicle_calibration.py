@@ -1,0 +1,94 @@
+"""Benchmark: calibrate the 8-DOF model of any vehicle from its simulated maneuvers, stages chained across files,
+and test it on the held-out test maneuver against the description's prior means (issue 11 "Sedan calibration").
+
+Steps (all through the CLI, as a user would; needs the simulator's vehicle support, ``vehcal simulate --vehicle``):
+
+    vehcal simulate {throttle_ramp,steering_ramp,coast_down,test_maneuver} --vehicle V --bag DIR/<name>
+    vehcal calibrate DIR/throttle_ramp --stage longitudinal --vehicle V --json lon.json
+    vehcal calibrate DIR/steering_ramp --stage lateral --vehicle V --model lon.json --json lat.json
+    vehcal calibrate DIR/coast_down --stage rolling_resistance --vehicle V --model lat.json --json rr.json
+
+then the held-out Table 9 RMSE on ``test_maneuver`` (the 8-DOF model started from the measured state at 1 s,
+estimation/holdout.py) for the calibrated parameters (rr.json carries all three stages) and for the prior means
+(the description's nominal values: the midpoints of its prior ranges unless the file sets them).
+
+Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_vehicle_calibration.py --vehicle sedan --work DIR
+     [--chains 4 --draws 500] [--skip-simulate] [--skip-calibrate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from vehcal_ros.cli import main as vehcal
+from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
+from vehcal_ros.io.bags import read_bag
+from vehcal_ros.io.model_file import load_model_file
+from vehcal_ros.models.vehicle_8dof import VehicleConstants
+
+MANEUVERS = ("throttle_ramp", "steering_ramp", "coast_down", "test_maneuver")
+CHAIN = (("longitudinal", "throttle_ramp", None, "lon.json"), ("lateral", "steering_ramp", "lon.json", "lat.json"),
+         ("rolling_resistance", "coast_down", "lat.json", "rr.json"))
+
+
+def run(argv: list[str]) -> None:
+    t0 = time.perf_counter()
+    rc = vehcal(argv)
+    print(f"vehcal {' '.join(argv)}: rc {rc}, {time.perf_counter() - t0:.0f} s", flush=True)
+    if rc:
+        raise SystemExit(rc)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--vehicle", default="sedan")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-simulate", action="store_true")
+    ap.add_argument("--skip-calibrate", action="store_true")
+    args = ap.parse_args()
+    work = Path(args.work)
+    bags = work / "bags"
+    bags.mkdir(parents=True, exist_ok=True)
+    if not args.skip_simulate:
+        for m in MANEUVERS:
+            run(["simulate", m, "--vehicle", args.vehicle, "--bag", str(bags / m), "--seed", str(args.seed)])
+    if not args.skip_calibrate:
+        for stage, bag, model, out in CHAIN:
+            argv = ["calibrate", str(bags / bag), "--stage", stage, "--vehicle", args.vehicle, "--chains",
+                    str(args.chains), "--draws", str(args.draws), "--seed", str(args.seed), "--json", str(work / out)]
+            if model:
+                argv += ["--model", str(work / model)]
+            run(argv)
+    constants = VehicleConstants.from_description(args.vehicle)
+    table = records_to_table(read_bag(str(bags / "test_maneuver")))
+    prior = constants.default_parameters()
+    calibrated = {**prior, **load_model_file(work / "rr.json")}
+    r_prior = holdout_rmse(table, prior, t_start=1.0, constants=constants)
+    r_cal = holdout_rmse(table, calibrated, t_start=1.0, constants=constants)
+    stages = {s: json.loads((work / out).read_text()) for s, _, _, out in CHAIN}
+    load = os.getloadavg()
+    lines = [f"vehicle {args.vehicle}, {args.chains} chains x {args.draws} draws, seed {args.seed}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.1f}", "",
+             "| stage | converged | parameter means |", "|---|---|---|"]
+    for s, doc in stages.items():
+        means = ", ".join(f"{k} {v['mean']:.4g}" for k, v in doc["parameters"].items())
+        lines.append(f"| {s} | {doc['converged']} | {means} |")
+    lines += ["", "| channel | prior means RMSE | calibrated RMSE | better |", "|---|---|---|---|"]
+    for c in TABLE9_CHANNELS:
+        lines.append(f"| {c} | {r_prior[c]:.4g} | {r_cal[c]:.4g} | {r_cal[c] < r_prior[c]} |")
+    n_better = sum(r_cal[c] < r_prior[c] for c in TABLE9_CHANNELS)
+    lines.append(f"\ncalibrated better on {n_better} of {len(TABLE9_CHANNELS)} Table 9 channels")
+    text = "\n".join(lines)
+    (work / "summary.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
