@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--noise-prior-factor", type=float, default=10.0)
     ap.add_argument("--skip-simulate", action="store_true")
     ap.add_argument("--skip-calibrate", action="store_true")
     args = ap.parse_args()
@@ -62,19 +63,21 @@ def main() -> None:
     if not args.skip_calibrate:
         for stage, bag, model, out in CHAIN:
             argv = ["calibrate", str(bags / bag), "--stage", stage, "--vehicle", args.vehicle, "--chains",
-                    str(args.chains), "--draws", str(args.draws), "--seed", str(args.seed), "--json", str(work / out)]
+                    str(args.chains), "--draws", str(args.draws), "--seed", str(args.seed), "--json", str(work / out),
+                    "--noise-prior-factor", str(args.noise_prior_factor)]
             if model:
                 argv += ["--model", str(work / model)]
             run(argv)
     constants = VehicleConstants.from_description(args.vehicle)
-    table = records_to_table(read_bag(str(bags / "test_maneuver")))
+    table = records_to_table(rec for _, rec in read_bag(str(bags / "test_maneuver")))
     prior = constants.default_parameters()
     calibrated = {**prior, **load_model_file(work / "rr.json")}
     r_prior = holdout_rmse(table, prior, t_start=1.0, constants=constants)
     r_cal = holdout_rmse(table, calibrated, t_start=1.0, constants=constants)
     stages = {s: json.loads((work / out).read_text()) for s, _, _, out in CHAIN}
     load = os.getloadavg()
-    lines = [f"vehicle {args.vehicle}, {args.chains} chains x {args.draws} draws, seed {args.seed}, "
+    lines = [f"vehicle {args.vehicle}, {args.chains} chains x {args.draws} draws, seed {args.seed}, noise prior "
+             f"factor {args.noise_prior_factor:g}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.1f}", "",
              "| stage | converged | parameter means |", "|---|---|---|"]
     for s, doc in stages.items():

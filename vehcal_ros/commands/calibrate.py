@@ -39,6 +39,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="earlier stages' results held fixed (the paper's chaining): a previous 'vehcal calibrate "
                         "--json' result (its fixed values and parameters.<name>.mean) or a params YAML the "
                         "calibrator wrote")
+    p.add_argument("--noise-prior-factor", type=float, default=1.0, metavar="F",
+                   help="x the paper's half-normal noise-sigma scales (default 1 = the paper's; ~10 for data the "
+                        "8-DOF model cannot reproduce exactly, e.g. the 14-DOF simulator or a real vehicle, as the "
+                        "live calibrator uses)")
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="vehicle description (config/vehicles/<NAME>.yaml or a file; default hmmwv): 8-DOF "
                         "constants, drive/brake/steering maps, priors")
@@ -128,12 +132,13 @@ def run(args: argparse.Namespace) -> int:
     segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
-                                    separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle)
+                                    separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle,
+                                    noise_prior_factor=args.noise_prior_factor)
     else:
         results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,
                                                    n_draws=args.draws, seed=args.seed,
                                                    separate_bphi=args.separate_bphi, previous=previous,
-                                                   vehicle=vehicle)}
+                                                   vehicle=vehicle, noise_prior_factor=args.noise_prior_factor)}
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)

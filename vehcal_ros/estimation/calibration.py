@@ -622,7 +622,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
 
 def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 8, n_draws: int = 1000,
                   seed: int = 0, separate_bphi: bool = False, kernel: str = "imh",
-                  previous: Mapping[str, float] | None = None, vehicle=None) -> dict[str, CalibrationResult]:
+                  previous: Mapping[str, float] | None = None, vehicle=None,
+                  noise_prior_factor: float = 1.0) -> dict[str, CalibrationResult]:
     """Run longitudinal -> lateral -> rolling_resistance, each on its segment (one segment: the same for all),
     each stage holding the earlier stages' posterior means fixed (paper Section 3); ``vehicle`` as
     :func:`calibrate_stage`."""
@@ -633,7 +634,8 @@ def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 
         if seg is None:
             continue
         res = calibrate_stage(seg, stage, previous=known, n_chains=n_chains, n_draws=n_draws, seed=seed + i,
-                              separate_bphi=separate_bphi, kernel=kernel, vehicle=vehicle)
+                              separate_bphi=separate_bphi, kernel=kernel, vehicle=vehicle,
+                              noise_prior_factor=noise_prior_factor)
         results[stage] = res
         known.update(res.posterior_means())
     if not results:
