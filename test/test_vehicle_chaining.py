@@ -77,16 +77,20 @@ def test_bad_model_file_is_one_line(tmp_path: Path, coast_csv: Path, capsys, con
     assert rc == 2 and expect in err and "\n" not in err
 
 
+def _rolling(c: VehicleConstants, u0: float) -> tuple[dict[str, float], float, float]:
+    """Straight-line state at ``u0`` m/s with the wheels rolling at their static loaded radii (and the radii)."""
+    wf, wr = c.static_wheel_loads()
+    r_f, r_r = c.r0 - wf / c.ktf, c.r0 - wr / c.ktr
+    return ({"u": u0, "v": 0.0, "phi": 0.0, "wx": 0.0, "wz": 0.0, "w_lf": u0 / r_f, "w_rf": u0 / r_f,
+             "w_lr": u0 / r_r, "w_rr": u0 / r_r}, r_f, r_r)
+
+
 def test_measured_wheel_torque_momentum_balance() -> None:
     """Straight line, 150 N m on every wheel, rr = 0: m_t du/dt = sum (T - Jw dw/dt) / r (closed form with the
     wheels rolling, dw/dt = du/dt / r)."""
     c = VehicleConstants()
     t = np.arange(0.0, 3.0001, 0.01)
-    u0 = 10.0
-    wf, wr = c.static_wheel_loads()
-    r_f, r_r = c.r0 - wf / c.ktf, c.r0 - wr / c.ktr
-    x0 = {"u": u0, "v": 0.0, "phi": 0.0, "wx": 0.0, "wz": 0.0, "w_lf": u0 / r_f, "w_rf": u0 / r_f,
-          "w_lr": u0 / r_r, "w_rr": u0 / r_r}
+    x0, r_f, r_r = _rolling(c, 10.0)
     torque = np.full((t.size, 4), 150.0)
     sim = Simulator8Dof(x0, t, np.zeros(t.size), np.ones(t.size), np.zeros(t.size), dt=0.001, output_dt=0.01,
                         wheel_torque=torque)   # brake 1 is ignored: the measured torque is the net torque
@@ -102,11 +106,7 @@ def test_sedan_upshift_changes_the_wheel_torque_by_the_gear_ratio() -> None:
     d = load_vehicle("sedan")
     c = VehicleConstants.from_description(d)
     t = np.arange(0.0, 8.0001, 0.01)
-    u0 = 4.0
-    wf, wr = c.static_wheel_loads()
-    r_f, r_r = c.r0 - wf / c.ktf, c.r0 - wr / c.ktr
-    x0 = {"u": u0, "v": 0.0, "phi": 0.0, "wx": 0.0, "wz": 0.0, "w_lf": u0 / r_f, "w_rf": u0 / r_f,
-          "w_lr": u0 / r_r, "w_rr": u0 / r_r}
+    x0, _, _ = _rolling(c, 4.0)
     throttle = np.full(t.size, 0.3)
     out = Simulator8Dof(x0, t, throttle, np.zeros(t.size), np.zeros(t.size), dt=0.002, output_dt=0.01,
                         constants=c).run({"rr": 0.0})
