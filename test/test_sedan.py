@@ -273,3 +273,41 @@ def test_simulate_vehicle_option_picks_the_vehicles_scenario(tmp_path, capsys):
     assert any(tp == "/vehicle/ground_truth" for tp, _ in read_bag(out))
     assert main(["simulate", "throttle_ramp", "--vehicle", "nope.yaml", "--bag", str(tmp_path / "b2")]) == 2
     assert "nope.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.ros
+def test_simulator_node_vehicle_parameter_over_dds(tmp_path, rclpy_context):
+    """``vehicle_simulator -p vehicle:=sedan`` with a generic scenario name runs the sedan's version of it; the
+    ground truth published over DDS carries the sedan's true constants."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from ros_util import spawn, spin_until, stop, wait_for_match
+
+    from vehcal_ros.nodes import conversions as conv
+
+    node = rclpy.create_node("sedan_listener", context=rclpy_context)
+    got: list = []
+    sub = node.create_subscription(DiagnosticArray, "/vehicle/ground_truth", got.append,
+                                   QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    log = tmp_path / "node.log"
+    proc = spawn(["-m", "vehcal_ros.nodes.vehicle_simulator", "--ros-args", "-p", "vehicle:=sedan",
+                  "-p", "scenario:=test_maneuver", "-p", "duration:=0.5", "-p", "realtime_factor:=0.0",
+                  "-p", "wait_for_subscribers:=1"], log_path=str(log))
+    try:
+        assert wait_for_match(ex, sub, timeout=30.0), log.read_text()[-2000:]
+        assert spin_until(ex, lambda: len(got) >= 51, timeout=120.0), (len(got), log.read_text()[-2000:])
+    finally:
+        rc = stop(proc)
+        ex.remove_node(node)
+        ex.shutdown(timeout_sec=5.0)
+        node.destroy_node()
+    assert rc == 0, log.read_text()[-2000:]
+    gts = [conv.msg_to_ground_truth(m) for m in got]
+    assert gts[-1].t == pytest.approx(0.5)
+    gt = next(g for g in gts if g.constants)  # the true constants ride on the first record (and once a second)
+    assert gt.constants["total_mass"] == pytest.approx(REF["vehicle_layout"]["total_mass_derived"], abs=0.01)
+    assert gt.constants["tire.r0"] == pytest.approx(0.344)
