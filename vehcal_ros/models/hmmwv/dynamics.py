@@ -23,7 +23,8 @@ The dense check (:func:`dense_accelerations`) assembles M = sum J^T M J and C = 
 from the same per-body data and solves M thetaddot = T - C.
 
 Forces: tire (tires.py, flat road z = 0, friction from road.py), spring (cubic + bump/rebound stops), damper
-(piecewise linear), drive and brake torques (shared powertrain map, reaction on the knuckle), optional
+(piecewise linear), drive and brake torques (the shared powertrain map, or an engine map + automatic gearbox +
+open differentials with the vehicle's brake gain; reaction on the knuckle), optional
 aerodynamic drag at the chassis COM, gravity. The steering Pitman arm is a prescribed motion following the
 command with a first-order servo lag (sigmadot = (sigma_cmd - sigma)/tau).
 """

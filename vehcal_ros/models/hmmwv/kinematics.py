@@ -16,7 +16,11 @@ the angle of G->F (upper arm) and theta_3 the angle of F->D (upright arm), and G
 
 Reduction. Chrono's upper-arm hinge axis (UCA_F -> UCA_B) is inclined (anti-dive); the planar four-bar of the
 paper uses a hinge parallel to x through G = the point of that axis in the transverse plane of the upper ball
-joint. The LCA hinge of the reference is parallel to x already.
+joint. The HMMWV's LCA hinge is parallel to x, and the planar formulas above hold exactly. A hinge that is not
+(the sedan: front 7 deg in plan, rear semi-trailing 21 deg) turns the LCA about its own axis u (``P_LAX``); the
+shock and spring lengths then come from the 3-D closed form L^2 = K0 - 2 (P cos a + Q sin a)
+(:func:`slider_length_3d`), and the rest of the corner (spatial upper arm, spindle loop) is 3-D already. The
+Python helpers :func:`internal_coordinates` / :func:`x_s_matrix` keep the planar shock-hinge coordinates (HMMWV).
 
 Outputs per body (LCA, UCA, knuckle = Chrono's upright = the paper's "spindle", wheel carrier): the rotation
 from the design (hardpoint) pose, the COM, the spatial axis per unit theta-dot and per unit steering rate

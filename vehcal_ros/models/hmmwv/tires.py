@@ -1,5 +1,7 @@
-"""Pacejka MF2002 (Pac02) tire of the HMMWV with combined slip, scaled by the road friction (DESIGN.md
-section 5).
+"""Pacejka MF2002 (Pac02) tire with combined slip, scaled by the road friction (DESIGN.md section 5).
+
+Combined slip: the MF2002 weighting functions (HMMWV), or Chrono's friction ellipsis for a tire file without
+combined-slip coefficients (the sedan; :func:`ellipse_weights`).
 
 Coefficients: ``tires.pac02`` of reference/hmmwv.yaml (Chrono ``HMMWV_Pac02Tire``). Reductions (see
 docs/simulator_model.md): camber terms, the horizontal/vertical shifts SHx, SVx, SHy, SVy (no ply steer or
