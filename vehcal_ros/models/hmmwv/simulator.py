@@ -95,7 +95,7 @@ class Hmmwv14:
         dfz = (fz - t.fz0) / t.fz0
         kx = fz * (tp[T_PKX1] + tp[T_PKX2] * dfz) * math.exp(tp[T_PKX3] * dfz)
         spin = min(self.params.corner_bodies(a)[3].inertia[1, 1] for a in (0, 1))
-        return t.r0**2 * kx / (t.v_low * spin) * self.dt > 2.0
+        return bool(t.r0**2 * kx / (t.v_low * spin) * self.dt > 2.0)
 
     # ------------------------------------------------------------------------------------------------------
     def _args(self) -> tuple:
