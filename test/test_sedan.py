@@ -311,3 +311,20 @@ def test_simulator_node_vehicle_parameter_over_dds(tmp_path, rclpy_context):
     gt = next(g for g in gts if g.constants)  # the true constants ride on the first record (and once a second)
     assert gt.constants["total_mass"] == pytest.approx(REF["vehicle_layout"]["total_mass_derived"], abs=0.01)
     assert gt.constants["tire.r0"] == pytest.approx(0.344)
+
+
+def test_scenario_vehicle_key_and_resolution(tmp_path):
+    from vehcal_ros.errors import InputError
+    from vehcal_ros.io.scenarios import load_scenario
+
+    assert load_scenario("daily_driving", vehicle="sedan").name == "sedan_daily_driving"
+    assert load_scenario("split_mu_braking", vehicle="sedan").name == "split_mu_braking"  # no sedan version
+    assert load_scenario("sedan_coast_down").vehicle == "sedan"
+    assert load_scenario("sedan_coast_down", vehicle="hmmwv").vehicle == "hmmwv"
+    assert load_scenario("coast_down").vehicle == ""
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nduration: 1.0\nvehicle: car.yaml\n")
+    assert load_scenario(p).vehicle == str(tmp_path / "car.yaml")
+    p.write_text("name: s\nduration: 1.0\nvehicle: 3\n")
+    with pytest.raises(InputError, match=r"scenario\.vehicle: must be a string"):
+        load_scenario(p)
