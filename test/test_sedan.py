@@ -328,3 +328,21 @@ def test_scenario_vehicle_key_and_resolution(tmp_path):
     p.write_text("name: s\nduration: 1.0\nvehicle: 3\n")
     with pytest.raises(InputError, match=r"scenario\.vehicle: must be a string"):
         load_scenario(p)
+
+
+def test_sedan_aba_equals_dense_mass_matrix_with_drive_and_brake(sedan):
+    """AB recursion vs the dense M = sum J^T M J solution on random states, with the engine driving (its reaction
+    on the chassis) and the brakes on, the rack moving."""
+    rng = np.random.default_rng(3)
+    for trial in range(10):
+        sedan.reset(speed=float(rng.uniform(3.0, 20.0)))
+        y = sedan.state
+        y[dyn.Y_TH : dyn.Y_TH + 4] += rng.uniform(-0.08, 0.08, 4)
+        y[dyn.Y_SIG] = rng.uniform(-0.05, 0.05)
+        y[dyn.Y_W :] += rng.normal(0.0, 1.0, dyn.NDOF) * np.r_[0.3 * np.ones(6), 1.0 * np.ones(4), 3 * np.ones(4)]
+        sedan.set_state(y)
+        sedan._u[:] = (float(rng.uniform(0, 1)), float(rng.uniform(0, 0.5)), float(rng.uniform(-0.05, 0.05)), 1.0)
+        a_ab = sedan.accelerations()
+        a_dense = sedan.accelerations(dense=True)
+        assert np.abs(a_ab - a_dense).max() < 1e-9 * max(1.0, np.abs(a_dense).max()), trial
+    sedan.reset()

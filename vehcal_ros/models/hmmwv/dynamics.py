@@ -134,6 +134,7 @@ def make_work() -> tuple:
         np.zeros(6),  # 29 chassis acceleration
         np.zeros((3, 3)),  # 30 scratch 3x3
         np.zeros(3),  # 31 powertrain state (PS_*)
+        np.zeros(3),  # 32 drive-torque reaction moment on the chassis (map engine)
     )
 
 
@@ -378,6 +379,8 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
         tdrive = drive_torque_per_wheel(u[0], mean_w)
     else:
         tdrive = engine_torque(u[0], y, gp, work[31])
+    chassis_drive = work[32]  # drive-torque reactions on the chassis (map engine; pure moment)
+    chassis_drive[0] = chassis_drive[1] = chassis_drive[2] = 0.0
     vtmp = work[24]
     link = pitman_link(sg, sigma)
     for i in range(4):
@@ -405,6 +408,14 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
             fext[0] = p[1] * fext[5] - p[2] * fext[4]
             fext[1] = p[2] * fext[3] - p[0] * fext[5]
             fext[2] = p[0] * fext[4] - p[1] * fext[3]
+            if j == 2 and not paper_map:
+                # inboard differential: the drive torque's reaction goes to the chassis (the engine and differential
+                # are sprung), not to the knuckle. The spin hinge puts -T a on the knuckle; +T a here cancels it and
+                # -T a is added to the chassis after the corners (the brake reacts on the knuckle)
+                tdi = gp[G_FRAC + i] * tdrive
+                for r in range(3):
+                    fext[r] += tdi * misc[i, MI_AX + r]
+                    chassis_drive[r] -= tdi * misc[i, MI_AX + r]
             jj = j if j < 3 else B_KN  # the wheel carrier moves with the knuckle
             for r in range(6):
                 vtmp[r] = sth[i, jj, r] * thd + ssg[i, jj, r] * sigd
@@ -453,6 +464,9 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
         lsp, dlsp = misc[i, MI_LSP], misc[i, MI_DLSP]
         lsh, dlsh = misc[i, MI_LSH], misc[i, MI_DLSH]
         T[6 + i] = spring_force(cg[i], bs, lsp) * dlsp + damper_force(cg[i], lsh, dlsh * thd, u[3]) * dlsh
+    if not paper_map:
+        for r in range(3):
+            bb[0, r] -= chassis_drive[r]  # b = ... - f_ext
     return sigd
 
 
