@@ -281,16 +281,24 @@ def test_simulator_node_vehicle_parameter_over_dds(tmp_path, rclpy_context):
     ground truth published over DDS carries the sedan's true constants."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import WrenchStamped
+    from nav_msgs.msg import Odometry
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from ros_util import spawn, spin_until, stop, wait_for_match
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import Imu, JointState, Joy
 
     from vehcal_ros.nodes import conversions as conv
 
     node = rclpy.create_node("sedan_listener", context=rclpy_context)
     got: list = []
-    sub = node.create_subscription(DiagnosticArray, "/vehicle/ground_truth", got.append,
-                                   QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+    qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+    sub = node.create_subscription(DiagnosticArray, "/vehicle/ground_truth", got.append, qos)
+    # the simulator starts once every topic it publishes has a subscriber (wait_for_subscribers)
+    others = [node.create_subscription(cls, topic, lambda m: None, qos) for topic, cls in (
+        ("/vehicle/wheel_speeds", JointState), ("/vehicle/imu", Imu), ("/vehicle/tire_forces", WrenchStamped),
+        ("/vehicle/odom", Odometry), ("/vehicle/controls", Joy), ("/clock", Clock))]
     ex = SingleThreadedExecutor(context=rclpy_context)
     ex.add_node(node)
     log = tmp_path / "node.log"
@@ -298,7 +306,8 @@ def test_simulator_node_vehicle_parameter_over_dds(tmp_path, rclpy_context):
                   "-p", "scenario:=test_maneuver", "-p", "duration:=0.5", "-p", "realtime_factor:=0.0",
                   "-p", "wait_for_subscribers:=1"], log_path=str(log))
     try:
-        assert wait_for_match(ex, sub, timeout=30.0), log.read_text()[-2000:]
+        for endpoint in (sub, *others):
+            assert wait_for_match(ex, endpoint, timeout=30.0), log.read_text()[-2000:]
         assert spin_until(ex, lambda: len(got) >= 51, timeout=120.0), (len(got), log.read_text()[-2000:])
     finally:
         rc = stop(proc)
