@@ -223,6 +223,8 @@ def test_described_static_axle_loads_equal_the_settled_wheel_loads(vehicle, tmp_
     assert desc.total_mass == pytest.approx(load_vehicle_params(vehicle).total_mass, rel=1e-6)
     assert desc.steer_gain == pytest.approx(Hmmwv14(vehicle).steering_gain, rel=1e-6)
     assert 0.2 < desc.h < 1.0
+    tire = load_vehicle_params(vehicle).tire
+    assert desc.nominal["rr"] == pytest.approx(tire.qsy1 * tire.r0, abs=1e-9)  # the model's rolling-resistance lever
     if vehicle == "hmmwv":  # roll centres from the geometry vs the 8-DOF paper's (Table 2): within 2 cm
         assert desc.hrcf == pytest.approx(0.379, abs=0.02) and desc.hrcr == pytest.approx(0.327, abs=0.02)
     else:

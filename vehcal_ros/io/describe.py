@@ -5,7 +5,9 @@ flat road: masses (sprung = chassis with the steering parts and the control arms
 + spindle + rim + tire), the sprung CG and its inertias about the CG (chassis axes), wheel-centre wheelbase and
 tracks, the roll centres of the suspension geometry, tire radius and vertical stiffness, the tire's friction
 peak and full-slide values on the dry road (mu 0.9), wheel spin inertias, driveline, engine map and gearbox (or
-the 8-DOF paper's motor map for the HMMWV), brake gains and the steering gain. The result is a document in the
+the 8-DOF paper's motor map for the HMMWV), brake gains, the steering gain, and the rolling-resistance lever
+``nominal.rr`` = QSY1 x R0 (HMMWV 0.00376 m, sedan 0; the other nominal values and the priors are left to the
+schema's load-derived defaults). The result is a document in the
 schema of io/vehicle_description.py (docs/vehicle_description.md), validated by ``description_from_dict``.
 
 Roll centre of an axle (the swing-arm construction in the y-z plane): the contact point P of the left wheel
@@ -101,6 +103,8 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         "torque_source": "map",
         "brakes": {"torque_front": params.brake_max_torque, "torque_rear": params.brake_max_torque},
         "steering": {"source": "ratio", "ratio": sim.steering_gain},
+        # the rolling-resistance lever (8-DOF rr, m): the tire's QSY1 x R0 (a tire data sheet / coast-down value)
+        "nominal": {"rr": params.tire.qsy1 * params.tire.r0},
     }
     pt = params.powertrain
     if pt is None:  # the 8-DOF paper's motor map on all four wheels (models/powertrain.py)
