@@ -626,13 +626,21 @@ def resolve_scenario_path(path_or_name: str | os.PathLike) -> Path:
 
 
 def vehicle_scenario_name(name: str | os.PathLike, vehicle: str | os.PathLike | None) -> str | os.PathLike:
-    """The built-in ``<vehicle>_<name>`` version of scenario ``name`` when ``vehicle`` has one, else ``name``."""
+    """The built-in ``<vehicle>_<name>`` version of scenario ``name`` when ``vehicle`` has one, else ``name``.
+
+    A variant name falls back to its base (``sedan_zero_bump_steer`` -> ``sedan_<name>``)."""
     if not vehicle or Path(name).is_file():
         return name
-    stem = Path(str(vehicle)).stem
     key = str(name)[:-5] if str(name).endswith(".yaml") else str(name)
-    own = f"{stem}_{key}"
-    return own if not key.startswith(f"{stem}_") and own in builtin_scenarios() else name
+    parts = Path(str(vehicle)).stem.split("_")
+    builtins = builtin_scenarios()
+    for n in range(len(parts), 0, -1):
+        stem = "_".join(parts[:n])
+        if key.startswith(f"{stem}_"):
+            return name
+        if f"{stem}_{key}" in builtins:
+            return f"{stem}_{key}"
+    return name
 
 
 def load_scenario(path_or_name: str | os.PathLike, vehicle: str | os.PathLike | None = None) -> Scenario:

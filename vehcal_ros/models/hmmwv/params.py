@@ -471,16 +471,26 @@ def _powertrain(d: dict) -> tuple[PowertrainParams | None, float]:
     return ptp, float(d["brakes"]["max_torque_per_wheel"])
 
 
-VEHICLE_NAMES = ("hmmwv", "sedan")
-"""Vehicle model files shipped in ``vehcal_ros/data`` (``<name>.yaml``)."""
+VARIANTS: dict[str, tuple[str, float]] = {"sedan_zero_bump_steer": ("sedan", 0.031941)}
+"""Shipped variants: name -> (base model file, upward shift in m of the front inner tierod points TIEROD_C).
+
+``sedan_zero_bump_steer``: Chrono's sedan with the front bump steer corrected the way a chassis engineer would, by
+raising the rack-end tierod points 31.9 mm, which makes d(toe)/d(wheel travel) zero at the static ride height
+(the published geometry gives +2.28 deg toe-in at 50 mm rebound and, with the tire forces' jacking, scrubs the
+front tires at |Fy/Fz| 0.2-0.6 in straight driving; docs/simulator_model.md "Front toe scrub")."""
+
+VEHICLE_NAMES = ("hmmwv", "sedan", *VARIANTS)
+"""Shipped vehicles: model files in ``vehcal_ros/data`` (``<name>.yaml``) and the :data:`VARIANTS`."""
 
 
 def vehicle_model_file(vehicle: str | Path | None) -> Path:
-    """The model file of a shipped vehicle name (``hmmwv``, ``sedan``; None or "" = hmmwv) or a file path."""
+    """The model file of a shipped vehicle name (``hmmwv``, ``sedan``; None or "" = hmmwv; a variant: its base
+    file) or a file path."""
     if vehicle is None or str(vehicle) == "":
         vehicle = "hmmwv"
     if str(vehicle) in VEHICLE_NAMES:
-        return Path(str(resources.files("vehcal_ros").joinpath(f"data/{vehicle}.yaml")))
+        base = VARIANTS[str(vehicle)][0] if str(vehicle) in VARIANTS else str(vehicle)
+        return Path(str(resources.files("vehcal_ros").joinpath(f"data/{base}.yaml")))
     p = Path(vehicle)
     if p.is_file():
         return p
@@ -490,12 +500,16 @@ def vehicle_model_file(vehicle: str | Path | None) -> Path:
 
 def load_vehicle_params(vehicle: str | Path | None = None) -> HmmwvParams:
     """Parameters of a shipped vehicle (name) or of a model file in the layout of ``hmmwv.yaml``."""
+    from dataclasses import replace
+
     path = vehicle_model_file(vehicle)
     params = HmmwvParams.from_yaml(path)
     if str(vehicle) in VEHICLE_NAMES:
-        from dataclasses import replace
-
         params = replace(params, name=str(vehicle))
+    if str(vehicle) in VARIANTS:
+        hp = dict(params.front.hardpoints)
+        hp["TIEROD_C"] = hp["TIEROD_C"] + np.array([0.0, 0.0, VARIANTS[str(vehicle)][1]])
+        params = replace(params, front=replace(params.front, hardpoints=hp))
     return params
 
 
