@@ -62,9 +62,9 @@ def _topic_check(name: str):
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("scenario", "daily_driving", "scenario YAML file or built-in name (config/scenarios)",
               read_only=True),
-    ParamSpec("vehicle", "", "simulated vehicle: hmmwv, sedan or a model file in the layout of hmmwv.yaml; empty = "
-              "the scenario's (default hmmwv); a built-in scenario with a version for it (sedan_<name>) runs that",
-              read_only=True),
+    ParamSpec("vehicle", "", "simulated vehicle: hmmwv, sedan, sedan_zero_bump_steer or a model file in the layout "
+              "of hmmwv.yaml; empty = the scenario's (default hmmwv); a built-in scenario with a version for it "
+              "(sedan_<name>) runs that", read_only=True),
     ParamSpec("realtime_factor", 1.0, "simulation speed over wall-clock speed; 1 = real time, 0 = as fast as "
               "possible", lo=0.0, hi=10000.0),
     ParamSpec("publish_clock", True, "publish /clock (rosgraph_msgs/Clock) for nodes with use_sim_time",
