@@ -3,7 +3,9 @@
 What a user would have measured on the car, taken from the 14-DOF model (models/hmmwv) settled at rest on a
 flat road: masses (sprung = chassis with the steering parts and the control arms; unsprung per corner = upright
 + spindle + rim + tire), the sprung CG and its inertias about the CG (chassis axes), wheel-centre wheelbase and
-tracks, the roll centres of the suspension geometry, tire radius and vertical stiffness, the tire's friction
+tracks, the roll centres of the suspension geometry, the tire radius as the 8-DOF uses it (``r0`` such that
+r0 - Fz/kt equals the measured free-rolling radius u/omega at the static loads: the simulator's tire rolls at
+R0 - deflection/3, the 8-DOF's at r0 - deflection) and vertical stiffness, the tire's friction
 peak and full-slide values on the dry road (mu 0.9), wheel spin inertias, driveline, engine map and gearbox (or
 the 8-DOF paper's motor map for the HMMWV), brake gains, the steering gain, and the rolling-resistance lever
 ``nominal.rr`` = QSY1 x R0 (HMMWV 0.00376 m, sedan 0; the other nominal values and the priors are left to the
@@ -81,6 +83,10 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         z_rc = p_c[2] + p_c[1] * v[1] / v[2]
         rc_height.append(y[dyn.Y_R + 2] + R[2] @ np.array([c[0], 0.0, z_rc]))
 
+    # ---- rolling radius as measured (u / omega of a free-rolling wheel at its rest load), expressed as the r0
+    # of the 8-DOF's r0 - Fz/kt with kt = the tire's vertical stiffness ----
+    r0_rolling = float(np.mean(wt[:, dyn.W_RE] + wt[:, dyn.W_FZ] / params.tire.kz))
+
     # ---- tire friction on the dry road at the static loads ----
     slip = np.linspace(0.0, 1.0, 20001)
     mu_curve = sim.tire_mu_curve(0, slip)
@@ -96,7 +102,7 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         "inertia": {"roll": inertia[0, 0], "yaw": inertia[2, 2], "roll_yaw": inertia[0, 2]},
         "track": {"front": pos[0, B_WH][1] - pos[1, B_WH][1], "rear": pos[2, B_WH][1] - pos[3, B_WH][1]},
         "roll_centre_below_cg": {"front": h - rc_height[0], "rear": h - rc_height[1]},
-        "tire": {"unloaded_radius": params.tire.r0, "vertical_stiffness_front": params.tire.kz,
+        "tire": {"unloaded_radius": r0_rolling, "vertical_stiffness_front": params.tire.kz,
                  "vertical_stiffness_rear": params.tire.kz, "friction_peak": mu_peak, "friction_slide": mu_slide},
         "wheel": {"spin_inertia_front": params.corner_bodies(0)[3].inertia[1, 1],
                   "spin_inertia_rear": params.corner_bodies(1)[3].inertia[1, 1]},

@@ -278,6 +278,13 @@ class HmmwvParams:
             rear_set = _corner_bodies(d, rear_bodies)
         aero = lay.get("aero_drag_used_in_demos") or {}
         powertrain, brake_max = _powertrain(d)
+        if powertrain is not None:  # the driveline's rotating inertia, lumped into the driven wheels' spin
+            extra = _driveline_inertia(d, powertrain)
+            if rear_set[3] is None and (extra[0] != extra[1]):
+                rear_set = (rear_set[0], rear_set[1], rear_set[2], wheel)
+            wheel = _with_spin_inertia(wheel, extra[0])
+            if rear_set[3] is not None:
+                rear_set = (*rear_set[:3], _with_spin_inertia(rear_set[3], extra[1]))
         return cls(
             gravity=9.81,
             chassis=chassis,
@@ -469,6 +476,28 @@ def _powertrain(d: dict) -> tuple[PowertrainParams | None, float]:
         wheel_fraction=frac,
     )
     return ptp, float(d["brakes"]["max_torque_per_wheel"])
+
+
+def _driveline_inertia(d: dict, pt: PowertrainParams) -> tuple[float, float]:
+    """Spin inertia (kg m^2) added to each front and each rear driven wheel for the driveline's shafts (Chrono
+    ShaftsDriveline2WD: driveshaft 0.5 turning 1/final times faster than the differential box 0.6): J_box =
+    J_diff + J_driveshaft / final^2 at the differential box speed, which is the mean of the axle's two wheels, so
+    each wheel gets J_box / 2 (exact when both wheels turn alike; an open differential's differential mode
+    sees none of it in reality). A 4WD file splits it per axle the same way."""
+    if "driveline_2wd" in d:
+        ine = d["driveline_2wd"].get("inertias", {})
+        j_box = float(ine.get("differential_box", 0.0)) + float(ine.get("driveshaft", 0.0)) / pt.final_ratio**2
+        front = pt.wheel_fraction[0] > 0.0
+        return (0.5 * j_box, 0.0) if front else (0.0, 0.5 * j_box)
+    return 0.0, 0.0
+
+
+def _with_spin_inertia(w: RigidBody, extra: float) -> RigidBody:
+    if extra == 0.0:
+        return w
+    i = w.inertia.copy()
+    i[1, 1] += extra
+    return RigidBody(w.mass, i)
 
 
 VARIANTS: dict[str, tuple[str, float]] = {"sedan_zero_bump_steer": ("sedan", 0.031941)}
