@@ -18,6 +18,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="rosbag2 storage (default mcap)")
     p.add_argument("--seed", type=int, default=None, help="sensor-noise seed (default: the scenario's)")
     p.add_argument("--duration", type=float, default=None, help="s of simulation (default: the scenario's)")
+    p.add_argument("--no-tire-forces", action="store_true",
+                   help="do not record /vehicle/tire_forces (a production car without force transducers)")
     p.add_argument("--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)
 
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if args.seed is not None:
         scenario = scenario.with_seed(args.seed)
+    if args.no_tire_forces:
+        scenario = scenario.without_sensor("tire_forces")
 
     tmp_root = tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=str(out.parent or "."))
     tmp_bag = Path(tmp_root) / out.name
