@@ -149,6 +149,19 @@ class GripPipeline:
         """auto: True while measured tire forces arrive (the newest within ``force_timeout`` s of ``t``)."""
         return self.force_source == "auto" and abs(t - self._measured_t) <= self.force_timeout
 
+    def use_model_parameters(self, values: Mapping[str, Any]) -> bool:
+        """Take the calibrated roll stiffnesses for the lateral load split (``vehcal/model_parameters``'s
+        ``model`` status: keys ``model.kphi_f``, ``model.kphi_r`` and ``calibrated``, a comma list). Only values
+        the calibrator has accepted count (not its defaults); returns True when they were taken."""
+        est = self.force_estimator
+        calibrated = str(values.get("calibrated", "")).split(",")
+        if est is None or "kphi_f" not in calibrated or "kphi_r" not in calibrated:
+            return False
+        try:
+            return est.set_roll_stiffness(float(values["model.kphi_f"]), float(values["model.kphi_r"]))
+        except (KeyError, TypeError, ValueError):
+            return False
+
     @property
     def active_force_source(self) -> str:
         """What feeds the friction samples now: "measured" or "estimated"."""

@@ -485,6 +485,9 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
             cal_rows.setdefault(stage, []).append((t_now, bool(res.converged), stats))
         if updated:
             outputs.append(("", "model_parameters", t_now, _model_parameter_statuses(cal, updated, t_now)))
+            # the grip estimator listens to the model (calibrated roll stiffnesses split its estimated Fz)
+            grip.use_model_parameters({**{f"model.{k.lower()}": v for k, v in cal.model_parameters().items()},
+                                       "calibrated": ",".join(cal.calibrated())})
 
     for _topic, rec in bags.read_bag(path, tmap, frames=frames):
         t = float(rec.t)
