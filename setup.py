@@ -17,6 +17,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/config/scenarios", glob("config/scenarios/*.yaml")),
+        (f"share/{PACKAGE}/config/vehicles", glob("config/vehicles/*.yaml")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

@@ -1,0 +1,98 @@
+"""Vehicle descriptions (config/vehicles/*.yaml, io/vehicle_description.py): shipped files, validation, round trip.
+
+Checked against independent sources: the 8-DOF reference file (shared/reference/vehicle_8dof.yaml) for the HMMWV
+and the sedan reference's derived static wheel loads (shared/reference/sedan.yaml).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.io.vehicle_description import description_from_dict, load_vehicle, vehicle_names
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+
+def test_shipped_vehicles_load():
+    assert {"hmmwv", "sedan"} <= set(vehicle_names())
+    assert load_vehicle().name == "hmmwv"          # the default
+    sedan = load_vehicle("sedan")
+    assert sedan.driven_axles == ("front",) and sedan.front_share == 1.0
+    assert sedan.powertrain == "engine_map" and len(sedan.gear_ratios) == 6
+
+
+def test_hmmwv_matches_the_papers_constants():
+    ref = yaml.safe_load((REFERENCE / "vehicle_8dof.yaml").read_text())
+    d = load_vehicle("hmmwv")
+    for name, value in ref["known_parameters"].items():
+        attr = {"Jw": "Jw_f"}.get(name, name)
+        assert getattr(d, attr) == pytest.approx(float(value), rel=0, abs=0), name
+    assert d.Jw_r == ref["known_parameters"]["Jw"]
+    assert d.steer_gain == ref["inputs"]["steering_to_road_wheel_rad"]
+    assert d.brake_front == d.brake_rear == ref["inputs"]["brake_max_torque_per_wheel"]
+    pt = ref["inputs"]["powertrain"]
+    assert (d.ratio, d.max_torque, d.max_speed) == (pt["gear_ratio"], pt["max_motor_torque"], pt["max_motor_speed"])
+    paper = {k: tuple(map(float, v)) for s in ref["stages"].values() for k, v in s["priors"].items()}
+    assert dict(d.priors) == paper
+
+
+def test_sedan_static_loads_match_the_reference():
+    ref = yaml.safe_load((REFERENCE / "sedan.yaml").read_text())["vehicle_layout"]["static_wheel_loads_derived"]
+    f, r = load_vehicle("sedan").static_wheel_loads()
+    assert f == pytest.approx(ref["front"], rel=2e-3)
+    assert r == pytest.approx(ref["rear"], rel=2e-3)
+
+
+@pytest.mark.parametrize("name", ["hmmwv", "sedan"])
+def test_round_trip_through_a_file(tmp_path, name):
+    d = load_vehicle(name)
+    path = tmp_path / f"{name}_copy.yaml"
+    path.write_text(yaml.safe_dump(d.to_dict(), sort_keys=False))
+    back = load_vehicle(path)
+    assert replace(back, source="") == replace(d, source="")
+
+
+def _hmmwv_doc() -> dict:
+    return copy.deepcopy(load_vehicle("hmmwv").to_dict())
+
+
+@pytest.mark.parametrize("path, value, expect", [
+    ("mass.sprung", -5.0, "mass.sprung = -5.0: expected a number in [1, 100000] kg"),
+    ("cg.height", "tall", "cg.height = 'tall'"),
+    ("tire.unloaded_radius", None, "missing field tire.unloaded_radius (m"),
+    ("wheel.spin_inertia_rear", float("nan"), "wheel.spin_inertia_rear"),
+    ("powertrain.kind", "steam", "powertrain.kind = 'steam': expected dc_motor or engine_map"),
+    ("driveline.front_share", 1.5, "driveline.front_share = 1.5: expected a number in [0, 1]"),
+    ("steering.ratio", 0.0, "steering.ratio = 0.0"),
+    ("roll_centre_below_cg.front", 0.9, "roll_centre_below_cg.front = 0.9 m: expected <= cg.height"),
+    ("priors.Cxf", [5.0, 1.0], "priors.Cxf = [5, 1]: expected 0 <= lower < upper"),
+    ("priors.Cq", [1.0, 2.0], "priors.Cq: unknown calibrated parameter"),
+    ("torque_source", "guess", "torque_source = 'guess': expected map or measured"),
+])
+def test_wrong_field_is_refused_with_its_name(path, value, expect):
+    doc = _hmmwv_doc()
+    *head, last = path.split(".")
+    cur = doc
+    for p in head:
+        cur = cur[p]
+    if value is None:
+        del cur[last]
+    else:
+        cur[last] = value
+    with pytest.raises(InputError) as err:
+        description_from_dict(doc, source="x.yaml")
+    msg = str(err.value)
+    assert expect in msg and "\n" not in msg
+
+
+def test_unknown_name_lists_the_known_vehicles():
+    with pytest.raises(InputError, match="known: hmmwv, sedan"):
+        load_vehicle("tractor")
+    with pytest.raises(InputError, match="no such file"):
+        load_vehicle("/nonexistent/car.yaml")

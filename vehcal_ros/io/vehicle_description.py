@@ -1,0 +1,439 @@
+"""Vehicle description: everything the estimators take as known about one vehicle (issue 11).
+
+One YAML file per vehicle, ``config/vehicles/<name>.yaml`` (schema, field by field: docs/vehicle_description.md),
+loaded into a frozen :class:`VehicleDescription` by :func:`load_vehicle`. The package ships ``hmmwv`` (the 8-DOF
+paper's numbers, the default) and ``sedan`` (Project Chrono's Sedan). The 8-DOF model
+(:mod:`vehcal_ros.models.vehicle_8dof`) and the calibration stages take their constants, powertrain, brake and
+steering maps, prior ranges and nominal parameter values from it.
+
+Validation: a missing or invalid field is one :class:`~vehcal_ros.errors.InputError` line naming the field (its
+YAML path), the expected unit and range. Prior ranges and nominal values the file does not give are derived from
+the static axle loads (:func:`derived_priors`). Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vehcal_ros.errors import InputError
+from vehcal_ros.io.resources import find_resource, resource_dirs, searched
+
+DEFAULT_VEHICLE = "hmmwv"
+RPM = math.pi / 30.0
+"""rad/s per rpm."""
+
+CALIBRATED = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr")
+"""Parameters with a uniform prior range (``bphi`` = total roll damping, split equally front/rear)."""
+NOMINAL_NAMES = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr")
+
+# (dataclass field, YAML path, unit, lower, upper, default or None = required); bounds inclusive unless noted
+_SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
+    ("g", "gravity", "m/s^2", 9.0, 10.5, 9.81),
+    ("m", "mass.sprung", "kg", 1.0, 1e5, None),
+    ("muf", "mass.unsprung_front", "kg (one corner)", 0.0, 1e4, None),
+    ("mur", "mass.unsprung_rear", "kg (one corner)", 0.0, 1e4, None),
+    ("a", "cg.to_front_axle", "m", 0.01, 20.0, None),
+    ("b", "cg.to_rear_axle", "m", 0.01, 20.0, None),
+    ("h", "cg.height", "m", 0.01, 5.0, None),
+    ("Jx", "inertia.roll", "kg m^2", 0.1, 1e7, None),
+    ("Jz", "inertia.yaw", "kg m^2", 0.1, 1e8, None),
+    ("Jxz", "inertia.roll_yaw", "kg m^2", -1e6, 1e6, 0.0),
+    ("cf", "track.front", "m", 0.1, 5.0, None),
+    ("cr", "track.rear", "m", 0.1, 5.0, None),
+    ("hrcf", "roll_centre_below_cg.front", "m", -5.0, 5.0, None),
+    ("hrcr", "roll_centre_below_cg.rear", "m", -5.0, 5.0, None),
+    ("r0", "tire.unloaded_radius", "m", 0.05, 3.0, None),
+    ("ktf", "tire.vertical_stiffness_front", "N/m", 1e3, 1e9, None),
+    ("ktr", "tire.vertical_stiffness_rear", "N/m", 1e3, 1e9, None),
+    ("mu_max", "tire.friction_peak", "-", 0.05, 3.0, 0.9835),
+    ("mu_min", "tire.friction_slide", "-", 0.0, 3.0, 0.5568),
+    ("Jw_f", "wheel.spin_inertia_front", "kg m^2", 1e-3, 1e4, None),
+    ("Jw_r", "wheel.spin_inertia_rear", "kg m^2", 1e-3, 1e4, None),
+    ("brake_front", "brakes.torque_front", "N m per wheel at full pedal", 0.0, 1e6, None),
+    ("brake_rear", "brakes.torque_rear", "N m per wheel at full pedal", 0.0, 1e6, None),
+    ("efficiency", "powertrain.efficiency", "- (0..1]", 0.01, 1.0, 1.0),
+)
+_DC_MOTOR = (("max_torque", "powertrain.max_torque", "N m", 0.0, 1e6),
+             ("max_speed", "powertrain.max_speed", "rad/s", 1.0, 1e6),
+             ("ratio", "powertrain.ratio", "wheel/motor speed", 1e-4, 10.0))
+_KNOWN_TOP = {"name", "note", "gravity", "mass", "cg", "inertia", "track", "roll_centre_below_cg", "tire", "wheel",
+              "driveline", "torque_source", "powertrain", "brakes", "steering", "priors", "nominal"}
+_REFERENCE_PRIORS_PER_LOAD = {  # derived default prior ranges (derived_priors)
+    "Cx": (1.0, 40.0), "Cy": (3.0, 30.0), "kphi": (0.2, 10.0), "bphi": (0.002, 1.0), "rr": (0.0, 0.03)}
+
+
+@dataclass(frozen=True)
+class VehicleDescription:
+    """A validated vehicle description (SI units; YAML paths in brackets; docs/vehicle_description.md)."""
+
+    name: str
+    m: float                 #: [mass.sprung] sprung mass, kg
+    muf: float               #: [mass.unsprung_front] unsprung mass of ONE front corner, kg
+    mur: float               #: [mass.unsprung_rear] unsprung mass of ONE rear corner, kg
+    a: float                 #: [cg.to_front_axle] sprung CG to front axle, m
+    b: float                 #: [cg.to_rear_axle] sprung CG to rear axle, m
+    h: float                 #: [cg.height] sprung CG above ground, m
+    Jx: float                #: [inertia.roll] roll inertia of the sprung mass about its CG, kg m^2
+    Jz: float                #: [inertia.yaw] yaw inertia, kg m^2
+    Jxz: float               #: [inertia.roll_yaw] product of inertia, kg m^2
+    cf: float                #: [track.front] m
+    cr: float                #: [track.rear] m
+    hrcf: float              #: [roll_centre_below_cg.front] sprung CG height minus front roll-centre height, m
+    hrcr: float              #: [roll_centre_below_cg.rear] m
+    r0: float                #: [tire.unloaded_radius] m
+    ktf: float               #: [tire.vertical_stiffness_front] N/m
+    ktr: float               #: [tire.vertical_stiffness_rear] N/m
+    mu_max: float            #: [tire.friction_peak] Fiala friction at zero slip, -
+    mu_min: float            #: [tire.friction_slide] Fiala friction at full slip, -
+    Jw_f: float              #: [wheel.spin_inertia_front] kg m^2 per wheel
+    Jw_r: float              #: [wheel.spin_inertia_rear] kg m^2 per wheel
+    g: float                 #: [gravity] m/s^2
+    driven_axles: tuple[str, ...]   #: [driveline.driven_axles] subset of (front, rear)
+    front_share: float       #: [driveline.front_share] fraction of drive torque on the front axle, 0..1
+    torque_source: str       #: [torque_source] map | measured (per-wheel net torque in JointState.effort)
+    powertrain: str          #: [powertrain.kind] dc_motor | engine_map
+    max_torque: float        #: [powertrain.max_torque] dc_motor: N m at zero motor speed (0 for engine_map)
+    max_speed: float         #: [powertrain.max_speed] dc_motor: rad/s where the torque reaches zero
+    ratio: float             #: [powertrain.ratio] dc_motor: wheel speed / motor speed
+    engine_speed: tuple[float, ...]   #: [powertrain.full_throttle_rpm] engine_map knots, rad/s (given in rpm)
+    torque_full: tuple[float, ...]    #: full-throttle engine torque at ``engine_speed``, N m
+    torque_zero: tuple[float, ...]    #: [powertrain.zero_throttle_rpm] closed-throttle torque at ``engine_speed``, N m
+    gear_ratios: tuple[float, ...]    #: [powertrain.gear_ratios] output/input speed per forward gear
+    shift_down: tuple[float, ...]     #: [powertrain.shift_rpm] engine speed below which gear i shifts down, rad/s
+    shift_up: tuple[float, ...]       #: engine speed above which gear i shifts up, rad/s
+    final_drive: float       #: [powertrain.final_drive] differential output/input speed
+    efficiency: float        #: [powertrain.efficiency] driveline efficiency, (0, 1]
+    brake_front: float       #: [brakes.torque_front] N m per front wheel at full pedal
+    brake_rear: float        #: [brakes.torque_rear] N m per rear wheel at full pedal
+    steering_source: str     #: [steering.source] ratio | measured (input is the road-wheel angle, rad)
+    steer_gain: float        #: [steering.ratio] rad of road-wheel angle per unit steering input (1 if measured)
+    priors: Mapping[str, tuple[float, float]] = field(default_factory=dict)  #: [priors] uniform ranges
+    nominal: Mapping[str, float] = field(default_factory=dict)   #: [nominal] held-fixed values before calibration
+    source: str = ""         #: file it was read from
+
+    # ------------------------------------------------------------------ derived quantities
+    @property
+    def wheelbase(self) -> float:
+        """L = a + b, m."""
+        return self.a + self.b
+
+    @property
+    def total_mass(self) -> float:
+        """m + 2 muf + 2 mur, kg."""
+        return self.m + 2.0 * self.muf + 2.0 * self.mur
+
+    def static_wheel_loads(self) -> tuple[float, float]:
+        """Static load of one front and one rear wheel, N (the 8-DOF model's static term, Eqs. 10-13)."""
+        L = self.wheelbase
+        return (self.m * self.g * self.b / (2.0 * L) + self.muf * self.g,
+                self.m * self.g * self.a / (2.0 * L) + self.mur * self.g)
+
+    def static_axle_loads(self) -> tuple[float, float]:
+        """Static front and rear axle loads, N (sum = total weight)."""
+        f, r = self.static_wheel_loads()
+        return 2.0 * f, 2.0 * r
+
+    def to_dict(self) -> dict[str, Any]:
+        """The YAML document this description round-trips through (:func:`description_from_dict`)."""
+        return to_document(self)
+
+
+# ---------------------------------------------------------------------------------------------- lookup
+def vehicle_names() -> list[str]:
+    """Names of the shipped descriptions (``config/vehicles/*.yaml``)."""
+    out: set[str] = set()
+    for d in resource_dirs("config", "vehicles"):
+        out.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(out)
+
+
+def vehicle_path(name_or_path: str | os.PathLike) -> Path:
+    """The description file: an existing path, else ``config/vehicles/<name>.yaml`` through io.resources."""
+    s = os.fspath(name_or_path)
+    p = Path(s)
+    if p.suffix in (".yaml", ".yml") or os.sep in s or p.exists():
+        if not p.is_file():
+            raise InputError(f"vehicle description {s}: no such file")
+        return p
+    found = find_resource("config", "vehicles", f"{s}.yaml")
+    if found is None:
+        raise InputError(f"vehicle '{s}': no description (known: {', '.join(vehicle_names()) or 'none'}; "
+                         f"looked in {searched('config', 'vehicles')}); give a name or a YAML file")
+    return found
+
+
+def load_vehicle(name_or_path: str | os.PathLike | VehicleDescription | None = None) -> VehicleDescription:
+    """Load and validate a description by name (``hmmwv``, ``sedan``) or file path; None = ``hmmwv``.
+
+    Raises :class:`InputError` (one line naming the field, unit and range) on a missing or invalid field.
+    """
+    if isinstance(name_or_path, VehicleDescription):
+        return name_or_path
+    path = vehicle_path(DEFAULT_VEHICLE if name_or_path in (None, "") else name_or_path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"vehicle description {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return description_from_dict(doc, source=str(path))
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+def _get(doc: Mapping, dotted: str) -> Any:
+    cur: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _number(where: str, value: Any, unit: str, lo: float, hi: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if isinstance(value, bool) or not math.isfinite(v) or not lo <= v <= hi:
+        raise InputError(f"{where} = {value!r}: expected a number in [{lo:g}, {hi:g}] {unit}")
+    return v
+
+
+def _table(where: str, value: Any, unit: str, width: int) -> list[list[float]]:
+    if not isinstance(value, (list, tuple)) or len(value) < 1 or not all(
+            isinstance(r, (list, tuple)) and len(r) == width for r in value):
+        raise InputError(f"{where}: expected a list of [{unit}] rows")
+    return [[_number(f"{where}[{i}][{j}]", c, u, -1e7, 1e7) for j, (c, u) in enumerate(zip(r, unit.split(", ")))]
+            for i, r in enumerate(value)]
+
+
+def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescription:
+    """Validate a parsed description document (module doc) into a :class:`VehicleDescription`."""
+    src = f"vehicle description {source}"
+    if not isinstance(doc, Mapping):
+        raise InputError(f"{src}: expected a mapping of sections (mass, cg, inertia, ...)")
+    unknown = sorted(set(map(str, doc)) - _KNOWN_TOP)
+    if unknown:
+        raise InputError(f"{src}: unknown section '{unknown[0]}'; known: {', '.join(sorted(_KNOWN_TOP))}")
+    kw: dict[str, Any] = {"name": str(doc.get("name") or Path(source).stem), "source": source}
+    for fname, path, unit, lo, hi, default in _SCALARS:
+        value = _get(doc, path)
+        if value is None:
+            if default is None:
+                raise InputError(f"{src}: missing field {path} ({unit}, in [{lo:g}, {hi:g}])")
+            value = default
+        kw[fname] = _number(f"{src}: {path}", value, unit, lo, hi)
+    for fname, path in (("hrcf", "roll_centre_below_cg.front"), ("hrcr", "roll_centre_below_cg.rear")):
+        if kw[fname] > kw["h"]:
+            raise InputError(f"{src}: {path} = {kw[fname]:g} m: expected <= cg.height {kw['h']:g} m "
+                             "(the roll centre cannot be below the ground)")
+    if kw["mu_min"] > kw["mu_max"]:
+        raise InputError(f"{src}: tire.friction_slide = {kw['mu_min']:g}: expected <= tire.friction_peak")
+    kw.update(_driveline(doc, src))
+    kw.update(_powertrain(doc, src))
+    kw.update(_steering(doc, src))
+    ts = doc.get("torque_source", "map")
+    if ts not in ("map", "measured"):
+        raise InputError(f"{src}: torque_source = {ts!r}: expected map or measured")
+    kw["torque_source"] = ts
+    desc = VehicleDescription(**kw)
+    priors = {**derived_priors(desc), **_priors(doc.get("priors"), f"{src}: priors")}
+    nominal = {**derived_nominal(priors), **_nominal(doc.get("nominal"), f"{src}: nominal")}
+    return _replace(desc, priors=priors, nominal=nominal)
+
+
+def _replace(desc: VehicleDescription, **kw: Any) -> VehicleDescription:
+    from dataclasses import replace
+    return replace(desc, **kw)
+
+
+def _driveline(doc: Mapping, src: str) -> dict[str, Any]:
+    axles = _get(doc, "driveline.driven_axles")
+    if axles is None:
+        raise InputError(f"{src}: missing field driveline.driven_axles (a list of front, rear)")
+    if isinstance(axles, str):
+        axles = [axles]
+    if not isinstance(axles, (list, tuple)) or not axles or not set(axles) <= {"front", "rear"} \
+            or len(set(axles)) != len(axles):
+        raise InputError(f"{src}: driveline.driven_axles = {axles!r}: expected a non-empty list of front, rear")
+    share = _get(doc, "driveline.front_share")
+    if share is None:
+        if len(axles) == 2:
+            raise InputError(f"{src}: missing field driveline.front_share (fraction of drive torque on the front "
+                             "axle, in [0, 1]) for a vehicle with two driven axles")
+        share = 1.0 if axles[0] == "front" else 0.0
+    share = _number(f"{src}: driveline.front_share", share, "-", 0.0, 1.0)
+    if (share > 0.0 and "front" not in axles) or (share < 1.0 and "rear" not in axles):
+        raise InputError(f"{src}: driveline.front_share = {share:g} puts torque on an axle that is not driven")
+    order = tuple(a for a in ("front", "rear") if a in axles)
+    return {"driven_axles": order, "front_share": share}
+
+
+def _powertrain(doc: Mapping, src: str) -> dict[str, Any]:
+    kind = _get(doc, "powertrain.kind")
+    out: dict[str, Any] = {"powertrain": kind, "max_torque": 0.0, "max_speed": 1.0, "ratio": 1.0,
+                           "engine_speed": (), "torque_full": (), "torque_zero": (), "gear_ratios": (),
+                           "shift_down": (), "shift_up": (), "final_drive": 1.0}
+    if kind == "dc_motor":
+        for fname, path, unit, lo, hi in _DC_MOTOR:
+            value = _get(doc, path)
+            if value is None:
+                raise InputError(f"{src}: missing field {path} ({unit}, in [{lo:g}, {hi:g}])")
+            out[fname] = _number(f"{src}: {path}", value, unit, lo, hi)
+        return out
+    if kind != "engine_map":
+        raise InputError(f"{src}: powertrain.kind = {kind!r}: expected dc_motor or engine_map")
+    full = _get(doc, "powertrain.full_throttle_rpm")
+    if full is None:
+        raise InputError(f"{src}: missing field powertrain.full_throttle_rpm ([rpm, N m] rows)")
+    full = _table(f"{src}: powertrain.full_throttle_rpm", full, "rpm, N m", 2)
+    speeds = [r[0] for r in full]
+    if len(full) < 2 or any(b <= a for a, b in zip(speeds, speeds[1:])):
+        raise InputError(f"{src}: powertrain.full_throttle_rpm: expected >= 2 rows with increasing rpm")
+    zero_doc = _get(doc, "powertrain.zero_throttle_rpm")
+    zero = _table(f"{src}: powertrain.zero_throttle_rpm", zero_doc, "rpm, N m", 2) if zero_doc else [[0.0, 0.0]]
+    zs = [r[0] for r in zero]
+    if any(b <= a for a, b in zip(zs, zs[1:])):
+        raise InputError(f"{src}: powertrain.zero_throttle_rpm: expected increasing rpm")
+    import numpy as np
+    out["engine_speed"] = tuple(float(s) * RPM for s in speeds)
+    out["torque_full"] = tuple(float(r[1]) for r in full)
+    out["torque_zero"] = tuple(float(v) for v in np.interp(speeds, zs, [r[1] for r in zero]))
+    gears = _get(doc, "powertrain.gear_ratios")
+    if not isinstance(gears, (list, tuple)) or not gears:
+        raise InputError(f"{src}: missing field powertrain.gear_ratios (output/input speed per forward gear, "
+                         "in (0, 10])")
+    out["gear_ratios"] = tuple(_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed", 1e-4, 10.0)
+                               for i, g in enumerate(gears))
+    shifts = _get(doc, "powertrain.shift_rpm")
+    if len(gears) > 1 or shifts is not None:
+        shifts = _table(f"{src}: powertrain.shift_rpm", shifts, "rpm, rpm", 2)
+        if len(shifts) != len(gears):
+            raise InputError(f"{src}: powertrain.shift_rpm: expected one [down, up] row per gear ({len(gears)})")
+        for i, (d, u) in enumerate(shifts):
+            if not 0.0 <= d < u:
+                raise InputError(f"{src}: powertrain.shift_rpm[{i}] = [{d:g}, {u:g}]: expected 0 <= down < up rpm")
+    else:
+        shifts = [[0.0, 1e9]]
+    out["shift_down"] = tuple(float(d) * RPM for d, _ in shifts)
+    out["shift_up"] = tuple(float(u) * RPM for _, u in shifts)
+    fd = _get(doc, "powertrain.final_drive")
+    if fd is None:
+        raise InputError(f"{src}: missing field powertrain.final_drive (differential output/input speed, "
+                         "in [0.0001, 10])")
+    out["final_drive"] = _number(f"{src}: powertrain.final_drive", fd, "output/input speed", 1e-4, 10.0)
+    return out
+
+
+def _steering(doc: Mapping, src: str) -> dict[str, Any]:
+    source = _get(doc, "steering.source") or "ratio"
+    if source not in ("ratio", "measured"):
+        raise InputError(f"{src}: steering.source = {source!r}: expected ratio or measured")
+    if source == "measured":
+        return {"steering_source": source, "steer_gain": 1.0}
+    ratio = _get(doc, "steering.ratio")
+    if ratio is None:
+        raise InputError(f"{src}: missing field steering.ratio (rad of road-wheel angle per unit steering input, "
+                         "in (0, 2])")
+    return {"steering_source": source, "steer_gain": _number(f"{src}: steering.ratio", ratio, "rad per unit input",
+                                                             1e-4, 2.0)}
+
+
+def _priors(value: Any, where: str) -> dict[str, tuple[float, float]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: expected a mapping name: [lower, upper]")
+    out = {}
+    for name, pair in value.items():
+        if name not in CALIBRATED:
+            raise InputError(f"{where}.{name}: unknown calibrated parameter; known: {', '.join(CALIBRATED)}")
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(f"{where}.{name} = {pair!r}: expected [lower, upper]")
+        lo = _number(f"{where}.{name}[0]", pair[0], "", -1e12, 1e12)
+        hi = _number(f"{where}.{name}[1]", pair[1], "", -1e12, 1e12)
+        if not 0.0 <= lo < hi:
+            raise InputError(f"{where}.{name} = [{lo:g}, {hi:g}]: expected 0 <= lower < upper")
+        out[str(name)] = (lo, hi)
+    return out
+
+
+def _nominal(value: Any, where: str) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: expected a mapping name: value")
+    out = {}
+    for name, v in value.items():
+        if name not in NOMINAL_NAMES:
+            raise InputError(f"{where}.{name}: unknown parameter; known: {', '.join(NOMINAL_NAMES)}")
+        out[str(name)] = _number(f"{where}.{name}", v, "", 0.0, 1e12)
+    return out
+
+
+def derived_priors(desc: VehicleDescription) -> dict[str, tuple[float, float]]:
+    """Default uniform prior ranges from the static loads (used where the file gives none).
+
+    Per static wheel load W (N): Cx in [1, 40] W (N per unit slip; passenger tires ~20-30 W), Cy in [3, 30] W
+    (N/rad); per axle roll stiffness in [0.2, 10] W t^2 (N m/rad; wheel rate proportional to the corner load at
+    a given ride frequency, times t^2/2 for two wheels); total roll damping in [0.002, 1] s x sum W t^2
+    (N m s/rad); rr in [0, 0.03].
+    """
+    wf, wr = desc.static_wheel_loads()
+    q = _REFERENCE_PRIORS_PER_LOAD
+    roll_f, roll_r = wf * desc.cf ** 2, wr * desc.cr ** 2
+    return {"Cxf": (q["Cx"][0] * wf, q["Cx"][1] * wf), "Cxr": (q["Cx"][0] * wr, q["Cx"][1] * wr),
+            "Cyf": (q["Cy"][0] * wf, q["Cy"][1] * wf), "Cyr": (q["Cy"][0] * wr, q["Cy"][1] * wr),
+            "kphi_f": (q["kphi"][0] * roll_f, q["kphi"][1] * roll_f),
+            "kphi_r": (q["kphi"][0] * roll_r, q["kphi"][1] * roll_r),
+            "bphi": (q["bphi"][0] * (roll_f + roll_r), q["bphi"][1] * (roll_f + roll_r)), "rr": q["rr"]}
+
+
+def derived_nominal(priors: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """Default nominal values: the prior means (midpoints); ``bphi`` split equally into bphi_f, bphi_r."""
+    mid = {k: 0.5 * (lo + hi) for k, (lo, hi) in priors.items()}
+    b = mid.pop("bphi")
+    return {**mid, "bphi_f": 0.5 * b, "bphi_r": 0.5 * b}
+
+
+def to_document(desc: VehicleDescription) -> dict[str, Any]:
+    """The YAML document of ``desc`` (inverse of :func:`description_from_dict`)."""
+    doc: dict[str, Any] = {"name": desc.name}
+    values = asdict(desc)
+    for fname, path, *_ in _SCALARS:
+        _put(doc, path, values[fname])
+    doc["driveline"] = {"driven_axles": list(desc.driven_axles), "front_share": desc.front_share}
+    doc["torque_source"] = desc.torque_source
+    pt = doc["powertrain"]
+    pt["kind"] = desc.powertrain
+    if desc.powertrain == "dc_motor":
+        pt.update(max_torque=desc.max_torque, max_speed=desc.max_speed, ratio=desc.ratio)
+    else:
+        pt["full_throttle_rpm"] = [[s / RPM, t] for s, t in zip(desc.engine_speed, desc.torque_full)]
+        pt["zero_throttle_rpm"] = [[s / RPM, t] for s, t in zip(desc.engine_speed, desc.torque_zero)]
+        pt["gear_ratios"] = list(desc.gear_ratios)
+        pt["shift_rpm"] = [[d / RPM, u / RPM] for d, u in zip(desc.shift_down, desc.shift_up)]
+        pt["final_drive"] = desc.final_drive
+    doc["steering"] = {"source": desc.steering_source, "ratio": desc.steer_gain}
+    doc["priors"] = {k: list(v) for k, v in desc.priors.items()}
+    doc["nominal"] = dict(desc.nominal)
+    return doc
+
+
+def _put(doc: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    cur = doc
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+
+
+FIELD_NAMES = tuple(f.name for f in fields(VehicleDescription))
+
+__all__ = ["VehicleDescription", "load_vehicle", "vehicle_names", "vehicle_path", "description_from_dict",
+           "derived_priors", "derived_nominal", "to_document", "DEFAULT_VEHICLE", "CALIBRATED"]
