@@ -1,11 +1,22 @@
-"""14-DOF constraint-embedded HMMWV simulator (constraint-embedding paper; DESIGN.md section 5 "Simulator").
+"""14-DOF constraint-embedded vehicle simulator (constraint-embedding paper; DESIGN.md section 5 "Simulator").
 
-Public API: :class:`Hmmwv14`, :class:`HmmwvParams`, :class:`RoadMap`, :class:`RoadPatch`.
+The package keeps its historical name: it simulates the HMMWV (default) and any vehicle model file in the
+layout of ``reference/hmmwv.yaml`` (the shipped ``sedan``). Public API: :class:`Hmmwv14` (alias
+:class:`Vehicle14`), :class:`HmmwvParams`, :func:`load_vehicle_params`, :class:`RoadMap`, :class:`RoadPatch`.
 Wheel arrays are ordered FL, FR, RL, RR (``vehcal_ros.estimation.signals.WHEELS``).
 """
 
-from .params import HmmwvParams
+from .params import VEHICLE_NAMES, HmmwvParams, load_vehicle_params, vehicle_model_file
 from .road import RoadMap, RoadPatch
-from .simulator import Hmmwv14
+from .simulator import Hmmwv14, Vehicle14
 
-__all__ = ["Hmmwv14", "HmmwvParams", "RoadMap", "RoadPatch"]
+__all__ = [
+    "Hmmwv14",
+    "HmmwvParams",
+    "RoadMap",
+    "RoadPatch",
+    "VEHICLE_NAMES",
+    "Vehicle14",
+    "load_vehicle_params",
+    "vehicle_model_file",
+]

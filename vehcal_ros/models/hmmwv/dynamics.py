@@ -74,7 +74,20 @@ NY = 26
 NDOF = 14
 # ---- global parameters gp ----
 G_GRAV, G_MC, G_COM, G_IC, G_TAU, G_AERO, G_RRV, G_BRKW = 0, 1, 2, 5, 14, 15, 16, 17
-NGP = 18
+# powertrain (G_PT = 0: the 8-DOF paper's shared drive and brake maps; 1: engine map + automatic gearbox +
+# open differentials, params.PowertrainParams) and the brake torque per wheel at full pedal
+MAXG, MAXM = 10, 40  # gears, map points
+G_PT, G_BRK, G_FRAC, G_FINAL, G_NG = 18, 19, 20, 24, 25
+G_RATIO = 26
+G_DOWN = G_RATIO + MAXG
+G_UP = G_DOWN + MAXG
+G_NF = G_UP + MAXG
+G_MF = G_NF + 1  # full-throttle map: MAXM speeds then MAXM torques
+G_NZ = G_MF + 2 * MAXM
+G_MZ = G_NZ + 1
+NGP = G_MZ + 2 * MAXM
+# ---- powertrain state (work[31]): gear index (0 = first), engine speed rad/s, engine torque N m ----
+PS_GEAR, PS_WE, PS_TE = 0, 1, 2
 # ---- per-wheel tire outputs wt[i, :] ----
 (W_FX, W_FY, W_FZ, W_SLIP, W_ALPHA, W_RE, W_MU, W_VX, W_VY, W_DELTA, W_MUMAX, W_PX, W_PY, W_MY, W_TQ) = range(15)
 NWT = 15
@@ -115,6 +128,7 @@ def make_work() -> tuple:
         np.zeros((4, 6)),  # 28 z(w) of the wheels
         np.zeros(6),  # 29 chassis acceleration
         np.zeros((3, 3)),  # 30 scratch 3x3
+        np.zeros(3),  # 31 powertrain state (PS_*)
     )
 
 
@@ -241,6 +255,54 @@ def damper_force(cg, length, rate, scale):
     return -scale * c * rate
 
 
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def _map(gp, off, n, x):
+    """Piecewise-linear engine map stored at gp[off: off + n] (speeds) and gp[off + MAXM: ...] (torques),
+    held constant beyond its ends."""
+    if x <= gp[off]:
+        return gp[off + MAXM]
+    for k in range(1, n):
+        if x <= gp[off + k]:
+            t = (x - gp[off + k - 1]) / (gp[off + k] - gp[off + k - 1])
+            return gp[off + MAXM + k - 1] + t * (gp[off + MAXM + k] - gp[off + MAXM + k - 1])
+    return gp[off + MAXM + n - 1]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def driveline_speed(y, gp):
+    """Differential-box speed (rad/s): the torque-share-weighted mean spin of the driven wheels."""
+    w = 0.0
+    for i in range(4):
+        w += gp[G_FRAC + i] * y[Y_OM + i]
+    return w / (gp[G_FRAC] + gp[G_FRAC + 1] + gp[G_FRAC + 2] + gp[G_FRAC + 3])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def engine_torque(throttle, y, gp, ps):
+    """Torque at the differential box (N m) of the map engine in the current gear: engine speed
+    w_e = |w_diff| / (gear x final), T_e = (1 - throttle) map_zero(w_e) + throttle map_full(w_e) (Chrono
+    EngineSimpleMap), returned as T_e / (gear x final); w_e and T_e are stored in ps."""
+    g = int(ps[PS_GEAR])
+    ratio = gp[G_RATIO + g] * gp[G_FINAL]
+    we = abs(driveline_speed(y, gp)) / ratio
+    te = (1.0 - throttle) * _map(gp, G_MZ, int(gp[G_NZ]), we) + throttle * _map(gp, G_MF, int(gp[G_NF]), we)
+    ps[PS_WE] = we
+    ps[PS_TE] = te
+    return te / ratio
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def shift_gear(y, gp, ps):
+    """Chrono AutomaticTransmissionSimpleMap: one gear up above the gear's upshift speed, one down below its
+    downshift speed (checked after every step, no latency)."""
+    g = int(ps[PS_GEAR])
+    we = abs(driveline_speed(y, gp)) / (gp[G_RATIO + g] * gp[G_FINAL])
+    if we > gp[G_UP + g] and g < int(gp[G_NG]) - 1:
+        ps[PS_GEAR] = g + 1
+    elif we < gp[G_DOWN + g] and g > 0:
+        ps[PS_GEAR] = g - 1
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Per-body data shared by the AB recursion and the dense check
 # ----------------------------------------------------------------------------------------------------------
@@ -304,9 +366,13 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
     crf(Vc, tmp6, bb[0])
     for r in range(6):
         bb[0, r] -= fext[r]
-    # ---- drive torque (shared powertrain map) ----
-    mean_w = 0.25 * (y[Y_OM] + y[Y_OM + 1] + y[Y_OM + 2] + y[Y_OM + 3])
-    tdrive = drive_torque_per_wheel(u[0], mean_w)
+    # ---- drive torque (shared powertrain map, or engine map + gearbox at the differential box) ----
+    paper_map = gp[G_PT] < 0.5
+    if paper_map:
+        mean_w = 0.25 * (y[Y_OM] + y[Y_OM + 1] + y[Y_OM + 2] + y[Y_OM + 3])
+        tdrive = drive_torque_per_wheel(u[0], mean_w)
+    else:
+        tdrive = engine_torque(u[0], y, gp, work[31])
     vtmp = work[24]
     link = pitman_link(sg, sigma)
     for i in range(4):
@@ -357,9 +423,19 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
                     Vb[k, r] = Vb[k - 1, r] + vtmp[r]
                 _tire(i, y, R, p, ax, Vb[k - 1], om, tp, gp, rb, rm, rdef, wt, fext)
                 # wheel torque: drive + brake (reaction on the knuckle)
-                tb = brake_torque(u[1], om) * min(1.0, abs(om) / gp[G_BRKW])
-                T[10 + i] = tdrive + tb
-                wt[i, W_TQ] = tdrive + tb
+                if paper_map:
+                    tb = brake_torque(u[1], om) * min(1.0, abs(om) / gp[G_BRKW])
+                    tq = tdrive + tb
+                else:
+                    tb = 0.0
+                    if om > 0.0:
+                        tb = -u[1] * gp[G_BRK]
+                    elif om < 0.0:
+                        tb = u[1] * gp[G_BRK]
+                    tb *= min(1.0, abs(om) / gp[G_BRKW])
+                    tq = gp[G_FRAC + i] * tdrive + tb
+                T[10 + i] = tq
+                wt[i, W_TQ] = tq
             for r in range(6):
                 s = 0.0
                 for c in range(6):
@@ -689,6 +765,8 @@ def integrate(y, u, n_steps, dt, method, cg, cp, ci, sg, gp, tp, bs, rb, rm, rde
             nq = math.sqrt(y[Y_Q] ** 2 + y[Y_Q + 1] ** 2 + y[Y_Q + 2] ** 2 + y[Y_Q + 3] ** 2)
             for k in range(4):
                 y[Y_Q + k] /= nq
+        if gp[G_PT] > 0.5:
+            shift_gear(y, gp, work[31])
         ok = True
         for k in range(NY):
             if not math.isfinite(y[k]):

@@ -45,12 +45,16 @@ M_LCA, M_UCA, M_KN, M_WH = range(37, 41)
 C30, S30, C40, S40 = range(41, 45)
 UR, BRU = 45, 46
 SH_XC, SH_XS, SH_CE, SH_SE, SP_XC, SP_XS, SP_CE, SP_SE, CTH0, STH0 = range(47, 57)
-NCG = 57
+# LCA hinge: LX = 1 when it is parallel to x (the planar loops above apply), else the 3-D slider lengths
+# L^2 = K0 - 2 (P cos(a) + Q sin(a)), a = side * q_rel, of the shock (SH_) and spring (SP_) are used
+LX, SH_K0, SH_P, SH_Q, SP_K0, SP_P, SP_Q = range(57, 64)
+NCG = 64
 # ---- per-corner 3-D points (cp[i, k, :], chassis frame, design pose) ----
 P_A, P_D0, P_F0, P_G, P_LCACM, P_UCACM, P_KCM, P_WC, P_K0, P_L0, P_E0, P_N0, P_E1, P_E2 = range(14)
 P_SHB, P_SHJ, P_SPB, P_SPJ = range(14, 18)
 P_UC, P_UAX, P_UEA, P_UEB, P_F10, P_F20 = range(18, 24)
-NPT = 24
+P_LAX = 24  # unit LCA hinge axis (mirrored per side; + q_rel about side * axis = bump)
+NPT = 25
 # ---- steering layout (sg[:]) ----
 SG_LOC, SG_PITCH, SG_GX, SG_GY, SG_B, SG_C, SG_D, SG_PHI0, SG_TH30, SG_BR, SG_UX, SG_UY = (
     0,
@@ -67,7 +71,8 @@ SG_LOC, SG_PITCH, SG_GX, SG_GY, SG_B, SG_C, SG_D, SG_PHI0, SG_TH30, SG_BR, SG_UX
     13,
 )
 SG_LL, SG_LR = 14, 17
-NSG = 20
+SG_KIND = 20  # 0 = Pitman four-bar, 1 = rack and pinion (SG_LL/SG_LR = tierod inner points, chassis frame)
+NSG = 21
 # ---- body indices ----
 B_LCA, B_UCA, B_KN, B_WH = 0, 1, 2, 3
 # ---- misc outputs (misc[i, :]) ----
@@ -169,6 +174,15 @@ def slider_length(ct, st, xc, xs, yl, ce, se, dx):
     return length, z * dz / length
 
 
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def slider_length_3d(ca, sa, side, k0, p, q):
+    """Shock/spring length L and dL/dq_rel when the LCA hinge is not parallel to x: the end B on the LCA turns
+    by a = side * q_rel about the hinge axis u through A, so L^2 = |J - A - R(u, a)(B0 - A)|^2
+    = K0 - 2 (P cos(a) + Q sin(a)) (the 3-D form of Eq. 28's loop; constants from :func:`pack_geometry`)."""
+    length = math.sqrt(k0 - 2.0 * (p * ca + q * sa))
+    return length, side * (p * sa - q * ca) / length
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Section 5.4: Pitman steering four-bar TUVW -> tierod end points L
 # ----------------------------------------------------------------------------------------------------------
@@ -178,8 +192,11 @@ def pitman_link(sg, sigma):
     idler arm, in the steering frame's x-y plane) for Pitman-arm angle sigma.
 
     Returns (U - T) and the coupler rotation from the design pose as (cos, sin), its rate p and p' per unit
-    sigmadot (Eqs. 25 and its derivative), and the loop's clipping excess.
+    sigmadot (Eqs. 25 and its derivative), and the loop's clipping excess. For a rack (``SG_KIND`` = 1) the
+    first entry carries the rack displacement sigma (m, + = toward -y) and the rest are neutral.
     """
+    if sg[SG_KIND] > 0.5:
+        return sigma, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
     phi = sg[SG_PHI0] + sigma
     th3, th4, p, q, p2, q2, bad, c3, s3, c4, s4 = fourbar(
         phi, sg[SG_GX], sg[SG_GY], sg[SG_B], sg[SG_C], sg[SG_D], sg[SG_BR]
@@ -196,11 +213,14 @@ def pitman_link(sg, sigma):
 def pitman_point(sg, link, side):
     """Tierod inner point L of the front corner on ``side`` (+1 left, -1 right), riding on the steering link.
 
-    Returns L, dL/dsigma, d2L/dsigma2 in the chassis frame (Section 5.4).
+    Returns L, dL/dsigma, d2L/dsigma2 in the chassis frame (Section 5.4). A rack carries L along -y by its
+    displacement (link[0]).
     """
     ux, uy, c3, s3, p, p2, bad = link
-    b = sg[SG_B]
     k = SG_LL if side > 0 else SG_LR
+    if sg[SG_KIND] > 0.5:
+        return (sg[k], sg[k + 1] - ux, sg[k + 2]), (0.0, -1.0, 0.0), (0.0, 0.0, 0.0)
+    b = sg[SG_B]
     r0x = sg[k] - sg[SG_UX]
     r0y = sg[k + 1] - sg[SG_UY]
     rx = c3 * r0x - s3 * r0y
@@ -290,10 +310,15 @@ def corner_kinematics(cg, cp, sg, link, q_rel, thd, sigd, rot, pos, sth, ssg, ac
     bad = 0.0
     ex = (1.0, 0.0, 0.0)
     zero = (0.0, 0.0, 0.0)
-    # ---- LCA: rotation s*q_rel about the x-line through A ----
+    # ---- LCA: rotation s*q_rel about the hinge line through A (parallel to x, or the axis P_LAX) ----
     A = row3(cp, P_A)
-    R_L = rot_x(s * q_rel)
-    wL = scale(ex, s)  # per unit thetadot
+    if cg[LX] > 0.5:
+        R_L = rot_x(s * q_rel)
+        wL = scale(ex, s)  # per unit thetadot
+    else:
+        ul = row3(cp, P_LAX)
+        R_L = rot_axis_cs(ul, math.cos(s * q_rel), math.sin(s * q_rel))
+        wL = scale(ul, s)
     omL = scale(wL, thd)
     D0 = row3(cp, P_D0)
     D = add(A, mv(R_L, sub(D0, A)))
@@ -463,12 +488,18 @@ def corner_kinematics(cg, cp, sg, link, q_rel, thd, sigd, rot, pos, sth, ssg, ac
         a_com = add(aE0, add(cross(omdK, PE), cross(omK, cross(omK, PE))))
         _store_body(j, P, R_K, wK_th, v_th, wK_sg, v_sg, omK, v_com, omdK, a_com, rot, pos, sth, ssg, acc)
     # ---- shock and spring slider-crank loops (Section 5.2) ----
-    cq = R_L[1][1]  # cos(q_rel); theta = TH0 + q_rel
-    sq_ = s * R_L[2][1]
-    ct = cg[CTH0] * cq - cg[STH0] * sq_
-    st = cg[STH0] * cq + cg[CTH0] * sq_
-    lsh, dlsh = slider_length(ct, st, cg[SH_XC], cg[SH_XS], cg[SH_Y], cg[SH_CE], cg[SH_SE], cg[SH_DX])
-    lsp, dlsp = slider_length(ct, st, cg[SP_XC], cg[SP_XS], cg[SP_Y], cg[SP_CE], cg[SP_SE], cg[SP_DX])
+    if cg[LX] > 0.5:
+        cq = R_L[1][1]  # cos(q_rel); theta = TH0 + q_rel
+        sq_ = s * R_L[2][1]
+        ct = cg[CTH0] * cq - cg[STH0] * sq_
+        st = cg[STH0] * cq + cg[CTH0] * sq_
+        lsh, dlsh = slider_length(ct, st, cg[SH_XC], cg[SH_XS], cg[SH_Y], cg[SH_CE], cg[SH_SE], cg[SH_DX])
+        lsp, dlsp = slider_length(ct, st, cg[SP_XC], cg[SP_XS], cg[SP_Y], cg[SP_CE], cg[SP_SE], cg[SP_DX])
+    else:
+        ca_ = math.cos(s * q_rel)
+        sa_ = math.sin(s * q_rel)
+        lsh, dlsh = slider_length_3d(ca_, sa_, s, cg[SH_K0], cg[SH_P], cg[SH_Q])
+        lsp, dlsp = slider_length_3d(ca_, sa_, s, cg[SP_K0], cg[SP_P], cg[SP_Q])
     axis = mv(R_K, (0.0, 1.0, 0.0))
     misc[MI_LSP] = lsp
     misc[MI_DLSP] = dlsp
@@ -530,19 +561,24 @@ def _planar(p: np.ndarray, side: float) -> complex:
     return complex(side * p[1], p[2])
 
 
-def _arm_inertia(diag: np.ndarray, f: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _arm_inertia(inertia: np.ndarray, f: np.ndarray, b: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Arm inertia in chassis axes: body x along F-B, z normal to the arm plane (reference ``bodies``)."""
     x = (f - b) / np.linalg.norm(f - b)
     z = np.cross(x, u - f)
     z /= np.linalg.norm(z)
     y = np.cross(z, x)
     R = np.column_stack([x, y, z])
-    return R @ np.diag(np.diag(diag)) @ R.T
+    return R @ inertia @ R.T
 
 
 def _steering_geometry(params: HmmwvParams) -> np.ndarray:
     st = params.steering
     sg = np.zeros(NSG)
+    if st.kind == "rack":
+        sg[SG_KIND] = 1.0
+        for k, side in ((SG_LL, 1.0), (SG_LR, -1.0)):
+            sg[k : k + 3] = params.front.hardpoints["TIEROD_C"] * np.array([1.0, side, 1.0])
+        return sg
     sg[SG_LOC : SG_LOC + 3] = st.location
     sg[SG_PITCH] = st.pitch
     T = complex(st.rev[0], st.rev[1])
@@ -589,6 +625,8 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
         mir = np.array([1.0, side, 1.0])
         h = {k: v * mir for k, v in axle.hardpoints.items()}
         A = 0.5 * (h["LCA_F"] + h["LCA_B"])
+        ul = (h["LCA_F"] - h["LCA_B"]) / np.linalg.norm(h["LCA_F"] - h["LCA_B"])
+        ul = ul if ul[0] >= 0.0 else -ul
         D0, F0 = h["LCA_U"], h["UCA_U"]
         uf, ub = h["UCA_F"], h["UCA_B"]
         G = uf + (F0[0] - uf[0]) / (ub[0] - uf[0]) * (ub - uf)  # UCA axis point in the ball joint's x-plane
@@ -619,6 +657,17 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
             cg[i, ixc], cg[i, ixs] = cg[i, ix] * np.cos(cg[i, ib]), cg[i, ix] * np.sin(cg[i, ib])
             cg[i, ice], cg[i, ise] = np.cos(cg[i, ie]), np.sin(cg[i, ie])
         cg[i, CTH0], cg[i, STH0] = np.cos(cg[i, TH0]), np.sin(cg[i, TH0])
+        cg[i, LX] = 1.0 if np.array_equal(ul, [1.0, 0.0, 0.0]) else 0.0
+        for (kb, kj), (ik0, ip, iq) in (
+            (("SHOCK_A", "SHOCK_C"), (SH_K0, SH_P, SH_Q)),
+            (("SPRING_A", "SPRING_C"), (SP_K0, SP_P, SP_Q)),
+        ):
+            v = h[kb] - A
+            w = h[kj] - A
+            v_par = (ul @ v) * ul
+            cg[i, ik0] = w @ w + v @ v - 2.0 * (w @ v_par)
+            cg[i, ip] = w @ (v - v_par)
+            cg[i, iq] = w @ np.cross(ul, v)
         # spindle loop: E = foot of K0 on the DF (kingpin) line; upright-arm frame (e1 along EK0, e2, n)
         K0, L0 = h["TIEROD_U"], h["TIEROD_C"]
         n0 = (F0 - D0) / np.linalg.norm(F0 - D0)
@@ -657,8 +706,9 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
         cg[i, DMC], cg[i, DMR] = axle.damper_mid_compression, axle.damper_mid_rebound
         cg[i, DBC], cg[i, DBR] = axle.damper_bump_compression, axle.damper_bump_rebound
         cg[i, ENGMIN], cg[i, ENGMAX] = axle.damper_engage_min, axle.damper_engage_max
-        cg[i, M_LCA], cg[i, M_UCA] = params.lca.mass, params.uca.mass
-        cg[i, M_KN], cg[i, M_WH] = params.upright.mass, params.wheel.mass
+        lca, uca, upright, wheel = params.corner_bodies(0 if i < 2 else 1)
+        cg[i, M_LCA], cg[i, M_UCA] = lca.mass, uca.mass
+        cg[i, M_KN], cg[i, M_WH] = upright.mass, wheel.mass
         pts = {
             P_A: A,
             P_D0: D0,
@@ -684,13 +734,14 @@ def pack_geometry(params: HmmwvParams) -> Geometry:
             P_UEB: eb,
             P_F10: f10,
             P_F20: f20,
+            P_LAX: ul,
         }
         for k, v in pts.items():
             cp[i, k] = v
-        ci[i, B_LCA] = _arm_inertia(params.lca.inertia, h["LCA_F"], h["LCA_B"], D0)
-        ci[i, B_UCA] = _arm_inertia(params.uca.inertia, uf, ub, F0)
-        ci[i, B_KN] = params.upright.inertia
-        ci[i, B_WH] = params.wheel.inertia
+        ci[i, B_LCA] = _arm_inertia(lca.inertia, h["LCA_F"], h["LCA_B"], D0)
+        ci[i, B_UCA] = _arm_inertia(uca.inertia, uf, ub, F0)
+        ci[i, B_KN] = upright.inertia
+        ci[i, B_WH] = wheel.inertia
     return Geometry(cg=cg, cp=cp, ci=ci, sg=sg)
 
 
@@ -737,7 +788,7 @@ def loop_points(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> dict
     st = corner_state(geo, i, q_rel, 0.0, sigma, 0.0)
     s = cg[SIDE]
     th = cg[TH0] + q_rel
-    R_L = np.array(rot_x(s * q_rel))
+    R_L = st["rot"][B_LCA]
     R_U = np.array(rot_axis_cs(cp[P_UAX], st["misc"][MI_CPHI], st["misc"][MI_SPHI]))
     A, C = cp[P_A], cp[P_UC]
     D = A + R_L @ (cp[P_D0] - A)
@@ -815,7 +866,7 @@ def x_s_matrix(geo: Geometry, i: int, q_rel: float, sigma: float = 0.0) -> np.nd
     ex = np.array([1.0, 0.0, 0.0])
     A, D, F, C, E = pts["A"], pts["D"], pts["F_uca"], pts["C"], pts["E"]
     u = cp[P_UAX]
-    vD = s * np.cross(ex, D - A)
+    vD = s * np.cross(cp[P_LAX], D - A)
     uxFC = np.cross(u, F - C)
     ph_th = (F - D) @ vD / ((F - D) @ uxFC)
     X[0, 0] = 1.0

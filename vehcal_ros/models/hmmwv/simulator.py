@@ -1,11 +1,12 @@
-"""The 14-DOF HMMWV simulator object (DESIGN.md section 5; constraint-embedding paper Sections 2-5).
+"""The 14-DOF vehicle simulator object (DESIGN.md section 5; constraint-embedding paper Sections 2-5).
 
-``Hmmwv14`` owns the state and runs the numba integration loop of dynamics.py. Driver inputs are the
-normalised controls of the 8-DOF paper: throttle and brake 0..1 through the shared powertrain/brake maps,
-and steering -1..1 whose road-wheel angle is the shared ``road_wheel_angle`` map: the Pitman-arm angle is
-chosen so that the MEAN front road-wheel angle at static ride height equals it (the Pitman linkage then
-gives Ackermann and bump steer per wheel). The arm follows that command through a first-order servo
-(``servo_tau``).
+``Hmmwv14`` (alias ``Vehicle14``) owns the state and runs the numba integration loop of dynamics.py for any
+vehicle model file (params.load_vehicle_params; the HMMWV by default). Driver inputs are the normalised
+controls of the 8-DOF paper: throttle and brake 0..1 (HMMWV: the shared powertrain/brake maps; a map-engine
+vehicle: its engine map, automatic gearbox and brake gain), and steering -1..1 whose MEAN front road-wheel
+angle at static ride height is ``steering.gain`` x input (HMMWV: the shared ``road_wheel_angle`` map): the
+Pitman-arm angle or rack displacement is chosen from a table of the linkage (which then gives Ackermann and
+bump steer per wheel) and followed through a first-order servo (``servo_tau``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ from dataclasses import replace
 import numpy as np
 from scipy.optimize import root
 
-from ..powertrain import road_wheel_angle
 from . import dynamics as dyn
 from .kinematics import B_WH, MI_AX, MI_LSP, pack_geometry
-from .params import HmmwvParams
+from .params import HmmwvParams, load_vehicle_params
 from .road import RoadMap
 from .tires import mu_curve, pack_tire
 
@@ -27,14 +27,15 @@ INTEGRATORS = {"semi_implicit": 0, "rk4": 1}
 
 
 class Hmmwv14:
-    """14-DOF constraint-embedded HMMWV on a flat road with spatially varying friction.
+    """14-DOF constraint-embedded vehicle on a flat road with spatially varying friction.
 
+    params: a parameter set, or a vehicle name / model file (``load_vehicle_params``); None = the HMMWV.
     dt: fixed step (s); integrator: "semi_implicit" (default, symplectic Euler, first order) or "rk4".
     """
 
     def __init__(
         self,
-        params: HmmwvParams | None = None,
+        params: HmmwvParams | str | None = None,
         road: RoadMap | None = None,
         dt: float = 1e-3,
         integrator: str = "semi_implicit",
@@ -43,7 +44,11 @@ class Hmmwv14:
             raise ValueError(f"integrator must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
         if not (dt > 0.0 and math.isfinite(dt)):
             raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
-        self.params = params if params is not None else HmmwvParams.from_yaml()
+        if params is None:
+            params = HmmwvParams.from_yaml()
+        elif not isinstance(params, HmmwvParams):
+            params = load_vehicle_params(params)
+        self.params = params
         self.road = road if road is not None else RoadMap()
         self.dt = float(dt)
         self.integrator = integrator
@@ -62,6 +67,7 @@ class Hmmwv14:
         gp[dyn.G_AERO] = 0.5 * p.aero_rho * p.aero_cd * p.aero_area if p.aero_enabled else 0.0
         gp[dyn.G_RRV] = 0.2  # m/s, smoothing speed of the rolling-resistance moment sign
         gp[dyn.G_BRKW] = 1.0  # rad/s, brake torque fades in linearly below this spin (no stick-slip chatter)
+        _pack_powertrain(p, gp)
         self._gp = gp
         self._bs = np.ascontiguousarray(p.bump_stop_curve, dtype=np.float64)
         self._rb, self._rm, self._rdef = self.road.arrays()
@@ -127,29 +133,38 @@ class Hmmwv14:
             a = self._accel(y, u)
             return np.r_[a[dyn.Y_W], a[dyn.Y_W + 1], a[dyn.Y_V + 2], a[dyn.Y_THD : dyn.Y_THD + 4]]
 
+        def settled(sol) -> bool:
+            ok = sol.success and np.max(np.abs(res(sol.x))) <= 1e-6 and np.all(np.abs(sol.x[1:3]) < 0.2)
+            return bool(ok and np.all(self._work[12][:, dyn.W_FZ] > 0.0))
+
         x0 = np.r_[self.params.tire.r0 - 0.015 - wc[0] + 0.08, 0.0, 0.0, -0.15 * np.ones(4)]
         sol = root(res, x0, method="hybr", options={"xtol": 1e-13})
-        if not sol.success or np.max(np.abs(res(sol.x))) > 1e-6:
-            raise RuntimeError(f"HMMWV static equilibrium not found: {sol.message}")
+        if not settled(sol):
+            # start from the design pose with the tires at the static deflection
+            dz = self.params.total_mass * self.params.gravity / 4.0 / self.params.tire.kz
+            x0 = np.r_[self.params.tire.r0 - dz - wc[0], 0.0, 0.0, np.zeros(4)]
+            sol = root(res, x0, method="hybr", options={"xtol": 1e-13})
+        if not settled(sol):
+            raise RuntimeError(f"{self.params.name} static equilibrium not found: {sol.message}")
         return sol.x
 
-    def _build_steering_table(self) -> None:
-        """Mean front road-wheel angle vs Pitman-arm angle at static ride height (Section 5.4 linkage)."""
+    def _mean_steer(self, sigma: float) -> float:
+        """Mean front road-wheel angle (rad) at static ride height for Pitman angle / rack position sigma."""
         from .kinematics import corner_state
 
-        smax = self.params.steering.max_pitman_angle
-        sig = np.linspace(-smax, smax, 721)
         th = self._eq[3:]
-        delta = np.array(
-            [
-                0.5
-                * (
-                    corner_state(self.geometry, 0, th[0], 0.0, s)["steer"]
-                    + corner_state(self.geometry, 1, th[1], 0.0, s)["steer"]
-                )
-                for s in sig
-            ]
+        return 0.5 * (
+            corner_state(self.geometry, 0, th[0], 0.0, sigma)["steer"]
+            + corner_state(self.geometry, 1, th[1], 0.0, sigma)["steer"]
         )
+
+    def _build_steering_table(self) -> None:
+        """Mean front road-wheel angle vs Pitman-arm angle (Section 5.4 linkage) or rack position at static ride
+        height, and the steering gain (rad per unit input) when the parameters leave it to the rack."""
+        st = self.params.steering
+        smax = st.rack_travel if st.kind == "rack" else st.max_pitman_angle
+        sig = np.linspace(-smax, smax, 721)
+        delta = np.array([self._mean_steer(s) for s in sig])
         delta = 0.5 * (delta - delta[::-1])  # exact left/right symmetry: steering 0 -> Pitman angle 0
         order = np.argsort(delta)
         if np.any(np.diff(delta[order]) <= 0):
@@ -157,14 +172,22 @@ class Hmmwv14:
         self._steer_delta = delta[order]
         self._steer_sigma = sig[order]
         self._steer_last = (math.nan, 0.0)
+        if st.gain is not None:
+            self.steering_gain = float(st.gain)
+        else:  # Chrono's rack map (displacement = input x travel), linearised at the centre
+            h = 1e-4 * smax
+            self.steering_gain = abs(self._mean_steer(h) - self._mean_steer(-h)) / (2.0 * h) * smax
+        if self.steering_gain >= min(-self._steer_delta[0], self._steer_delta[-1]):
+            raise RuntimeError(f"steering gain {self.steering_gain:.4f} rad exceeds the linkage's range")
 
     def pitman_angle(self, steering: float) -> float:
-        """Pitman-arm angle (rad) whose mean front road-wheel angle is road_wheel_angle(steering)."""
+        """Pitman-arm angle (rad) or rack position (m) whose mean front road-wheel angle is
+        ``steering_gain`` x steering (HMMWV: the shared road_wheel_angle map)."""
         steering = float(steering)
         last = self._steer_last
         if steering == last[0]:
             return last[1]
-        sigma = float(np.interp(float(road_wheel_angle(steering)), self._steer_delta, self._steer_sigma))
+        sigma = float(np.interp(steering * self.steering_gain, self._steer_delta, self._steer_sigma))
         self._steer_last = (steering, sigma)
         return sigma
 
@@ -187,6 +210,11 @@ class Hmmwv14:
         self._accel(self._y, self._u)
         re = self._work[12][:, dyn.W_RE]
         self._y[dyn.Y_OM : dyn.Y_OM + 4] = speed / re
+        if self._gp[dyn.G_PT] > 0.5:  # the gear the automatic would hold at this speed
+            ps = self._work[31]
+            ps[dyn.PS_GEAR] = 0.0
+            for _ in range(int(self._gp[dyn.G_NG])):
+                dyn.shift_gear(self._y, self._gp, ps)
         self.t = 0.0
 
     def step(self, throttle: float, brake: float, steering: float, n_steps: int = 1) -> None:
@@ -203,7 +231,7 @@ class Hmmwv14:
         if status >= 0:
             self.t += (status + 1) * self.dt
             raise FloatingPointError(
-                f"HMMWV state became non-finite or a suspension loop could not close at t = {self.t:.6f} s; "
+                f"{self.params.name} state became non-finite or a suspension loop could not close at t = {self.t:.6f} s; "
                 f"state = {np.array2string(self._y, precision=6, max_line_width=400)}"
             )
         self.t += int(n_steps) * self.dt
@@ -216,6 +244,23 @@ class Hmmwv14:
 
     def set_state(self, y: np.ndarray) -> None:
         self._y[:] = y
+
+    @property
+    def vehicle(self) -> str:
+        """Name of the simulated vehicle (model file stem)."""
+        return self.params.name
+
+    @property
+    def gear(self) -> int:
+        """Current gear (1 = first) of a map-engine vehicle; 0 for the HMMWV's direct drive map."""
+        return int(self._work[31][dyn.PS_GEAR]) + 1 if self._gp[dyn.G_PT] > 0.5 else 0
+
+    @gear.setter
+    def gear(self, value: int) -> None:
+        n = int(self._gp[dyn.G_NG])
+        if self._gp[dyn.G_PT] < 0.5 or not 1 <= int(value) <= n:
+            raise ValueError(f"gear must be 1..{n} on a vehicle with a gearbox, got {value!r}")
+        self._work[31][dyn.PS_GEAR] = float(int(value) - 1)
 
     # ------------------------------------------------------------------------------------------------------
     def outputs(self) -> dict[str, np.ndarray | float]:
@@ -262,7 +307,14 @@ class Hmmwv14:
             "susp_angle": y[dyn.Y_TH : dyn.Y_TH + 4].copy(),
             "spring_length": misc[:, MI_LSP].copy(),
             "wheel_centre_z": np.array([y[2] + R[2] @ w[1][i, B_WH] for i in range(4)]),
+            **self._powertrain_outputs(),
         }
+
+    def _powertrain_outputs(self) -> dict[str, float]:
+        if self._gp[dyn.G_PT] < 0.5:
+            return {}
+        ps = self._work[31]
+        return {"gear": float(self.gear), "engine_speed": float(ps[dyn.PS_WE]), "engine_torque": float(ps[dyn.PS_TE])}
 
     def tire_mu_curve(self, wheel: int, slip: np.ndarray) -> np.ndarray:
         """The true pure-longitudinal Fx/Fz(s) under ``wheel`` at its current load and road friction."""
@@ -288,6 +340,39 @@ class Hmmwv14:
     def with_params(self, **changes) -> Hmmwv14:
         """A new simulator with some HmmwvParams fields replaced (same road, dt, integrator)."""
         return Hmmwv14(replace(self.params, **changes), self.road, self.dt, self.integrator)
+
+
+Vehicle14 = Hmmwv14
+"""The simulator class under a vehicle-neutral name (``Vehicle14("sedan")``)."""
+
+
+def _pack_powertrain(p: HmmwvParams, gp: np.ndarray) -> None:
+    """Powertrain and brake constants into the kernel's global array (dynamics.G_PT ...)."""
+    gp[dyn.G_BRK] = p.brake_max_torque
+    pt = p.powertrain
+    if pt is None:
+        gp[dyn.G_PT] = 0.0
+        gp[dyn.G_FRAC : dyn.G_FRAC + 4] = 0.25
+        return
+    ng, nf, nz = pt.gear_ratios.size, pt.map_full.shape[0], pt.map_zero.shape[0]
+    if not (1 <= ng <= dyn.MAXG and 2 <= nf <= dyn.MAXM and 2 <= nz <= dyn.MAXM):
+        raise ValueError(f"powertrain: at most {dyn.MAXG} gears and 2..{dyn.MAXM} map points per engine map")
+    for name, m in (("map_full_throttle", pt.map_full), ("map_zero_throttle", pt.map_zero)):
+        if np.any(np.diff(m[:, 0]) <= 0):
+            raise ValueError(f"powertrain.engine_simple_map_cpp.{name}: engine speeds must increase")
+    if np.any(pt.gear_ratios <= 0) or pt.final_ratio <= 0:
+        raise ValueError("powertrain: gear ratios and the final (conical) ratio must be > 0")
+    gp[dyn.G_PT] = 1.0
+    gp[dyn.G_FRAC : dyn.G_FRAC + 4] = pt.wheel_fraction
+    gp[dyn.G_FINAL] = pt.final_ratio
+    gp[dyn.G_NG] = ng
+    gp[dyn.G_RATIO : dyn.G_RATIO + ng] = pt.gear_ratios
+    gp[dyn.G_DOWN : dyn.G_DOWN + ng] = pt.shift_down
+    gp[dyn.G_UP : dyn.G_UP + ng] = pt.shift_up
+    for off_n, off, m in ((dyn.G_NF, dyn.G_MF, pt.map_full), (dyn.G_NZ, dyn.G_MZ, pt.map_zero)):
+        gp[off_n] = m.shape[0]
+        gp[off : off + m.shape[0]] = m[:, 0]
+        gp[off + dyn.MAXM : off + dyn.MAXM + m.shape[0]] = m[:, 1]
 
 
 def _euler_to_quat(roll: float, pitch: float, yaw: float) -> np.ndarray:

@@ -63,8 +63,9 @@ from .vec3 import FASTMATH
     T_QSY1,
     T_VLOW,
     T_MUREF,
-) = range(38)
-NTP = 38
+    T_ELLIPSE,
+) = range(39)
+NTP = 39
 
 
 def pack_tire(t: TireParams, fz_mu_ref: float) -> np.ndarray:
@@ -114,6 +115,9 @@ def pack_tire(t: TireParams, fz_mu_ref: float) -> np.ndarray:
         tp[k] = float(getattr(t, nm))
     dfz = (fz_mu_ref - t.fz0) / t.fz0
     tp[T_MUREF] = t.pdx1 + t.pdx2 * dfz
+    if t.combined not in ("mf", "ellipsis"):
+        raise ValueError(f"tire combined-slip method must be 'mf' or 'ellipsis', got {t.combined!r}")
+    tp[T_ELLIPSE] = 1.0 if t.combined == "ellipsis" else 0.0
     return tp
 
 
@@ -182,13 +186,39 @@ def fy_pure(tp, fz, alpha, mu_road):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+def ellipse_weights(tp, fz, kappa, alpha, mu_road, fx0, fy0):
+    """Chrono's friction-ellipsis combination (ChPac02Tire, use mode 4 with ``m_use_friction_ellipsis``, the
+    ADAMS method) with the shifts dropped: beta = acos(|kappa| / hypot(kappa, sin(alpha))),
+    mu_x,c = 1 / hypot(1/mu_x,act, tan(beta)/mu_y,max), mu_y,c = tan(beta) / hypot(1/mu_x,max, tan(beta)/mu_y,act),
+    Fx = Fx0 mu_x,c / mu_x,act, Fy = Fy0 mu_y,c / mu_y,act. Written with tan(beta) = |sin(alpha)|/|kappa| so
+    that it stays finite at kappa = 0 or alpha = 0: returns (G_x, G_y)."""
+    dfz = (fz - tp[T_FZ0]) / tp[T_FZ0]
+    ms = mu_scale(tp, mu_road)
+    mux_max = (tp[T_PDX1] + tp[T_PDX2] * dfz) * ms
+    muy_max = abs((tp[T_PDY1] + tp[T_PDY2] * dfz) * ms)
+    ak = abs(kappa)
+    asn = abs(math.sin(alpha))
+    mux_act = abs(fx0) / fz
+    muy_act = abs(fy0) / fz
+    hx = math.hypot(ak, mux_act * asn / muy_max)
+    hy = math.hypot(asn, muy_act * ak / mux_max)
+    gx = ak / hx if hx > 0.0 else 1.0
+    gy = asn / hy if hy > 0.0 else 1.0
+    return gx, gy
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 def combined_forces(tp, fz, kappa, alpha, mu_road):
-    """Pac02 combined slip: Fx = G_xa Fx0, Fy = G_yk Fy0 (the MF2002 weighting functions)."""
+    """Pac02 combined slip: Fx = G_xa Fx0, Fy = G_yk Fy0 (the MF2002 weighting functions), or Chrono's friction
+    ellipsis for a tire file without combined-slip coefficients (``T_ELLIPSE``)."""
     if fz <= 0.0 or mu_road <= 0.0:
         return 0.0, 0.0
     dfz = (fz - tp[T_FZ0]) / tp[T_FZ0]
     fx0 = fx_pure(tp, fz, kappa, mu_road)
     fy0 = fy_pure(tp, fz, alpha, mu_road)
+    if tp[T_ELLIPSE] > 0.5:
+        gx, gy = ellipse_weights(tp, fz, kappa, alpha, mu_road, fx0, fy0)
+        return gx * fx0, gy * fy0
     bxa = tp[T_RBX1] / math.sqrt(1.0 + (tp[T_RBX2] * kappa) ** 2)  # RBX1 cos(atan(RBX2 kappa))
     gxa = _weight(bxa, tp[T_RCX1], tp[T_REX1] + tp[T_REX2] * dfz, alpha, tp[T_RHX1])
     byk = tp[T_RBY1] / math.sqrt(1.0 + (tp[T_RBY2] * (alpha - tp[T_RBY3])) ** 2)
