@@ -231,7 +231,8 @@ class Hmmwv14:
         if status >= 0:
             self.t += (status + 1) * self.dt
             raise FloatingPointError(
-                f"{self.params.name} state became non-finite or a suspension loop could not close at t = {self.t:.6f} s; "
+                f"{self.params.name} state became non-finite or a suspension loop could not close at "
+                f"t = {self.t:.6f} s; "
                 f"state = {np.array2string(self._y, precision=6, max_line_width=400)}"
             )
         self.t += int(n_steps) * self.dt

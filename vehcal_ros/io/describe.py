@@ -1,0 +1,145 @@
+"""``vehcal vehicle describe``: the estimators' vehicle description derived from a simulator model file.
+
+What a user would have measured on the car, taken from the 14-DOF model (models/hmmwv) settled at rest on a
+flat road: masses (sprung = chassis with the steering parts and the control arms; unsprung per corner = upright
++ spindle + rim + tire), the sprung CG and its inertias about the CG (chassis axes), wheel-centre wheelbase and
+tracks, the roll centres of the suspension geometry, tire radius and vertical stiffness, the tire's friction
+peak and full-slide values on the dry road (mu 0.9), wheel spin inertias, driveline, engine map and gearbox (or
+the 8-DOF paper's motor map for the HMMWV), brake gains and the steering gain. The result is a document in the
+schema of io/vehicle_description.py (docs/vehicle_description.md), validated by ``description_from_dict``.
+
+Roll centre of an axle (the swing-arm construction in the y-z plane): the contact point P of the left wheel
+moves with the knuckle; the line through P perpendicular to its velocity per unit suspension travel (y-z
+components) passes through the knuckle's instant centre, and it crosses the vehicle centreline y = 0 at the
+roll centre: z_rc = P_z + P_y v_y / v_z.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vehcal_ros.io.vehicle_description import RPM, VehicleDescription, description_from_dict
+
+DRY_MU = 0.9
+"""Road friction at which the tire's friction peak/slide values are reported (the scenarios' dry surface)."""
+
+
+def _parallel(r: np.ndarray) -> np.ndarray:
+    return float(r @ r) * np.eye(3) - np.outer(r, r)
+
+
+def describe_model(model: str | Path | None = None) -> dict[str, Any]:
+    """The description document (a dict in the vehicle-description schema) of a vehicle model file or shipped
+    vehicle name (``hmmwv``, ``sedan``; None = hmmwv). Raises InputError on an unreadable model file."""
+    from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap, load_vehicle_params
+    from vehcal_ros.models.hmmwv import dynamics as dyn
+    from vehcal_ros.models.hmmwv.kinematics import B_KN, B_LCA, B_UCA, B_WH, corner_state
+    from vehcal_ros.models.powertrain import GEAR_RATIO, MAX_MOTOR_SPEED, MAX_MOTOR_TORQUE
+
+    params = load_vehicle_params(model)
+    sim = Hmmwv14(params, RoadMap.uniform(DRY_MU))
+    sim.reset(speed=0.0)
+    y = sim.state
+    work = sim._work
+    sim.accelerations()  # fills the kinematics of the settled pose
+    pos, rot = work[1], work[0]
+    R = np.array(dyn.quat_to_rot(*y[dyn.Y_Q : dyn.Y_Q + 4]))
+    g = params.gravity
+
+    # ---- masses and the sprung CG (chassis frame, settled pose) ----
+    sprung = [(params.chassis.mass, params.chassis_com, params.chassis.inertia)]
+    unsprung = [0.0, 0.0]
+    for i in range(4):
+        lca, uca, upright, wheel = params.corner_bodies(0 if i < 2 else 1)
+        ci = sim.geometry.ci[i]
+        for j, body in ((B_LCA, lca), (B_UCA, uca)):
+            Rj = rot[i, j]
+            sprung.append((body.mass, pos[i, j].copy(), Rj @ ci[j] @ Rj.T))
+        unsprung[0 if i < 2 else 1] = upright.mass + wheel.mass
+    m_s = sum(m for m, _, _ in sprung)
+    cg = sum(m * p for m, p, _ in sprung) / m_s
+    inertia = sum(I + m * _parallel(p - cg) for m, p, I in sprung)
+    x_front = 0.5 * (pos[0, B_WH][0] + pos[1, B_WH][0])
+    x_rear = 0.5 * (pos[2, B_WH][0] + pos[3, B_WH][0])
+    h = y[dyn.Y_R + 2] + R[2] @ cg
+
+    # ---- roll centres (module doc) ----
+    wt = work[12]
+    rc_height = []
+    for i in (0, 2):
+        st = corner_state(sim.geometry, i, y[dyn.Y_TH + i], 1.0, y[dyn.Y_SIG], 0.0)
+        w, v_o = st["sth"][B_KN, :3], st["sth"][B_KN, 3:]
+        c = st["pos"][B_WH]
+        p_c = c - np.array([0.0, 0.0, params.tire.r0 - wt[i, dyn.W_DELTA]])  # contact point, chassis frame
+        v = v_o + np.cross(w, p_c)
+        z_rc = p_c[2] + p_c[1] * v[1] / v[2]
+        rc_height.append(y[dyn.Y_R + 2] + R[2] @ np.array([c[0], 0.0, z_rc]))
+
+    # ---- tire friction on the dry road at the static loads ----
+    slip = np.linspace(0.0, 1.0, 20001)
+    mu_curve = sim.tire_mu_curve(0, slip)
+    mu_peak, mu_slide = float(mu_curve.max()), float(mu_curve[-1])
+
+    doc: dict[str, Any] = {
+        "name": params.name,
+        "note": f"derived by `vehcal vehicle describe` from the simulator model file of '{params.name}' "
+                "(settled at rest on a flat road; friction on the dry road, mu 0.9)",
+        "gravity": g,
+        "mass": {"sprung": m_s, "unsprung_front": unsprung[0], "unsprung_rear": unsprung[1]},
+        "cg": {"to_front_axle": x_front - cg[0], "to_rear_axle": cg[0] - x_rear, "height": h},
+        "inertia": {"roll": inertia[0, 0], "yaw": inertia[2, 2], "roll_yaw": inertia[0, 2]},
+        "track": {"front": pos[0, B_WH][1] - pos[1, B_WH][1], "rear": pos[2, B_WH][1] - pos[3, B_WH][1]},
+        "roll_centre_below_cg": {"front": h - rc_height[0], "rear": h - rc_height[1]},
+        "tire": {"unloaded_radius": params.tire.r0, "vertical_stiffness_front": params.tire.kz,
+                 "vertical_stiffness_rear": params.tire.kz, "friction_peak": mu_peak, "friction_slide": mu_slide},
+        "wheel": {"spin_inertia_front": params.corner_bodies(0)[3].inertia[1, 1],
+                  "spin_inertia_rear": params.corner_bodies(1)[3].inertia[1, 1]},
+        "torque_source": "map",
+        "brakes": {"torque_front": params.brake_max_torque, "torque_rear": params.brake_max_torque},
+        "steering": {"source": "ratio", "ratio": sim.steering_gain},
+    }
+    pt = params.powertrain
+    if pt is None:  # the 8-DOF paper's motor map on all four wheels (models/powertrain.py)
+        doc["driveline"] = {"driven_axles": ["front", "rear"], "front_share": 0.5}
+        doc["powertrain"] = {"kind": "dc_motor", "max_torque": MAX_MOTOR_TORQUE, "max_speed": MAX_MOTOR_SPEED,
+                             "ratio": GEAR_RATIO, "efficiency": 1.0}
+    else:
+        front = float(pt.wheel_fraction[0] + pt.wheel_fraction[1])
+        axles = [a for a, share in (("front", front), ("rear", 1.0 - front)) if share > 0.0]
+        doc["driveline"] = {"driven_axles": axles, "front_share": front}
+        doc["powertrain"] = {
+            "kind": "engine_map",
+            "full_throttle_rpm": [[w / RPM, t] for w, t in pt.map_full.tolist()],
+            "zero_throttle_rpm": [[w / RPM, t] for w, t in pt.map_zero.tolist()],
+            "gear_ratios": pt.gear_ratios.tolist(),
+            "shift_rpm": [[d / RPM, u / RPM] for d, u in zip(pt.shift_down.tolist(), pt.shift_up.tolist())],
+            "final_drive": pt.final_ratio,
+            "efficiency": 1.0,
+        }
+    return _plain(doc)
+
+
+def _plain(x: Any) -> Any:
+    """numpy scalars -> float, rounded to 7 significant digits for a readable file; nested containers kept."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        return float(f"{v:.7g}") if math.isfinite(v) and v != 0.0 else v
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def describe_vehicle(model: str | Path | None = None) -> VehicleDescription:
+    """:func:`describe_model` validated into a :class:`VehicleDescription` (priors/nominal derived)."""
+    return description_from_dict(describe_model(model), source=f"described from {model or 'hmmwv'}")
+
+
+__all__ = ["describe_model", "describe_vehicle", "DRY_MU"]
