@@ -12,7 +12,8 @@ import argparse
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="simulator -> rosbag2 (mcap default)",
-                              description="Run a scenario on the 14-DOF HMMWV simulator and write a rosbag2.")
+                              description="Run a scenario on the 14-DOF simulator (HMMWV or sedan) and write a "
+                                          "rosbag2.")
     p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file or built-in name (e.g. daily_driving)")
     p.add_argument("--bag", required=True, metavar="OUT", help="output bag directory (must not exist)")
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="rosbag2 storage (default mcap)")
@@ -20,6 +21,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--duration", type=float, default=None, help="s of simulation (default: the scenario's)")
     p.add_argument("--no-tire-forces", action="store_true",
                    help="do not record /vehicle/tire_forces (a production car without force transducers)")
+    p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
+                   help="simulated vehicle: hmmwv, sedan or a model file in the layout of hmmwv.yaml (default: "
+                        "the scenario's, else hmmwv); a built-in scenario with a version for that vehicle "
+                        "(sedan_<name>) runs that version")
     p.add_argument("--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)
 
@@ -44,7 +49,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--seed {args.seed}: must be in [0, 4294967295]")
     if args.duration is not None and not 0 < args.duration <= 86400:
         raise InputError(f"--duration {args.duration}: must be in (0, 86400] s")
-    scenario = load_scenario(args.scenario)
+    if args.vehicle is not None:
+        from vehcal_ros.models.hmmwv import vehicle_model_file
+
+        vehicle_model_file(args.vehicle)  # a bad vehicle is one line before anything starts
+    scenario = load_scenario(args.scenario, vehicle=args.vehicle)
     if args.seed is not None:
         scenario = scenario.with_seed(args.seed)
     if args.no_tire_forces:
@@ -67,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(tmp_root, ignore_errors=True)
     if not args.quiet:
         total = sum(counts.values())
-        print(f"vehcal simulate: wrote {out} ({args.storage}): scenario '{scenario.name}', "
+        print(f"vehcal simulate: wrote {out} ({args.storage}): scenario '{scenario.name}' on "
+              f"{run_.sim.params.name}, "
               f"{run_.t:.2f} s simulated in {wall:.2f} s, {total} messages on {len(counts)} topics")
     return 0

@@ -7,6 +7,7 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
     duration: 12.0                 # s, required
     dt: 0.001                      # s, model step (default 1 ms)
     seed: 0                        # sensor-noise seed (the CLI's --seed overrides it)
+    vehicle: sedan                 # simulated vehicle: hmmwv (default), sedan or a model file (--vehicle overrides)
     initial: {speed: 0.0, x: 0.0, y: 0.0, yaw: 0.0}
     driver:
       rate: 100                    # Hz at which the inputs are updated (held in between)
@@ -34,6 +35,10 @@ at ``initial.speed``); ``from`` and ``offset`` default to the value held before 
 dry 0.9, wet 0.6, snow 0.3, ice 0.15 (a patch's ``mu`` overrides). Any unknown key, wrong type, time going
 backwards, inverted or overlapping patch, or gap in a track raises ``InputError`` naming the field path,
 e.g. ``scenario.road.patches[2].x1: must be > x0 (= 40)``.
+
+Vehicles: ``load_scenario(name, vehicle=V)`` runs the scenario on V; when V names a vehicle that has its own
+version of a built-in scenario (``<vehicle>_<name>``, e.g. ``sedan_daily_driving`` for ``daily_driving``), that
+version is loaded instead (the maneuvers scaled to that vehicle's power).
 """
 
 from __future__ import annotations
@@ -197,6 +202,7 @@ class Scenario:
     road: RoadSpec = field(default_factory=RoadSpec)
     sensors: Mapping[str, SensorSpec] = field(default_factory=lambda: dict(DEFAULT_SENSORS))
     source: str = ""                                 # file it was loaded from
+    vehicle: str = ""                                # simulated vehicle (name or model file); "" = hmmwv
 
     def with_seed(self, seed: int) -> Scenario:
         from dataclasses import replace
@@ -212,6 +218,11 @@ class Scenario:
         sensors = dict(self.sensors)
         sensors[name] = replace(sensors[name], enabled=False)
         return replace(self, sensors=sensors)
+
+    def with_vehicle(self, vehicle: str) -> Scenario:
+        from dataclasses import replace
+
+        return replace(self, vehicle=str(vehicle))
 
 
 class DriverProgram:
@@ -567,8 +578,8 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
     """Validate a scenario mapping (as loaded from YAML) and build the ``Scenario``."""
     v = _V(source)
     p = "scenario"
-    v.mapping(data, p, {"name", "description", "duration", "dt", "seed", "initial", "driver", "road", "sensors"},
-              {"name", "duration"})
+    v.mapping(data, p, {"name", "description", "duration", "dt", "seed", "initial", "driver", "road", "sensors",
+                        "vehicle"}, {"name", "duration"})
     name = v.string(data["name"], f"{p}.name")
     if not name.strip():
         raise v.fail(f"{p}.name", "must not be empty")
@@ -586,8 +597,11 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
     road = _road(v, data.get("road", {}))
     sensors = _sensors(v, data.get("sensors", {}), dt)
     desc = v.string(data.get("description", ""), f"{p}.description")
+    vehicle = v.string(data.get("vehicle", ""), f"{p}.vehicle")
+    if vehicle.endswith((".yaml", ".yml")) and not Path(vehicle).is_absolute():
+        vehicle = str(Path(base_dir) / vehicle)
     return Scenario(name=name, duration=duration, dt=dt, seed=seed, description=desc, initial=initial,
-                    driver=driver, road=road, sensors=sensors, source=source)
+                    driver=driver, road=road, sensors=sensors, source=source, vehicle=vehicle)
 
 
 def scenario_dirs() -> list[Path]:
@@ -621,8 +635,25 @@ def resolve_scenario_path(path_or_name: str | os.PathLike) -> Path:
                      f"(built-ins: {', '.join(builtins) or 'none found'})")
 
 
-def load_scenario(path_or_name: str | os.PathLike) -> Scenario:
-    """Load and validate a scenario YAML file or built-in name; InputError names the file and field."""
+def vehicle_scenario_name(name: str | os.PathLike, vehicle: str | os.PathLike | None) -> str | os.PathLike:
+    """The built-in ``<vehicle>_<name>`` version of scenario ``name`` when ``vehicle`` has one, else ``name``."""
+    if not vehicle or Path(name).is_file():
+        return name
+    stem = Path(str(vehicle)).stem
+    key = str(name)[:-5] if str(name).endswith(".yaml") else str(name)
+    own = f"{stem}_{key}"
+    return own if not key.startswith(f"{stem}_") and own in builtin_scenarios() else name
+
+
+def load_scenario(path_or_name: str | os.PathLike, vehicle: str | os.PathLike | None = None) -> Scenario:
+    """Load and validate a scenario YAML file or built-in name; InputError names the file and field.
+
+    ``vehicle`` (a simulator vehicle name or model file) overrides the scenario's ``vehicle``; a built-in name
+    then resolves to the vehicle's own version when there is one (:func:`vehicle_scenario_name`).
+    """
+    if vehicle:
+        scenario = load_scenario(vehicle_scenario_name(path_or_name, vehicle))
+        return scenario.with_vehicle(str(vehicle))
     path = resolve_scenario_path(path_or_name)
     try:
         data = yaml.safe_load(path.read_text())

@@ -1,4 +1,5 @@
-"""``vehicle_simulator``: the 14-DOF HMMWV on a friction map, publishing what a real vehicle would.
+"""``vehicle_simulator``: the 14-DOF vehicle (HMMWV or sedan, ``vehicle``) on a friction map, publishing what a
+real vehicle would.
 
 Runs a scenario (io/scenarios.py) with the loop of io/simulate.py in a worker thread, paced to
 ``realtime_factor``, and publishes the sensor topics of shared/DESIGN.md section 4 stamped with the
@@ -61,6 +62,9 @@ def _topic_check(name: str):
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("scenario", "daily_driving", "scenario YAML file or built-in name (config/scenarios)",
               read_only=True),
+    ParamSpec("vehicle", "", "simulated vehicle: hmmwv, sedan or a model file in the layout of hmmwv.yaml; empty = "
+              "the scenario's (default hmmwv); a built-in scenario with a version for it (sedan_<name>) runs that",
+              read_only=True),
     ParamSpec("realtime_factor", 1.0, "simulation speed over wall-clock speed; 1 = real time, 0 = as fast as "
               "possible", lo=0.0, hi=10000.0),
     ParamSpec("publish_clock", True, "publish /clock (rosgraph_msgs/Clock) for nodes with use_sim_time",
@@ -114,7 +118,11 @@ class VehicleSimulator(Node):
                                       p["frames.base"], p["frames.odom"])
         except ValueError as exc:
             raise ValueError(f"parameters wheel_names/controls.*_axis: {exc}") from None
-        scenario = load_scenario(p["scenario"])  # InputError (a ValueError): one line, exit 2
+        if p["vehicle"]:
+            from vehcal_ros.models.hmmwv import vehicle_model_file
+
+            vehicle_model_file(p["vehicle"])  # InputError (a ValueError): one line, exit 2
+        scenario = load_scenario(p["scenario"], vehicle=p["vehicle"] or None)  # InputError: one line, exit 2
         if p["seed"] >= 0:
             scenario = scenario.with_seed(p["seed"])
         if not p["publish_tire_forces"]:

@@ -85,12 +85,16 @@ G_NF = G_UP + MAXG
 G_MF = G_NF + 1  # full-throttle map: MAXM speeds then MAXM torques
 G_NZ = G_MF + 2 * MAXM
 G_MZ = G_NZ + 1
-NGP = G_MZ + 2 * MAXM
+# implicit wheel spin (semi_implicit integrator): G_IMPL = 1 turns it on; G_ISPIN front/rear spin inertias
+G_IMPL = G_MZ + 2 * MAXM
+G_ISPIN = G_IMPL + 1
+NGP = G_ISPIN + 2
 # ---- powertrain state (work[31]): gear index (0 = first), engine speed rad/s, engine torque N m ----
 PS_GEAR, PS_WE, PS_TE = 0, 1, 2
 # ---- per-wheel tire outputs wt[i, :] ----
 (W_FX, W_FY, W_FZ, W_SLIP, W_ALPHA, W_RE, W_MU, W_VX, W_VY, W_DELTA, W_MUMAX, W_PX, W_PY, W_MY, W_TQ) = range(15)
-NWT = 15
+W_LAM = 15  # wheel-spin stiffness -d(omegadot)/d(omega) of the tire force (1/s), with G_IMPL only
+NWT = 16
 NB = 17  # bodies: 0 chassis, 1 + 4 i + j (j = 0 LCA, 1 UCA, 2 knuckle, 3 wheel)
 
 
@@ -529,6 +533,13 @@ def _tire(i, y, R, c, ax, Vk, om, tp, gp, rb, rm, rdef, wt, fext):
     wt[i, W_SLIP], wt[i, W_ALPHA], wt[i, W_RE], wt[i, W_MU] = slip, alpha_o, re, mu
     wt[i, W_VX], wt[i, W_VY], wt[i, W_DELTA] = vx, vy, delta
     wt[i, W_MUMAX] = peak_mu(tp, fz, mu) if fz > 0.0 else 0.0
+    if gp[G_IMPL] > 0.5:
+        # local slope of the tire force against the wheel's spin: lambda = R_e^2 dFx/dkappa / (max(den, v_low) I)
+        h = 1e-4
+        fxp = combined_forces(tp, fz, kappa + h, alpha_f, mu)[0]
+        fxm = combined_forces(tp, fz, kappa - h, alpha_f, mu)[0]
+        dk = (fxp - fxm) / (2.0 * h)
+        wt[i, W_LAM] = re * re * max(dk, 0.0) / (max(den, vlow) * gp[G_ISPIN + (0 if i < 2 else 1)])
     wt[i, W_PX], wt[i, W_PY], wt[i, W_MY] = pw[0], pw[1], my
 
 
@@ -740,6 +751,11 @@ def integrate(y, u, n_steps, dt, method, cg, cp, ci, sg, gp, tp, bs, rb, rm, rde
             # derivative() without its kinematic rates (positions are advanced below with v_{n+1})
             ydot[Y_SIG] = body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work)
             aba(work, ydot[Y_W:])
+            if gp[G_IMPL] > 0.5:
+                # linearly implicit (backward Euler) wheel spin against its own tire force: the stiff spin mode
+                # of a light wheel on a stiff tire at low speed is unstable with the explicit update at 1 ms
+                for i in range(4):
+                    ydot[Y_OM + i] /= 1.0 + dt * work[12][i, W_LAM]
             for k in range(Y_W, NY):
                 y[k] += dt * ydot[k]
             R = quat_to_rot(y[Y_Q], y[Y_Q + 1], y[Y_Q + 2], y[Y_Q + 3])

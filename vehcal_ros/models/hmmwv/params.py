@@ -222,6 +222,7 @@ class HmmwvParams:
     wheel_rear: RigidBody | None = None
     powertrain: PowertrainParams | None = None
     brake_max_torque: float = MAX_BRAKE_TORQUE
+    implicit_wheel_spin: bool | None = None  # None = when the explicit spin update is unstable (simulator.py)
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
     def corner_bodies(self, axle: int) -> tuple[RigidBody, RigidBody, RigidBody, RigidBody]:

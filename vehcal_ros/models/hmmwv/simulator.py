@@ -69,6 +69,11 @@ class Hmmwv14:
         gp[dyn.G_BRKW] = 1.0  # rad/s, brake torque fades in linearly below this spin (no stick-slip chatter)
         _pack_powertrain(p, gp)
         self._gp = gp
+        self.implicit_spin = self._spin_needs_implicit(fz_ref) if p.implicit_wheel_spin is None \
+            else bool(p.implicit_wheel_spin)
+        gp[dyn.G_IMPL] = 1.0 if self.implicit_spin else 0.0
+        gp[dyn.G_ISPIN] = p.corner_bodies(0)[3].inertia[1, 1]
+        gp[dyn.G_ISPIN + 1] = p.corner_bodies(1)[3].inertia[1, 1]
         self._bs = np.ascontiguousarray(p.bump_stop_curve, dtype=np.float64)
         self._rb, self._rm, self._rdef = self.road.arrays()
         self._work = dyn.make_work()
@@ -79,6 +84,18 @@ class Hmmwv14:
         self._eq = self._static_equilibrium()
         self._build_steering_table()
         self.reset()
+
+    def _spin_needs_implicit(self, fz: float) -> bool:
+        """True when the explicit wheel-spin update is unstable at the static load and the slip floor speed:
+        lambda dt > 2 with lambda = R0^2 Kx(Fz) / (v_low I_spin) (the lighter wheel). The HMMWV: 1.7 (explicit);
+        the sedan: 4.3 (implicit)."""
+        from .tires import T_PKX1, T_PKX2, T_PKX3
+
+        tp, t = self._tp, self.params.tire
+        dfz = (fz - t.fz0) / t.fz0
+        kx = fz * (tp[T_PKX1] + tp[T_PKX2] * dfz) * math.exp(tp[T_PKX3] * dfz)
+        spin = min(self.params.corner_bodies(a)[3].inertia[1, 1] for a in (0, 1))
+        return t.r0**2 * kx / (t.v_low * spin) * self.dt > 2.0
 
     # ------------------------------------------------------------------------------------------------------
     def _args(self) -> tuple:
