@@ -164,7 +164,8 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, "seed": args.seed, "date": stamp,
                                                "load": [load_before[0], load_after[0]], "forces": acc,
-                                               "grip": cov}, indent=1))
+                                               "grip": cov}, indent=1,
+                                              default=lambda o: o.item() if hasattr(o, "item") else str(o)))
     return 0
 
 
