@@ -11,8 +11,13 @@
 3. ``vehcal replay`` of the bag with ``force_source: estimated``: per published grip estimate whether its 90 %
    interval contains the true mu_max (at most the first estimate after a road change may miss).
 
-Usage:  python benchmarks/bench_tire_forces.py [--scenario daily_driving] [--seed 0] [--skip-replay]
-        [--json OUT]
+The estimator's vehicle constants are the description ``vehcal vehicle describe VEHICLE`` derives from the
+simulator's model file (what a user would measure), with the rolling-resistance lever of its tire data
+(QSY1 R0; describe writes a prior midpoint there). For the replay the grip estimator's slip geometry (axle
+positions, track, rolling radius, steering gain) comes from the same description, as a user's params file would.
+
+Usage:  python benchmarks/bench_tire_forces.py [--vehicle hmmwv|sedan] [--scenario daily_driving] [--seed 0]
+        [--torque-noise 20] [--skip-replay] [--json OUT]
 Prints the figures and one markdown row for benchmarks/README_tire_forces.md (with date and load).
 """
 
@@ -30,15 +35,20 @@ import numpy as np
 
 from vehcal_ros.estimation.grip_signals import WHEELS
 from vehcal_ros.estimation.signals import GroundTruth, ImuSample, OdomSample, WheelSpeeds
-from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, block_variance_factor
+from vehcal_ros.estimation.tire_force_estimation import (
+    TireForceConfig,
+    TireForceEstimator,
+    TireForceVehicle,
+    block_variance_factor,
+)
 from vehcal_ros.io import bags
 from vehcal_ros.io.replay import replay_bag
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 
 
-def simulate(scenario_name: str, seed: int, out: Path) -> float:
-    scenario = load_scenario(scenario_name).with_seed(seed).without_sensor("tire_forces")
+def simulate(scenario_name: str, vehicle: str, seed: int, out: Path) -> float:
+    scenario = load_scenario(scenario_name, vehicle=vehicle).with_seed(seed).without_sensor("tire_forces")
     t0 = time.perf_counter()
     bags.write_bag(out, ScenarioRun(scenario))
     return time.perf_counter() - t0
@@ -99,10 +109,33 @@ def force_accuracy(bag: Path, config: TireForceConfig, block: int = 10) -> dict:
     return out
 
 
-def grip_coverage(bag: Path, seed: int) -> dict:
+def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, dict]:
+    """``vehcal vehicle describe VEHICLE`` with the tire's rolling-resistance lever, as a file; the force
+    estimator's constants; the grip estimator's slip-geometry parameters from the same description."""
+    import dataclasses
+
+    import yaml
+
+    from vehcal_ros.io.describe import describe_vehicle
+    from vehcal_ros.io.vehicle_description import to_document
+    from vehcal_ros.models.hmmwv.params import load_vehicle_params
+
+    desc = describe_vehicle(vehicle)
+    tire = load_vehicle_params(vehicle).tire
+    desc = dataclasses.replace(desc, nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
+    out.write_text(yaml.safe_dump(to_document(desc), sort_keys=False))
+    veh = TireForceVehicle.from_description(desc)
+    # slip: the simulator's tires roll at R0 - deflection / 3 (models/hmmwv/tires.py): kt = 3 kz
+    geometry = {"wheelbase_front": veh.a, "wheelbase_rear": veh.b, "track": 0.5 * (veh.track_front + veh.track_rear),
+                "r0": veh.r0, "kt": 3.0 * veh.kz[0], "steering_gain": desc.steer_gain}
+    return out, veh, geometry
+
+
+def grip_coverage(bag: Path, seed: int, grip_params: dict) -> dict:
     """``vehcal replay`` with force_source estimated: coverage of the published 90 % intervals."""
     t0 = time.perf_counter()
-    res = replay_bag(bag, params={"grip_estimator": {"force_source": "estimated"}}, seed=seed, calibration=False)
+    params = {"grip_estimator": {"force_source": "estimated", **grip_params}}
+    res = replay_bag(bag, params=params, seed=seed, calibration=False)
     wall = time.perf_counter() - t0
     rows, n_in, n_all, n_excused = [], 0, 0, 0
     for scope, s in res.grip.items():
@@ -127,7 +160,10 @@ def grip_coverage(bag: Path, seed: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scenario", default="daily_driving")
+    ap.add_argument("--vehicle", default="hmmwv", help="simulated vehicle (hmmwv, sedan or a model file)")
+    ap.add_argument("--scenario", default="daily_driving", help="scenario (its <vehicle>_ version if it exists)")
+    ap.add_argument("--torque-noise", type=float, default=None,
+                    help="the estimator's torque_noise, N m (default: the scenario's wheel_speeds.torque noise)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--json", default=None)
@@ -135,9 +171,16 @@ def main() -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         bag = Path(tmp) / "drive"
-        sim_s = simulate(args.scenario, args.seed, bag)
-        print(f"simulated {args.scenario} (seed {args.seed}, tire-force topic off) in {sim_s:.1f} s")
-        acc = force_accuracy(bag, TireForceConfig())
+        scenario = load_scenario(args.scenario, vehicle=args.vehicle)
+        spec = scenario.sensors["wheel_speeds"]
+        torque_noise = args.torque_noise if args.torque_noise is not None else float(spec.noise_std.get("torque", 0.0))
+        omega_noise = float(spec.noise_std.get("omega", 0.0)) or 1e-3
+        desc_path, veh, geometry = description_file(args.vehicle, Path(tmp) / "vehicle.yaml")
+        sim_s = simulate(args.scenario, args.vehicle, args.seed, bag)
+        print(f"simulated {scenario.name} on {args.vehicle} (seed {args.seed}, tire-force topic off) in {sim_s:.1f} s;"
+              f" estimator: torque_noise {torque_noise} N m, wheel_speed_noise {omega_noise} rad/s")
+        config = TireForceConfig(vehicle=veh, torque_std=torque_noise, wheel_speed_std=omega_noise)
+        acc = force_accuracy(bag, config)
         print(f"force estimates: {acc['n_samples']} moving samples; counters {acc['counters']}")
         print("wheel     Fx bias  Fx RMS  (stated SD)  Fx 0.1s-block RMS (stated)  z-SD |  Fz bias  Fz RMS "
               "(stated SD)  Fz rel RMS | mu block bias  RMS")
@@ -149,7 +192,8 @@ def main() -> int:
                   f"  {r['mu_block_bias']:+.4f}  {r['mu_block_rms']:.4f}")
         cov = None
         if not args.skip_replay:
-            cov = grip_coverage(bag, args.seed)
+            cov = grip_coverage(bag, args.seed, {"vehicle": str(desc_path), "torque_noise": torque_noise,
+                                                 "wheel_speed_noise": omega_noise, **geometry})
             print(f"replay (force_source estimated): {cov['n_estimates']} published estimates, "
                   f"{cov['n_inside']} intervals contain the true mu_max ({100 * cov['coverage']:.1f} %); misses "
                   f"that are the first estimate after a road change: {cov['misses_first_after_change']}; "
@@ -162,7 +206,8 @@ def main() -> int:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"date {stamp}; load average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"scenario": args.scenario, "seed": args.seed, "date": stamp,
+        Path(args.json).write_text(json.dumps({"scenario": args.scenario, "vehicle": args.vehicle,
+                                               "seed": args.seed, "date": stamp,
                                                "load": [load_before[0], load_after[0]], "forces": acc,
                                                "grip": cov}, indent=1,
                                               default=lambda o: o.item() if hasattr(o, "item") else str(o)))

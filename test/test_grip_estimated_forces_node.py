@@ -20,10 +20,11 @@ from sensor_msgs.msg import Imu, JointState
 
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
+from vehcal_ros.io.vehicle_description import load_vehicle
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
 
 pytestmark = pytest.mark.ros
-VEH = TireForceVehicle.hmmwv()
+VEH = TireForceVehicle.from_description(load_vehicle("hmmwv"))   # the node's default `vehicle`
 FX_TRUE = 450.0   # N on every wheel, steady: omega constant, torque = r Fx + rr Fz
 
 
@@ -51,7 +52,8 @@ def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
     try:
         assert all(wait_for_match(ex, p) for p in (pub_w, pub_i, pub_o, pub_m))
         fz = VEH.static_loads()
-        torque = (VEH.r0 - fz / VEH.kz) * FX_TRUE + VEH.rr * fz
+        kz = np.repeat(VEH.kz, 2)
+        torque = (VEH.r0 - fz / kz) * FX_TRUE + VEH.rr * fz
         rng = np.random.default_rng(0)
         n = 150
         for k in range(n):

@@ -25,13 +25,27 @@ VEH = TireForceVehicle.hmmwv()
 CFG = TireForceConfig()
 
 
+@pytest.fixture(scope="module")
+def sim_config() -> TireForceConfig:
+    """The estimator's settings with the simulated HMMWV's description as ``vehcal vehicle describe`` derives
+    it from the model file (what a user would have measured; no number copied by hand). Its ``nominal.rr`` is a
+    prior midpoint, not the tire's: the rolling-resistance lever is the tire's QSY1 R0 (data sheet / coast-down;
+    the calibrator refines it), read from the same model file."""
+    from vehcal_ros.io.describe import describe_vehicle
+    from vehcal_ros.models.hmmwv.params import load_vehicle_params
+
+    tire = load_vehicle_params("hmmwv").tire
+    veh = replace(TireForceVehicle.from_description(describe_vehicle("hmmwv")), rr=tire.qsy1 * tire.r0)
+    return TireForceConfig(vehicle=veh)
+
+
 # ------------------------------------------------------------------------------------------------ synthetic wheel
 def synthetic_wheel(n: int = 3000, dt: float = 0.01, seed: int = 0):
     """A wheel whose spin omega(t) and tire force Fx(t) are chosen in closed form; the net torque that makes them
     consistent follows from the spin equation evaluated analytically (no integration, no filter code)."""
     t = np.arange(n) * dt
     J, fz = VEH.wheel_inertia[0], 6000.0
-    r = VEH.r0 - fz / VEH.kz
+    r = VEH.r0 - fz / VEH.kz[0]
     omega = 30.0 + 4.0 * np.sin(0.4 * t) + 1.5 * np.sin(1.3 * t)          # rad/s
     domega = 1.6 * np.cos(0.4 * t) + 1.95 * np.cos(1.3 * t)               # its exact derivative
     fx = 600.0 + 400.0 * np.sin(0.7 * t + 0.3) + 150.0 * np.sin(2.1 * t)  # N, the known truth
@@ -136,14 +150,14 @@ def sim_records():
     return [(topic, rec) for topic, rec, _ in ScenarioRun(scenario, duration=26.0)]
 
 
-def test_load_transfer_matches_the_simulators_true_loads(sim_records) -> None:
+def test_load_transfer_matches_the_simulators_true_loads(sim_records, sim_config) -> None:
     imu = {round(r.t, 6): r for _, r in sim_records if isinstance(r, ImuSample)}
     truth = [r for _, r in sim_records if isinstance(r, GroundTruth)]
     t = np.array([g.t for g in truth])
     ax = np.array([imu[round(g.t, 6)].ax for g in truth])
     ay = np.array([imu[round(g.t, 6)].ay for g in truth])
     fz_true = np.array([g.fz for g in truth])
-    fz, var = normal_loads(ax, ay, CFG)
+    fz, var = normal_loads(ax, ay, sim_config)
     # at rest (first 0.5 s): the static loads of the constants = the simulator's settled loads within 1 %
     np.testing.assert_allclose(fz[t < 0.5].mean(0), fz_true[t < 0.5].mean(0), rtol=0.01)
     # the excitation is real: loads move by several hundred N (longitudinal and lateral transfer)
@@ -154,8 +168,8 @@ def test_load_transfer_matches_the_simulators_true_loads(sim_records) -> None:
     assert np.mean(np.abs(err) < 3 * np.sqrt(var)) > 0.99
 
 
-def test_estimated_fx_matches_the_simulators_true_forces(sim_records) -> None:
-    est = TireForceEstimator(CFG)
+def test_estimated_fx_matches_the_simulators_true_forces(sim_records, sim_config) -> None:
+    est = TireForceEstimator(sim_config)
     truth = {round(r.t, 6): r for _, r in sim_records if isinstance(r, GroundTruth)}
     err, sd = [], []
     for _, rec in sim_records:

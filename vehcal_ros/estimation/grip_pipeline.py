@@ -32,7 +32,7 @@ from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.signals import ImuSample, TireForce, WheelSpeeds
-from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator
+from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
 
@@ -150,17 +150,23 @@ class GripPipeline:
         return self.force_source == "auto" and abs(t - self._measured_t) <= self.force_timeout
 
     def use_model_parameters(self, values: Mapping[str, Any]) -> bool:
-        """Take the calibrated roll stiffnesses for the lateral load split (``vehcal/model_parameters``'s
-        ``model`` status: keys ``model.kphi_f``, ``model.kphi_r`` and ``calibrated``, a comma list). Only values
-        the calibrator has accepted count (not its defaults); returns True when they were taken."""
+        """Take the calibrated roll stiffnesses (lateral load split) and rolling resistance (spin equation) from
+        ``vehcal/model_parameters``'s ``model`` status: keys ``model.kphi_f``, ``model.kphi_r``, ``model.rr`` and
+        ``calibrated``, a comma list. Only values the calibrator has accepted count (not its defaults); returns
+        True when any was taken."""
         est = self.force_estimator
         calibrated = str(values.get("calibrated", "")).split(",")
-        if est is None or "kphi_f" not in calibrated or "kphi_r" not in calibrated:
+        if est is None:
             return False
+        taken = False
         try:
-            return est.set_roll_stiffness(float(values["model.kphi_f"]), float(values["model.kphi_r"]))
+            if "kphi_f" in calibrated and "kphi_r" in calibrated:
+                taken |= est.set_roll_stiffness(float(values["model.kphi_f"]), float(values["model.kphi_r"]))
+            if "rr" in calibrated:
+                taken |= est.set_rolling_resistance(float(values["model.rr"]))
         except (KeyError, TypeError, ValueError):
             return False
+        return taken
 
     @property
     def active_force_source(self) -> str:
@@ -308,19 +314,24 @@ FORCE_PARAMS = {"wheel_speed_noise": "wheel_speed_std", "torque_noise": "torque_
 """grip_estimator parameters of the force estimator -> :class:`TireForceConfig` fields."""
 
 
-def force_config_from(values: Mapping[str, Any]) -> TireForceConfig:
-    """The force estimator's settings among the grip_estimator parameters (absent ones keep the defaults)."""
-    changes = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
+def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireForceConfig:
+    """The force estimator's settings among the grip_estimator parameters (absent ones keep the defaults);
+    ``vehicle``: the vehicle description (io/vehicle_description.py, loaded by the caller from the ``vehicle``
+    parameter) whose constants it uses."""
+    changes: dict[str, Any] = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
+    if vehicle is not None:
+        changes["vehicle"] = TireForceVehicle.from_description(vehicle)
     config = dataclasses.replace(TireForceConfig(), **changes)
     config.validate()
     return config
 
 
-def pipeline_from_params(values: Mapping[str, Any]) -> GripPipeline:
-    """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one)."""
+def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> GripPipeline:
+    """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one);
+    ``vehicle``: the loaded vehicle description of its ``vehicle`` parameter (None: built-in HMMWV constants)."""
     return GripPipeline(signal_config_from(values), fit_config_from(values),
                         force_source=str(values.get("force_source", "measured")),
-                        force_config=force_config_from(values),
+                        force_config=force_config_from(values, vehicle),
                         force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
                         warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),

@@ -36,7 +36,7 @@ Vectorised over the four wheels in numba; bag/bench arrays go through :func:`est
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -63,7 +63,7 @@ class TireForceVehicle:
     kphi_rear: float = 37500.0       #: roll stiffness rear, N m/rad
     wheel_inertia: tuple[float, float] = (7.788, 7.788)   #: spin inertia (front, rear), kg m^2
     r0: float = 0.4699               #: unloaded tire radius, m
-    kz: float = 441900.0             #: tire vertical stiffness, N/m (loaded radius r0 - Fz/kz)
+    kz: tuple[float, float] = (441900.0, 441900.0)   #: tire vertical stiffness (front, rear), N/m: r_l = r0 - Fz/kz
     rr: float = 0.0037592            #: rolling-resistance lever, m (moment rr Fz)
     g: float = 9.81
 
@@ -76,12 +76,23 @@ class TireForceVehicle:
 
     @classmethod
     def from_description(cls, desc: object) -> TireForceVehicle:
-        """From a vehicle description object (attribute names of config/vehicles/*.yaml; missing ones keep
-        the HMMWV defaults)."""
-        base = cls()
-        names = {f for f in cls.__dataclass_fields__}
-        kw = {k: getattr(desc, k) for k in names if hasattr(desc, k)}
-        return replace(base, **kw)
+        """From a :class:`~vehcal_ros.io.vehicle_description.VehicleDescription` (config/vehicles/*.yaml, or
+        ``vehcal vehicle describe``): total mass and its CG from the sprung CG and the unsprung corners (at the
+        loaded wheel-centre height), axle loads from the description's static loads, roll centres above ground
+        ``h - hrc*``, the nominal roll stiffnesses and rolling-resistance lever."""
+        d = desc
+        m_tot = d.m + 2 * d.muf + 2 * d.mur
+        f_front, f_rear = d.static_wheel_loads()
+        L = d.a + d.b
+        b_tot = 2 * L * f_front / (m_tot * d.g)
+        r_f, r_r = d.r0 - f_front / d.ktf, d.r0 - f_rear / d.ktr
+        h_tot = (d.m * d.h + 2 * d.muf * r_f + 2 * d.mur * r_r) / m_tot
+        nominal = dict(getattr(d, "nominal", {}) or {})
+        return cls(mass=m_tot, a=L - b_tot, b=b_tot, h=h_tot, track_front=d.cf, track_rear=d.cr,
+                   hrc_front=d.h - d.hrcf, hrc_rear=d.h - d.hrcr,
+                   kphi_front=float(nominal.get("kphi_f", 37500.0)), kphi_rear=float(nominal.get("kphi_r", 37500.0)),
+                   wheel_inertia=(d.Jw_f, d.Jw_r), r0=d.r0, kz=(d.ktf, d.ktr), rr=float(nominal.get("rr", 0.0)),
+                   g=d.g)
 
     def validate(self) -> None:
         checks = [
@@ -92,7 +103,7 @@ class TireForceVehicle:
             (self.kphi_front > 0 and self.kphi_rear > 0, "kphi_front, kphi_rear must be > 0 N m/rad"),
             (min(self.wheel_inertia) > 0, f"wheel_inertia must be > 0 kg m^2, got {self.wheel_inertia}"),
             (0.1 <= self.r0 <= 2.0, f"r0 must be in [0.1, 2] m, got {self.r0}"),
-            (self.kz > 1e3, f"kz must be > 1e3 N/m, got {self.kz}"),
+            (min(self.kz) > 1e3, f"kz must be > 1e3 N/m, got {self.kz}"),
             (0 <= self.rr < 0.1, f"rr must be in [0, 0.1) m, got {self.rr}"),
         ]
         for ok, msg in checks:
@@ -145,9 +156,9 @@ def kf_init(x: np.ndarray, P: np.ndarray, omega: np.ndarray, torque: np.ndarray,
             k: np.ndarray) -> None:
     """(Re)start the filters of the four wheels: omega measured, Fx quasi-static (T - rr Fz) / r_l, wide P.
 
-    ``k`` = [J_front, J_rear, r0, kz, rr, var_omega, var_torque, q_fx]."""
+    ``k`` = [J_front, J_rear, r0, kz_front, rr, var_omega, var_torque, q_fx, kz_rear]."""
     for i in range(4):
-        r = k[2] - fz[i] / k[3]
+        r = k[2] - fz[i] / (k[3] if i < 2 else k[8])
         x[i, 0] = omega[i]
         x[i, 1] = (torque[i] - k[4] * fz[i] * math.tanh(omega[i] * r / 0.5)) / r
         P[i, 0, 0] = k[5]
@@ -164,7 +175,7 @@ def kf_step(x: np.ndarray, P: np.ndarray, dt: float, omega: np.ndarray, torque_m
     var_w, var_t, q = k[5], k[6], k[7]
     for i in range(4):
         J = k[0] if i < 2 else k[1]
-        r = k[2] - fz[i] / k[3]
+        r = k[2] - fz[i] / (k[3] if i < 2 else k[8])
         f01 = -dt * r / J
         # predict
         xp0 = x[i, 0] + f01 * x[i, 1] + dt / J * (torque_mean[i] - k[4] * fz[i] * math.tanh(x[i, 0] * r / 0.5))
@@ -216,10 +227,11 @@ def _estimate_fx(t: np.ndarray, omega: np.ndarray, torque: np.ndarray, fz: np.nd
 
 
 def kf_constants(config: TireForceConfig) -> np.ndarray:
-    """The packed constants of :func:`kf_step`: [J_front, J_rear, r0, kz, rr, var_omega, var_torque, q_fx]."""
+    """The packed constants of :func:`kf_step`: [J_front, J_rear, r0, kz_front, rr, var_omega, var_torque, q_fx,
+    kz_rear]."""
     v = config.vehicle
-    return np.array([v.wheel_inertia[0], v.wheel_inertia[1], v.r0, v.kz, v.rr, config.wheel_speed_std ** 2,
-                     config.torque_std ** 2, config.fx_rate_psd], dtype=float)
+    return np.array([v.wheel_inertia[0], v.wheel_inertia[1], v.r0, v.kz[0], v.rr, config.wheel_speed_std ** 2,
+                     config.torque_std ** 2, config.fx_rate_psd, v.kz[1]], dtype=float)
 
 
 def estimate_fx(t: np.ndarray, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
@@ -305,6 +317,7 @@ class TireForceEstimator:
         self._steps = -1          # filter steps since the last (re)start; -1 = not started
         self._imu: ImuSample | None = None
         self.kphi: tuple[float, float] | None = None
+        self.rr_calibrated: float | None = None
         self._gains = load_transfer_gains(self.config.vehicle)
         self.counters = dict.fromkeys(ESTIMATOR_COUNTERS, 0)
         self.last: list[TireForce] = []
@@ -315,6 +328,14 @@ class TireForceEstimator:
             return False
         self.kphi = (float(kphi_front), float(kphi_rear))
         self._gains = load_transfer_gains(self.config.vehicle, *self.kphi)
+        return True
+
+    def set_rolling_resistance(self, rr: float) -> bool:
+        """Use a calibrated rolling-resistance lever (m; moment rr Fz) in the spin equation; False if not valid."""
+        if not (math.isfinite(rr) and 0.0 <= rr < 0.1):
+            return False
+        self.rr_calibrated = float(rr)
+        self._k[4] = self.rr_calibrated
         return True
 
     def add_imu(self, rec: ImuSample) -> None:

@@ -116,7 +116,12 @@ def resolve_params(params: Mapping[str, Mapping] | str | os.PathLike | None = No
 def grip_pipeline_from(values: Mapping[str, Any]) -> GripPipeline:
     """The GripPipeline the ``grip_estimator`` node builds from these parameter values (the same function)."""
     try:
-        return pipeline_from_params(values)
+        vehicle = None
+        if values.get("vehicle") and values.get("force_source", "measured") != "measured":
+            from vehcal_ros.io.vehicle_description import load_vehicle
+
+            vehicle = load_vehicle(values["vehicle"])
+        return pipeline_from_params(values, vehicle)
     except KeyError as exc:
         raise InputError(f"{GRIP_NODE}: parameter {exc.args[0]!r} missing (and no package default)") from None
     except (TypeError, ValueError) as exc:

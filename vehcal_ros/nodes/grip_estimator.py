@@ -41,6 +41,7 @@ from vehcal_ros.estimation.grip_pipeline import (
 )
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES
 from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.io.vehicle_description import load_vehicle
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ParamSpec,
@@ -124,6 +125,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
     ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
               "IMU, or auto (measured while the tire-force topic is alive)", choices=FORCE_SOURCES, read_only=True),
+    ParamSpec("vehicle", "hmmwv", "vehicle description (config/vehicles name or YAML file) whose constants the "
+              "force estimator uses", read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
     ParamSpec("imu_topic", "/vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
@@ -163,7 +166,8 @@ class GripEstimatorNode(WorkerNode):
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
         super().__init__(node_name, worker_name="grip_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
-        self.pipeline = pipeline_from_params(self.values)
+        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
+        self.pipeline = pipeline_from_params(self.values, vehicle)
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
 
