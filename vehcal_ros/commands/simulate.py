@@ -19,6 +19,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="rosbag2 storage (default mcap)")
     p.add_argument("--seed", type=int, default=None, help="sensor-noise seed (default: the scenario's)")
     p.add_argument("--duration", type=float, default=None, help="s of simulation (default: the scenario's)")
+    p.add_argument("--no-tire-forces", action="store_true",
+                   help="do not record /vehicle/tire_forces (a production car without force transducers)")
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="simulated vehicle: hmmwv, sedan or a model file in the layout of hmmwv.yaml (default: "
                         "the scenario's, else hmmwv); a built-in scenario with a version for that vehicle "
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, vehicle=args.vehicle)
     if args.seed is not None:
         scenario = scenario.with_seed(args.seed)
+    if args.no_tire_forces:
+        scenario = scenario.without_sensor("tire_forces")
 
     tmp_root = tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=str(out.parent or "."))
     tmp_bag = Path(tmp_root) / out.name

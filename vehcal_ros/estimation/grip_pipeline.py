@@ -8,11 +8,19 @@ points, unexcited data) or does not converge is reported with a WARN/ERROR statu
 A cycle is split in three so a node can keep its executor free: :meth:`snapshot` (fast, under the caller's
 lock), :meth:`fit` (slow, in a worker thread, touches no shared state) and :meth:`commit` (fast). Seeds are
 ``seed + cycle`` so a replay of the same data gives the same numbers as a live run with the same cycle times.
+
+Force source (``force_source``): ``measured`` feeds the tire-force records (a transducer) to the collector;
+``estimated`` runs :class:`~vehcal_ros.estimation.tire_force_estimation.TireForceEstimator` on the wheel speeds
+(with their net torque) and the IMU and feeds its forces instead; ``auto`` feeds the measured forces while the
+tire-force topic is alive (a sample within ``force_timeout`` s of the newest wheel-speed stamp) and the
+estimated ones otherwise. Every friction sample carries ``mu_var`` (0 for measured forces) into the fit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +31,10 @@ import numpy as np
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
+from vehcal_ros.estimation.signals import ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
+
+FORCE_SOURCES = ("measured", "estimated", "auto")
 
 OK, WARN, ERROR = 0, 1, 2
 
@@ -67,7 +79,14 @@ def subsample(data: ScopeData, n_max: int) -> ScopeData:
         return data
     idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
     var = None if data.slip_var is None else data.slip_var[idx]
-    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx], slip_var=var)
+    mu_var = None if data.mu_var is None else data.mu_var[idx]
+    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx], slip_var=var,
+                     mu_var=mu_var)
+
+
+def _fit_takes_mu_var() -> bool:
+    """True once the grip fit's likelihood takes per-sample mu variances (``GripEstimator.fit(mu_var=...)``)."""
+    return "mu_var" in inspect.signature(GripEstimator.fit).parameters
 
 
 @dataclass
@@ -82,17 +101,80 @@ class GripPipeline:
     max_r_hat: float = 1.1       #: publish only when the split R-hat of mu_max's draws is at most this
     min_ess: float = 50.0        #: ... and their bulk ESS at least this
     min_excitation: float = 0.15  #: ... and the span of |mu| in the window (95th - 5th percentile) reaches this
+    force_source: str = "measured"  #: "measured", "estimated" or "auto" (module docstring)
+    force_config: TireForceConfig | None = None   #: the force estimator's settings (None: HMMWV defaults)
+    force_timeout: float = 0.5   #: s, auto: the tire-force topic counts as alive this long after its last sample
 
     def __post_init__(self) -> None:
+        if self.force_source not in FORCE_SOURCES:
+            raise ValueError(f"force_source must be one of {', '.join(FORCE_SOURCES)}, got {self.force_source!r}")
+        if not 0.0 < self.force_timeout <= 60.0:
+            raise ValueError(f"force_timeout must be in (0, 60] s, got {self.force_timeout}")
         self.collector = GripDataCollector(self.signal_config)
+        self.force_estimator = (TireForceEstimator(self.force_config) if self.force_source != "measured"
+                                else None)
+        self._measured_t = -math.inf
         self.status: dict[str, ScopeStatus] = {s: ScopeStatus() for s in self.collector.scopes()}
         self.cycle = 0
         self._accepted_at_fit: dict[str, int] = dict.fromkeys(self.status, -1)
         self._fill_at_fit: dict[str, float] = dict.fromkeys(self.status, -np.inf)
 
     # -------------------------------------------------------------- cycle
-    def add(self, record: object) -> None:
+    def add(self, record: object) -> list[TireForce]:
+        """Feed one record; returns the estimated tire forces it produced (empty unless a force estimator runs
+        and ``record`` is a wheel-speed sample)."""
+        est = self.force_estimator
+        if est is None:
+            self.collector.add(record)
+            return []
+        if isinstance(record, TireForce):
+            if math.isfinite(record.t):
+                self._measured_t = max(self._measured_t, record.t)
+            if self.force_source == "auto":
+                self.collector.add_tire_force(record)
+            return []
+        if isinstance(record, ImuSample):
+            est.add_imu(record)
+            return []
         self.collector.add(record)
+        if not isinstance(record, WheelSpeeds):
+            return []
+        forces = est.add_wheel_speeds(record)
+        if forces and not self.measured_alive(record.t):
+            for f in forces:
+                self.collector.add_tire_force(f, estimated=True)
+        return forces
+
+    def measured_alive(self, t: float) -> bool:
+        """auto: True while measured tire forces arrive (the newest within ``force_timeout`` s of ``t``)."""
+        return self.force_source == "auto" and abs(t - self._measured_t) <= self.force_timeout
+
+    def use_model_parameters(self, values: Mapping[str, Any]) -> bool:
+        """Take the calibrated roll stiffnesses (lateral load split) and rolling resistance (spin equation) from
+        ``vehcal/model_parameters``'s ``model`` status: keys ``model.kphi_f``, ``model.kphi_r``, ``model.rr`` and
+        ``calibrated``, a comma list. Only values the calibrator has accepted count (not its defaults); returns
+        True when any was taken."""
+        est = self.force_estimator
+        calibrated = str(values.get("calibrated", "")).split(",")
+        if est is None:
+            return False
+        taken = False
+        try:
+            if "kphi_f" in calibrated and "kphi_r" in calibrated:
+                taken |= est.set_roll_stiffness(float(values["model.kphi_f"]), float(values["model.kphi_r"]))
+            if "rr" in calibrated:
+                taken |= est.set_rolling_resistance(float(values["model.rr"]))
+        except (KeyError, TypeError, ValueError):
+            return False
+        return taken
+
+    @property
+    def active_force_source(self) -> str:
+        """What feeds the friction samples now: "measured" or "estimated"."""
+        if self.force_source == "auto":
+            t = self.collector.last_stamp.get("wheel_speeds", math.nan)
+            return "measured" if self.measured_alive(t) else "estimated"
+        return self.force_source
 
     def snapshot(self) -> list[ScopeData]:
         """Copies of the scopes that have enough new data to be worth a fit."""
@@ -113,6 +195,7 @@ class GripPipeline:
         """Run Algorithm 1 on each snapshot (slow; call from a worker thread)."""
         cycle = self.cycle
         outcomes = []
+        with_mu_var = _fit_takes_mu_var()
         for k, data in enumerate(snapshots):
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k)
             # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
@@ -123,8 +206,9 @@ class GripPipeline:
             previous = self.status[data.scope].estimate if self.warm_start else None
             t0 = time.perf_counter()
             try:
+                extra = {"mu_var": data.mu_var} if with_mu_var else {}
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
-                                                             slip_var=data.slip_var)
+                                                             slip_var=data.slip_var, **extra)
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -225,9 +309,30 @@ def signal_config_from(values: Mapping[str, Any]) -> GripSignalConfig:
     )
 
 
-def pipeline_from_params(values: Mapping[str, Any]) -> GripPipeline:
-    """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one)."""
+FORCE_PARAMS = {"wheel_speed_noise": "wheel_speed_std", "torque_noise": "torque_std",
+                "fx_process_noise": "fx_rate_psd", "accel_noise": "accel_std", "fz_rel_std": "fz_rel_std"}
+"""grip_estimator parameters of the force estimator -> :class:`TireForceConfig` fields."""
+
+
+def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireForceConfig:
+    """The force estimator's settings among the grip_estimator parameters (absent ones keep the defaults);
+    ``vehicle``: the vehicle description (io/vehicle_description.py, loaded by the caller from the ``vehicle``
+    parameter) whose constants it uses."""
+    changes: dict[str, Any] = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
+    if vehicle is not None:
+        changes["vehicle"] = TireForceVehicle.from_description(vehicle)
+    config = dataclasses.replace(TireForceConfig(), **changes)
+    config.validate()
+    return config
+
+
+def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> GripPipeline:
+    """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one);
+    ``vehicle``: the loaded vehicle description of its ``vehicle`` parameter (None: built-in HMMWV constants)."""
     return GripPipeline(signal_config_from(values), fit_config_from(values),
+                        force_source=str(values.get("force_source", "measured")),
+                        force_config=force_config_from(values, vehicle),
+                        force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
                         warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
                         min_ess=float(values["min_ess"]),

@@ -18,6 +18,11 @@ slip of ordinary driving changes over seconds. Braking samples are those whose *
 the sign of mu is known far better than the sign of a slip near zero. They are mirrored to (-s, -mu), kept in a
 separate ``*_braking`` scope, or dropped; a mirrored or traction sample may keep a small negative slip (noise
 around zero), which the fit keeps as it is.
+Estimated tire forces (``force_source: estimated``, estimation/tire_force_estimation.py) carry variances; each
+friction sample gets ``mu_var`` by the delta method, Var(mu) = (Var(Fx) + mu^2 Var(Fz)) / Fz^2, and a block
+average the variance of its mean: the Fx part through the filter's lag-one error correlation
+(:func:`~vehcal_ros.estimation.tire_force_estimation.block_variance_factor`), the Fz part (constants, slowly
+varying) as fully correlated. Transducer samples have ``mu_var`` 0.
 Tire-force samples wait in a short queue until wheel speed and odometry bracket their stamp, so topics may
 arrive in any order; a sample that cannot be bracketed within ``sync_tolerance`` is dropped as unsynced.
 Nothing here imports rclpy: nodes and bag replay feed the same :class:`GripDataCollector`.
@@ -39,6 +44,7 @@ from vehcal_ros.estimation.signals import (
     TireForce,
     WheelSpeeds,
 )
+from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
 
 SCOPE_MODES = ("axle", "wheel", "vehicle")
@@ -119,6 +125,7 @@ class ScopeData:
     slip: np.ndarray
     mu: np.ndarray
     slip_var: np.ndarray | None = None   #: variance of each slip (block averages; 0 = unknown)
+    mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
 
     @property
     def t_end(self) -> float:
@@ -134,7 +141,8 @@ class CollectorCounters:
     """Samples accepted and dropped, by reason (counts since start)."""
 
     received: dict[str, int] = field(default_factory=lambda: {"wheel_speeds": 0, "tire_forces": 0,
-                                                              "odom": 0, "controls": 0})
+                                                              "odom": 0, "controls": 0,
+                                                              "tire_forces_estimated": 0})
     accepted: int = 0      #: raw samples that passed every gate and reached a buffer (alone or in a block)
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GATE_REASONS, 0))
 
@@ -173,19 +181,31 @@ class _Series:
 class _Block:
     """Running sums of one wheel's gated (slip, mu) samples in the current averaging block."""
 
-    __slots__ = ("n", "slip", "mu", "slip2")
+    __slots__ = ("n", "slip", "mu", "slip2", "var_fx", "var_fz", "rho")
 
     def __init__(self) -> None:
         self.clear()
 
     def clear(self) -> None:
         self.n, self.slip, self.mu, self.slip2 = 0, 0.0, 0.0, 0.0
+        self.var_fx, self.var_fz, self.rho = 0.0, 0.0, 0.0
 
-    def add(self, slip: float, mu: float) -> None:
+    def add(self, slip: float, mu: float, var_fx: float = 0.0, var_fz: float = 0.0, rho: float = 0.0) -> None:
         self.n += 1
         self.slip += slip
         self.mu += mu
         self.slip2 += slip * slip
+        self.var_fx += var_fx
+        self.var_fz += var_fz
+        self.rho += rho
+
+    def mu_var(self) -> float:
+        """Variance of the block's mean mu: the Fx part of the members' mu variances through the filter's error
+        correlation, the Fz part fully correlated (see the module docstring)."""
+        n = self.n
+        if self.var_fx == 0.0 and self.var_fz == 0.0:
+            return 0.0
+        return (self.var_fx / n) * block_variance_factor(self.rho / n, n) / n + self.var_fz / n
 
     def mean_var(self) -> tuple[float, float, float]:
         """(mean slip, mean mu, variance of the mean slip from the within-block scatter)."""
@@ -207,7 +227,7 @@ class GripDataCollector:
         self._odom = _Series(("u", "v", "r"), capacity=2048, max_gap=c.max_gap)
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
         self._pending: deque[TireForce] = deque(maxlen=8192)
-        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var"), capacity=c.capacity, window=c.window,
+        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var"), capacity=c.capacity, window=c.window,
                                           max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
         self._wx = np.asarray(c.wheel_x, dtype=float)
         self._wy = np.asarray(c.wheel_y, dtype=float)
@@ -247,9 +267,11 @@ class GripDataCollector:
         self._stamp("controls", rec.t)
         self._append(self._steer, rec.t, np.array([rec.steering]))
 
-    def add_tire_force(self, rec: TireForce) -> None:
-        self.counters.received["tire_forces"] += 1
-        self._stamp("tire_forces", rec.t)
+    def add_tire_force(self, rec: TireForce, estimated: bool = False) -> None:
+        """A measured (or, ``estimated``, a force-estimator's) tire-force sample."""
+        topic = "tire_forces_estimated" if estimated else "tire_forces"
+        self.counters.received[topic] += 1
+        self._stamp(topic, rec.t)
         if not 0 <= rec.wheel < 4:
             self.counters.dropped["unknown_wheel"] += 1
             return
@@ -328,6 +350,8 @@ class GripDataCollector:
             return
         slip = (v_roll - v_wheel) / denom
         mu = rec.fx / rec.fz
+        inv_fz2 = 1.0 / (rec.fz * rec.fz)
+        var_fx, var_fz = rec.fx_var * inv_fz2, mu * mu * rec.fz_var * inv_fz2   # delta method, Var(mu) parts
         if not (math.isfinite(slip) and math.isfinite(mu)):
             self.counters.dropped["nonfinite"] += 1
             return
@@ -335,11 +359,12 @@ class GripDataCollector:
             self.counters.dropped["slip_range"] += 1
             return
         if c.average_window > 0.0:
-            self._blocks[i].add(slip, mu)
+            self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho)
         else:
-            self._store(i, rec.t, slip, mu, 0.0, 1)
+            self._store(i, rec.t, slip, mu, 0.0, 1, var_fx + var_fz)
 
-    def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int) -> None:
+    def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
+               mu_var: float = 0.0) -> None:
         """Put one (block-averaged) friction sample of ``n`` raw samples into its scope's buffer."""
         c = self.config
         scope = c.scope_of(wheel)
@@ -350,7 +375,7 @@ class GripDataCollector:
             if c.braking == "separate":
                 scope = f"{scope}_braking"
             slip, mu = -slip, -mu
-        if self._buffers[scope].append(t, (slip, mu, slip_var)):
+        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var)):
             self.counters.accepted += n
         else:
             self.counters.dropped["out_of_order"] += n
@@ -370,7 +395,8 @@ class GripDataCollector:
                     self.counters.dropped["partial_block"] += block.n   # an edge of a gated stretch, or stale
                 else:
                     slip, mu, var = block.mean_var()
-                    self._store(i, (self._block_key + 0.5) * w, slip, mu, self._slip_noise(i, slip, var), block.n)
+                    self._store(i, (self._block_key + 0.5) * w, slip, mu, self._slip_noise(i, slip, var), block.n,
+                                block.mu_var())
             block.clear()
             self._block_seen[i] = 0
         self._block_key = key
@@ -400,7 +426,7 @@ class GripDataCollector:
 
     def snapshot(self, scope: str) -> ScopeData:
         a = self._buffers[scope].array()
-        return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3])
+        return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4])
 
     def fill(self) -> dict[str, int]:
         """Samples currently buffered per scope."""

@@ -20,10 +20,12 @@ REAR = (2, 3)
 
 @dataclass(frozen=True, slots=True)
 class WheelSpeeds:
-    """``/vehicle/wheel_speeds`` (sensor_msgs/JointState): spin rates in rad/s, ordered as ``WHEELS``."""
+    """``/vehicle/wheel_speeds`` (sensor_msgs/JointState): spin rates in rad/s, ordered as ``WHEELS``; ``torque``
+    the net wheel torque (drive minus brake, N m, ``JointState.effort``) when the vehicle reports it."""
 
     t: float
     omega: np.ndarray  # (4,) rad/s
+    torque: np.ndarray | None = None  # (4,) N m, or None when effort is not published
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,9 @@ class TireForce:
     fx: float            # longitudinal
     fy: float            # lateral
     fz: float            # normal load
+    fx_var: float = 0.0  # N^2, variance of an estimated fx (0 = measured by a transducer)
+    fz_var: float = 0.0  # N^2, variance of an estimated fz
+    fx_rho: float = 0.0  # lag-one correlation of consecutive estimates' fx errors (estimation/tire_force_estimation.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,8 @@ class GroundTruth:
     slip_angle: np.ndarray                    # (4,) rad
     mu_max: np.ndarray                        # (4,) peak of the true mu(s) curve under each wheel
     constants: dict[str, float] = field(default_factory=dict)  # true model constants (e.g. Cyf) if known
+    fx: np.ndarray | None = None              # (4,) N, true longitudinal tire force (None if not recorded)
+    fz: np.ndarray | None = None              # (4,) N, true normal load
 
 
 Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth

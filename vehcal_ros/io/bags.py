@@ -11,13 +11,15 @@ Message mapping (wheel names default to ``WHEELS``):
 ========================  ==============================  ==============================================
 topic                     type                            content
 ========================  ==============================  ==============================================
-/vehicle/wheel_speeds     sensor_msgs/JointState          name = wheel names, velocity rad/s
+/vehicle/wheel_speeds     sensor_msgs/JointState          name = wheel names, velocity rad/s, effort =
+                                                          net wheel torque N m (empty when not reported)
 /vehicle/imu              sensor_msgs/Imu                 orientation from roll, pitch, yaw; rates; accel.
 /vehicle/tire_forces      geometry_msgs/WrenchStamped     one per wheel, frame_id = wheel name, force N
 /vehicle/odom             nav_msgs/Odometry               pose x, y, yaw; twist in the body frame
 /vehicle/controls         sensor_msgs/Joy                 axes [throttle, brake, steering] (indices config.)
 /vehicle/ground_truth     diagnostic_msgs/DiagnosticArray mu_road_<wheel>, mu_max_<wheel>, slip_<wheel>,
-                                                          slip_angle_<wheel>, constant.<name>
+                                                          slip_angle_<wheel>, fx_<wheel>, fz_<wheel> (true
+                                                          tire forces, N), constant.<name>
 /clock                    rosgraph_msgs/Clock             simulation time (written, not read back)
 ========================  ==============================  ==============================================
 """
@@ -170,9 +172,10 @@ def record_to_msg(rec: Any, T: MsgTypes, frames: Frames = DEFAULT_FRAMES) -> Any
     """Build the message of ``rec`` (any record of signals.py, or ``ClockTick``)."""
     if isinstance(rec, WheelSpeeds):
         omega = np.asarray(rec.omega, dtype=np.float64).reshape(-1)
+        effort = _f64([]) if rec.torque is None else np.asarray(rec.torque, dtype=np.float64).reshape(-1).copy()
         return T("sensor_msgs/msg/JointState")(header=T.header(rec.t, frames.base_frame),
                                                name=list(frames.wheel_names), position=_f64([]),
-                                               velocity=omega.copy(), effort=_f64([]))
+                                               velocity=omega.copy(), effort=effort)
     if isinstance(rec, ImuSample):
         qx, qy, qz, qw = quat_from_rpy(rec.roll, rec.pitch, rec.yaw)
         return T("sensor_msgs/msg/Imu")(
@@ -208,6 +211,10 @@ def record_to_msg(rec: Any, T: MsgTypes, frames: Frames = DEFAULT_FRAMES) -> Any
             values[f"mu_max_{w}"] = rec.mu_max[i]
             values[f"slip_{w}"] = rec.slip[i]
             values[f"slip_angle_{w}"] = rec.slip_angle[i]
+            if rec.fx is not None:
+                values[f"fx_{w}"] = rec.fx[i]
+            if rec.fz is not None:
+                values[f"fz_{w}"] = rec.fz[i]
         for k, v in rec.constants.items():
             values[f"constant.{k}"] = v
         status = diagnostic_status(T, GROUND_TRUTH_STATUS, GROUND_TRUTH_HARDWARE_ID, 0, "simulation ground truth",
@@ -260,12 +267,16 @@ def msg_to_records(topic: str, msg: Any, frames: Frames = DEFAULT_FRAMES) -> lis
         vel = list(msg.velocity)
         if len(vel) != len(names):
             raise ValueError(f"JointState has {len(names)} names but {len(vel)} velocities")
+        eff = list(msg.effort)
         omega = np.empty(len(frames.wheel_names))
+        torque = np.empty(len(frames.wheel_names)) if len(eff) == len(names) else None
         for i, w in enumerate(frames.wheel_names):
             if w not in names:
                 raise ValueError(f"JointState has no joint named {w!r} (names: {', '.join(names) or 'none'})")
             omega[i] = vel[names.index(w)]
-        return [WheelSpeeds(t=stamp_sec(msg.header.stamp), omega=omega)]
+            if torque is not None:
+                torque[i] = eff[names.index(w)]
+        return [WheelSpeeds(t=stamp_sec(msg.header.stamp), omega=omega, torque=torque)]
     if topic == "/vehicle/imu":
         o = msg.orientation
         roll, pitch, yaw = rpy_from_quat(o.x, o.y, o.z, o.w)
@@ -304,7 +315,7 @@ def _ground_truth(msg: Any, status: Any, frames: Frames) -> GroundTruth | None:
     if not any(k.startswith("mu_road_") for k in vals):
         return None
     arrays = {}
-    for key in ("mu_road", "mu_max", "slip", "slip_angle"):
+    for key in ("mu_road", "mu_max", "slip", "slip_angle", "fx", "fz"):
         a = np.full(len(frames.wheel_names), np.nan)
         for i, w in enumerate(frames.wheel_names):
             name = f"{key}_{w}"
@@ -312,8 +323,9 @@ def _ground_truth(msg: Any, status: Any, frames: Frames) -> GroundTruth | None:
                 a[i] = float(vals[name])
         arrays[key] = a
     consts = {k[len("constant."):]: float(v) for k, v in vals.items() if k.startswith("constant.")}
+    forces = {k: arrays[k] if np.any(np.isfinite(arrays[k])) else None for k in ("fx", "fz")}
     return GroundTruth(t=stamp_sec(msg.header.stamp), mu_road=arrays["mu_road"], slip=arrays["slip"],
-                       slip_angle=arrays["slip_angle"], mu_max=arrays["mu_max"], constants=consts)
+                       slip_angle=arrays["slip_angle"], mu_max=arrays["mu_max"], constants=consts, **forces)
 
 
 # ---------------------------------------------------------------------------------------------------------

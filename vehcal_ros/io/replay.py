@@ -116,7 +116,12 @@ def resolve_params(params: Mapping[str, Mapping] | str | os.PathLike | None = No
 def grip_pipeline_from(values: Mapping[str, Any]) -> GripPipeline:
     """The GripPipeline the ``grip_estimator`` node builds from these parameter values (the same function)."""
     try:
-        return pipeline_from_params(values)
+        vehicle = None
+        if values.get("vehicle") and values.get("force_source", "measured") != "measured":
+            from vehcal_ros.io.vehicle_description import load_vehicle
+
+            vehicle = load_vehicle(values["vehicle"])
+        return pipeline_from_params(values, vehicle)
     except KeyError as exc:
         raise InputError(f"{GRIP_NODE}: parameter {exc.args[0]!r} missing (and no package default)") from None
     except (TypeError, ValueError) as exc:
@@ -485,6 +490,9 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
             cal_rows.setdefault(stage, []).append((t_now, bool(res.converged), stats))
         if updated:
             outputs.append(("", "model_parameters", t_now, _model_parameter_statuses(cal, updated, t_now)))
+            # the grip estimator listens to the model (calibrated roll stiffnesses split its estimated Fz)
+            grip.use_model_parameters({**{f"model.{k.lower()}": v for k, v in cal.model_parameters().items()},
+                                       "calibrated": ",".join(cal.calibrated())})
 
     for _topic, rec in bags.read_bag(path, tmap, frames=frames):
         t = float(rec.t)

@@ -209,6 +209,16 @@ class Scenario:
 
         return replace(self, seed=int(seed))
 
+    def without_sensor(self, name: str) -> Scenario:
+        """The same scenario with sensor ``name`` disabled (e.g. ``tire_forces``: no force transducers)."""
+        from dataclasses import replace
+
+        if name not in self.sensors:
+            raise InputError(f"unknown sensor {name!r} (sensors: {', '.join(self.sensors)})")
+        sensors = dict(self.sensors)
+        sensors[name] = replace(sensors[name], enabled=False)
+        return replace(self, sensors=sensors)
+
     def with_vehicle(self, vehicle: str) -> Scenario:
         from dataclasses import replace
 

@@ -31,7 +31,7 @@ from vehcal_ros.estimation.signals import (
 )
 
 SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
-    "wheel_speeds": ("omega",),
+    "wheel_speeds": ("omega", "torque"),
     "imu": ("roll", "pitch", "yaw", "roll_rate", "pitch_rate", "yaw_rate", "ax", "ay", "az"),
     "tire_forces": ("fx", "fy", "fz"),
     "odom": ("u", "v", "yaw_rate", "x", "y", "yaw"),
@@ -39,7 +39,9 @@ SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
     "ground_truth": (),
     "clock": (),
 }
-"""Sensor name -> the channels that accept ``noise_std`` and ``bias`` (vector channels: each wheel alike)."""
+"""Sensor name -> the channels that accept ``noise_std`` and ``bias`` (vector channels: each wheel alike).
+``wheel_speeds.torque`` is the per-wheel net torque (drive minus brake, N m) in ``JointState.effort``, as an ECU
+estimates it; its noise comes from its own random stream, so adding it never changes the wheel-speed noise."""
 
 SENSOR_TOPICS: dict[str, str] = {
     "wheel_speeds": "/vehicle/wheel_speeds",
@@ -125,6 +127,7 @@ class SensorSuite:
         self._latency = {k: latency_steps(s.latency, dt) for k, s in self.specs.items()}
         names = list(SENSOR_CHANNELS)
         self._rng = {k: np.random.default_rng([int(seed), names.index(k)]) for k in self.specs}
+        self._rng_torque = np.random.default_rng([int(seed), names.index("wheel_speeds"), 1])
         self._pending: list[tuple[int, int, str, object]] = []
         self._seq = 0
         self._next_constants = -math.inf
@@ -189,8 +192,16 @@ class SensorSuite:
     def _records(self, key: str, t: float, out: Mapping[str, object],
                  controls: tuple[float, float, float]) -> list[Record | ClockTick]:
         if key == "wheel_speeds":
-            omega = np.array(out["omega"], dtype=float).reshape(1, 4)
-            return [WheelSpeeds(t=t, omega=self._noisy(key, omega)[0])]
+            std, bias = self._std[key], self._bias[key]
+            omega = np.array(out["omega"], dtype=float) + bias[0]
+            if std[0]:
+                omega += std[0] * self._rng[key].standard_normal(4)
+            torque = out.get("wheel_torque")
+            if torque is not None:
+                torque = np.array(torque, dtype=float).reshape(4) + bias[1]
+                if std[1]:
+                    torque += std[1] * self._rng_torque.standard_normal(4)
+            return [WheelSpeeds(t=t, omega=omega, torque=torque)]
         if key == "imu":
             v = self._noisy(key, np.array([out["roll"], out["pitch"], out["yaw"], out["p"], out["q"], out["r"],
                                            out["ax"], out["ay"], out["az"]], dtype=float)).tolist()
@@ -212,7 +223,9 @@ class SensorSuite:
                                 slip=np.array(out["slip"], dtype=float).reshape(4),
                                 slip_angle=np.array(out["slip_angle"], dtype=float).reshape(4),
                                 mu_max=np.array(out["mu_max"], dtype=float).reshape(4),
-                                constants=self._constants_now(t))]
+                                constants=self._constants_now(t),
+                                fx=np.array(out["fx"], dtype=float).reshape(4) if "fx" in out else None,
+                                fz=np.array(out["fz"], dtype=float).reshape(4) if "fz" in out else None)]
         if key == "clock":
             return [ClockTick(t=t)]
         raise ValueError(f"unknown sensor {key!r}")  # pragma: no cover - guarded in __init__

@@ -10,6 +10,12 @@ runs Algorithm 1 of the friction paper; a cycle still running makes the next one
 Publishes ``<output_prefix>/grip/<scope>`` (geometry_msgs/Vector3Stamped: x = mu_max mean, y/z = credible
 interval), ``<output_prefix>/grip_curve/<scope>`` (std_msgs/Float64MultiArray: rows slip, q05, q50, q95) and
 ``/diagnostics``. Both outputs are reliable + transient-local so a late-joining MPC gets the last estimate.
+
+Without force transducers (``force_source: estimated``, or ``auto`` while the tire-force topic is silent) the
+forces come from the wheel speeds' net torque (``JointState.effort``) and the IMU (``imu_topic``) through
+:class:`~vehcal_ros.estimation.tire_force_estimation.TireForceEstimator`; the calibrated roll stiffnesses on
+``model_parameters_topic`` set its lateral load split; ``publish_estimated_forces`` publishes its forces on
+``estimated_forces_topic`` (geometry_msgs/WrenchStamped per wheel, frame_id = wheel) to plot against a transducer.
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Vector3Stamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from sensor_msgs.msg import JointState, Joy
+from sensor_msgs.msg import Imu, JointState, Joy
 from std_msgs.msg import Float64MultiArray
 
 from vehcal_ros.estimation.grip_pipeline import (
     ERROR,
+    FORCE_SOURCES,
     OK,
     WARN,
     fit_config_from,
@@ -34,6 +41,7 @@ from vehcal_ros.estimation.grip_pipeline import (
 )
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES
 from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.io.vehicle_description import load_vehicle
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ParamSpec,
@@ -114,6 +122,28 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("seed", 0, "base seed of the samplers (cycle k uses seed + 1000 k)", 0, 2**31 - 1),
     ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
+    # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
+    ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
+              "IMU, or auto (measured while the tire-force topic is alive)", choices=FORCE_SOURCES, read_only=True),
+    ParamSpec("vehicle", "hmmwv", "vehicle description (config/vehicles name or YAML file) whose constants the "
+              "force estimator uses", read_only=True),
+    ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
+              0.01, 60.0, read_only=True),
+    ParamSpec("imu_topic", "/vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
+    ParamSpec("model_parameters_topic", "/vehcal/model_parameters", "the calibrator's model (calibrated roll "
+              "stiffnesses split the lateral load transfer)", read_only=True),
+    ParamSpec("publish_estimated_forces", False, "publish the estimated forces (WrenchStamped per wheel)",
+              read_only=True),
+    ParamSpec("estimated_forces_topic", "vehcal/tire_forces_estimated", "topic of the estimated forces",
+              read_only=True),
+    ParamSpec("wheel_speed_noise", 0.05, "std of a wheel-speed sample, rad/s", 1e-4, 10.0, read_only=True),
+    ParamSpec("torque_noise", 20.0, "std of a net wheel-torque sample (JointState.effort), N m", 0.0, 1e4,
+              read_only=True),
+    ParamSpec("fx_process_noise", 1.0e5, "random-walk intensity of Fx in the wheel filter, N^2/s", 1.0, 1e12,
+              read_only=True),
+    ParamSpec("accel_noise", 0.05, "std of an IMU acceleration sample, m/s^2", 0.0, 10.0, read_only=True),
+    ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants", 0.0, 1.0,
+              read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
 )
 
@@ -136,7 +166,8 @@ class GripEstimatorNode(WorkerNode):
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
         super().__init__(node_name, worker_name="grip_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
-        self.pipeline = pipeline_from_params(self.values)
+        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
+        self.pipeline = pipeline_from_params(self.values, vehicle)
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
 
@@ -147,6 +178,13 @@ class GripEstimatorNode(WorkerNode):
         self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, qos, callback_group=group)
         self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
         self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
+        self._force_pub = None
+        if v["force_source"] != "measured":
+            self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
+            self.create_subscription(DiagnosticArray, v["model_parameters_topic"], self._on_model, latched_qos(),
+                                     callback_group=group)
+            if v["publish_estimated_forces"]:
+                self._force_pub = self.create_publisher(WrenchStamped, v["estimated_forces_topic"], 10)
 
         prefix = v["output_prefix"].rstrip("/")
         self._grip_pub = {s: self.create_publisher(Vector3Stamped, f"{prefix}/grip/{s}", latched_qos())
@@ -166,6 +204,19 @@ class GripEstimatorNode(WorkerNode):
 
     def _on_wheels(self, msg: JointState) -> None:
         self._feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+        forces = self.pipeline.force_estimator.last if self.pipeline.force_estimator is not None else ()
+        if self._force_pub is not None and forces:
+            for f in forces:
+                self._force_pub.publish(conversions.tire_force_to_msg(f, self._frames))
+
+    def _on_imu(self, msg: Imu) -> None:
+        self._feed("imu", conversions.msg_to_imu, msg)
+
+    def _on_model(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name == "model":
+                with self._lock:
+                    self.pipeline.use_model_parameters({kv.key: kv.value for kv in status.values})
 
     def _on_force(self, msg: WrenchStamped) -> None:
         self._feed("tire_forces", conversions.msg_to_tire_force, msg)
@@ -216,11 +267,19 @@ class GripEstimatorNode(WorkerNode):
         statuses = []
         with self._lock:
             counters = self.pipeline.collector.counters
-            rates, stale = self._input_health(counters.received, ("wheel_speeds", "tire_forces", "odom"), now)
+            watched = {"measured": ("wheel_speeds", "tire_forces", "odom"),
+                       "estimated": ("wheel_speeds", "imu", "odom"),
+                       "auto": ("wheel_speeds", "odom")}[self.values["force_source"]]
+            rates, stale = self._input_health(counters.received, watched, now)
             values = {f"rate_{t}_hz": r for t, r in rates.items()}
             values.update({f"dropped_{k}": n for k, n in counters.dropped.items()})
             values.update({f"fill_{s}": n for s, n in self.pipeline.collector.fill().items()})
             values.update({"accepted": counters.accepted, "skipped_cycles": self.skipped_cycles})
+            est = self.pipeline.force_estimator
+            if est is not None:
+                values["force_source"] = self.pipeline.active_force_source
+                values.update({f"forces_{k}": n for k, n in est.counters.items()})
+                values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
             if stale:
                 level, message = WARN, f"no data on: {', '.join(stale)}"
             elif counters.n_dropped and counters.n_dropped > counters.accepted:

@@ -75,6 +75,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "(then throttle 0, brake 0, steering held)", lo=0.01, hi=60.0),
     ParamSpec("duration", 0.0, "s of simulation; 0 = the scenario's duration", lo=0.0, hi=1.0e6, read_only=True),
     ParamSpec("seed", -1, "sensor-noise seed; -1 = the scenario's seed", lo=-1, hi=2**31 - 1, read_only=True),
+    ParamSpec("publish_tire_forces", True, "publish the tire-force topic (false: a production car without "
+              "force transducers; the ground truth keeps the true forces)", read_only=True),
     ParamSpec("wait_for_subscribers", 0, "before stepping, wait until every published topic has this many "
               "subscribers (0 = start at once)", lo=0, hi=100, read_only=True),
     ParamSpec("wait_timeout", 30.0, "s to wait for subscribers before starting anyway", lo=0.0, hi=3600.0,
@@ -123,6 +125,8 @@ class VehicleSimulator(Node):
         scenario = load_scenario(p["scenario"], vehicle=p["vehicle"] or None)  # InputError: one line, exit 2
         if p["seed"] >= 0:
             scenario = scenario.with_seed(p["seed"])
+        if not p["publish_tire_forces"]:
+            scenario = scenario.without_sensor("tire_forces")
         self.scenario = scenario
         self.realtime_factor = float(p["realtime_factor"])
         self.controls_timeout = float(p["controls_timeout"])

@@ -315,6 +315,7 @@ class Hmmwv14:
             "fx": wt[:, dyn.W_FX].copy(),
             "fy": wt[:, dyn.W_FY].copy(),
             "fz": wt[:, dyn.W_FZ].copy(),
+            "wheel_torque": wt[:, dyn.W_TQ].copy(),
             "slip": wt[:, dyn.W_SLIP].copy(),
             "slip_angle": wt[:, dyn.W_ALPHA].copy(),
             "rolling_radius": wt[:, dyn.W_RE].copy(),

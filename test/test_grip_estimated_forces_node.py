@@ -1,0 +1,101 @@
+"""grip_estimator with ``force_source: estimated`` over real Fast DDS on loopback: wheel speeds with the net
+torque in JointState.effort and an IMU in, the estimated forces out on ``vehcal/tire_forces_estimated``
+(WrenchStamped per wheel); the calibrator's model message sets the lateral load split."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from ros_util import spin_until, wait_for_match
+from sensor_msgs.msg import Imu, JointState
+
+from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
+from vehcal_ros.io.vehicle_description import load_vehicle
+from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
+
+pytestmark = pytest.mark.ros
+VEH = TireForceVehicle.from_description(load_vehicle("hmmwv"))   # the node's default `vehicle`
+FX_TRUE = 450.0   # N on every wheel, steady: omega constant, torque = r Fx + rr Fz
+
+
+def _stamp(t: float) -> Time:
+    sec = math.floor(t)
+    return Time(sec=int(sec), nanosec=int(round((t - sec) * 1e9)))
+
+
+def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
+    node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
+        Parameter("force_source", value="estimated"), Parameter("publish_estimated_forces", value=True),
+        Parameter("diagnostics_period", value=0.2)])
+    probe = Node("probe", context=rclpy_context)
+    got: list[WrenchStamped] = []
+    diag: list[DiagnosticArray] = []
+    probe.create_subscription(WrenchStamped, "/vehcal/tire_forces_estimated", got.append, 400)
+    probe.create_subscription(DiagnosticArray, "/diagnostics", diag.append, 50)
+    pub_w = probe.create_publisher(JointState, "/vehicle/wheel_speeds", 100)
+    pub_i = probe.create_publisher(Imu, "/vehicle/imu", 100)
+    pub_o = probe.create_publisher(Odometry, "/vehicle/odom", 100)
+    pub_m = probe.create_publisher(DiagnosticArray, "/vehcal/model_parameters", latched_qos())
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    ex.add_node(probe)
+    try:
+        assert all(wait_for_match(ex, p) for p in (pub_w, pub_i, pub_o, pub_m))
+        fz = VEH.static_loads()
+        kz = np.repeat(VEH.kz, 2)
+        torque = (VEH.r0 - fz / kz) * FX_TRUE + VEH.rr * fz
+        rng = np.random.default_rng(0)
+        n = 150
+        for k in range(n):
+            t = 50.0 + 0.01 * k
+            imu = Imu()
+            imu.header.stamp = _stamp(t)
+            imu.orientation.w = 1.0
+            pub_i.publish(imu)
+            js = JointState(name=list(WHEELS), velocity=(30.0 + 0.05 * rng.standard_normal(4)).tolist(),
+                            effort=(torque + 20.0 * rng.standard_normal(4)).tolist())
+            js.header.stamp = _stamp(t)
+            pub_w.publish(js)
+            od = Odometry()
+            od.header.stamp = _stamp(t)
+            od.twist.twist.linear.x = 30.0 * 0.46
+            pub_o.publish(od)
+            for _ in range(8):
+                ex.spin_once(timeout_sec=0.0005)
+        assert spin_until(ex, lambda: len(got) >= 4 * (n - 40), timeout=15.0), len(got)
+        assert {m.header.frame_id for m in got} == set(WHEELS)
+        last = {m.header.frame_id: m for m in got}
+        for i, w in enumerate(WHEELS):
+            assert last[w].wrench.force.x == pytest.approx(FX_TRUE, abs=60.0)   # ~3 stated SD of one estimate
+            assert last[w].wrench.force.z == pytest.approx(fz[i], rel=1e-9)      # ax = ay = 0: the static load
+
+        st = DiagnosticStatus(name="model", values=[KeyValue(key="model.kphi_f", value="60000.0"),
+                                                    KeyValue(key="model.kphi_r", value="40000.0"),
+                                                    KeyValue(key="calibrated", value="kphi_f,kphi_r,Cyf,Cyr")])
+        pub_m.publish(DiagnosticArray(status=[st]))
+        est = node.pipeline.force_estimator
+        assert spin_until(ex, lambda: est.kphi == (60000.0, 40000.0), timeout=10.0)
+
+        def source_reported() -> bool:
+            for arr in reversed(diag):
+                for s in arr.status:
+                    if s.name.endswith("inputs"):
+                        kv = {v.key: v.value for v in s.values}
+                        return kv.get("force_source") == "estimated" and kv.get("roll_split") == "calibrated"
+            return False
+        assert spin_until(ex, source_reported, timeout=10.0)
+    finally:
+        node.shutdown()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()
