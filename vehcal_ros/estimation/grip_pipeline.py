@@ -38,6 +38,7 @@ class ScopeStatus:
     n_fits: int = 0
     n_failed: int = 0
     n_not_converged: int = 0
+    n_prior_dominated: int = 0
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
     excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
@@ -66,8 +67,9 @@ def subsample(data: ScopeData, n_max: int) -> ScopeData:
     if n <= n_max:
         return data
     idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
-    var = None if data.slip_var is None else data.slip_var[idx]
-    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx], slip_var=var)
+    # every per-sample array of the snapshot (t, slip, mu, slip_var and, from force estimates, mu_var)
+    return dataclasses.replace(data, **{f.name: getattr(data, f.name)[idx] for f in dataclasses.fields(data)
+                                        if isinstance(getattr(data, f.name), np.ndarray)})
 
 
 @dataclass
@@ -79,8 +81,9 @@ class GripPipeline:
     warm_start: bool = True
     min_new_points: int = 20     #: a scope is refitted only when this many new samples arrived since its last fit
     max_fit_points: int = 100    #: a fit uses at most this many samples, evenly spaced over the buffer window
-    max_r_hat: float = 1.1       #: publish only when the split R-hat of mu_max's draws is at most this
-    min_ess: float = 50.0        #: ... and their bulk ESS at least this
+    max_r_hat: float = 1.01      #: publish only when every split R-hat (theta, sigma, mu_max) is at most this
+    min_ess: float = 400.0       #: ... and every bulk ESS at least this
+    min_ess_tail: float = 400.0  #: ... and every tail ESS at least this
     min_excitation: float = 0.15  #: ... and the span of |mu| in the window (95th - 5th percentile) reaches this
 
     def __post_init__(self) -> None:
@@ -124,7 +127,8 @@ class GripPipeline:
             t0 = time.perf_counter()
             try:
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
-                                                             slip_var=data.slip_var)
+                                                             slip_var=data.slip_var,
+                                                             mu_var=getattr(data, "mu_var", None))
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -159,13 +163,23 @@ class GripPipeline:
                               f"[{o.estimate.mu_max_lower:.2f}, {o.estimate.mu_max_upper:.2f}] is not "
                               f"published{keep}")
                 continue
-            if not self.publishable(o.estimate):
+            e = o.estimate
+            if not self.publishable(e):
                 st.n_not_converged += 1
                 st.level = WARN
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
-                st.message = (f"sampler did not converge on mu_max (r_hat {o.estimate.mu_max_r_hat:.3f} > "
-                              f"{self.max_r_hat} or ess_bulk {o.estimate.mu_max_ess_bulk:.0f} < {self.min_ess:.0f})"
-                              f"{keep}")
+                st.message = (f"not converged after {e.n_steps_used} steps per chain (R-hat max {e.r_hat_max:.3f} "
+                              f"> {self.max_r_hat} or ESS bulk/tail min {e.ess_bulk_min:.0f}/{e.ess_tail_min:.0f} < "
+                              f"{self.min_ess:.0f}/{self.min_ess_tail:.0f}): not published{keep}")
+                continue
+            if e.prior_dominated:
+                st.n_prior_dominated += 1
+                st.level = WARN
+                keep = "; keeping the last good estimate" if st.estimate is not None else ""
+                st.message = (f"prior-dominated: the data do not identify the curve maximum (mu_max posterior std "
+                              f"{e.mu_max.std:.2f} > {self.fit_config.prior_dominated_ratio:.2f} x prior std "
+                              f"{e.mu_max_prior_std:.2f}), mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, "
+                              f"{e.mu_max_upper:.2f}] is not published{keep}")
                 continue
             st.estimate = o.estimate
             st.estimate_stamp = o.stamp
@@ -178,13 +192,10 @@ class GripPipeline:
         return updated
 
     def publishable(self, est: GripEstimate) -> bool:
-        """Convergence is judged on the published quantity, mu_max (see the README's design notes).
-
-        The whole-theta R-hat is reported too, but the (D, s_v) ridge of low-excitation posteriors keeps it
-        above 1.01 for hundreds of thousands of steps while mu_max's chains already agree.
-        """
-        return bool(np.isfinite(est.mu_max_r_hat) and est.mu_max_r_hat <= self.max_r_hat
-                    and est.mu_max_ess_bulk >= self.min_ess)
+        """The project's convergence rule on every curve parameter, sigma and mu_max: split R-hat <=
+        ``max_r_hat`` and bulk / tail ESS >= ``min_ess`` / ``min_ess_tail``."""
+        return bool(np.isfinite(est.r_hat_max) and est.r_hat_max <= self.max_r_hat
+                    and est.ess_bulk_min >= self.min_ess and est.ess_tail_min >= self.min_ess_tail)
 
     def run_cycle(self) -> list[str]:
         """snapshot + fit + commit in the caller's thread (bag replay, tests)."""
@@ -194,8 +205,11 @@ class GripPipeline:
 # ------------------------------------------------------------------------------------------------------------
 # ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
-FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip", "prior_mode",
+FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_steps", "max_peak_slip", "prior_mode",
               "interval_prob", "seed")
+#: grip_estimator publication gates -> the GripConfig thresholds of the convergence rule (the chains are
+#: extended until the estimate passes the same gates the node publishes with)
+GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_ess_tail": "ess_tail_threshold"}
 """grip_estimator parameters that are fields of :class:`GripConfig`."""
 
 
@@ -205,6 +219,10 @@ def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -
     base = base or PIPELINE_FIT_CONFIG
     names = {f.name for f in dataclasses.fields(base)}
     changes = {k: values[k] for k in FIT_PARAMS if k in values and k in names}
+    changes.update({f: float(values[k]) for k, f in GATE_PARAMS.items() if k in values})
+    if "max_steps" in changes or "n_steps" in changes:
+        changes["max_steps"] = max(int(changes.get("max_steps", base.max_steps)),
+                                   int(changes.get("n_steps", base.n_steps)))
     if "theta_lower" in values and "theta_upper" in values:
         changes["bounds"] = tuple((float(a), float(b)) for a, b in zip(values["theta_lower"], values["theta_upper"]))
     return dataclasses.replace(base, **changes)
@@ -231,4 +249,5 @@ def pipeline_from_params(values: Mapping[str, Any]) -> GripPipeline:
                         warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
                         min_ess=float(values["min_ess"]),
+                        min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
                         min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)))
