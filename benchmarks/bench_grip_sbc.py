@@ -195,13 +195,33 @@ def plot(results: list[dict], summ: dict, case: str, path: Path) -> None:
     plt.close(fig)
 
 
-def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int) -> tuple[list[dict], dict]:
-    tasks = [(case, k, seed, n_steps, max_steps) for k in range(n_sets)]
+def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int,
+        partial: Path | None = None) -> tuple[list[dict], dict]:
+    """Fit the data sets (in ``jobs`` processes); with ``partial``, results so far are rewritten there every 10
+    sets and data sets already in it are not refitted (a long run can be resumed)."""
+    done: dict[int, dict] = {}
+    if partial is not None and partial.exists():
+        done = {r["k"]: r for r in json.loads(partial.read_text())["results"]}
+    tasks = [(case, k, seed, n_steps, max_steps) for k in range(n_sets) if k not in done]
+    results = list(done.values())
+
+    def save() -> None:
+        if partial is not None:
+            partial.write_text(json.dumps({"results": sorted(results, key=lambda r: r["k"])}))
+
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as ex:
-            results = list(ex.map(one, tasks))
+            for r in ex.map(one, tasks):
+                results.append(r)
+                if len(results) % 10 == 0:
+                    save()
     else:
-        results = [one(t) for t in tasks]
+        for task in tasks:
+            results.append(one(task))
+            if len(results) % 10 == 0:
+                save()
+    save()
+    results.sort(key=lambda r: r["k"])
     return results, summarise(results)
 
 
@@ -217,11 +237,12 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     load0 = os.getloadavg()
-    results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps)
-    summ.update(wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps,
+                        partial=out / f"grip_sbc_{args.case}.partial.json")
+    summ.update(wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case)
     (out / f"grip_sbc_{args.case}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
     plot(results, summ, args.case, out / f"grip_sbc_{args.case}.png")
     print(json.dumps(summ, indent=1))

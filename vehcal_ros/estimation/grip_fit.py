@@ -103,6 +103,9 @@ class GripConfig:
     """... and every bulk ESS >= this."""
     ess_tail_threshold: float = 400.0
     """... and every tail ESS >= this."""
+    shape_prior: tuple | None = None
+    """Optional Gaussian tire-shape prior ((mean of B C D, C, E), 3 x 3 covariance) multiplying the uniform prior:
+    a tire keeps its shape across surfaces more than its peak (see GripPipeline.shape_prior). None = off."""
     prior_dominated_ratio: float = 0.5
     """An estimate is flagged ``prior_dominated`` when the posterior std of mu_max exceeds this share of its
     std under the prior alone (the data removed less than 1 - ratio^2 of the prior variance)."""
@@ -249,6 +252,12 @@ class GripEstimate:
     """Wall time of the chains, s."""
     curve: GripCurve
     """Curve quantiles over the configured slip grid."""
+    shape_mean: tuple[float, ...] = (float("nan"),) * 3
+    """Posterior mean of the tire shape y = (B C D, C, E) (input of a learnt shape prior)."""
+    shape_cov: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """Posterior covariance [3, 3] of y."""
+    shape_prior_used: bool = False
+    """True when the fit used a tire-shape prior."""
     chains: ChainResult | None = field(default=None, repr=False, compare=False)
     """The raw chains (not serialised)."""
 
@@ -306,7 +315,8 @@ class GripEstimate:
             "diagnostics": {k: {q: _nan_to_none(x) for q, x in v.items()} for k, v in self.diagnostics.items()},
             "acceptance": list(self.acceptance), "converged": self.converged,
             "n_steps_used": self.n_steps_used, "prior_dominated": self.prior_dominated,
-            "mu_max_prior_std": self.mu_max_prior_std,
+            "mu_max_prior_std": self.mu_max_prior_std, "shape_prior_used": self.shape_prior_used,
+            "shape_mean": dict(zip(("BCD", "C", "E"), self.shape_mean)),
             "share_removed_by_prior": self.share_removed_by_prior, "prior_mode": self.prior_mode,
             "max_peak_slip": self.max_peak_slip, "n_points": self.n_points,
             "n_removed_nonfinite": self.n_removed_nonfinite, "n_braking": self.n_braking,
@@ -515,7 +525,7 @@ class GripEstimator:
             sigma_mode=cfg.sigma_mode, log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm,
-            slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule,
+            slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
         )
         if last.get("n_steps") != chains.n_steps:
             rule(chains)
@@ -548,7 +558,10 @@ class GripEstimator:
         mu_max_ml = float(peak_batch(np.ascontiguousarray(theta_ml[None, :]))[0][0])
         cov = np.cov(kept.T) if n_keep > N_THETA else np.diag(np.asarray(cfg.fallback_cov, dtype=float))
         diag = last["diagnostics"]
+        y = np.column_stack([kept[:, 0] * kept[:, 1] * kept[:, 2], kept[:, 1], kept[:, 3]])
         return GripEstimate(
+            shape_mean=tuple(map(float, y.mean(axis=0))), shape_cov=np.cov(y.T),
+            shape_prior_used=cfg.shape_prior is not None,
             mu_max=mu_max, slip_at_peak_mean=float(sp.mean()), slip_at_peak_std=float(sp.std(ddof=1)),
             theta=dict(zip(THETA_NAMES, map(float, kept.mean(axis=0)))), theta_cov=cov,
             theta_ml=dict(zip(THETA_NAMES, map(float, theta_ml))), mu_max_ml=mu_max_ml, sigma=sigma_post,

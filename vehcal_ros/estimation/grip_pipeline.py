@@ -85,6 +85,8 @@ class GripPipeline:
     min_ess: float = 400.0       #: ... and every bulk ESS at least this
     min_ess_tail: float = 400.0  #: ... and every tail ESS at least this
     min_excitation: float = 0.15  #: ... and the span of |mu| in the window (95th - 5th percentile) reaches this
+    shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
+    shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
 
     def __post_init__(self) -> None:
         self.collector = GripDataCollector(self.signal_config)
@@ -92,6 +94,7 @@ class GripPipeline:
         self.cycle = 0
         self._accepted_at_fit: dict[str, int] = dict.fromkeys(self.status, -1)
         self._fill_at_fit: dict[str, float] = dict.fromkeys(self.status, -np.inf)
+        self._shape_history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     # -------------------------------------------------------------- cycle
     def add(self, record: object) -> None:
@@ -117,7 +120,8 @@ class GripPipeline:
         cycle = self.cycle
         outcomes = []
         for k, data in enumerate(snapshots):
-            config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k)
+            config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
+                                         shape_prior=self.learnt_shape_prior(data.scope))
             # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
             # climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits
             excitation = float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
@@ -182,6 +186,8 @@ class GripPipeline:
                               f"{e.mu_max_upper:.2f}] is not published{keep}")
                 continue
             st.estimate = o.estimate
+            if e.shape_cov is not None and not e.shape_prior_used:
+                self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
             st.level = OK
             st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
@@ -190,6 +196,21 @@ class GripPipeline:
             updated.append(o.scope)
         self.cycle += 1
         return updated
+
+    def learnt_shape_prior(self, scope: str) -> tuple | None:
+        """The tire-shape prior of ``scope`` (``shape_prior`` on): Gaussian on (B C D, C, E) with the mean of the
+        posterior means of its published estimates fitted without a shape prior (the last 20), and covariance
+        ``shape_prior_inflation`` x (their mean posterior covariance + the scatter of their means). None when
+        off or before the first such estimate. The peak (D, s_v) stays free: shape shared, peak per surface."""
+        hist = self._shape_history.get(scope, [])[-20:] if self.shape_prior else []
+        if not hist:
+            return None
+        means = np.array([m for m, _ in hist])
+        cov = np.mean([c for _, c in hist], axis=0)
+        if len(hist) > 1:
+            cov = cov + np.cov(means.T)
+        cov = self.shape_prior_inflation * 0.5 * (cov + cov.T)
+        return tuple(means.mean(axis=0)), tuple(map(tuple, cov))
 
     def publishable(self, est: GripEstimate) -> bool:
         """The project's convergence rule on every curve parameter, sigma and mu_max: split R-hat <=
@@ -250,4 +271,5 @@ def pipeline_from_params(values: Mapping[str, Any]) -> GripPipeline:
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
                         min_ess=float(values["min_ess"]),
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
-                        min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)))
+                        min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
+                        shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)))

@@ -209,7 +209,7 @@ def from_slope_coords(x: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
-                     max_peak_slip) -> float:
+                     max_peak_slip, shape) -> float:
     """Log posterior up to a constant (nats): uniform prior in the bounds (Eq. 20) [x truncation to curves
     peaking at slip <= max_peak_slip, Section 4.2.2] + the exact Gaussian errors-in-variables log likelihood
     (:func:`~vehcal_ros.models.pacejka.gauss_nll`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i).
@@ -218,7 +218,9 @@ def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_f
     to ``th`` and the log Jacobian -log(C D) of the change of variables is added (same posterior in theta).
     sigma: ``sigma_mode`` 0 sampled (x[6] = log sigma, uniform in [lb[6], ub[6]], i.e. the Jeffreys prior
     p(sigma) ~ 1/sigma truncated), 1 fixed at sqrt(sigma2_fixed), 2 integrated out under p(sigma) ~ 1/sigma
-    (-(N/2) log V; only without per-sample variances)."""
+    (-(N/2) log V; only without per-sample variances).
+    ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
+    mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior."""
     log_jac = 0.0
     if reparam:
         cd = x[1] * x[2]
@@ -235,6 +237,12 @@ def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_f
             return -math.inf
     if truncate and not peak_slip_at_most(th, max_peak_slip):
         return -math.inf
+    if shape[0] > 0.0:
+        y0 = th[0] * th[1] * th[2] - shape[1]
+        y1 = th[1] - shape[2]
+        y2 = th[3] - shape[3]
+        log_jac -= 0.5 * (shape[4] * y0 * y0 + shape[8] * y1 * y1 + shape[12] * y2 * y2
+                          + 2.0 * (shape[5] * y0 * y1 + shape[6] * y0 * y2 + shape[9] * y1 * y2))
     if sigma_mode == 2:
         return log_jac - half_n * math.log(sse(s, mu, th))
     sigma2 = math.exp(2.0 * x[N_THETA]) if sigma_mode == 0 else sigma2_fixed
@@ -242,7 +250,7 @@ def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_f
 
 
 @njit(cache=True, nogil=True)
-def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
+def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, st, draws, logp, stats):
     """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
     in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after burn-in).
@@ -255,7 +263,7 @@ def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fix
     Snew = np.empty((d, d))
     th = np.empty(N_THETA)
     lp = _grip_log_target(s, mu, vs, vm, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
-                          max_peak_slip)
+                          max_peak_slip, shape)
     for i in range(i_first, i_last + 1):
         _normals(st, r)
         for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
@@ -264,7 +272,7 @@ def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fix
                 acc += S[j, k] * r[k]
             prop[j] = acc
         lpp = _grip_log_target(s, mu, vs, vm, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
-                               truncate, max_peak_slip)
+                               truncate, max_peak_slip, shape)
         valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
         if lpp == -math.inf:  # step 8
             alpha = 0.0
@@ -289,11 +297,11 @@ def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fix
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, i_first,
-                 i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats):
+def _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
+                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats):
     for c in prange(X.shape[0]):
         _grip_chain(s, mu, vs, vm, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
-                    i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c],
+                    shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c],
                     stats[c])
 
 
@@ -301,7 +309,8 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                     sigma_mode: str = "sampled", sigma: float = float("nan"),
                     log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
                     max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
-                    mu_var: np.ndarray | None = None, slope_coords: bool = False) -> float:
+                    mu_var: np.ndarray | None = None, slope_coords: bool = False,
+                    shape_prior: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """The chains' log target at one point ``x`` (theta[6], plus log sigma with ``sigma_mode="sampled"``;
     slope coordinates with ``slope_coords``), up to the constant of the uniform prior (for tests and tools)."""
     vs, vm = _variances(s, slip_var, mu_var)
@@ -312,7 +321,28 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                                   vs, vm, x, np.empty(N_THETA), bool(slope_coords), lb, ub, mode,
                                   float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
                                   max_peak_slip is not None,
-                                  float(max_peak_slip) if max_peak_slip is not None else 1.0))
+                                  float(max_peak_slip) if max_peak_slip is not None else 1.0,
+                                  _shape_array(shape_prior)))
+
+
+def _shape_array(shape_prior: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """(mean[3], cov[3, 3]) of the tire-shape prior on (B C D, C, E) -> the kernels' packed array."""
+    out = np.zeros(13)
+    if shape_prior is None:
+        return out
+    m = np.asarray(shape_prior[0], dtype=float).reshape(3)
+    cov = np.asarray(shape_prior[1], dtype=float).reshape(3, 3)
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(cov))):
+        raise ValueError("shape_prior must be a finite (mean[3], cov[3, 3])")
+    try:
+        np.linalg.cholesky(cov)
+        prec = np.linalg.inv(cov)
+    except np.linalg.LinAlgError:
+        raise ValueError("shape_prior covariance must be positive definite") from None
+    out[0] = 1.0
+    out[1:4] = m
+    out[4:13] = prec.ravel()
+    return out
 
 
 def _variances(s: np.ndarray, slip_var: np.ndarray | None, mu_var: np.ndarray | None
@@ -415,6 +445,7 @@ def run_grip_chains(
     adapt_steps: int | None = None, pilot_steps: int | None = None,
     seed: int | np.random.SeedSequence | None = None, slip_var: np.ndarray | None = None,
     mu_var: np.ndarray | None = None, slope_coords: bool = False, max_steps: int | None = None,
+    shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
     until: Callable[[ChainResult], bool] | None = None,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
@@ -442,6 +473,8 @@ def run_grip_chains(
     B C D, which even low-excitation data pin down, becomes one coordinate, so the random walk no longer has
     to follow the curved B-C-D ridge. ``x0``/``S0`` are given and draws returned in theta; the final factors
     ``S`` of the result are in the sampler's coordinates.
+    ``shape_prior`` (mean[3], cov[3, 3]): a Gaussian prior on the tire shape (B C D, C, E) times the uniform one
+    (e.g. learnt from the same tire on other surfaces; the peak D, s_v stays free).
     ``until`` (with ``max_steps`` > n_steps): after n_steps, ``until(result)`` is asked whether the draws are
     good enough (e.g. the convergence rule); if not, every chain continues by n_steps/2 steps at a time (same
     chains, same RNG streams) until it says yes or ``max_steps`` is reached; burn-in stays the same fraction
@@ -491,7 +524,7 @@ def run_grip_chains(
     stats = np.zeros((n_chains, 2), dtype=np.int64)
     truncate = max_peak_slip is not None
     common = (SIGMA_MODES.index(sigma_mode), float(sigma) ** 2 if sigma_mode == "fixed" else 1.0,
-              truncate, float(max_peak_slip) if truncate else 1.0)
+              truncate, float(max_peak_slip) if truncate else 1.0, _shape_array(shape_prior))
     adapt = int(total_max if adapt_steps is None else adapt_steps)
     i_next = 1
     pilot = int(pilot_steps or 0)

@@ -118,6 +118,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
     ParamSpec("seed", 0, "base seed of the samplers (cycle k uses seed + 1000 k)", 0, 2**31 - 1),
     ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
+    ParamSpec("shape_prior", False, "fit with a tire-shape prior (B C D, C, E) learnt from the scope's published "
+              "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
 )
@@ -192,6 +194,7 @@ class GripEstimatorNode(WorkerNode):
             self.pipeline.max_r_hat = self.values["max_r_hat"]
             self.pipeline.min_ess = self.values["min_ess"]
             self.pipeline.min_ess_tail = self.values["min_ess_tail"]
+            self.pipeline.shape_prior = self.values["shape_prior"]
             self.pipeline.min_excitation = self.values["min_excitation"]
 
     # ------------------------------------------------------------- cycle
