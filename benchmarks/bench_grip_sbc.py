@@ -94,7 +94,8 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
 
 
 def one(args: tuple) -> dict:
-    case, k, seed, n_steps, max_steps = args
+    """(case, k, seed, n_steps, max_steps[, n_chains]) -> the fit's ranks and interval hits for data set k."""
+    case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
     from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS
@@ -106,7 +107,7 @@ def one(args: tuple) -> dict:
     data = simulate(case, theta, rng)
     true_mu_max = float(peak(theta)[0])
     cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
-                     keep_negative_slip=True)
+                     keep_negative_slip=True, n_chains=int(rest[0]) if rest else GripConfig.n_chains)
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
     try:
         e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"))
