@@ -80,7 +80,8 @@ def test_grip_chains_deterministic_in_bounds_and_truncated():
     calls = []
     r3 = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), S0, b, ml.sigma, max_peak_slip=0.1, pilot_steps=1000,
                          max_steps=8000, until=lambda r: calls.append(r.n_steps) is not None, **kw)
-    assert calls == [4000, 6000] and r3.n_steps == 8000  # not asked again at max_steps: and r3.draws.shape == (4, 800, 7)
+    assert calls == [4000, 6000]  # not asked again once max_steps is reached
+    assert r3.n_steps == 8000 and r3.draws.shape == (4, 800, 7)
     assert np.all((r1.acceptance > 0.1) & (r1.acceptance < 0.45))
     assert not np.array_equal(r1.draws[0], r1.draws[1])  # independent streams per chain
 
