@@ -158,32 +158,14 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{o.error}{keep}"
                 continue
-            if o.excitation < self.min_excitation:
-                st.n_not_converged += 1
-                st.level = WARN
-                keep = "; keeping the last good estimate" if st.estimate is not None else ""
-                st.message = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data "
-                              f"sit on the linear part of the curve, mu_max {o.estimate.mu_max_mean:.2f} "
-                              f"[{o.estimate.mu_max_lower:.2f}, {o.estimate.mu_max_upper:.2f}] is not "
-                              f"published{keep}")
-                continue
             e = o.estimate
-            if not self.publishable(e):
-                st.n_not_converged += 1
+            withheld = self._withheld(o)
+            if withheld is not None:
+                counter, why = withheld
+                setattr(st, counter, getattr(st, counter) + 1)
                 st.level = WARN
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
-                st.message = (f"not converged after {e.n_steps_used} steps per chain (R-hat max {e.r_hat_max:.3f} "
-                              f"> {self.max_r_hat} or ESS bulk/tail min {e.ess_bulk_min:.0f}/{e.ess_tail_min:.0f} < "
-                              f"{self.min_ess:.0f}/{self.min_ess_tail:.0f}): not published{keep}")
-                continue
-            if e.prior_dominated:
-                st.n_prior_dominated += 1
-                st.level = WARN
-                keep = "; keeping the last good estimate" if st.estimate is not None else ""
-                st.message = (f"prior-dominated: the data do not identify the curve maximum (mu_max posterior std "
-                              f"{e.mu_max.std:.2f} > {self.fit_config.prior_dominated_ratio:.2f} x prior std "
-                              f"{e.mu_max_prior_std:.2f}), mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, "
-                              f"{e.mu_max_upper:.2f}] is not published{keep}")
+                st.message = f"{why}: not published{keep}"
                 continue
             st.estimate = o.estimate
             if e.shape_cov is not None and not e.shape_prior_used:
@@ -196,6 +178,27 @@ class GripPipeline:
             updated.append(o.scope)
         self.cycle += 1
         return updated
+
+    def _withheld(self, o: FitOutcome) -> tuple[str, str] | None:
+        """(status counter, reason) when a fitted estimate must not be published: too little excitation, the
+        convergence rule not met, or a prior-dominated mu_max; None when it may be."""
+        e = o.estimate
+        if o.excitation < self.min_excitation:
+            return "n_not_converged", (
+                f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on the "
+                f"linear part of the curve, mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, {e.mu_max_upper:.2f}]")
+        if not self.publishable(e):
+            return "n_not_converged", (
+                f"not converged after {e.n_steps_used} steps per chain (R-hat max {e.r_hat_max:.3f} > "
+                f"{self.max_r_hat} or ESS bulk/tail min {e.ess_bulk_min:.0f}/{e.ess_tail_min:.0f} < "
+                f"{self.min_ess:.0f}/{self.min_ess_tail:.0f})")
+        if e.prior_dominated:
+            return "n_prior_dominated", (
+                f"prior-dominated: the data do not identify the curve maximum (mu_max posterior std "
+                f"{e.mu_max.std:.2f} > {self.fit_config.prior_dominated_ratio:.2f} x prior std "
+                f"{e.mu_max_prior_std:.2f}), mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, "
+                f"{e.mu_max_upper:.2f}]")
+        return None
 
     def learnt_shape_prior(self, scope: str) -> tuple | None:
         """The tire-shape prior of ``scope`` (``shape_prior`` on): Gaussian on (B C D, C, E) with the mean of the
