@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -462,13 +463,17 @@ class GripEstimator:
         return cand[int(np.argmin(sse_batch(s, mu, cand)))].copy()
 
     # -- fit -------------------------------------------------------------------------------------------
-    def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None, mu_var=None) -> GripEstimate:
+    def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None, mu_var=None,
+            stop: Callable[[], bool] | None = None) -> GripEstimate:
         """Algorithm 1 on the samples; ``warm_start`` replaces the multi-start ML (see docs/grip.md).
 
         ``slip_var`` (variance of each measured slip, e.g. from block averaging) and ``mu_var`` (variance of
         each friction value, e.g. from a force estimate; zeros for transducer data): the likelihood's variance
         of sample i is sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i (:func:`~vehcal_ros.models.pacejka.gauss_nll`,
         exact Gaussian density with its log-variance term). Without them it is the paper's Eq. (22).
+
+        ``stop()`` true ends the extension of the chains at the next block (e.g. a node shutting down); the
+        estimate then reports the rule as it stands.
 
         Warm start: one local TRF fit from the previous posterior mean gives theta_ML and sigma (Eq. 17); the
         chains start at the previous posterior mean with the previous posterior covariance as initial proposal
@@ -518,7 +523,7 @@ class GripEstimator:
         def rule(res: ChainResult) -> bool:
             last.clear()
             last.update(self._diagnose(res))
-            return last["converged"]
+            return last["converged"] or (stop is not None and stop())
 
         chains = run_grip_chains(
             s, m, np.tile(x0, (cfg.n_chains, 1)), S0, b, sigma_ml, cfg.n_steps, burn, cfg.thin,

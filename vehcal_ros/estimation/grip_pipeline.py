@@ -13,6 +13,7 @@ lock), :meth:`fit` (slow, in a worker thread, touches no shared state) and :meth
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -95,6 +96,7 @@ class GripPipeline:
         self._accepted_at_fit: dict[str, int] = dict.fromkeys(self.status, -1)
         self._fill_at_fit: dict[str, float] = dict.fromkeys(self.status, -np.inf)
         self._shape_history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.cancel = threading.Event()  #: set it to end running fits early (their chains stop extending)
 
     # -------------------------------------------------------------- cycle
     def add(self, record: object) -> None:
@@ -132,7 +134,8 @@ class GripPipeline:
             try:
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
                                                              slip_var=data.slip_var,
-                                                             mu_var=getattr(data, "mu_var", None))
+                                                             mu_var=getattr(data, "mu_var", None),
+                                                             stop=self.cancel.is_set)
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:

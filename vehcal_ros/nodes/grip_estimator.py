@@ -197,6 +197,11 @@ class GripEstimatorNode(WorkerNode):
             self.pipeline.shape_prior = self.values["shape_prior"]
             self.pipeline.min_excitation = self.values["min_excitation"]
 
+    def shutdown(self) -> None:
+        """A running fit stops extending its chains (at most one more block) before the worker is joined."""
+        self.pipeline.cancel.set()
+        super().shutdown()
+
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
         for scope in updated:
