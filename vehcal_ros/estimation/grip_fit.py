@@ -50,8 +50,9 @@ class GripConfig:
     n_steps: int = 40_000
     """M, steps per chain (step 6) before the first convergence check."""
     max_steps: int = 160_000
-    """Chains that fail the convergence rule after ``n_steps`` continue (n_steps/2 at a time) up to this many
-    steps; ``converged`` is then judged on the longer chains (burn-in the same fraction)."""
+    """Chains that fail the convergence rule after ``n_steps`` continue (in blocks of max(n_steps/2,
+    (max_steps - n_steps)/10)) up to this many steps; ``converged`` is then judged on the longer chains (burn-in
+    the same fraction)."""
     burn_in: float = 0.5
     """Fraction of each chain discarded as burn-in, in [0, 1)."""
     thin: int = 20

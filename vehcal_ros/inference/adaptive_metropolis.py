@@ -476,9 +476,9 @@ def run_grip_chains(
     ``shape_prior`` (mean[3], cov[3, 3]): a Gaussian prior on the tire shape (B C D, C, E) times the uniform one
     (e.g. learnt from the same tire on other surfaces; the peak D, s_v stays free).
     ``until`` (with ``max_steps`` > n_steps): after n_steps, ``until(result)`` is asked whether the draws are
-    good enough (e.g. the convergence rule); if not, every chain continues by n_steps/2 steps at a time (same
-    chains, same RNG streams) until it says yes or ``max_steps`` is reached; burn-in stays the same fraction
-    burn_in/n_steps of the (longer) chains.
+    good enough (e.g. the convergence rule); if not, every chain continues by max(n_steps/2, (max_steps -
+    n_steps)/10) steps at a time (same chains, same RNG streams) until it says yes or ``max_steps`` is
+    reached; burn-in stays the same fraction burn_in/n_steps of the (longer) chains.
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
@@ -546,7 +546,7 @@ def run_grip_chains(
         i_next = pilot + 1
     burn_frac = burn_in / n_steps
     n_done = int(n_steps)
-    block = max(thin, n_steps // 2)
+    block = max(thin, n_steps // 2, (total_max - n_steps) // 10)  # at most ~10 extensions (checks cost ~0.1 s)
     while True:
         _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, i_next, n_done, 0, int(thin), float(target),
                      float(gamma), adapt, states, draws_all, logp_all, stats)
