@@ -122,6 +122,8 @@ class GripPipeline:
         cycle = self.cycle
         outcomes = []
         for k, data in enumerate(snapshots):
+            if self.cancel.is_set():  # shutting down: no new fits
+                break
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
             # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
