@@ -72,10 +72,16 @@ def test_grip_chains_deterministic_in_bounds_and_truncated():
     r1 = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), S0, b, ml.sigma, max_peak_slip=0.1, pilot_steps=1000, **kw)
     r2 = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), S0, b, ml.sigma, max_peak_slip=0.1, pilot_steps=1000, **kw)
     np.testing.assert_array_equal(r1.draws, r2.draws)
-    assert r1.draws.shape == (4, 400, 6)
-    flat = r1.draws.reshape(-1, 6)
+    assert r1.draws.shape == (4, 400, 7) and r1.names[-1] == "sigma"  # sigma sampled by default
+    flat = np.ascontiguousarray(r1.draws.reshape(-1, 7)[:, :6])
     assert np.all(flat >= b[:, 0]) and np.all(flat <= b[:, 1])
     assert np.all(peak_batch(flat)[1] <= 0.1)
+    # extension: the same chains continued until `until` says yes (here: never, so up to max_steps)
+    calls = []
+    r3 = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), S0, b, ml.sigma, max_peak_slip=0.1, pilot_steps=1000,
+                         max_steps=8000, until=lambda r: calls.append(r.n_steps) is not None, **kw)
+    assert calls == [4000, 6000]  # not asked again once max_steps is reached
+    assert r3.n_steps == 8000 and r3.draws.shape == (4, 800, 7)
     assert np.all((r1.acceptance > 0.1) & (r1.acceptance < 0.45))
     assert not np.array_equal(r1.draws[0], r1.draws[1])  # independent streams per chain
 
@@ -90,7 +96,7 @@ def test_grip_chains_full_curve_converge_to_ml_region():
                           np.asarray(DEFAULT_BOUNDS), ml.sigma, n_steps=100_000, burn_in=20_000, thin=20,
                           pilot_steps=10_000, seed=1)
     summ = res.summary()
-    mm = peak_batch(res.draws.reshape(-1, 6))[0]
+    mm = peak_batch(np.ascontiguousarray(res.draws[..., :6].reshape(-1, 6)))[0]
     assert max(v.r_hat for v in summ.values()) < 1.05
     assert abs(summ["C"].mean - ml.theta[1]) < 4 * summ["C"].std
     assert abs(np.mean(mm) - 0.871) < 4 * np.std(mm) + 0.005
@@ -98,7 +104,7 @@ def test_grip_chains_full_curve_converge_to_ml_region():
 
 
 def test_slope_coordinates_sample_the_same_posterior():
-    """Chains in (B C D, C, D, E, s_h, s_v) target the same posterior as chains in theta (change of variables
+    """Chains in (B C D, C, D, E, s_h, f(0)) target the same posterior as chains in theta (change of variables
     with its Jacobian): mu_max quantiles agree within Monte Carlo error (start at an ML corner of the bounds,
     outside the truncated prior: the chains must find the support without collapsing their step)."""
     s, mu = _grip_data(0.5, 2, n=100)
@@ -108,8 +114,136 @@ def test_slope_coordinates_sample_the_same_posterior():
                             np.asarray(DEFAULT_BOUNDS), ml.sigma, seed=7, slope_coords=sc, n_steps=n,
                             burn_in=n // 3, thin=20, pilot_steps=n // 6, max_peak_slip=0.15)
             for sc, n in ((False, 300_000), (True, 60_000))]
-    mm = [peak_batch(np.ascontiguousarray(r.draws.reshape(-1, 6)))[0] for r in runs]
+    mm = [peak_batch(np.ascontiguousarray(r.draws[..., :6].reshape(-1, 6)))[0] for r in runs]
     for q in (0.1, 0.5, 0.9):
         a, b = (np.quantile(m, q) for m in mm)
         assert abs(a - b) < 0.25 * np.std(mm[0]) + 0.01, (q, a, b)
     assert np.all(runs[1].draws[..., 0] >= DEFAULT_BOUNDS[0][0]) and np.all(runs[1].draws[..., 0] <= 30.0)
+
+
+def _eiv_case():
+    """Clustered low-excitation data with slip noise (sd 0.003) larger than the friction noise carried through the
+    slope (the live pipeline's regime), and per-sample friction variances."""
+    rng = np.random.default_rng(11)
+    s_true = np.concatenate([np.full(30, slip_at_friction(TRUE, 0.15)), np.full(30, slip_at_friction(TRUE, 0.4)),
+                             np.linspace(0, slip_at_friction(TRUE, 0.5), 20)])
+    s = s_true + 0.003 * rng.standard_normal(s_true.size)
+    mu = mf_curve(s_true, TRUE) + 0.01 * rng.standard_normal(s_true.size)
+    return s, mu, np.full(s.size, 0.003**2), rng.uniform(0.0, 1e-4, s.size)
+
+
+def _independent_log_density(s, mu, theta, sigma, vs, vm):
+    """sum of scipy.stats.norm.logpdf with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i, f' by central differences."""
+    from scipy.stats import norm
+
+    h = 1e-7
+    slope = (mf_curve(s + h, theta) - mf_curve(s - h, theta)) / (2 * h)
+    return norm.logpdf(mu, mf_curve(s, theta), np.sqrt(sigma**2 + vm + slope**2 * vs)).sum()
+
+
+def test_chain_log_target_is_the_exact_gaussian_density():
+    """The chains' log target equals an independent evaluation of the errors-in-variables density (log-variance
+    term included), in theta and in the slope coordinates (plus the log Jacobian, by finite differences); the old
+    target (-1/2 sum r^2/Var, no log term) differs between two points by tens of nats."""
+    from vehcal_ros.inference.adaptive_metropolis import from_slope_coords, grip_log_target, to_slope_coords
+
+    s, mu, vs, vm = _eiv_case()
+    b = np.asarray(DEFAULT_BOUNDS)
+    rng = np.random.default_rng(5)
+    for theta in (TRUE, TRUE * [1.5, 1, 1, 1, 1, 1], *(b[:, 0] + (b[:, 1] - b[:, 0]) * rng.random((5, 6)))):
+        for sigma in (0.003, 0.02):
+            ref = _independent_log_density(s, mu, theta, sigma, vs, vm)
+            x = np.append(theta, np.log(sigma))
+            got = grip_log_target(s, mu, x, b, sigma_mode="sampled", slip_var=vs, mu_var=vm)
+            assert got == pytest.approx(ref, rel=1e-9, abs=1e-9)
+            fixed = grip_log_target(s, mu, theta, b, sigma_mode="fixed", sigma=sigma, slip_var=vs, mu_var=vm)
+            assert fixed == pytest.approx(ref, rel=1e-9, abs=1e-9)
+            # slope coordinates: density in x = density in theta x |d theta / d x| (finite-difference Jacobian)
+            xs = to_slope_coords(theta)
+            J = np.empty((6, 6))
+            for j in range(6):
+                h = 1e-6 * max(1.0, abs(xs[j]))
+                e = np.zeros(6)
+                e[j] = h
+                J[:, j] = (from_slope_coords(xs + e) - from_slope_coords(xs - e)) / (2 * h)
+            got_x = grip_log_target(s, mu, np.append(xs, np.log(sigma)), b, slip_var=vs, mu_var=vm,
+                                    slope_coords=True)
+            assert got_x == pytest.approx(ref + np.log(abs(np.linalg.det(J))), rel=1e-7, abs=1e-6)
+    # the old target (no log-variance term) is a different function of theta: B x1.5 moves it by another amount
+    def old(theta):
+        h = 1e-7
+        sl = (mf_curve(s + h, theta) - mf_curve(s - h, theta)) / (2 * h)
+        return -0.5 * np.sum((mu - mf_curve(s, theta)) ** 2 / (0.01**2 + vm + sl**2 * vs))
+
+    steep = TRUE * [1.5, 1, 1, 1, 1, 1]
+    new_diff = _independent_log_density(s, mu, steep, 0.01, vs, vm) - _independent_log_density(s, mu, TRUE, 0.01,
+                                                                                               vs, vm)
+    assert abs((old(steep) - old(TRUE)) - new_diff) > 10.0
+
+
+def test_two_parameter_posterior_matches_a_brute_force_grid():
+    """B and D free (C, E, s_h, s_v pinned by bounds of width 2e-9), sigma fixed: the chains' posterior mean and
+    std of B and D agree with a 201 x 201 grid posterior of the independent density within 5 Monte Carlo
+    standard errors (+ grid resolution); the grid posterior of the old target (no log term) is far off, so this
+    test fails on it."""
+    s, mu, vs, vm = _eiv_case()
+    sigma = 0.01
+    Bg, Dg = np.linspace(5, 30, 201), np.linspace(0.2, 2, 201)
+
+    def grid_moments(log_term: bool):
+        from scipy.stats import norm
+
+        lp = np.empty((Bg.size, Dg.size))
+        h = 1e-7
+        for i, B in enumerate(Bg):
+            for j, D in enumerate(Dg):
+                th = TRUE.copy()
+                th[0], th[2] = B, D
+                f = mf_curve(s, th)
+                sl = (mf_curve(s + h, th) - mf_curve(s - h, th)) / (2 * h)
+                sd = np.sqrt(sigma**2 + vm + sl**2 * vs)
+                lp[i, j] = norm.logpdf(mu, f, sd).sum() if log_term else np.sum(-0.5 * ((mu - f) / sd) ** 2)
+        w = np.exp(lp - lp.max())
+        w /= w.sum()
+        out = []
+        for g, p in ((Bg, w.sum(1)), (Dg, w.sum(0))):
+            m = float(p @ g)
+            out.append((m, float(np.sqrt(p @ g**2 - m * m))))
+        return out
+
+    ref = grid_moments(True)
+    old = grid_moments(False)
+    eps = 1e-9
+    b = np.array([(5, 30), (1.6 - eps, 1.6 + eps), (0.2, 2), (-1.09 - eps, -1.09 + eps), (-eps, eps), (-eps, eps)])
+    res = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), np.diag([2.0, 1e-10, 0.1, 1e-10, 1e-10, 1e-10]), b, sigma,
+                          40_000, 10_000, 10, sigma_mode="fixed", slip_var=vs, mu_var=vm, seed=1)
+    summ = summarize_draws(res.draws[..., [0, 2]], ["B", "D"])
+    for (m, sd), (m_old, _), name, dg in zip(ref, old, ("B", "D"), (Bg[1] - Bg[0], Dg[1] - Dg[0])):
+        got = summ[name]
+        assert got.r_hat < 1.01
+        assert abs(got.mean - m) < 5 * got.mcse_mean + dg, (name, got.mean, m)
+        assert abs(got.std - sd) < 5 * sd / np.sqrt(2 * got.ess_bulk) + dg, (name, got.std, sd)
+        assert abs(m_old - m) > 20 * got.mcse_mean + dg  # the old target's posterior is elsewhere
+
+
+def test_shape_prior_adds_a_gaussian_on_slope_shape_and_curvature():
+    """With a tire-shape prior the log target gains log N((B C D, C, E); mean, cov) (scipy's multivariate normal,
+    up to its constant), in theta and in the slope coordinates alike."""
+    from scipy.stats import multivariate_normal
+
+    from vehcal_ros.inference.adaptive_metropolis import grip_log_target, to_slope_coords
+
+    s, mu, vs, vm = _eiv_case()
+    b = np.asarray(DEFAULT_BOUNDS)
+    mean = np.array([21.0, 1.5, -1.0])
+    cov = np.array([[4.0, 0.1, 0.2], [0.1, 0.04, 0.01], [0.2, 0.01, 0.25]])
+    mvn = multivariate_normal(mean, cov)
+    rng = np.random.default_rng(8)
+    for theta in b[:, 0] + (b[:, 1] - b[:, 0]) * rng.random((4, 6)):
+        y = [theta[0] * theta[1] * theta[2], theta[1], theta[3]]
+        for sc in (False, True):
+            x = np.append(to_slope_coords(theta) if sc else theta, np.log(0.01))
+            base = grip_log_target(s, mu, x, b, slip_var=vs, mu_var=vm, slope_coords=sc)
+            with_prior = grip_log_target(s, mu, x, b, slip_var=vs, mu_var=vm, slope_coords=sc,
+                                         shape_prior=(mean, cov))
+            assert with_prior - base == pytest.approx(mvn.logpdf(y) - mvn.logpdf(mean), rel=1e-9, abs=1e-9)

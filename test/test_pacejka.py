@@ -83,8 +83,13 @@ def test_slip_at_friction_inverts_rising_branch():
         P.slip_at_friction(TRUE, 0.95)
 
 
-def test_slope_and_errors_in_variables_cost() -> None:
-    from vehcal_ros.models.pacejka import slope, sse, sse_odr  # noqa: I001
+def test_slope_and_exact_errors_in_variables_likelihood() -> None:
+    """gauss_nll is minus the sum of Gaussian log densities with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i,
+    checked against scipy.stats.norm.logpdf with the slope taken by central differences of the curve (an
+    independent evaluation: neither the kernel's slope formula nor its sum is reused)."""
+    from scipy.stats import norm
+
+    from vehcal_ros.models.pacejka import gauss_nll, slope
 
     rng = np.random.default_rng(3)
     theta = np.array([15.4, 1.60, 0.871, -1.09, 0.004, -0.01])
@@ -93,7 +98,14 @@ def test_slope_and_errors_in_variables_cost() -> None:
     fd = (P.mf_curve(s + h, theta) - P.mf_curve(s - h, theta)) / (2 * h)
     np.testing.assert_allclose(slope(s, theta), fd, rtol=1e-6, atol=1e-6)
     mu = P.mf_curve(s, theta) + 0.02 * rng.standard_normal(50)
-    assert sse_odr(s, mu, theta, np.zeros(50), 0.02**2) == pytest.approx(sse(s, mu, theta), rel=1e-12)
-    v = np.full(50, 1e-5)   # slip noise widens every residual's variance by slope^2 v
-    expected = np.sum((mu - P.mf_curve(s, theta)) ** 2 * 0.02**2 / (0.02**2 + slope(s, theta) ** 2 * v))
-    assert sse_odr(s, mu, theta, v, 0.02**2) == pytest.approx(expected, rel=1e-10)
+    f = P.mf_curve(s, theta)
+    sig2 = 0.02**2
+    none = np.zeros(0)
+    ref0 = -norm.logpdf(mu, loc=f, scale=np.sqrt(sig2)).sum()
+    assert gauss_nll(s, mu, theta, sig2, none, none) == pytest.approx(ref0, rel=1e-12)
+    vs = rng.uniform(0, 2e-5, 50)
+    vm = rng.uniform(0, 1e-4, 50)
+    for v_s, v_m in ((vs, none), (none, vm), (vs, vm), (np.zeros(50), np.zeros(50))):
+        var = sig2 + (v_m if v_m.size else 0.0) + fd**2 * (v_s if v_s.size else 0.0)
+        ref = -norm.logpdf(mu, loc=f, scale=np.sqrt(var)).sum()
+        assert gauss_nll(s, mu, theta, sig2, v_s, v_m) == pytest.approx(ref, rel=1e-9)

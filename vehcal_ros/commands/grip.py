@@ -21,7 +21,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-peak-slip", type=float, default=0.1,
                    help="physical prior: largest slip at the curve maximum (default 0.1)")
     p.add_argument("--chains", type=int, default=8, help="adaptive Metropolis chains (default 8)")
-    p.add_argument("--steps", type=int, default=20_000, help="steps per chain (default 20000)")
+    p.add_argument("--steps", type=int, default=40_000,
+                   help="steps per chain before the first convergence check (default 40000)")
+    p.add_argument("--max-steps", type=int, default=400_000,
+                   help="chains failing the convergence rule (split R-hat <= 1.01, bulk and tail ESS >= 400) are "
+                        "extended up to this many steps (default 400000)")
     p.add_argument("--prior", choices=("truncated", "posthoc"), default="truncated",
                    help="physical prior inside the posterior (truncated) or applied to the draws (posthoc)")
     p.add_argument("--mirror-braking", action="store_true",
@@ -74,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--chains must be in [1, 1024], got {args.chains}")
     if args.steps < 100:
         raise InputError(f"--steps must be >= 100, got {args.steps}")
+    if args.max_steps < args.steps:
+        raise InputError(f"--max-steps must be >= --steps ({args.steps}), got {args.max_steps}")
     slip, mu = read_slip_mu(args.data)  # before the heavy imports: bad input fails fast
     import numpy as np
 
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     s_top = min(1.0, max([0.3, *finite_s]))
     cfg = GripConfig(slip_grid=(0.0, s_top, 61), seed=args.seed,
                      max_peak_slip=args.max_peak_slip, n_chains=args.chains, n_steps=args.steps,
-                     thin=max(1, min(10, args.steps // 200)), prior_mode=args.prior,
+                     max_steps=args.max_steps, thin=max(1, min(20, args.steps // 200)), prior_mode=args.prior,
                      mirror_braking=args.mirror_braking)
     est = GripEstimator(cfg).fit(np.asarray(slip), np.asarray(mu))
     d = est.to_dict()
@@ -93,8 +99,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"slip at peak = {est.slip_at_peak_mean:.4f} +- {est.slip_at_peak_std:.4f};  ML mu_max = "
           f"{est.mu_max_ml:.4f};  sigma = {est.sigma:.4g}")
     print(f"points {est.n_points} (removed non-finite {est.n_removed_nonfinite}, braking {est.n_braking}); "
-          f"R-hat max {est.r_hat_max:.3f}, bulk ESS min {est.ess_bulk_min:.0f}, "
-          f"converged {'yes' if est.converged else 'no'}; {est.elapsed_s:.2f} s")
+          f"R-hat max {est.r_hat_max:.4f}, ESS min bulk {est.ess_bulk_min:.0f} / tail {est.ess_tail_min:.0f} "
+          f"after {est.n_steps_used} steps x {args.chains} chains; {est.elapsed_s:.2f} s")
+    print("converged (split R-hat <= 1.01, bulk and tail ESS >= 400 on B, C, D, E, s_h, s_v, sigma, mu_max): "
+          + ("yes" if est.converged else "NO - the interval above is not a converged posterior summary"))
+    if est.prior_dominated:
+        print(f"prior-dominated: the data do not identify the curve maximum (posterior std of mu_max "
+              f"{est.mu_max.std:.3f} vs {est.mu_max_prior_std:.3f} under the prior alone)")
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,14 +17,24 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, run_grip_chains
 from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, mf_batch, peak_batch, peak_slip_at_most, slope, sse_batch
+from vehcal_ros.models.pacejka import (
+    N_THETA,
+    THETA_NAMES,
+    gauss_nll,
+    mf_batch,
+    peak_batch,
+    peak_slip_at_most,
+    sse_batch,
+)
 
 
 @dataclass(frozen=True)
@@ -37,19 +47,27 @@ class GripConfig:
     """n_ML uniform starts of the ML fit (Algorithm 1, step 1)."""
     n_chains: int = 8
     """n_mc adaptive Metropolis chains (step 4)."""
-    n_steps: int = 20_000
-    """M, steps per chain (step 6)."""
+    n_steps: int = 40_000
+    """M, steps per chain (step 6) before the first convergence check."""
+    max_steps: int = 160_000
+    """Chains that fail the convergence rule after ``n_steps`` continue (in blocks of max(n_steps/2,
+    (max_steps - n_steps)/10)) up to this many steps; ``converged`` is then judged on the longer chains (burn-in
+    the same fraction)."""
     burn_in: float = 0.5
     """Fraction of each chain discarded as burn-in, in [0, 1)."""
-    thin: int = 10
+    thin: int = 20
     """Keep every ``thin``-th step after burn-in (step 12)."""
     pilot: float = 0.5
     """Fraction of the burn-in after which the proposal is reset from the pooled empirical covariance
     (Section 3.2); 0 disables it (pure Algorithm 1)."""
     gamma: float = 2.0 / 3.0
     """Adaptation exponent of eta_i = min(1, d i^-gamma), in [0.5, 1] (step 11)."""
-    sigma_mode: str = "fixed"
-    """"fixed": sigma from Eq. (17) in the likelihood (Eq. 22, the paper); "marginal": sigma integrated out."""
+    sigma_mode: str = "sampled"
+    """"sampled" (default): sigma is a parameter of the chains with the Jeffreys prior p(sigma) ~ 1/sigma on
+    ``sigma_bounds`` (its uncertainty enters the intervals); "fixed": sigma plugged in from the ML step (Eq. 17,
+    the paper's practice); "marginal": sigma integrated out analytically (only without per-sample variances)."""
+    sigma_bounds: tuple[float, float] = (1e-5, 1.0)
+    """Support of sigma (friction) with ``sigma_mode="sampled"``."""
     max_peak_slip: float = 0.1
     """Physical prior: largest admissible slip at the curve maximum (Section 4.2.2)."""
     prior_mode: str = "truncated"
@@ -81,9 +99,18 @@ class GripConfig:
     fallback_cov: tuple[float, ...] = FALLBACK_PROPOSAL_COV
     """Diagonal fallback proposal covariance (Eq. 27)."""
     r_hat_threshold: float = 1.01
-    """``converged`` needs every R-hat below this (project-wide rule)."""
+    """``converged`` needs every split R-hat <= this (project-wide rule), on B, C, D, E, s_h, s_v, sigma and
+    mu_max."""
     ess_threshold: float = 400.0
-    """``converged`` needs every bulk ESS above this (project-wide rule)."""
+    """... and every bulk ESS >= this."""
+    ess_tail_threshold: float = 400.0
+    """... and every tail ESS >= this."""
+    shape_prior: tuple | None = None
+    """Optional Gaussian tire-shape prior ((mean of B C D, C, E), 3 x 3 covariance) multiplying the uniform prior:
+    a tire keeps its shape across surfaces more than its peak (see GripPipeline.shape_prior). None = off."""
+    prior_dominated_ratio: float = 0.5
+    """An estimate is flagged ``prior_dominated`` when the posterior std of mu_max exceeds this share of its
+    std under the prior alone (the data removed less than 1 - ratio^2 of the prior variance)."""
     max_curve_draws: int = 2000
     """Retained draws (evenly subsampled) used for the curve quantiles."""
 
@@ -98,7 +125,12 @@ class GripConfig:
             (self.thin >= 1, "thin must be >= 1"),
             (0.0 <= self.pilot <= 1.0, "pilot must be a fraction of the burn-in in [0, 1]"),
             (0.5 <= self.gamma <= 1.0, "gamma must be in [0.5, 1]"),
-            (self.sigma_mode in ("fixed", "marginal"), "sigma_mode must be 'fixed' or 'marginal'"),
+            (self.sigma_mode in ("sampled", "fixed", "marginal"), "sigma_mode must be 'sampled', 'fixed' or "
+             "'marginal'"),
+            (self.max_steps >= self.n_steps, "max_steps must be >= n_steps"),
+            (len(self.sigma_bounds) == 2 and 0.0 < self.sigma_bounds[0] < self.sigma_bounds[1],
+             "sigma_bounds must be (0 < lower < upper)"),
+            (0.0 < self.prior_dominated_ratio <= 1.0, "prior_dominated_ratio must be in (0, 1]"),
             (0.0 < self.max_peak_slip < 1.0, "max_peak_slip must be in (0, 1)"),
             (self.prior_mode in ("posthoc", "truncated"), "prior_mode must be 'posthoc' or 'truncated'"),
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
@@ -166,15 +198,22 @@ class GripEstimate:
     mu_max_ml: float
     """Curve maximum of theta_ML (friction)."""
     sigma: float
-    """Noise std used by the likelihood: Eq. (17) at theta_ML (friction)."""
+    """Noise std of the likelihood (friction): posterior mean with ``sigma_mode="sampled"``, else the plugged-in
+    ML value (Eq. 17, or the exact errors-in-variables ML with per-sample variances)."""
+    sigma_ml: float
+    """ML estimate of sigma (the chains' start), friction."""
     ml_cond: float
     """Condition number of F at theta_ML (Eq. 16)."""
     ml_ill_conditioned: bool
     """True when the Eq. (27) fallback proposal was used."""
     r_hat_max: float
-    """Largest split R-hat over the six parameters (all chains, before the post-hoc prior)."""
+    """Largest split R-hat over B, C, D, E, s_h, s_v, sigma (if sampled) and mu_max (all chains)."""
     ess_bulk_min: float
-    """Smallest bulk ESS over the six parameters."""
+    """Smallest bulk ESS over the same quantities."""
+    ess_tail_min: float
+    """Smallest tail ESS (5 % / 95 % quantiles) over the same quantities."""
+    diagnostics: dict
+    """Per quantity: {"r_hat", "ess_bulk", "ess_tail"}."""
     mu_max_r_hat: float
     """Split R-hat of mu_max per draw (retained draws for 'truncated', all draws for 'posthoc')."""
     mu_max_ess_bulk: float
@@ -182,7 +221,15 @@ class GripEstimate:
     acceptance: tuple[float, ...]
     """Acceptance rate after burn-in per chain (target 0.234)."""
     converged: bool
-    """R-hat < r_hat_threshold and bulk ESS > ess_threshold for all six parameters."""
+    """Exactly the project's rule: split R-hat <= 1.01 and bulk and tail ESS >= 400 (the configured
+    thresholds) on every curve parameter, sigma and mu_max."""
+    n_steps_used: int
+    """Steps per chain actually run (n_steps, or more up to max_steps when the rule was not met)."""
+    mu_max_prior_std: float
+    """Std of mu_max under the prior alone (bounds, physical prior), friction."""
+    prior_dominated: bool
+    """True when the data barely narrowed mu_max: posterior std > prior_dominated_ratio x mu_max_prior_std
+    (the curve maximum is not identified by the data; the interval is mostly the prior's)."""
     share_removed_by_prior: float
     """Share of draws dropped by the post-hoc physical prior (0 with the truncated prior)."""
     prior_mode: str
@@ -207,6 +254,12 @@ class GripEstimate:
     """Wall time of the chains, s."""
     curve: GripCurve
     """Curve quantiles over the configured slip grid."""
+    shape_mean: tuple[float, ...] = (float("nan"),) * 3
+    """Posterior mean of the tire shape y = (B C D, C, E) (input of a learnt shape prior)."""
+    shape_cov: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """Posterior covariance [3, 3] of y."""
+    shape_prior_used: bool = False
+    """True when the fit used a tire-shape prior."""
     chains: ChainResult | None = field(default=None, repr=False, compare=False)
     """The raw chains (not serialised)."""
 
@@ -255,12 +308,17 @@ class GripEstimate:
             "theta": {k: float(v) for k, v in self.theta.items()},
             "theta_ml": {k: float(v) for k, v in self.theta_ml.items()},
             "theta_cov": self.theta_cov.tolist(),
-            "mu_max_ml": self.mu_max_ml, "sigma": self.sigma,
+            "mu_max_ml": self.mu_max_ml, "sigma": self.sigma, "sigma_ml": self.sigma_ml,
             "ml_cond": self.ml_cond if math.isfinite(self.ml_cond) else None,
             "ml_ill_conditioned": self.ml_ill_conditioned,
             "r_hat_max": _nan_to_none(self.r_hat_max), "ess_bulk_min": _nan_to_none(self.ess_bulk_min),
             "mu_max_r_hat": _nan_to_none(self.mu_max_r_hat), "mu_max_ess_bulk": _nan_to_none(self.mu_max_ess_bulk),
+            "ess_tail_min": _nan_to_none(self.ess_tail_min),
+            "diagnostics": {k: {q: _nan_to_none(x) for q, x in v.items()} for k, v in self.diagnostics.items()},
             "acceptance": list(self.acceptance), "converged": self.converged,
+            "n_steps_used": self.n_steps_used, "prior_dominated": self.prior_dominated,
+            "mu_max_prior_std": self.mu_max_prior_std, "shape_prior_used": self.shape_prior_used,
+            "shape_mean": dict(zip(("BCD", "C", "E"), self.shape_mean)),
             "share_removed_by_prior": self.share_removed_by_prior, "prior_mode": self.prior_mode,
             "max_peak_slip": self.max_peak_slip, "n_points": self.n_points,
             "n_removed_nonfinite": self.n_removed_nonfinite, "n_braking": self.n_braking,
@@ -274,38 +332,58 @@ def _nan_to_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _rhat_ess(x: np.ndarray) -> tuple[float, float]:
-    """Split R-hat and bulk ESS of x[chain, draw] via inference.diagnostics."""
-    from vehcal_ros.inference.diagnostics import summarize_draws
+def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndarray | None = None,
+             mu_var: np.ndarray | None = None, bounds: tuple[float, float] = (1e-5, 1.0)) -> float:
+    """Maximum-likelihood sigma (friction) of the exact errors-in-variables likelihood at ``theta``
+    (:func:`~vehcal_ros.models.pacejka.gauss_nll`, log-variance term included; no floor): a 1-D bounded
+    minimisation over log sigma. Without per-sample variances this is sqrt(V/N) (Eq. 17 has N - 6)."""
+    from scipy.optimize import minimize_scalar
 
-    if x.shape[1] < 4:
-        return float("nan"), float("nan")
-    s = summarize_draws(x[:, :, None], ["q"])["q"]
-    return s.r_hat, s.ess_bulk
+    vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
+    vm = np.zeros(0) if mu_var is None else np.ascontiguousarray(mu_var, dtype=float)
+    th = np.ascontiguousarray(theta, dtype=float)
+    lo, hi = math.log(bounds[0]), math.log(bounds[1])
+    res = minimize_scalar(lambda ls: gauss_nll(s, mu, th, math.exp(2.0 * ls), vs, vm), bounds=(lo, hi),
+                          method="bounded", options={"xatol": 1e-6})
+    return float(math.exp(res.x))
 
 
-def odr_sigma(s: np.ndarray, mu: np.ndarray, slip_var: np.ndarray, theta: np.ndarray) -> float:
-    """The mu-noise std of the errors-in-variables likelihood: sigma^2 solving
-    sum r_i^2 / (sigma^2 + f'(s_i)^2 v_i) = N - n_theta at theta (the analogue of Eq. 17).
+def ml_refine(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma: float, bounds: np.ndarray,
+              slip_var: np.ndarray | None, mu_var: np.ndarray | None,
+              sigma_bounds: tuple[float, float] = (1e-5, 1.0)) -> tuple[np.ndarray, float]:
+    """(theta, sigma) maximising the exact errors-in-variables likelihood, from the least-squares theta_ML
+    (L-BFGS-B in the bounds; with zero per-sample variances least squares already is that maximum)."""
+    from scipy.optimize import minimize
 
-    When the slip noise alone explains the residuals, sigma^2 falls to 1 % of Eq. (17)'s value (a floor that
-    keeps the likelihood proper)."""
-    r2 = (mf_batch(s, np.ascontiguousarray(theta[None, :]))[0] - mu) ** 2
-    a = slope(s, theta) ** 2 * slip_var
-    dof = max(s.size - N_THETA, 1)
-    hi = float(r2.sum() / dof)
-    if not hi > 0.0:
-        return 1e-6
-    lo = 0.01 * hi
+    vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
+    vm = np.zeros(0) if mu_var is None else np.ascontiguousarray(mu_var, dtype=float)
+    b = np.asarray(bounds, dtype=float)
+    sig0 = ml_sigma(s, mu, theta, vs, vm, sigma_bounds)
+    x0 = np.append(np.clip(theta, b[:, 0], b[:, 1]), math.log(sig0))
+    lo = np.append(b[:, 0], math.log(sigma_bounds[0]))
+    hi = np.append(b[:, 1], math.log(sigma_bounds[1]))
 
-    def excess(x: float) -> float:
-        return float(np.sum(r2 / (x + a))) - dof
+    def nll(x: np.ndarray) -> float:
+        return float(gauss_nll(s, mu, np.ascontiguousarray(x[:N_THETA]), math.exp(2.0 * x[N_THETA]), vs, vm))
 
-    if excess(lo) <= 0.0:
-        return float(np.sqrt(lo))
-    from scipy.optimize import brentq
+    res = minimize(nll, x0, method="L-BFGS-B", bounds=list(zip(lo, hi)), options={"maxiter": 200})
+    if not (np.all(np.isfinite(res.x)) and res.fun <= nll(x0)):
+        return np.asarray(theta, dtype=float), sig0
+    return res.x[:N_THETA].copy(), float(math.exp(res.x[N_THETA]))
 
-    return float(np.sqrt(brentq(excess, lo, hi, xtol=1e-12 * hi)))
+
+@lru_cache(maxsize=32)
+def prior_mu_max_std(bounds: tuple[tuple[float, float], ...], max_peak_slip: float | None,
+                     n: int = 20_000) -> float:
+    """Std of mu_max (friction) under the uniform prior in ``bounds`` truncated to curves peaking at slip
+    <= max_peak_slip (Monte Carlo, fixed seed; the reference for ``prior_dominated``)."""
+    b = np.asarray(bounds, dtype=float)
+    rng = np.random.default_rng(12345)
+    th = np.ascontiguousarray(b[:, 0] + (b[:, 1] - b[:, 0]) * rng.random((n, N_THETA)))
+    mm, sp = peak_batch(th)
+    if max_peak_slip is not None:
+        mm = mm[sp <= max_peak_slip]
+    return float(np.std(mm)) if mm.size > 10 else float("nan")
 
 
 class GripEstimator:
@@ -317,22 +395,30 @@ class GripEstimator:
     # -- data ------------------------------------------------------------------------------------------
     def prepare(self, slip, mu) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Clean the samples: (s, mu, n_removed_nonfinite, n_braking); raises EstimationError if unusable."""
-        s, m, _, n_nonfinite, n_braking = self._clean(slip, mu, None)
+        s, m, _, _, n_nonfinite, n_braking = self._clean(slip, mu, None, None)
         return s, m, n_nonfinite, n_braking
 
-    def _clean(self, slip, mu, slip_var) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int, int]:
+    def _clean(self, slip, mu, slip_var, mu_var
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, int, int]:
         cfg = self.config
         s = np.asarray(slip, dtype=float).ravel()
         m = np.asarray(mu, dtype=float).ravel()
-        v = None if slip_var is None else np.asarray(slip_var, dtype=float).ravel()
-        if s.shape != m.shape or (v is not None and v.shape != s.shape):
-            raise InputError(f"slip, mu (and slip_var) must have the same length, got {s.size} and {m.size}")
+        if s.shape != m.shape:
+            raise InputError(f"slip and mu must have the same length, got {s.size} and {m.size}")
+        extra = {}
+        for name, v in (("slip_var", slip_var), ("mu_var", mu_var)):
+            if v is None:
+                continue
+            v = np.asarray(v, dtype=float).ravel()
+            if v.shape != s.shape:
+                raise InputError(f"{name} must have one variance per sample ({s.size}), got {v.size}")
+            extra[name] = v
         finite = np.isfinite(s) & np.isfinite(m)
-        if v is not None:
+        for v in extra.values():
             finite &= np.isfinite(v) & (v >= 0.0)
         n_nonfinite = int(s.size - finite.sum())
         s, m = s[finite], m[finite]
-        v = None if v is None else v[finite]
+        extra = {k: v[finite] for k, v in extra.items()}
         braking = s < 0.0
         n_braking = int(braking.sum())
         if cfg.keep_negative_slip:
@@ -342,7 +428,7 @@ class GripEstimator:
             m = np.where(braking, -m, m)
         else:
             s, m = s[~braking], m[~braking]
-            v = None if v is None else v[~braking]
+            extra = {k: v[~braking] for k, v in extra.items()}
         if s.size < cfg.min_points:
             raise EstimationError(
                 f"too few usable points for a grip fit: {s.size} < min_points={cfg.min_points} "
@@ -354,8 +440,9 @@ class GripEstimator:
         if float(np.ptp(s)) < cfg.min_slip_spread:
             raise EstimationError(
                 f"unexcited data: slip spread {np.ptp(s):.3g} < min_slip_spread={cfg.min_slip_spread}")
-        v = None if v is None else np.ascontiguousarray(v)
-        return np.ascontiguousarray(s), np.ascontiguousarray(m), v, n_nonfinite, n_braking
+        vs, vm = (np.ascontiguousarray(extra[k]) if k in extra and np.any(extra[k] > 0) else None
+                  for k in ("slip_var", "mu_var"))
+        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking
 
     # -- start -----------------------------------------------------------------------------------------
     def _truncated_start(self, s: np.ndarray, mu: np.ndarray, ml: MLFit, rng: np.random.Generator) -> np.ndarray:
@@ -377,12 +464,17 @@ class GripEstimator:
         return cand[int(np.argmin(sse_batch(s, mu, cand)))].copy()
 
     # -- fit -------------------------------------------------------------------------------------------
-    def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None) -> GripEstimate:
+    def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None, mu_var=None,
+            stop: Callable[[], bool] | None = None) -> GripEstimate:
         """Algorithm 1 on the samples; ``warm_start`` replaces the multi-start ML (see docs/grip.md).
 
-        ``slip_var`` (variance of each measured slip, e.g. from block averaging): the chains use the
-        errors-in-variables likelihood (:func:`~vehcal_ros.models.pacejka.sse_odr`) with sigma from
-        :func:`odr_sigma`; without it the paper's Eq. (22).
+        ``slip_var`` (variance of each measured slip, e.g. from block averaging) and ``mu_var`` (variance of
+        each friction value, e.g. from a force estimate; zeros for transducer data): the likelihood's variance
+        of sample i is sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i (:func:`~vehcal_ros.models.pacejka.gauss_nll`,
+        exact Gaussian density with its log-variance term). Without them it is the paper's Eq. (22).
+
+        ``stop()`` true ends the extension of the chains at the next block (e.g. a node shutting down); the
+        estimate then reports the rule as it stands.
 
         Warm start: one local TRF fit from the previous posterior mean gives theta_ML and sigma (Eq. 17); the
         chains start at the previous posterior mean with the previous posterior covariance as initial proposal
@@ -390,12 +482,15 @@ class GripEstimator:
         """
         cfg = self.config
         t0 = time.perf_counter()
-        s, m, vs, n_nonfinite, n_braking = self._clean(slip, mu, slip_var)
+        s, m, vs, vm, n_nonfinite, n_braking = self._clean(slip, mu, slip_var, mu_var)
         ss = np.random.SeedSequence(cfg.seed)
         ss_ml, ss_start, ss_chain = ss.spawn(3)
         rng_ml = np.random.default_rng(ss_ml)
         b = np.asarray(cfg.bounds, dtype=float)
         truncated = cfg.prior_mode == "truncated"
+        eiv = vs is not None or vm is not None
+        if cfg.sigma_mode == "marginal" and eiv:
+            raise InputError("GripConfig: sigma_mode='marginal' cannot take per-sample variances; use 'sampled'")
         if warm_start is not None:
             prev_mean = np.array([warm_start.theta[k] for k in THETA_NAMES], dtype=float)
             prev_mean = np.clip(prev_mean, b[:, 0], b[:, 1])
@@ -403,7 +498,8 @@ class GripEstimator:
                                 cond_max=cfg.cond_max, fallback_cov=cfg.fallback_cov, keep_starts=True)
             x0 = prev_mean
             try:
-                S0 = np.linalg.cholesky(np.asarray(warm_start.theta_cov, dtype=float) + 1e-12 * np.eye(N_THETA))
+                S0 = np.linalg.cholesky(np.asarray(warm_start.theta_cov, dtype=float)[:N_THETA, :N_THETA]
+                                        + 1e-12 * np.eye(N_THETA))
             except np.linalg.LinAlgError:
                 S0 = np.linalg.cholesky(ml.proposal_cov)
         else:
@@ -411,24 +507,40 @@ class GripEstimator:
                                 fallback_cov=cfg.fallback_cov, keep_starts=True)
             x0 = ml.theta
             S0 = np.linalg.cholesky(ml.proposal_cov)
+        theta_ml, sigma_ml = ml.theta, ml.sigma
+        if eiv:  # the ML step on the exact errors-in-variables likelihood, from the least-squares fit
+            theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds)
+            if warm_start is None:
+                x0 = theta_ml
+        sigma_ml = float(np.clip(sigma_ml, *cfg.sigma_bounds))
         if truncated and not peak_slip_at_most(x0, cfg.max_peak_slip):
             x0 = self._truncated_start(s, m, ml, np.random.default_rng(ss_start))
         t_ml = time.perf_counter() - t0
 
         burn = cfg.burn_steps
-        eiv = vs is not None and cfg.sigma_mode == "fixed" and bool(np.any(vs > 0.0))
-        sigma = odr_sigma(s, m, vs, ml.theta) if eiv else ml.sigma
+        mu_prior_std = prior_mu_max_std(tuple(map(tuple, b.tolist())), cfg.max_peak_slip)
+        last: dict = {}
+
+        def rule(res: ChainResult) -> bool:
+            last.clear()
+            last.update(self._diagnose(res))
+            return last["converged"] or (stop is not None and stop())
+
         chains = run_grip_chains(
-            s, m, np.tile(x0, (cfg.n_chains, 1)), S0, b, sigma, cfg.n_steps, burn, cfg.thin,
-            sigma_mode=cfg.sigma_mode, max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
-            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs if eiv else None,
-            slope_coords=cfg.slope_coords,
+            s, m, np.tile(x0, (cfg.n_chains, 1)), S0, b, sigma_ml, cfg.n_steps, burn, cfg.thin,
+            sigma_mode=cfg.sigma_mode, log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
+            max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
+            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm,
+            slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
         )
+        if last.get("n_steps") != chains.n_steps:
+            rule(chains)
         t_mcmc = chains.elapsed_s
 
         draws = chains.draws
-        flat = np.ascontiguousarray(draws.reshape(-1, N_THETA))
-        mu_max_all, s_peak_all = peak_batch(flat)
+        flat = np.ascontiguousarray(draws.reshape(-1, draws.shape[2]))
+        theta_flat = np.ascontiguousarray(flat[:, :N_THETA])
+        mu_max_all, s_peak_all = last["mu_max"], last["s_peak"]
         keep = s_peak_all <= cfg.max_peak_slip
         n_keep = int(keep.sum())
         share_removed = 0.0 if truncated else float(1.0 - n_keep / flat.shape[0])
@@ -436,40 +548,59 @@ class GripEstimator:
             raise EstimationError(
                 f"the physical prior (slip at peak <= {cfg.max_peak_slip}) removed {flat.shape[0] - n_keep} of "
                 f"{flat.shape[0]} draws; the data do not constrain the curve maximum")
-        kept = flat[keep]
+        kept = theta_flat[keep]
         mm = mu_max_all[keep]
         sp = s_peak_all[keep]
         a = 0.5 * (1.0 - cfg.interval_prob)
         lo, hi = np.quantile(mm, [a, 1.0 - a])
         mu_max = MuMax(mean=float(mm.mean()), std=float(mm.std(ddof=1)), lower=float(lo), upper=float(hi),
                        prob=float(cfg.interval_prob))
-
-        from vehcal_ros.inference.diagnostics import summarize_draws
-
-        summ = summarize_draws(draws, THETA_NAMES)
-        r_hats = np.array([v.r_hat for v in summ.values()])
-        esss = np.array([v.ess_bulk for v in summ.values()])
-        r_hat_max = float(np.max(r_hats)) if np.all(np.isfinite(r_hats)) else float("nan")
-        ess_min = float(np.min(esss)) if np.all(np.isfinite(esss)) else float("nan")
-        mu_r, mu_ess = _rhat_ess(mu_max_all.reshape(draws.shape[0], draws.shape[1]))
-        converged = bool(math.isfinite(r_hat_max) and r_hat_max < cfg.r_hat_threshold
-                         and ess_min > cfg.ess_threshold)
+        sigma_post = float(flat[:, N_THETA].mean()) if cfg.sigma_mode == "sampled" else sigma_ml
 
         grid = np.linspace(cfg.slip_grid[0], cfg.slip_grid[1], int(cfg.slip_grid[2]))
         step = max(1, n_keep // cfg.max_curve_draws)
         curves = mf_batch(grid, np.ascontiguousarray(kept[::step]))
         q05, q50, q95 = np.quantile(curves, [0.05, 0.5, 0.95], axis=0)
-        mu_max_ml = float(peak_batch(ml.theta[None, :])[0][0])
+        mu_max_ml = float(peak_batch(np.ascontiguousarray(theta_ml[None, :]))[0][0])
         cov = np.cov(kept.T) if n_keep > N_THETA else np.diag(np.asarray(cfg.fallback_cov, dtype=float))
+        diag = last["diagnostics"]
+        y = np.column_stack([kept[:, 0] * kept[:, 1] * kept[:, 2], kept[:, 1], kept[:, 3]])
         return GripEstimate(
+            shape_mean=tuple(map(float, y.mean(axis=0))), shape_cov=np.cov(y.T),
+            shape_prior_used=cfg.shape_prior is not None,
             mu_max=mu_max, slip_at_peak_mean=float(sp.mean()), slip_at_peak_std=float(sp.std(ddof=1)),
             theta=dict(zip(THETA_NAMES, map(float, kept.mean(axis=0)))), theta_cov=cov,
-            theta_ml=dict(zip(THETA_NAMES, map(float, ml.theta))), mu_max_ml=mu_max_ml, sigma=float(sigma),
-            ml_cond=float(ml.cond), ml_ill_conditioned=bool(ml.ill_conditioned), r_hat_max=r_hat_max,
-            ess_bulk_min=ess_min, mu_max_r_hat=float(mu_r), mu_max_ess_bulk=float(mu_ess),
-            acceptance=tuple(float(x) for x in chains.acceptance), converged=converged,
+            theta_ml=dict(zip(THETA_NAMES, map(float, theta_ml))), mu_max_ml=mu_max_ml, sigma=sigma_post,
+            sigma_ml=sigma_ml, ml_cond=float(ml.cond), ml_ill_conditioned=bool(ml.ill_conditioned),
+            r_hat_max=last["r_hat_max"], ess_bulk_min=last["ess_bulk_min"], ess_tail_min=last["ess_tail_min"],
+            diagnostics=diag, mu_max_r_hat=diag["mu_max"]["r_hat"], mu_max_ess_bulk=diag["mu_max"]["ess_bulk"],
+            acceptance=tuple(float(x) for x in chains.acceptance), converged=bool(last["converged"]),
+            n_steps_used=int(chains.n_steps), mu_max_prior_std=mu_prior_std,
+            prior_dominated=bool(mu_max.std > cfg.prior_dominated_ratio * mu_prior_std),
             share_removed_by_prior=share_removed, prior_mode=cfg.prior_mode, max_peak_slip=float(cfg.max_peak_slip),
             n_points=int(s.size), n_removed_nonfinite=n_nonfinite, n_braking=n_braking, n_draws=n_keep,
             warm_started=warm_start is not None, elapsed_s=time.perf_counter() - t0, elapsed_ml_s=t_ml,
             elapsed_mcmc_s=t_mcmc, curve=GripCurve(slip=grid, q05=q05, q50=q50, q95=q95), chains=chains,
         )
+
+    def _diagnose(self, res: ChainResult) -> dict:
+        """The convergence rule on the chains' draws: split R-hat, bulk and tail ESS of every parameter (B, C,
+        D, E, s_h, s_v, sigma if sampled) and of mu_max per draw (inference.diagnostics.rhat_ess)."""
+        from vehcal_ros.inference.diagnostics import rhat_ess
+
+        cfg = self.config
+        draws = res.draws
+        n_c, n_d, d = draws.shape
+        mm, sp = peak_batch(np.ascontiguousarray(draws[..., :N_THETA].reshape(-1, N_THETA)))
+        allq = np.concatenate([draws, mm.reshape(n_c, n_d, 1)], axis=2)
+        names = [*res.names, "mu_max"]
+        d3 = rhat_ess(allq, names)
+        diag = {k: {"r_hat": v[0], "ess_bulk": v[1], "ess_tail": v[2]} for k, v in d3.items()}
+        arr = np.array(list(d3.values()))
+        finite = bool(np.all(np.isfinite(arr)))
+        r_max = float(arr[:, 0].max()) if finite else float("nan")
+        b_min = float(arr[:, 1].min()) if finite else float("nan")
+        t_min = float(arr[:, 2].min()) if finite else float("nan")
+        ok = finite and r_max <= cfg.r_hat_threshold and b_min >= cfg.ess_threshold and t_min >= cfg.ess_tail_threshold
+        return {"converged": bool(ok), "r_hat_max": r_max, "ess_bulk_min": b_min, "ess_tail_min": t_min,
+                "diagnostics": diag, "mu_max": mm, "s_peak": sp, "n_steps": res.n_steps}

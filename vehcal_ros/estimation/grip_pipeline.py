@@ -19,8 +19,8 @@ estimated ones otherwise. Every friction sample carries ``mu_var`` (0 for measur
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,6 +50,7 @@ class ScopeStatus:
     n_fits: int = 0
     n_failed: int = 0
     n_not_converged: int = 0
+    n_prior_dominated: int = 0
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
     excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
@@ -78,15 +79,9 @@ def subsample(data: ScopeData, n_max: int) -> ScopeData:
     if n <= n_max:
         return data
     idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
-    var = None if data.slip_var is None else data.slip_var[idx]
-    mu_var = None if data.mu_var is None else data.mu_var[idx]
-    return ScopeData(scope=data.scope, t=data.t[idx], slip=data.slip[idx], mu=data.mu[idx], slip_var=var,
-                     mu_var=mu_var)
-
-
-def _fit_takes_mu_var() -> bool:
-    """True once the grip fit's likelihood takes per-sample mu variances (``GripEstimator.fit(mu_var=...)``)."""
-    return "mu_var" in inspect.signature(GripEstimator.fit).parameters
+    # every per-sample array of the snapshot (t, slip, mu, slip_var and, from force estimates, mu_var)
+    return dataclasses.replace(data, **{f.name: getattr(data, f.name)[idx] for f in dataclasses.fields(data)
+                                        if isinstance(getattr(data, f.name), np.ndarray)})
 
 
 @dataclass
@@ -98,12 +93,15 @@ class GripPipeline:
     warm_start: bool = True
     min_new_points: int = 20     #: a scope is refitted only when this many new samples arrived since its last fit
     max_fit_points: int = 100    #: a fit uses at most this many samples, evenly spaced over the buffer window
-    max_r_hat: float = 1.1       #: publish only when the split R-hat of mu_max's draws is at most this
-    min_ess: float = 50.0        #: ... and their bulk ESS at least this
+    max_r_hat: float = 1.01      #: publish only when every split R-hat (theta, sigma, mu_max) is at most this
+    min_ess: float = 400.0       #: ... and every bulk ESS at least this
+    min_ess_tail: float = 400.0  #: ... and every tail ESS at least this
     min_excitation: float = 0.15  #: ... and the span of |mu| in the window (95th - 5th percentile) reaches this
     force_source: str = "measured"  #: "measured", "estimated" or "auto" (module docstring)
     force_config: TireForceConfig | None = None   #: the force estimator's settings (None: HMMWV defaults)
     force_timeout: float = 0.5   #: s, auto: the tire-force topic counts as alive this long after its last sample
+    shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
+    shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -118,6 +116,8 @@ class GripPipeline:
         self.cycle = 0
         self._accepted_at_fit: dict[str, int] = dict.fromkeys(self.status, -1)
         self._fill_at_fit: dict[str, float] = dict.fromkeys(self.status, -np.inf)
+        self._shape_history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.cancel = threading.Event()  #: set it to end running fits early (their chains stop extending)
 
     # -------------------------------------------------------------- cycle
     def add(self, record: object) -> list[TireForce]:
@@ -195,9 +195,11 @@ class GripPipeline:
         """Run Algorithm 1 on each snapshot (slow; call from a worker thread)."""
         cycle = self.cycle
         outcomes = []
-        with_mu_var = _fit_takes_mu_var()
         for k, data in enumerate(snapshots):
-            config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k)
+            if self.cancel.is_set():  # shutting down: no new fits
+                break
+            config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
+                                         shape_prior=self.learnt_shape_prior(data.scope))
             # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
             # climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits
             excitation = float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
@@ -206,9 +208,10 @@ class GripPipeline:
             previous = self.status[data.scope].estimate if self.warm_start else None
             t0 = time.perf_counter()
             try:
-                extra = {"mu_var": data.mu_var} if with_mu_var else {}
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
-                                                             slip_var=data.slip_var, **extra)
+                                                             slip_var=data.slip_var,
+                                                             mu_var=getattr(data, "mu_var", None),
+                                                             stop=self.cancel.is_set)
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -234,24 +237,18 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{o.error}{keep}"
                 continue
-            if o.excitation < self.min_excitation:
-                st.n_not_converged += 1
+            e = o.estimate
+            withheld = self._withheld(o)
+            if withheld is not None:
+                counter, why = withheld
+                setattr(st, counter, getattr(st, counter) + 1)
                 st.level = WARN
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
-                st.message = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data "
-                              f"sit on the linear part of the curve, mu_max {o.estimate.mu_max_mean:.2f} "
-                              f"[{o.estimate.mu_max_lower:.2f}, {o.estimate.mu_max_upper:.2f}] is not "
-                              f"published{keep}")
-                continue
-            if not self.publishable(o.estimate):
-                st.n_not_converged += 1
-                st.level = WARN
-                keep = "; keeping the last good estimate" if st.estimate is not None else ""
-                st.message = (f"sampler did not converge on mu_max (r_hat {o.estimate.mu_max_r_hat:.3f} > "
-                              f"{self.max_r_hat} or ess_bulk {o.estimate.mu_max_ess_bulk:.0f} < {self.min_ess:.0f})"
-                              f"{keep}")
+                st.message = f"{why}: not published{keep}"
                 continue
             st.estimate = o.estimate
+            if e.shape_cov is not None and not e.shape_prior_used:
+                self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
             st.level = OK
             st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
@@ -261,14 +258,47 @@ class GripPipeline:
         self.cycle += 1
         return updated
 
-    def publishable(self, est: GripEstimate) -> bool:
-        """Convergence is judged on the published quantity, mu_max (see the README's design notes).
+    def _withheld(self, o: FitOutcome) -> tuple[str, str] | None:
+        """(status counter, reason) when a fitted estimate must not be published: too little excitation, the
+        convergence rule not met, or a prior-dominated mu_max; None when it may be."""
+        e = o.estimate
+        if o.excitation < self.min_excitation:
+            return "n_not_converged", (
+                f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on the "
+                f"linear part of the curve, mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, {e.mu_max_upper:.2f}]")
+        if not self.publishable(e):
+            return "n_not_converged", (
+                f"not converged after {e.n_steps_used} steps per chain (R-hat max {e.r_hat_max:.3f} > "
+                f"{self.max_r_hat} or ESS bulk/tail min {e.ess_bulk_min:.0f}/{e.ess_tail_min:.0f} < "
+                f"{self.min_ess:.0f}/{self.min_ess_tail:.0f})")
+        if e.prior_dominated:
+            return "n_prior_dominated", (
+                f"prior-dominated: the data do not identify the curve maximum (mu_max posterior std "
+                f"{e.mu_max.std:.2f} > {self.fit_config.prior_dominated_ratio:.2f} x prior std "
+                f"{e.mu_max_prior_std:.2f}), mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, "
+                f"{e.mu_max_upper:.2f}]")
+        return None
 
-        The whole-theta R-hat is reported too, but the (D, s_v) ridge of low-excitation posteriors keeps it
-        above 1.01 for hundreds of thousands of steps while mu_max's chains already agree.
-        """
-        return bool(np.isfinite(est.mu_max_r_hat) and est.mu_max_r_hat <= self.max_r_hat
-                    and est.mu_max_ess_bulk >= self.min_ess)
+    def learnt_shape_prior(self, scope: str) -> tuple | None:
+        """The tire-shape prior of ``scope`` (``shape_prior`` on): Gaussian on (B C D, C, E) with the mean of the
+        posterior means of its published estimates fitted without a shape prior (the last 20), and covariance
+        ``shape_prior_inflation`` x (their mean posterior covariance + the scatter of their means). None when
+        off or before the first such estimate. The peak (D, s_v) stays free: shape shared, peak per surface."""
+        hist = self._shape_history.get(scope, [])[-20:] if self.shape_prior else []
+        if not hist:
+            return None
+        means = np.array([m for m, _ in hist])
+        cov = np.mean([c for _, c in hist], axis=0)
+        if len(hist) > 1:
+            cov = cov + np.cov(means.T)
+        cov = self.shape_prior_inflation * 0.5 * (cov + cov.T)
+        return tuple(means.mean(axis=0)), tuple(map(tuple, cov))
+
+    def publishable(self, est: GripEstimate) -> bool:
+        """The project's convergence rule on every curve parameter, sigma and mu_max: split R-hat <=
+        ``max_r_hat`` and bulk / tail ESS >= ``min_ess`` / ``min_ess_tail``."""
+        return bool(np.isfinite(est.r_hat_max) and est.r_hat_max <= self.max_r_hat
+                    and est.ess_bulk_min >= self.min_ess and est.ess_tail_min >= self.min_ess_tail)
 
     def run_cycle(self) -> list[str]:
         """snapshot + fit + commit in the caller's thread (bag replay, tests)."""
@@ -278,8 +308,11 @@ class GripPipeline:
 # ------------------------------------------------------------------------------------------------------------
 # ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
-FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip", "prior_mode",
+FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_steps", "max_peak_slip", "prior_mode",
               "interval_prob", "seed")
+#: grip_estimator publication gates -> the GripConfig thresholds of the convergence rule (the chains are
+#: extended until the estimate passes the same gates the node publishes with)
+GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_ess_tail": "ess_tail_threshold"}
 """grip_estimator parameters that are fields of :class:`GripConfig`."""
 
 
@@ -289,6 +322,10 @@ def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -
     base = base or PIPELINE_FIT_CONFIG
     names = {f.name for f in dataclasses.fields(base)}
     changes = {k: values[k] for k in FIT_PARAMS if k in values and k in names}
+    changes.update({f: float(values[k]) for k, f in GATE_PARAMS.items() if k in values})
+    if "max_steps" in changes or "n_steps" in changes:
+        changes["max_steps"] = max(int(changes.get("max_steps", base.max_steps)),
+                                   int(changes.get("n_steps", base.n_steps)))
     if "theta_lower" in values and "theta_upper" in values:
         changes["bounds"] = tuple((float(a), float(b)) for a, b in zip(values["theta_lower"], values["theta_upper"]))
     return dataclasses.replace(base, **changes)
@@ -336,4 +373,6 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
                         min_ess=float(values["min_ess"]),
-                        min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)))
+                        min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
+                        min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
+                        shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)))

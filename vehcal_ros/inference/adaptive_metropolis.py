@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, peak_slip_at_most, sse, sse_odr
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll, mf, peak_slip_at_most, sse
 
 TARGET_ACCEPTANCE = 0.234
 
@@ -167,55 +167,103 @@ def ram_adapt_batch(S: np.ndarray, R: np.ndarray, coef: np.ndarray) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+SIGMA_MODES = ("sampled", "fixed", "marginal")
+
+
 @njit(cache=True, nogil=True)
-def _grip_log_target(s, mu, vs, x, th, reparam, lb, ub, sigma_mode, inv2s2, half_n, truncate,
-                     max_peak_slip) -> float:
-    """Log posterior up to a constant: uniform prior (Eq. 20) [x truncation] + likelihood (Eq. 22), with the
-    slip-noise widening of :func:`~vehcal_ros.models.pacejka.sse_odr` when ``vs`` (slip variances) is given.
+def _theta_from_slope_coords(x: np.ndarray, th: np.ndarray) -> None:
+    """theta from the slope coordinates x = (B C D, C, D, E, s_h, f(0)) (see :func:`to_slope_coords`)."""
+    B = x[0] / (x[1] * x[2])
+    th[0] = B
+    for j in range(1, N_THETA - 1):
+        th[j] = x[j]
+    th[N_THETA - 1] = x[N_THETA - 1] - mf(0.0, B, x[1], x[2], x[3], x[4], 0.0)
+
+
+def to_slope_coords(theta: np.ndarray) -> np.ndarray:
+    """The sampler's coordinates (B C D, C, D, E, s_h, f(0) = mu at zero slip) of ``theta[..., 6]``.
+
+    Low-excitation data pin the initial slope B C D and the curve's value at zero slip, which are curved
+    ridges in theta (B-C-D, and s_h-s_v since f(0) ~ s_v + B C D s_h); here each is one coordinate. The map is
+    triangular: |d theta / d x| = 1/(C D) (B = x0/(C D); s_v = x5 - f(0; s_v = 0), unit slope in x5)."""
+    theta = np.asarray(theta, dtype=float)
+    x = theta.copy()
+    B, C, D, E, sh, sv = np.moveaxis(theta, -1, 0)[:6]
+    x[..., 0] = B * C * D
+    u = B * sh
+    x[..., 5] = sv + D * np.sin(C * np.arctan(u - E * (u - np.arctan(u))))
+    return x
+
+
+def from_slope_coords(x: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`to_slope_coords` (extra trailing columns, e.g. log sigma, are copied)."""
+    x = np.asarray(x, dtype=float)
+    theta = x.copy()
+    bcd, C, D, E, sh, f0 = np.moveaxis(x, -1, 0)[:6]
+    B = bcd / (C * D)
+    u = B * sh
+    theta[..., 0] = B
+    theta[..., 5] = f0 - D * np.sin(C * np.arctan(u - E * (u - np.arctan(u))))
+    return theta
+
+
+@njit(cache=True, nogil=True)
+def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
+                     max_peak_slip, shape) -> float:
+    """Log posterior up to a constant (nats): uniform prior in the bounds (Eq. 20) [x truncation to curves
+    peaking at slip <= max_peak_slip, Section 4.2.2] + the exact Gaussian errors-in-variables log likelihood
+    (:func:`~vehcal_ros.models.pacejka.gauss_nll`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i).
 
     ``x`` is theta, or with ``reparam`` the slope coordinates (B C D, C, D, E, s_h, s_v); then theta is written
-    to ``th`` and the log Jacobian -log(C D) of the change of variables is added (same posterior in theta)."""
+    to ``th`` and the log Jacobian -log(C D) of the change of variables is added (same posterior in theta).
+    sigma: ``sigma_mode`` 0 sampled (x[6] = log sigma, uniform in [lb[6], ub[6]], i.e. the Jeffreys prior
+    p(sigma) ~ 1/sigma truncated), 1 fixed at sqrt(sigma2_fixed), 2 integrated out under p(sigma) ~ 1/sigma
+    (-(N/2) log V; only without per-sample variances).
+    ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
+    mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior."""
     log_jac = 0.0
     if reparam:
         cd = x[1] * x[2]
         if not cd > 0.0:
             return -math.inf
-        th[0] = x[0] / cd
-        for j in range(1, N_THETA):
-            th[j] = x[j]
-        theta = th
         log_jac = -math.log(cd)
+        _theta_from_slope_coords(x, th)
     else:
-        theta = x
-    for j in range(N_THETA):
-        if theta[j] < lb[j] or theta[j] > ub[j]:
+        for j in range(N_THETA):
+            th[j] = x[j]
+    for j in range(x.shape[0]):
+        v = th[j] if j < N_THETA else x[j]
+        if v < lb[j] or v > ub[j]:
             return -math.inf
-    if truncate and not peak_slip_at_most(theta, max_peak_slip):
+    if truncate and not peak_slip_at_most(th, max_peak_slip):
         return -math.inf
-    if vs.shape[0] == s.shape[0] and sigma_mode == 0:
-        V = sse_odr(s, mu, theta, vs, 0.5 / inv2s2)
-    else:
-        V = sse(s, mu, theta)
-    if sigma_mode == 0:
-        return log_jac - V * inv2s2
-    return log_jac - half_n * math.log(V)
+    if shape[0] > 0.0:
+        y0 = th[0] * th[1] * th[2] - shape[1]
+        y1 = th[1] - shape[2]
+        y2 = th[3] - shape[3]
+        log_jac -= 0.5 * (shape[4] * y0 * y0 + shape[8] * y1 * y1 + shape[12] * y2 * y2
+                          + 2.0 * (shape[5] * y0 * y1 + shape[6] * y0 * y2 + shape[9] * y1 * y2))
+    if sigma_mode == 2:
+        return log_jac - half_n * math.log(sse(s, mu, th))
+    sigma2 = math.exp(2.0 * x[N_THETA]) if sigma_mode == 0 else sigma2_fixed
+    return log_jac - gauss_nll(s, mu, th, sigma2, vs, vm)
 
 
 @njit(cache=True, nogil=True)
-def _grip_chain(s, mu, vs, reparam, theta, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last,
-                burn_in,
-                thin, target, gamma, adapt_steps, st, draws, logp, stats):
+def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
+                i_first, i_last, burn_in, thin, target, gamma, adapt_steps, st, draws, logp, stats):
     """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
     in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after burn-in).
     """
-    d = N_THETA
+    d = theta.shape[0]
     half_n = 0.5 * s.shape[0]
     prop = np.empty(d)
     r = np.empty(d)
     work = np.empty(d)
     Snew = np.empty((d, d))
-    th = np.empty(d)
-    lp = _grip_log_target(s, mu, vs, theta, th, reparam, lb, ub, sigma_mode, inv2s2, half_n, truncate, max_peak_slip)
+    th = np.empty(N_THETA)
+    lp = _grip_log_target(s, mu, vs, vm, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
+                          max_peak_slip, shape)
     for i in range(i_first, i_last + 1):
         _normals(st, r)
         for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
@@ -223,8 +271,8 @@ def _grip_chain(s, mu, vs, reparam, theta, S, lb, ub, sigma_mode, inv2s2, trunca
             for k in range(j + 1):
                 acc += S[j, k] * r[k]
             prop[j] = acc
-        lpp = _grip_log_target(s, mu, vs, prop, th, reparam, lb, ub, sigma_mode, inv2s2, half_n, truncate,
-                               max_peak_slip)
+        lpp = _grip_log_target(s, mu, vs, vm, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
+                               truncate, max_peak_slip, shape)
         valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
         if lpp == -math.inf:  # step 8
             alpha = 0.0
@@ -249,13 +297,75 @@ def _grip_chain(s, mu, vs, reparam, theta, S, lb, ub, sigma_mode, inv2s2, trunca
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grip_chains(s, mu, vs, reparam, X, S, lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first, i_last,
-                 burn_in,
-                 thin, target, gamma, adapt_steps, states, draws, logp, stats):
+def _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
+                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats):
     for c in prange(X.shape[0]):
-        _grip_chain(s, mu, vs, reparam, X[c], S[c], lb, ub, sigma_mode, inv2s2, truncate, max_peak_slip, i_first,
-                    i_last,
-                    burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c], stats[c])
+        _grip_chain(s, mu, vs, vm, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
+                    shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c],
+                    stats[c])
+
+
+def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.ndarray, *,
+                    sigma_mode: str = "sampled", sigma: float = float("nan"),
+                    log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
+                    max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
+                    mu_var: np.ndarray | None = None, slope_coords: bool = False,
+                    shape_prior: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    """The chains' log target at one point ``x`` (theta[6], plus log sigma with ``sigma_mode="sampled"``;
+    slope coordinates with ``slope_coords``), up to the constant of the uniform prior (for tests and tools)."""
+    vs, vm = _variances(s, slip_var, mu_var)
+    lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
+    x = np.ascontiguousarray(x, dtype=float)
+    mode = SIGMA_MODES.index(sigma_mode)
+    return float(_grip_log_target(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(mu, dtype=float),
+                                  vs, vm, x, np.empty(N_THETA), bool(slope_coords), lb, ub, mode,
+                                  float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
+                                  max_peak_slip is not None,
+                                  float(max_peak_slip) if max_peak_slip is not None else 1.0,
+                                  _shape_array(shape_prior)))
+
+
+def _shape_array(shape_prior: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """(mean[3], cov[3, 3]) of the tire-shape prior on (B C D, C, E) -> the kernels' packed array."""
+    out = np.zeros(13)
+    if shape_prior is None:
+        return out
+    m = np.asarray(shape_prior[0], dtype=float).reshape(3)
+    cov = np.asarray(shape_prior[1], dtype=float).reshape(3, 3)
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(cov))):
+        raise ValueError("shape_prior must be a finite (mean[3], cov[3, 3])")
+    try:
+        np.linalg.cholesky(cov)
+        prec = np.linalg.inv(cov)
+    except np.linalg.LinAlgError:
+        raise ValueError("shape_prior covariance must be positive definite") from None
+    out[0] = 1.0
+    out[1:4] = m
+    out[4:13] = prec.ravel()
+    return out
+
+
+def _variances(s: np.ndarray, slip_var: np.ndarray | None, mu_var: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    out = []
+    for name, v in (("slip_var", slip_var), ("mu_var", mu_var)):
+        v = np.zeros(0) if v is None else np.ascontiguousarray(v, dtype=float)
+        if v.size and (v.shape != np.shape(s) or not np.all(np.isfinite(v)) or np.any(v < 0)):
+            raise ValueError(f"{name} must hold one finite, non-negative variance per sample")
+        out.append(v if v.size and np.any(v > 0) else np.zeros(0))
+    return out[0], out[1]
+
+
+def _box(bounds: np.ndarray, sigma_mode: str, log_sigma_bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    if sigma_mode not in SIGMA_MODES:
+        raise ValueError(f"sigma_mode must be one of {SIGMA_MODES}, got {sigma_mode!r}")
+    b = np.asarray(bounds, dtype=float)
+    if sigma_mode == "sampled":
+        lo, hi = map(float, log_sigma_bounds)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"log_sigma_bounds must be finite (lower < upper), got {log_sigma_bounds}")
+        b = np.vstack([b, [lo, hi]])
+    return np.ascontiguousarray(b[:, 0]), np.ascontiguousarray(b[:, 1])
 
 
 @dataclass(frozen=True)
@@ -329,81 +439,104 @@ def _initial_factors(S0: np.ndarray, n_chains: int, d: int) -> np.ndarray:
 
 def run_grip_chains(
     s: np.ndarray, mu: np.ndarray, x0: np.ndarray, S0: np.ndarray, bounds: np.ndarray, sigma: float,
-    n_steps: int = 20_000, burn_in: int = 10_000, thin: int = 10, *, sigma_mode: str = "fixed",
+    n_steps: int = 20_000, burn_in: int = 10_000, thin: int = 10, *, sigma_mode: str = "sampled",
+    log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
     max_peak_slip: float | None = None, gamma: float = 2.0 / 3.0, target: float = TARGET_ACCEPTANCE,
     adapt_steps: int | None = None, pilot_steps: int | None = None,
     seed: int | np.random.SeedSequence | None = None, slip_var: np.ndarray | None = None,
-    slope_coords: bool = False,
+    mu_var: np.ndarray | None = None, slope_coords: bool = False, max_steps: int | None = None,
+    shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
+    until: Callable[[ChainResult], bool] | None = None,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
     ``x0[n_chains, 6]`` (or one ``[6]`` start for all chains, as step 4 starts every chain at theta_ML), ``S0``
     lower Cholesky factor(s) of the initial proposal covariance (step 5), ``bounds[6, 2]`` the uniform prior
-    (Eq. 20), ``sigma`` the noise std of Eq. (22) (ignored with ``sigma_mode="marginal"``).
+    (Eq. 20). Likelihood: the exact Gaussian errors-in-variables density of
+    :func:`~vehcal_ros.models.pacejka.gauss_nll` (Eq. 22 with Var_i = sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i;
+    ``slip_var``/``mu_var`` default to zeros). ``sigma_mode``:
+
+    * ``"sampled"`` (default): log sigma is a seventh coordinate, uniform in ``log_sigma_bounds`` (Jeffreys
+      p(sigma) ~ 1/sigma, truncated); ``sigma`` is its start; x0/S0 may have 6 or 7 columns (log sigma's
+      initial step 1/sqrt(2 N), the width of its posterior); draws are returned with sigma (not log sigma) as
+      parameter 7, named "sigma".
+    * ``"fixed"``: sigma plugged in (the paper's practice, sigma from Eq. 17).
+    * ``"marginal"``: sigma integrated out under p(sigma) ~ 1/sigma, -(N/2) log V (no per-sample variances).
+
     ``max_peak_slip`` (not None) truncates the prior to curves peaking at slip <= max_peak_slip.
     ``adapt_steps`` limits the adaptation to the first steps (default: all steps, as Algorithm 1).
     ``pilot_steps`` (<= burn_in): after that many steps every chain's factor is reset to the Cholesky factor of
     2.38^2/d times the empirical covariance of the second half of the pilot, pooled over chains ("computing
     first an empiric covariance matrix once enough samples have been generated", Section 3.2), then the
     rank-one adaptation continues.
-    ``slip_var[N]`` (variance of each measured slip, fixed sigma only): the errors-in-variables likelihood of
-    :func:`~vehcal_ros.models.pacejka.sse_odr` instead of Eq. (22)'s.
     ``slope_coords``: the chains move in (B C D, C, D, E, s_h, s_v) - the same posterior, but the initial slope
     B C D, which even low-excitation data pin down, becomes one coordinate, so the random walk no longer has
     to follow the curved B-C-D ridge. ``x0``/``S0`` are given and draws returned in theta; the final factors
     ``S`` of the result are in the sampler's coordinates.
+    ``shape_prior`` (mean[3], cov[3, 3]): a Gaussian prior on the tire shape (B C D, C, E) times the uniform one
+    (e.g. learnt from the same tire on other surfaces; the peak D, s_v stays free).
+    ``until`` (with ``max_steps`` > n_steps): after n_steps, ``until(result)`` is asked whether the draws are
+    good enough (e.g. the convergence rule); if not, every chain continues by max(n_steps/2, (max_steps -
+    n_steps)/10) steps at a time (same chains, same RNG streams) until it says yes or ``max_steps`` is
+    reached; burn-in stays the same fraction burn_in/n_steps of the (longer) chains.
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
     mu = np.ascontiguousarray(mu, dtype=float)
-    vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
-    if vs.size and (vs.shape != s.shape or not np.all(np.isfinite(vs)) or np.any(vs < 0)):
-        raise ValueError("slip_var must hold one finite, non-negative variance per sample")
-    b = np.asarray(bounds, dtype=float)
-    lb, ub = np.ascontiguousarray(b[:, 0]), np.ascontiguousarray(b[:, 1])
+    vs, vm = _variances(s, slip_var, mu_var)
+    if sigma_mode == "marginal" and (vs.size or vm.size):
+        raise ValueError("sigma_mode='marginal' needs slip_var = mu_var = 0 (use 'sampled')")
+    lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
+    sampled = sigma_mode == "sampled"
+    d = N_THETA + int(sampled)
     x0 = np.atleast_2d(np.asarray(x0, dtype=float))
     n_chains = x0.shape[0]
-    if x0.shape[1] != N_THETA:
-        raise ValueError(f"x0 must have {N_THETA} columns, got {x0.shape}")
-    n_keep = _check_schedule(n_steps, burn_in, thin, gamma)
-    if sigma_mode not in ("fixed", "marginal"):
-        raise ValueError(f"sigma_mode must be 'fixed' or 'marginal', got {sigma_mode!r}")
-    if sigma_mode == "fixed" and not (sigma > 0 and math.isfinite(sigma)):
+    if sigma_mode != "marginal" and not (sigma > 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be positive and finite, got {sigma}")
-    S = _initial_factors(S0, n_chains, N_THETA)
+    if x0.shape[1] == N_THETA and sampled:
+        log_s0 = min(max(math.log(sigma), lb[N_THETA] + 1e-9), ub[N_THETA] - 1e-9)
+        x0 = np.hstack([x0, np.full((n_chains, 1), log_s0)])
+    if x0.shape[1] != d:
+        raise ValueError(f"x0 must have {d} columns, got {x0.shape}")
+    n_keep0 = _check_schedule(n_steps, burn_in, thin, gamma)
+    S0 = np.asarray(S0, dtype=float)
+    if sampled and S0.shape[-1] == N_THETA:
+        S0 = np.broadcast_to(S0, (n_chains, N_THETA, N_THETA))
+        S0 = np.concatenate([np.concatenate([S0, np.zeros((n_chains, N_THETA, 1))], axis=2),
+                             np.concatenate([np.zeros((n_chains, 1, N_THETA)),
+                                             np.full((n_chains, 1, 1), 1.0 / math.sqrt(2.0 * max(s.size, 1)))],
+                                            axis=2)], axis=1)
+    S = _initial_factors(S0, n_chains, d)
     X = np.ascontiguousarray(x0).copy()
     if slope_coords:
-        for c in range(n_chains):
-            # a start on the B bound must stay inside it after the round trip B -> B C D -> B
-            B = min(max(X[c, 0], lb[0] + 1e-9 * (ub[0] - lb[0])), ub[0] - 1e-9 * (ub[0] - lb[0]))
-            C, D = X[c, 1], X[c, 2]
-            # the initial factor keeps its shape with the B row scaled to B C D units (the full linearised
-            # transform would turn a wide C, D proposal - e.g. the Eq. (27) fallback - into a huge step in B C D)
-            S[c, 0, :] *= C * D
-            X[c, 0] = B * C * D
+        # a start on a B or s_v bound must stay inside it after the round trip theta -> x -> theta
+        eps = 1e-9 * (ub[:N_THETA] - lb[:N_THETA])
+        X[:, :N_THETA] = np.clip(X[:, :N_THETA], lb[:N_THETA] + eps, ub[:N_THETA] - eps)
+        # the initial factor keeps its shape with the B row scaled to B C D units (the full linearised
+        # transform would turn a wide C, D proposal - e.g. the Eq. (27) fallback - into a huge step in B C D)
+        S[:, 0, :] *= (X[:, 1] * X[:, 2])[:, None]
+        X[:, :N_THETA] = to_slope_coords(X[:, :N_THETA])
     reparam = bool(slope_coords)
     states = _seed_states(seed, n_chains)
-    draws = np.empty((n_chains, n_keep, N_THETA))
-    logp = np.empty((n_chains, n_keep))
+    total_max = int(max(n_steps, max_steps or n_steps))
+    draws_all = np.full((n_chains, total_max // thin, d), np.nan)
+    logp_all = np.full((n_chains, total_max // thin), np.nan)
     stats = np.zeros((n_chains, 2), dtype=np.int64)
     truncate = max_peak_slip is not None
-    common = (0 if sigma_mode == "fixed" else 1, 1.0 / (2.0 * sigma * sigma) if sigma_mode == "fixed" else 0.0,
-              truncate, float(max_peak_slip) if truncate else 1.0)
-    adapt = int(n_steps if adapt_steps is None else adapt_steps)
+    common = (SIGMA_MODES.index(sigma_mode), float(sigma) ** 2 if sigma_mode == "fixed" else 1.0,
+              truncate, float(max_peak_slip) if truncate else 1.0, _shape_array(shape_prior))
+    adapt = int(total_max if adapt_steps is None else adapt_steps)
     i_next = 1
     pilot = int(pilot_steps or 0)
     if pilot >= 4:
         if pilot > burn_in:
             raise ValueError(f"pilot_steps ({pilot}) must not exceed burn_in ({burn_in})")
         half = pilot // 2
-        pdraws = np.empty((n_chains, pilot - half, N_THETA))
+        pdraws = np.empty((n_chains, pilot - half, d))
         plogp = np.empty((n_chains, pilot - half))
-        pstats = np.zeros((n_chains, 2), dtype=np.int64)
-        _grip_chains(s, mu, vs, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma), adapt,
-                     states,
-                     pdraws, plogp, pstats)
-        stats[:, 0] += pstats[:, 0]
-        emp = np.cov(pdraws.reshape(-1, N_THETA).T) * (2.38**2 / N_THETA)
+        _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma),
+                     adapt, states, pdraws, plogp, stats)
+        emp = np.cov(pdraws.reshape(-1, d).T) * (2.38**2 / d)
         try:
             L = np.linalg.cholesky(emp + 1e-12 * np.diag(np.diag(emp) + 1e-300))
             if np.all(np.isfinite(L)) and np.all(np.diag(L) > 0):
@@ -411,19 +544,33 @@ def run_grip_chains(
         except np.linalg.LinAlgError:
             pass  # keep the adapted factors
         i_next = pilot + 1
-    _grip_chains(s, mu, vs, reparam, X, S, lb, ub, *common, i_next, int(n_steps), int(burn_in), int(thin),
-                 float(target),
-                 float(gamma), adapt, states, draws, logp, stats)
-    if reparam:
-        draws[..., 0] /= draws[..., 1] * draws[..., 2]
-    return ChainResult(
-        draws=draws, logp=logp, acceptance=stats[:, 1] / float(n_steps - burn_in),
-        acceptance_all=stats[:, 0] / float(n_steps), S=S, names=THETA_NAMES, n_steps=int(n_steps),
-        burn_in=int(burn_in), thin=int(thin), elapsed_s=time.perf_counter() - t0,
-        extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size),
-               "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
-               "gamma": float(gamma), "target": float(target)},
-    )
+    burn_frac = burn_in / n_steps
+    n_done = int(n_steps)
+    block = max(thin, n_steps // 2, (total_max - n_steps) // 10)  # at most ~10 extensions (checks cost ~0.1 s)
+    while True:
+        _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, i_next, n_done, 0, int(thin), float(target),
+                     float(gamma), adapt, states, draws_all, logp_all, stats)
+        i_next = n_done + 1
+        k0 = int(math.ceil(burn_frac * n_done / thin))
+        k1 = n_done // thin
+        draws = draws_all[:, k0:k1].copy()
+        if reparam:
+            draws = from_slope_coords(draws)
+        if sampled:
+            draws[..., N_THETA] = np.exp(draws[..., N_THETA])
+        burn = k0 * thin
+        result = ChainResult(
+            draws=draws, logp=logp_all[:, k0:k1].copy(), acceptance=stats[:, 0] / float(n_done),
+            acceptance_all=stats[:, 0] / float(n_done), S=S.copy(),
+            names=THETA_NAMES + (("sigma",) if sampled else ()), n_steps=n_done, burn_in=burn, thin=int(thin),
+            elapsed_s=time.perf_counter() - t0,
+            extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size or vm.size),
+                   "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
+                   "gamma": float(gamma), "target": float(target), "n_keep_first": n_keep0},
+        )
+        if until is None or n_done >= total_max or until(result):
+            return result
+        n_done = min(total_max, n_done + block)
 
 
 def run_ram(

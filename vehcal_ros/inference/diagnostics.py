@@ -74,3 +74,18 @@ def summarize_draws(draws: np.ndarray, names: Sequence[str], hdi_prob: float = 0
 def converged(summaries: dict[str, ParamSummary], r_hat_max: float = 1.01, ess_min: float = 400.0) -> bool:
     """The convergence rule used project-wide: every R-hat below ``r_hat_max`` and bulk ESS above ``ess_min``."""
     return all(np.isfinite(s.r_hat) and s.r_hat < r_hat_max and s.ess_bulk > ess_min for s in summaries.values())
+
+
+def rhat_ess(draws: np.ndarray, names: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """(split R-hat, bulk ESS, tail ESS) per parameter of ``draws[chain, draw, param]`` in one arviz call
+    (rank-normalised split R-hat and bulk/tail ESS of Vehtari et al. 2021); NaN with fewer than 4 draws."""
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim != 3 or draws.shape[2] != len(names):
+        raise ValueError(f"draws must be (chain, draw, {len(names)}), got {draws.shape}")
+    if draws.shape[1] < 4:
+        return {n: (float("nan"),) * 3 for n in names}
+    ds = az.convert_to_dataset({n: draws[:, :, i] for i, n in enumerate(names)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r, b, t = az.rhat(ds), az.ess(ds, method="bulk"), az.ess(ds, method="tail")
+    return {n: (float(r[n]), float(b[n]), float(t[n])) for n in names}

@@ -67,28 +67,44 @@ def sse(s: np.ndarray, mu: np.ndarray, theta: np.ndarray) -> float:
     return acc
 
 
-@njit(cache=True, nogil=True)
-def sse_odr(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndarray, sigma2: float) -> float:
-    """Errors-in-variables cost: sum r_i^2 sigma^2 / (sigma^2 + f'(s_i)^2 v_i), with v_i the variance of the
-    measured slip s_i and f' = d mu / d s (the orthogonal-distance, 'effective variance' weighting).
+_LOG_2PI = math.log(2.0 * math.pi)
 
-    ``-sse_odr / (2 sigma^2)`` is the log likelihood of Eq. (22) with each residual's variance widened by the
-    slip noise carried through the curve's slope; with every v_i = 0 it equals :func:`sse` (the paper).
-    Why: at everyday excitation the data sit in clusters whose slip scatter is mostly noise; read with the
-    paper's likelihood (noise on mu only) that scatter says 'flat curve', i.e. a confident mu_max close to the
-    data's own |mu| (docs/grip.md).
+
+@njit(cache=True, nogil=True)
+def gauss_nll(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+              mu_var: np.ndarray) -> float:
+    """Exact negative log likelihood of the Gaussian errors-in-variables model (nats)::
+
+        -log p(mu | s, theta, sigma) = 1/2 sum_i [ log(2 pi Var_i) + r_i^2 / Var_i ],
+        Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i,   r_i = mu_i - f(s_i, theta)
+
+    (friction paper Eq. 22 with each residual's variance widened by the friction variance ``mu_var`` of an
+    estimated force and by the slip variance ``slip_var`` carried through the curve's slope f' = d mu / d s:
+    the effective-variance, first-order errors-in-variables likelihood). Because f' depends on theta, the
+    log-variance term is part of the posterior and not a constant. ``slip_var`` / ``mu_var`` of length 0 mean
+    zero (the paper's Eq. 22: 1/2 N log(2 pi sigma^2) + V / (2 sigma^2)). Units: friction^2 for sigma2 and
+    mu_var, slip^2 for slip_var.
     """
+    n = s.shape[0]
     B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    has_vs = slip_var.shape[0] == n
+    has_vm = mu_var.shape[0] == n
+    if not (has_vs or has_vm):
+        return 0.5 * n * (_LOG_2PI + math.log(sigma2)) + 0.5 * sse(s, mu, theta) / sigma2
     acc = 0.0
-    for i in range(s.shape[0]):
-        x = s[i] + sh
-        u = B * x
+    for i in range(n):
+        u = B * (s[i] + sh)
         phi = u - E * (u - math.atan(u))
         g = C * math.atan(phi)
         r = mu[i] - D * math.sin(g) - sv
-        slope = D * math.cos(g) * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
-        acc += r * r * sigma2 / (sigma2 + slope * slope * slip_var[i])
-    return acc
+        var = sigma2
+        if has_vm:
+            var += mu_var[i]
+        if has_vs:
+            sl = D * math.cos(g) * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
+            var += sl * sl * slip_var[i]
+        acc += math.log(var) + r * r / var
+    return 0.5 * (n * _LOG_2PI + acc)
 
 
 @njit(cache=True, nogil=True)

@@ -105,9 +105,14 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_fit_points", 100, "samples used per fit (the newest, subsampled evenly)", 8, 100_000),
     ParamSpec("n_ml_starts", 20, "maximum-likelihood starts (Algorithm 1, step 1)", 1, 100_000),
     ParamSpec("n_chains", 8, "adaptive Metropolis chains", 2, 256),
-    ParamSpec("n_steps", 40000, "steps per chain", 500, 10_000_000),
-    ParamSpec("max_r_hat", 1.1, "publish only if mu_max's split R-hat is at most this", 1.0, 2.0),
-    ParamSpec("min_ess", 50.0, "publish only if mu_max's bulk ESS is at least this", 0.0, 1e6),
+    ParamSpec("n_steps", 40000, "steps per chain before the first convergence check", 500, 10_000_000),
+    ParamSpec("max_steps", 120000, "chains failing the convergence rule are extended up to this many steps",
+              500, 10_000_000),
+    ParamSpec("max_r_hat", 1.01, "publish only if every split R-hat (theta, sigma, mu_max) is at most this",
+              1.0, 2.0),
+    ParamSpec("min_ess", 400.0, "publish only if every bulk ESS (theta, sigma, mu_max) is at least this", 0.0, 1e6),
+    ParamSpec("min_ess_tail", 400.0, "publish only if every tail ESS (theta, sigma, mu_max) is at least this",
+              0.0, 1e6),
     ParamSpec("min_excitation", 0.15,
               "publish only if the span of abs(mu) in the window (95th - 5th percentile) reaches this",
               0.0, 2.0),
@@ -121,6 +126,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
     ParamSpec("seed", 0, "base seed of the samplers (cycle k uses seed + 1000 k)", 0, 2**31 - 1),
     ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
+    ParamSpec("shape_prior", False, "fit with a tire-shape prior (B C D, C, E) learnt from the scope's published "
+              "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
     ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
@@ -237,7 +244,14 @@ class GripEstimatorNode(WorkerNode):
             self.pipeline.max_fit_points = self.values["max_fit_points"]
             self.pipeline.max_r_hat = self.values["max_r_hat"]
             self.pipeline.min_ess = self.values["min_ess"]
+            self.pipeline.min_ess_tail = self.values["min_ess_tail"]
+            self.pipeline.shape_prior = self.values["shape_prior"]
             self.pipeline.min_excitation = self.values["min_excitation"]
+
+    def shutdown(self) -> None:
+        """A running fit stops extending its chains (at most one more block) before the worker is joined."""
+        self.pipeline.cancel.set()
+        super().shutdown()
 
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
@@ -289,13 +303,16 @@ class GripEstimatorNode(WorkerNode):
             statuses.append(diag_status(f"{NODE_NAME}: inputs", hw, level, message, values))
             for scope, st in self.pipeline.status.items():
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
-                                      "n_not_converged": st.n_not_converged, "last_fit_s": st.last_fit_s,
+                                      "n_not_converged": st.n_not_converged,
+                                      "n_prior_dominated": st.n_prior_dominated, "last_fit_s": st.last_fit_s,
                                       "excitation": st.excitation}
                 if st.estimate is not None:
                     e = st.estimate
                     kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,
                                "mu_max_upper": e.mu_max_upper, "r_hat_max": e.r_hat_max,
-                               "ess_bulk_min": e.ess_bulk_min, "mu_max_r_hat": e.mu_max_r_hat,
+                               "ess_bulk_min": e.ess_bulk_min, "ess_tail_min": e.ess_tail_min,
+                               "converged": e.converged, "prior_dominated": e.prior_dominated,
+                               "n_steps_used": e.n_steps_used, "mu_max_r_hat": e.mu_max_r_hat,
                                "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))

@@ -1,0 +1,253 @@
+"""Simulation-based calibration of the grip posterior (Talts et al. 2018, arXiv:1804.06788).
+
+For each of ``--sets`` data sets: theta ~ the fit's own prior (uniform in the Table 3 bounds, truncated to
+physical tires: curve peak at slip <= 0.1, Section 4.2.2 of the friction paper); sigma ~ its prior where it is
+a parameter; data simulated at low excitation; one GripEstimator fit at the live settings; then the rank of
+each true quantity among L thinned posterior draws and whether the 50 % / 90 % equal-tailed mu_max intervals
+contain the true mu_max. If the sampler computes the posterior of the model that generated the data, the ranks
+are uniform on 0..L and the intervals cover 50 % / 90 % (binomial band for n sets).
+
+Cases (``--case``):
+
+* ``paper``: the paper's design (Section 4.1): 100 slips uniform on [0, s_lim] with s_lim the slip at which the
+  curve reaches mu = min(0.3, 0.6 mu_max) (low excitation), friction noise sigma = 2.53e-2 (the paper's).
+  sigma is sampled by the fit (Jeffreys prior); the data fix it to ~7 %, so a fixed true sigma is immaterial.
+* ``live``: what the live pipeline feeds the fit: per-wheel 0.1 s block averages, i.e. clusters (cruise near
+  mu = 0, a steady acceleration at mu = a, a ramp up to b), slip noise of a block average
+  sd_s = 1e-3 carried as ``slip_var``, friction noise 5e-3, 100 samples; a, b <= min(0.3, 0.6 mu_max).
+  Friction values are drawn given the measured slips from the model the fit assumes (effective variance
+  sigma^2 + f'(s)^2 sd_s^2): a check of the computation.
+* ``live_latent``: as ``live`` but generated as the vehicle does: true slips t_i, measured s_i = t_i + noise,
+  mu_i = f(t_i) + noise. The fit's Gaussian errors-in-variables likelihood is then an approximation (it
+  assumes t_i | s_i ~ N(s_i, sd_s^2), i.e. a flat prior on the true slip); this case measures what that costs.
+
+    NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_grip_sbc.py --case paper --sets 200 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+N_POINTS = 100
+SIGMA_PAPER = 2.53e-2
+MAX_PEAK_SLIP = 0.1
+L_RANK = 99  # ranks in 0..99: 100 possible values
+QUANTITIES = ("mu_max", "B", "C", "D", "E", "s_h", "s_v")
+
+
+def draw_theta(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
+    """theta from the fit's prior (uniform in ``bounds``, peak at slip <= MAX_PEAK_SLIP) restricted to physical
+    tires: mu_max >= 0.2 and |f(0)| <= 0.05 (a tire transmits little force at zero slip). The data pin f(0) to
+    ~sigma/sqrt(N) and mu_max above the data, so the fit's posterior mass outside this subset is negligible and
+    the ranks stay uniform (Talts et al. need the simulation prior to be the fit's prior)."""
+    from vehcal_ros.models.pacejka import mf, peak, peak_slip_at_most
+
+    while True:
+        th = bounds[:, 0] + (bounds[:, 1] - bounds[:, 0]) * rng.random(6)
+        if peak_slip_at_most(th, MAX_PEAK_SLIP) and peak(th)[0] >= 0.2 and abs(mf(0.0, *th)) <= 0.05:
+            return th
+
+
+def excitation_level(theta: np.ndarray) -> float:
+    """Highest friction the low-excitation data reach: min(0.3, 0.6 mu_max), and at least 0.05 above f(0)."""
+    from vehcal_ros.models.pacejka import mf, peak
+
+    mu_max = peak(theta)[0]
+    return max(min(0.3, 0.6 * mu_max), mf(0.0, *theta) + 0.05)
+
+
+def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
+    """One data set: slip, mu and (live cases) slip_var."""
+    from vehcal_ros.models.pacejka import mf_curve, slip_at_friction, slope
+
+    level = excitation_level(theta)
+    s_lim = slip_at_friction(theta, level)
+    if case == "paper":
+        s = rng.uniform(0.0, s_lim, N_POINTS)
+        return {"slip": s, "mu": mf_curve(s, theta) + SIGMA_PAPER * rng.standard_normal(N_POINTS)}
+    sd_s, sd_mu = 1e-3, 5e-3
+    s0 = slip_at_friction(theta, 0.0) if mf_curve(np.zeros(1), theta)[0] < 0.0 else 0.0
+    a = slip_at_friction(theta, max(mf_curve(np.zeros(1), theta)[0], 0.0) + rng.uniform(0.3, 0.8) * (
+        level - max(mf_curve(np.zeros(1), theta)[0], 0.0)))
+    n_cruise, n_acc, n_ramp = 35, 35, 30
+    t = np.concatenate([np.full(n_cruise, s0) + 2e-4 * rng.standard_normal(n_cruise),
+                        np.full(n_acc, a) + 2e-4 * rng.standard_normal(n_acc),
+                        rng.uniform(s0, s_lim, n_ramp)])
+    vs = np.full(t.size, sd_s**2)
+    if case == "live":
+        s = t  # measured slips; friction drawn given them from the model the fit assumes
+        sd = np.sqrt(sd_mu**2 + slope(s, theta) ** 2 * vs)
+        mu = mf_curve(s, theta) + sd * rng.standard_normal(s.size)
+    else:  # live_latent: measurement noise on the slip, the friction at the true slip
+        s = t + sd_s * rng.standard_normal(t.size)
+        mu = mf_curve(t, theta) + sd_mu * rng.standard_normal(t.size)
+    return {"slip": s, "mu": mu, "slip_var": vs}
+
+
+def one(args: tuple) -> dict:
+    """(case, k, seed, n_steps, max_steps[, n_chains]) -> the fit's ranks and interval hits for data set k."""
+    case, k, seed, n_steps, max_steps, *rest = args
+    from vehcal_ros.errors import EstimationError
+    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS
+    from vehcal_ros.models.pacejka import peak, peak_batch
+
+    rng = np.random.default_rng([seed, k])
+    b = np.asarray(DEFAULT_BOUNDS, dtype=float)
+    theta = draw_theta(rng, b)
+    data = simulate(case, theta, rng)
+    true_mu_max = float(peak(theta)[0])
+    cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
+                     keep_negative_slip=True, n_chains=int(rest[0]) if rest else GripConfig.n_chains)
+    out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
+    try:
+        e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"))
+    except EstimationError as exc:
+        out["failed"] = str(exc)
+        return out
+    draws = e.chains.draws
+    flat = draws.reshape(-1, draws.shape[2])
+    mm = peak_batch(np.ascontiguousarray(flat[:, :6]))[0]
+    idx = np.round(np.linspace(0, flat.shape[0] - 1, L_RANK)).astype(int)  # thinned draws, every chain
+    truth = {"mu_max": true_mu_max, **dict(zip(QUANTITIES[1:], theta))}
+    post = {"mu_max": mm, **{q: flat[:, j] for j, q in enumerate(QUANTITIES[1:])}}
+    out["rank"] = {q: int(np.sum(post[q][idx] < truth[q])) for q in QUANTITIES}
+    out["in50"] = bool(np.quantile(mm, 0.25) <= true_mu_max <= np.quantile(mm, 0.75))
+    out["in90"] = bool(np.quantile(mm, 0.05) <= true_mu_max <= np.quantile(mm, 0.95))
+    out.update(mean=e.mu_max.mean, lower=e.mu_max.lower, upper=e.mu_max.upper, converged=e.converged,
+               prior_dominated=e.prior_dominated, r_hat_max=e.r_hat_max, ess_bulk_min=e.ess_bulk_min,
+               ess_tail_min=e.ess_tail_min, n_steps_used=e.n_steps_used, elapsed_s=e.elapsed_s)
+    return out
+
+
+def binomial_band(n: int, p: float, level: float = 0.95) -> tuple[float, float]:
+    from scipy.stats import binom
+
+    a = (1 - level) / 2
+    return binom.ppf(a, n, p) / n, binom.ppf(1 - a, n, p) / n
+
+
+def summarise(results: list[dict]) -> dict:
+    from scipy.stats import chisquare
+
+    ok = [r for r in results if "rank" in r]
+    n = len(ok)
+    summ = {"n_sets": len(results), "n_fitted": n, "n_failed": len(results) - n}
+    if not n:
+        return summ
+    summ["coverage50"] = float(np.mean([r["in50"] for r in ok]))
+    summ["coverage90"] = float(np.mean([r["in90"] for r in ok]))
+    summ["band50"] = binomial_band(n, 0.5)
+    summ["band90"] = binomial_band(n, 0.9)
+    summ["converged_share"] = float(np.mean([r["converged"] for r in ok]))
+    summ["prior_dominated_share"] = float(np.mean([r["prior_dominated"] for r in ok]))
+    summ["median_fit_s"] = float(np.median([r["elapsed_s"] for r in ok]))
+    summ["median_steps"] = float(np.median([r["n_steps_used"] for r in ok]))
+    summ["median_width90"] = float(np.median([r["upper"] - r["lower"] for r in ok]))
+    summ["median_rel_err"] = float(np.median([abs(r["mean"] / r["mu_max"] - 1) for r in ok]))
+    bins = 10
+    summ["rank_chi2_p"] = {}
+    for q in QUANTITIES:
+        ranks = np.array([r["rank"][q] for r in ok])
+        counts = np.histogram(ranks, bins=bins, range=(0, L_RANK + 1))[0]
+        summ["rank_chi2_p"][q] = float(chisquare(counts).pvalue)
+    return summ
+
+
+def plot(results: list[dict], summ: dict, case: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in results if "rank" in r]
+    fig, axes = plt.subplots(2, 4, figsize=(12, 5.5))
+    bins = 20
+    expect = len(ok) / bins
+    from scipy.stats import binom
+
+    lo, hi = binom.ppf([0.005, 0.995], len(ok), 1 / bins)
+    for ax, q in zip(axes.ravel(), QUANTITIES):
+        ranks = np.array([r["rank"][q] for r in ok])
+        ax.axhspan(lo, hi, color="0.85", label="99 % band (uniform)")
+        ax.axhline(expect, color="0.5", lw=1)
+        ax.hist(ranks, bins=bins, range=(0, L_RANK + 1), color="C0", edgecolor="w")
+        ax.set_title(f"{q} (chi2 p = {summ['rank_chi2_p'][q]:.2f})", fontsize=9)
+        ax.set_yticks([])
+    ax = axes.ravel()[-1]
+    ax.axis("off")
+    ax.text(0, 0.9, f"case: {case}\n{summ['n_fitted']} data sets\n"
+            f"90 % coverage {summ['coverage90']:.1%}\n  band {summ['band90'][0]:.0%}-{summ['band90'][1]:.0%}\n"
+            f"50 % coverage {summ['coverage50']:.1%}\n  band {summ['band50'][0]:.0%}-{summ['band50'][1]:.0%}\n"
+            f"converged {summ['converged_share']:.0%}\nprior-dominated {summ['prior_dominated_share']:.0%}",
+            va="top", fontsize=9, transform=ax.transAxes)
+    fig.suptitle(f"SBC rank histograms (rank of the true value among {L_RANK} posterior draws)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int,
+        partial: Path | None = None) -> tuple[list[dict], dict]:
+    """Fit the data sets (in ``jobs`` processes); with ``partial``, results so far are rewritten there every 10
+    sets and data sets already in it are not refitted (a long run can be resumed)."""
+    done: dict[int, dict] = {}
+    if partial is not None and partial.exists():
+        done = {r["k"]: r for r in json.loads(partial.read_text())["results"]}
+    tasks = [(case, k, seed, n_steps, max_steps) for k in range(n_sets) if k not in done]
+    results = list(done.values())
+
+    def save() -> None:
+        if partial is not None:
+            partial.write_text(json.dumps({"results": sorted(results, key=lambda r: r["k"])}))
+
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as ex:
+            for r in ex.map(one, tasks):
+                results.append(r)
+                if len(results) % 10 == 0:
+                    save()
+    else:
+        for task in tasks:
+            results.append(one(task))
+            if len(results) % 10 == 0:
+                save()
+    save()
+    results.sort(key=lambda r: r["k"])
+    return results, summarise(results)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", choices=("paper", "live", "live_latent"), default="paper")
+    ap.add_argument("--sets", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=2018)
+    ap.add_argument("--steps", type=int, default=40_000, help="n_steps (live setting)")
+    ap.add_argument("--max-steps", type=int, default=120_000, help="max_steps (live setting)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    load0 = os.getloadavg()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps,
+                        partial=out / f"grip_sbc_{args.case}.partial.json")
+    summ.update(wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case)
+    (out / f"grip_sbc_{args.case}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
+    plot(results, summ, args.case, out / f"grip_sbc_{args.case}.png")
+    print(json.dumps(summ, indent=1))
+
+
+if __name__ == "__main__":
+    main()
