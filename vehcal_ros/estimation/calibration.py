@@ -512,6 +512,8 @@ class StageProblem:
         self.prior = Prior.from_pairs(list(spec.priors) + [(f"sigma_{c}", HalfNormal(s))
                                                            for c, s in spec.noise_scales])
         self.n_obs = segment.time.size
+        self.steps_done = 0
+        """8-DOF integration steps simulated by :meth:`log_likelihood` so far (its work)."""
 
     def parameter_matrix(self, theta_model: np.ndarray) -> np.ndarray:
         """``(n, len(PARAM_NAMES))`` 8-DOF parameter rows for sampled model parameters ``(n, n_model)``."""
@@ -525,12 +527,23 @@ class StageProblem:
                 p[:, PARAM_INDEX[name]] = theta_model[:, j]
         return p
 
-    def log_likelihood(self, theta: np.ndarray) -> np.ndarray:
-        """Gaussian log likelihood of each row of ``theta`` (model parameters then sigmas), ``(n,)``."""
-        sse = self.sim.sse(self.parameter_matrix(theta[:, : self.n_model]), self.chan, self.data)
+    def log_likelihood(self, theta: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
+        """Gaussian log likelihood of each row of ``theta`` (model parameters then sigmas), ``(n,)``.
+
+        ``floor`` (optional, ``(n,)``): the caller only needs row ``i`` exactly if it exceeds ``floor[i]`` (an MH
+        step rejects below it). ``log L = c - SSE_w / 2`` with ``c = -sum_c N/2 log(2 pi sigma_c^2)`` and the
+        weighted SSE growing step by step, so the simulation stops once ``SSE_w > 2 (c - floor)``; such rows
+        return ``-inf`` (exact early rejection; Solonen et al. 2012). Simulated steps add up in ``steps_done``.
+        """
+        theta = np.atleast_2d(theta)
         sig2 = theta[:, self.n_model:] ** 2
-        with np.errstate(invalid="ignore", over="ignore"):
-            ll = -0.5 * np.sum(self.n_obs * np.log(2.0 * math.pi * sig2) + sse / sig2, axis=1)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            const = -0.5 * self.n_obs * np.sum(np.log(2.0 * math.pi * sig2), axis=1)
+            budget = None if floor is None else 2.0 * (const - np.asarray(floor, dtype=float))
+            sse, steps = self.sim.sse_bounded(self.parameter_matrix(theta[:, : self.n_model]), self.chan, self.data,
+                                              1.0 / sig2, budget)
+            ll = const - 0.5 * np.sum(sse / sig2, axis=1)
+        self.steps_done += int(steps.sum())
         return np.where(np.isfinite(ll), ll, -np.inf)
 
     def responses(self, theta_model: np.ndarray) -> np.ndarray:
@@ -615,7 +628,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
         log_evidence=smc.log_evidence, n_stages=smc.n_stages, names=names, draws=smc.draws, fixed=fixed,
         rmse_prior=dict(zip(chans, map(float, rmse_prior))), rmse_posterior=dict(zip(chans, map(float, rmse_post))),
         rmse_posterior_mean=dict(zip(chans, map(float, rmse_mean))), sampling_s=smc.elapsed_s,
-        smc={k: v for k, v in smc.to_dict().items() if k not in ("names",)}, separate_bphi=separate_bphi,
+        smc={**{k: v for k, v in smc.to_dict().items() if k not in ("names",)},
+             "evaluation_equivalents": problem.steps_done / problem.sim.steps_per_run}, separate_bphi=separate_bphi,
         priors={n: (float(d.low), float(d.high)) for n, d in spec.priors if isinstance(d, Uniform)},
     )
 

@@ -8,29 +8,46 @@ paper used PyMC's ``sample_smc``). Per stage:
    ``exp((phi' - phi) log L)`` is ``target_ess`` (default one half) of the particles;
 2. log marginal likelihood increment ``log mean(w)`` accumulated (the evidence of Eq. 1's denominator);
 3. systematic resampling;
-4. Metropolis-Hastings mutations targeting ``p_n``: independent MH with a Gaussian fitted to the particles
-   (``kernel="imh"``, PyMC's default and the paper's choice) or a Gaussian random walk with the particle
-   covariance scaled by ``2.38 / sqrt(d)`` and tuned toward acceptance 0.234 (``kernel="rw"``). Mutation steps
-   are repeated until the mean (over parameters) correlation between the particles' positions before and after
-   the mutation falls below ``correlation_threshold`` (PyMC's rule), at most ``max_mutation_steps``. With
-   ``refit_proposal`` the IMH Gaussian is refitted to the particles before every step, not only once after
-   resampling: the resampled particles carry duplicates and lag behind the new temperature, and with few steps
-   per stage a proposal fitted to them once can leave a run biased (runs disagreeing: R-hat > 1.01).
-   Stages are counted from the first reweighting; a run with N particles at phi = 1 gives N draws.
+4. Metropolis-Hastings mutations targeting ``p_n``: independent MH with a Gaussian proposal (``kernel="imh"``,
+   PyMC's default and the paper's choice) fitted to the importance-weighted particles BEFORE resampling (the
+   weights already target ``p_n`` and the fit sees no resampling duplicates; PyMC fits the resampled ones), or
+   a Gaussian random walk with the particle covariance scaled by ``2.38 / sqrt(d)`` and tuned toward
+   acceptance 0.234 (``kernel="rw"``).
+
+How many MH steps (``mutation_rule``): the steps only buy ESS while they replace the copies that resampling
+made, so the default rule ``"distinct"`` stops as soon as ``min_distinct`` (0.9) of the particles sit at
+distinct positions (every particle that moved, plus one per ancestor among those that did not), and
+``min_distinct_final`` (0.99) at the last stage, whose particles are the draws; at most
+``max_mutation_steps``. With an acceptance rate ``a`` that is about ``log(1 - 0.9) / log(1 - a)`` steps
+counted from the resampled population's own distinct fraction: 1 step at ``a`` ~ 0.8, 3-4 at ``a`` ~ 0.3,
+instead of a fixed or correlation-driven number. ``mutation_rule="correlation"`` keeps the earlier rule (until
+the mean correlation with the pre-mutation positions falls below ``correlation_threshold``). With
+``refit_proposal`` the IMH Gaussian is refitted to the current particles before every further step.
+
+Exact early rejection: each MH step draws its uniform first, so ``accept <=> log L(theta') > floor`` with a
+floor known before the likelihood is evaluated; a likelihood that takes ``floor=`` may stop a simulation as
+soon as its value is certainly below it (the 8-DOF Gaussian log likelihood only decreases as residuals add
+up; Solonen et al. 2012) and return ``-inf``: the chain is the same as with full evaluations.
+
+Batching: the runs (chains) advance in lockstep, each a generator that yields its proposals, and every
+round's proposals of ALL runs go to the likelihood in one batch call (the 8-DOF kernel spreads the batch over
+the cores in small chunks, :mod:`vehcal_ros.models.chunked`). Each run keeps its own random stream, so the
+numbers do not depend on the batching. Stages are counted from the first reweighting; a run with N particles
+at phi = 1 gives N draws.
 
 Sampling runs in the unconstrained space by default (uniform -> logit, half-normal -> log, with Jacobians) or in
 the bounded space (``space="bounded"``: proposals outside the support are rejected). Several independent runs
 are reported as chains, ``draws[chain, draw, param]``, so split R-hat and ESS (diagnostics.py) apply.
 
-The likelihood is a batch callable: ``log_likelihood(theta[n, d]) -> (n,)`` for all particles at once (the
-8-DOF calibration evaluates it with a parallel numba kernel).
+The likelihood is a batch callable: ``log_likelihood(theta[n, d]) -> (n,)`` for all particles at once.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -166,6 +183,8 @@ class SMCResult:
     elapsed_s: float
     """wall time (s)."""
     kernel: str
+    distinct: tuple[tuple[float, ...], ...] = ()
+    """per run and stage, the fraction of particles at distinct positions after the mutation (-)."""
 
     @property
     def log_evidence(self) -> float:
@@ -197,6 +216,7 @@ class SMCResult:
             "n_evaluations": self.n_evaluations,
             "elapsed_s": self.elapsed_s,
             "kernel": self.kernel,
+            "distinct": [list(f) for f in self.distinct],
             "shape": list(self.draws.shape),
         }
         if include_draws:
@@ -251,12 +271,21 @@ def _mean_corr(a: np.ndarray, b: np.ndarray) -> float:
     return float(c.mean())
 
 
-def _gaussian_fit(x: np.ndarray, imh_df: float | None) -> tuple[np.ndarray, np.ndarray, Callable]:
+def _distinct_fraction(ancestors: np.ndarray, moved: np.ndarray) -> float:
+    """Fraction of particles at distinct positions: every moved particle, plus one per ancestor among the
+    particles still sitting where resampling put them (copies of one ancestor count once)."""
+    still = ancestors[~moved]
+    return (int(moved.sum()) + np.unique(still).size) / ancestors.size
+
+
+def _gaussian_fit(x: np.ndarray, imh_df: float | None, weights: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, Callable]:
     """Mean, Cholesky factor of the covariance and the (unnormalised) log density of the IMH proposal fitted to
-    the particles ``x`` (Gaussian, or multivariate t with ``imh_df`` degrees of freedom)."""
+    the particles ``x`` (optionally importance-weighted; Gaussian, or multivariate t with ``imh_df`` degrees of
+    freedom)."""
     d = x.shape[1]
-    mean = x.mean(axis=0)
-    cov = np.atleast_2d(np.cov(x, rowvar=False))
+    mean = np.average(x, axis=0, weights=weights)
+    cov = np.atleast_2d(np.cov(x, rowvar=False, aweights=weights))
     cov += np.eye(d) * (1e-12 * max(1.0, float(np.abs(np.diag(cov)).max())))
     try:
         chol = np.linalg.cholesky(cov)
@@ -274,111 +303,172 @@ def _gaussian_fit(x: np.ndarray, imh_df: float | None) -> tuple[np.ndarray, np.n
     return mean, chol, log_q
 
 
-def _run_one(log_likelihood: LogLikelihoodBatch, prior: Prior, rng: np.random.Generator, n: int, kernel: str,
-             target_ess: float, corr_threshold: float, max_steps: int, unconstrained: bool, max_stages: int,
-             imh_df: float | None, refit_proposal: bool = False):
+@dataclass(frozen=True)
+class _Options:
+    kernel: str
+    target_ess: float
+    rule: str
+    corr_threshold: float
+    min_distinct: float
+    min_distinct_final: float
+    max_steps: int
+    unconstrained: bool
+    max_stages: int
+    imh_df: float | None
+    refit_proposal: bool
+    weighted_fit: bool
+
+
+@dataclass
+class _ChainOut:
+    theta: np.ndarray
+    ll: np.ndarray
+    log_z: float
+    temps: tuple[float, ...]
+    accs: tuple[float, ...]
+    steps: tuple[int, ...]
+    distinct: tuple[float, ...]
+
+
+# A chain is a generator: it yields (theta (m, d) in the natural space, floor (m,) or None) and is sent back
+# the log likelihood of those rows; a row whose value is below its floor may come back as -inf (the chain only
+# needs it to decide a certain MH rejection). The driver evaluates all chains' requests in one batch call.
+_Request = tuple[np.ndarray, "np.ndarray | None"]
+
+
+def _chain(prior: Prior, rng: np.random.Generator, n: int, o: _Options) -> Generator[_Request, np.ndarray, _ChainOut]:
     d = prior.dim
-    theta = prior.sample(rng, n)
-    x = prior.to_unconstrained(theta) if unconstrained else theta
+    x = prior.sample(rng, n)
+    if o.unconstrained:
+        x = prior.to_unconstrained(x)
 
     def to_theta(xx: np.ndarray) -> np.ndarray:
-        return prior.from_unconstrained(xx) if unconstrained else xx
+        return prior.from_unconstrained(xx) if o.unconstrained else xx
 
     def log_prior(xx: np.ndarray) -> np.ndarray:
-        return prior.log_prob_unconstrained(xx) if unconstrained else prior.log_prob(xx)
+        return prior.log_prob_unconstrained(xx) if o.unconstrained else prior.log_prob(xx)
 
-    def loglik(xx: np.ndarray) -> np.ndarray:
-        out = np.asarray(log_likelihood(to_theta(xx)), dtype=float).reshape(-1)
-        return np.where(np.isnan(out), -np.inf, out)
+    def clean(v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, dtype=float).reshape(-1)
+        return np.where(np.isnan(v), -np.inf, v)
 
     lp = log_prior(x)
-    ll = loglik(x)
-    n_eval = n
+    ll = clean((yield to_theta(x), None))
     if not np.isfinite(ll).any():
         raise EstimationError("the likelihood is -inf or NaN for every prior draw; check the data and the priors")
-    beta = 0.0
-    log_z = 0.0
+    beta, log_z = 0.0, 0.0
     temps = [0.0]
     accs: list[float] = []
     steps_taken: list[int] = []
+    distinct: list[float] = []
     rw_scale = 2.38 / math.sqrt(d)
+    imh = o.kernel == "imh"
     while beta < 1.0:
-        if len(temps) > max_stages:
-            raise EstimationError(f"SMC did not reach phi = 1 within {max_stages} stages (phi = {beta:.3g})")
-        new_beta = _next_temperature(ll, beta, target_ess)
+        if len(temps) > o.max_stages:
+            raise EstimationError(f"SMC did not reach phi = 1 within {o.max_stages} stages (phi = {beta:.3g})")
+        # 1-2. next temperature and evidence increment
+        new_beta = _next_temperature(ll, beta, o.target_ess)
         logw = (new_beta - beta) * ll
         logw = np.where(np.isfinite(logw), logw, -np.inf)
         m = logw.max()
         log_z += float(m + np.log(np.exp(logw - m).sum()) - math.log(n))
         w = np.exp(logw - m)
         w /= w.sum()
+        # the proposal from the importance-weighted particles (no resampling duplicates in the fit)
+        mean, chol, log_q = _gaussian_fit(x, o.imh_df, w if o.weighted_fit else None)
+        # 3. resampling
         idx = systematic_resample(rng, w)
         x, ll, lp = x[idx], ll[idx], lp[idx]
         beta = new_beta
         temps.append(beta)
-
-        # mutation: MH moves that leave L^beta p invariant
-        mean, chol, log_q = _gaussian_fit(x, imh_df)
+        if not o.weighted_fit:
+            mean, chol, log_q = _gaussian_fit(x, o.imh_df)
+        # 4. mutation: MH moves leaving L^beta p invariant
         x0 = x.copy()
+        moved = np.zeros(n, dtype=bool)
+        lq = log_q(x) if imh else None
         acc_sum = 0.0
         k = 0
-        if kernel == "imh":
-            lq = log_q(x)
-        for k in range(1, max_steps + 1):  # noqa: B007 - k is reported after the loop
-            if refit_proposal and kernel == "imh" and k > 1:
-                # the proposal follows the mutated particles (the resampled ones carry duplicates and lag
-                # behind the tempered target: a proposal fitted to them once can leave a run biased)
-                mean, chol, log_q = _gaussian_fit(x, imh_df)
+        for k in range(1, o.max_steps + 1):  # noqa: B007 - k is reported after the loop
+            if o.refit_proposal and imh and k > 1:
+                mean, chol, log_q = _gaussian_fit(x, o.imh_df)
                 lq = log_q(x)
             eps = rng.standard_normal((n, d))
-            if kernel == "imh":
+            if imh:
                 step = eps @ chol.T
-                if imh_df is not None:
-                    step *= np.sqrt(imh_df / rng.chisquare(imh_df, n))[:, None]
+                if o.imh_df is not None:
+                    step *= np.sqrt(o.imh_df / rng.chisquare(o.imh_df, n))[:, None]
                 prop = mean + step
                 lq_prop = log_q(prop)
             else:
                 prop = x + rw_scale * (eps @ chol.T)
+            log_u = np.log(rng.random(n))
             lp_prop = log_prior(prop)
             ok = np.isfinite(lp_prop)
             ll_prop = np.full(n, -np.inf)
+            # accept  <=>  lp' + beta ll' - lq' > log u + lp + beta ll - lq  <=>  ll' > floor
+            with np.errstate(invalid="ignore"):
+                rest = log_u + lp + beta * ll - lp_prop
+                if imh:
+                    rest += lq_prop - lq
+                floor = np.where(np.isnan(rest), -np.inf, rest / beta)
             if ok.any():
-                ll_prop[ok] = loglik(prop[ok])
-                n_eval += int(ok.sum())
+                ll_prop[ok] = clean((yield to_theta(prop[ok]), floor[ok]))
             log_alpha = (lp_prop + beta * ll_prop) - (lp + beta * ll)
-            if kernel == "imh":
+            if imh:
                 log_alpha += lq - lq_prop
             log_alpha = np.where(np.isnan(log_alpha), -np.inf, log_alpha)
-            accept = np.log(rng.random(n)) < log_alpha
+            accept = log_u < log_alpha
             x[accept] = prop[accept]
             ll[accept] = ll_prop[accept]
             lp[accept] = lp_prop[accept]
-            if kernel == "imh":
+            if imh:
                 lq[accept] = lq_prop[accept]
+            moved |= accept
             acc_sum += float(accept.mean())
-            if _mean_corr(x0, x) < corr_threshold:
+            if o.rule == "distinct":
+                if _distinct_fraction(idx, moved) >= (o.min_distinct_final if beta >= 1.0 else o.min_distinct):
+                    break
+            elif _mean_corr(x0, x) < o.corr_threshold:
                 break
         acc = acc_sum / k
         accs.append(acc)
         steps_taken.append(k)
-        if kernel == "rw":
+        distinct.append(_distinct_fraction(idx, moved))
+        if not imh:
             rw_scale *= math.exp(float(np.clip(acc - 0.234, -0.5, 0.5)) * 2.0)
     perm = rng.permutation(n)
-    return to_theta(x[perm]), ll[perm], log_z, tuple(temps), tuple(accs), tuple(steps_taken), n_eval
+    return _ChainOut(to_theta(x[perm]), ll[perm], log_z, tuple(temps), tuple(accs), tuple(steps_taken),
+                     tuple(distinct))
+
+
+def _accepts_floor(fn: Callable) -> bool:
+    try:
+        return "floor" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: int = 1000, n_chains: int = 4,
-            seed: int | None = 0, kernel: str = "imh", target_ess: float = 0.5, correlation_threshold: float = 0.01,
+            seed: int | None = 0, kernel: str = "imh", target_ess: float = 0.5, mutation_rule: str = "distinct",
+            min_distinct: float = 0.9, min_distinct_final: float = 0.99, correlation_threshold: float = 0.01,
             max_mutation_steps: int = 25, space: str = "unconstrained", max_stages: int = 500,
-            imh_df: float | None = None, refit_proposal: bool = False) -> SMCResult:
+            imh_df: float | None = None, refit_proposal: bool = False, weighted_fit: bool = True,
+            early_rejection: bool = True) -> SMCResult:
     """Sample the posterior ``L(theta) p(theta)`` with ``n_chains`` independent tempered SMC runs.
 
-    ``log_likelihood``: batch callable ``theta (n, d) -> (n,)`` in the natural space (``-inf`` allowed);
-    ``prior``: :class:`Prior`; ``n_particles``: particles per run = draws per chain; ``kernel``: ``"imh"`` or
-    ``"rw"``; ``imh_df``: None for PyMC's Gaussian IMH proposal, or the degrees of freedom of a
-    multivariate-t proposal with the same location and scale; ``refit_proposal``: refit the IMH proposal to the
-    particles before every mutation step of a stage (False: once per stage, as PyMC); ``space``:
-    ``"unconstrained"`` or ``"bounded"``.
+    ``log_likelihood``: batch callable ``theta (n, d) -> (n,)`` in the natural space (``-inf`` allowed); if it
+    takes a keyword ``floor`` (``(n,)``) it may return ``-inf`` for a row whose value is below its floor (the MH
+    step rejects it for certain: exact early rejection, used when ``early_rejection``). The runs advance in
+    lockstep and every round's proposals of all runs go to ONE call. ``prior``: :class:`Prior`;
+    ``n_particles``: particles per run = draws per chain; ``kernel``: ``"imh"`` or ``"rw"``;
+    ``mutation_rule``: ``"distinct"`` (MH steps until ``min_distinct`` of the particles sit at distinct
+    positions; ``min_distinct_final`` at the last stage, whose particles are the draws) or ``"correlation"``
+    (until the mean correlation with the pre-mutation positions is below ``correlation_threshold``), at most
+    ``max_mutation_steps``; ``imh_df``: None for a Gaussian IMH proposal, or the degrees of freedom of a
+    multivariate t; ``weighted_fit``: fit the IMH proposal to the importance-weighted particles before
+    resampling (False: to the resampled ones, as PyMC); ``refit_proposal``: refit it to the current particles
+    before every further step of a stage; ``space``: ``"unconstrained"`` or ``"bounded"``.
     Runs are seeded from one ``SeedSequence(seed)``, so a seed fixes every number. Raises
     :class:`EstimationError` when the likelihood is nowhere finite.
     """
@@ -386,28 +476,54 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
         raise ValueError(f"kernel must be 'imh' or 'rw', got {kernel!r}")
     if space not in ("unconstrained", "bounded"):
         raise ValueError(f"space must be 'unconstrained' or 'bounded', got {space!r}")
+    if mutation_rule not in ("distinct", "correlation"):
+        raise ValueError(f"mutation_rule must be 'distinct' or 'correlation', got {mutation_rule!r}")
     if n_particles < 10 or n_chains < 1:
         raise ValueError("need at least 10 particles and 1 chain")
     if not 0.0 < target_ess < 1.0:
         raise ValueError("target_ess must be in (0, 1)")
+    if not (0.0 < min_distinct <= 1.0 and 0.0 < min_distinct_final <= 1.0):
+        raise ValueError("min_distinct and min_distinct_final must be in (0, 1]")
+    if max_mutation_steps < 1:
+        raise ValueError("max_mutation_steps must be >= 1")
     t_start = time.perf_counter()
+    opts = _Options(kernel, target_ess, mutation_rule, correlation_threshold, min_distinct, min_distinct_final,
+                    max_mutation_steps,
+                    space == "unconstrained", max_stages, imh_df, refit_proposal, weighted_fit)
+    use_floor = early_rejection and _accepts_floor(log_likelihood)
     seqs = np.random.SeedSequence(seed).spawn(n_chains)
-    draws, lls, logzs, temps, accs, steps = [], [], [], [], [], []
+    chains = [_chain(prior, np.random.default_rng(seqs[c]), n_particles, opts) for c in range(n_chains)]
+    requests = {c: next(g) for c, g in enumerate(chains)}
+    outs: dict[int, _ChainOut] = {}
     n_eval = 0
-    for c in range(n_chains):
-        rng = np.random.default_rng(seqs[c])
-        th, ll, lz, tp, ac, st, ne = _run_one(log_likelihood, prior, rng, n_particles, kernel, target_ess,
-                                              correlation_threshold, max_mutation_steps, space == "unconstrained",
-                                              max_stages, imh_df, refit_proposal)
-        draws.append(th)
-        lls.append(ll)
-        logzs.append(lz)
-        temps.append(tp)
-        accs.append(ac)
-        steps.append(st)
-        n_eval += ne
+    while requests:
+        order = list(requests)
+        thetas = [requests[c][0] for c in order]
+        sizes = [t.shape[0] for t in thetas]
+        n_eval += sum(sizes)
+        values = _evaluate(log_likelihood, thetas, [requests[c][1] for c in order], use_floor)
+        for c, v in zip(order, np.split(values, np.cumsum(sizes)[:-1])):
+            try:
+                requests[c] = chains[c].send(v)
+            except StopIteration as stop:
+                outs[c] = stop.value
+                del requests[c]
+    res = [outs[c] for c in range(n_chains)]
     return SMCResult(
-        names=tuple(prior.names), draws=np.stack(draws), log_likelihood=np.stack(lls),
-        log_evidence_chains=tuple(float(v) for v in logzs), temperatures=tuple(temps), acceptance=tuple(accs),
-        mutation_steps=tuple(steps), n_evaluations=n_eval, elapsed_s=time.perf_counter() - t_start, kernel=kernel,
+        names=tuple(prior.names), draws=np.stack([r.theta for r in res]), log_likelihood=np.stack([r.ll for r in res]),
+        log_evidence_chains=tuple(float(r.log_z) for r in res), temperatures=tuple(r.temps for r in res),
+        acceptance=tuple(r.accs for r in res), mutation_steps=tuple(r.steps for r in res), n_evaluations=n_eval,
+        elapsed_s=time.perf_counter() - t_start, kernel=kernel, distinct=tuple(r.distinct for r in res),
     )
+
+
+def _evaluate(log_likelihood: LogLikelihoodBatch, thetas: list[np.ndarray], floors: list[np.ndarray | None],
+              use_floor: bool) -> np.ndarray:
+    """One batch call for all chains' requests (a None floor asks for exact values: floor -inf)."""
+    theta = np.concatenate(thetas, axis=0)
+    if theta.shape[0] == 0:
+        return np.empty(0)
+    if use_floor:
+        floor = np.concatenate([np.full(t.shape[0], -np.inf) if f is None else f for t, f in zip(thetas, floors)])
+        return np.asarray(log_likelihood(theta, floor=floor), dtype=float).reshape(-1)
+    return np.asarray(log_likelihood(theta), dtype=float).reshape(-1)

@@ -48,6 +48,7 @@ import numpy as np
 import yaml
 from numba import njit, prange
 
+from vehcal_ros.models.chunked import run_chunked
 from vehcal_ros.models.fiala import FASTMATH, MU_MAX, MU_MIN, fiala_tire
 from vehcal_ros.models.powertrain import (
     GEAR_RATIO,
@@ -465,6 +466,52 @@ def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.nda
         _sse_one(k, params[i], x0, inputs, dt, n_sub, chan, data, sse[i])
 
 
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float, sse: np.ndarray) -> int:
+    """:func:`_sse_one` that stops as soon as the weighted sum ``sum_c w[c] sse[c]`` exceeds ``budget``.
+
+    Residuals only add up, so once the partial sum passes the budget the full one does too: the caller's
+    decision (an MH rejection) is already certain. A stopped or diverged (NaN) run leaves ``sse = inf``.
+    Returns the integration steps taken (the work done).
+    """
+    s = x0.copy()
+    fz = np.empty(4)
+    _initial_loads(k, p, s, fz)
+    n_ch = chan.shape[0]
+    tot = 0.0
+    for c in range(n_ch):
+        r = s[chan[c]] - data[0, c]
+        sse[c] = r * r
+        tot += w[c] * r * r
+    step = 0
+    if tot <= budget:
+        for j in range(1, data.shape[0]):
+            for _ in range(n_sub):
+                _step(k, p, s, fz, inputs[step, 0], inputs[step, 1], inputs[step, 2], dt)
+                step += 1
+            for c in range(n_ch):
+                r = s[chan[c]] - data[j, c]
+                e = r * r
+                sse[c] += e
+                tot += w[c] * e
+            if not tot <= budget:  # over budget, or NaN
+                break
+    if not tot <= budget:
+        for c in range(n_ch):
+            sse[c] = np.inf
+    return step
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+                chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: np.ndarray, lo: int, hi: int,
+                sse: np.ndarray, steps: np.ndarray) -> None:
+    """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``)."""
+    for i in range(lo, hi):
+        steps[i] = _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w[i], budget[i], sse[i])
+
+
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _loads_batch(k: np.ndarray, params: np.ndarray, states: np.ndarray, ax: np.ndarray, ay: np.ndarray,
                  out: np.ndarray) -> None:
@@ -596,6 +643,35 @@ class Simulator8Dof:
         _sse_batch(self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, sse)
         sse[~np.isfinite(sse)] = np.inf
         return sse
+
+    def sse_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, weights: np.ndarray,
+                    budget: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sse` whose row ``i`` stops as soon as ``sum_c weights[i, c] sse[i, c] > budget[i]``.
+
+        Returns ``(sse, steps)``: per-channel sums ``(n, n_channels)`` (``inf`` for a row stopped over budget or
+        diverged) and the integration steps each row took (a full run takes ``(n_out - 1) * n_sub``). The rows
+        run in chunks over threads (:mod:`vehcal_ros.models.chunked`). ``budget`` None: no bound.
+        """
+        p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
+        n = p2.shape[0]
+        chan = np.ascontiguousarray(np.asarray(channels, dtype=np.int64))
+        data = np.ascontiguousarray(np.asarray(data, dtype=float))
+        if data.shape != (self.n_out, chan.size):
+            raise ValueError(f"data must be ({self.n_out}, {chan.size}), got {data.shape}")
+        w = np.ascontiguousarray(np.broadcast_to(np.asarray(weights, dtype=float), (n, chan.size)))
+        b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
+            np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
+        b = np.where(np.isnan(b), np.inf, b)
+        sse = np.empty((n, chan.size))
+        steps = np.zeros(n, dtype=np.int64)
+        run_chunked(_wsse_block, (self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, w, b),
+                    (sse, steps), n)
+        return sse, steps
+
+    @property
+    def steps_per_run(self) -> int:
+        """Integration steps of one full run."""
+        return (self.n_out - 1) * self.n_sub
 
 
 def simulate(params: Mapping[str, float] | np.ndarray, initial_state: Mapping[str, float] | np.ndarray,
