@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test test-fast demo bench lint clean
+.PHONY: venv test test-fast demo bench bench-peers lint clean
 
 venv: $(STAMP)
 
@@ -30,8 +30,24 @@ demo: $(STAMP)
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
+## make bench-peers: this project's SMC against PyMC on the same model (benchmarks/bench_vs_pymc.py). PyMC and its
+## deps go into a separate .venv-bench (benchmarks/requirements-peers.txt), never into .venv or requirements.txt;
+## this package is installed there with --no-deps.
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): benchmarks/requirements-peers.txt setup.py
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(BENCH_VENV)/bin/python -m pip install --quiet -r benchmarks/requirements-peers.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(BENCH_STAMP)
+
+bench-peers: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/bench_vs_pymc.py --json benchmarks/vs_pymc.json
+
 lint: $(STAMP)
 	$(BIN)/ruff check vehcal_ros test benchmarks launch
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info .pytest_cache

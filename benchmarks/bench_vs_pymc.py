@@ -26,6 +26,7 @@ Needs the optional benchmark environment (never a dependency of the package): ``
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -200,6 +201,10 @@ def main() -> None:
         res = (side_ours(args.chains, args.draws, args.seed) if args.side == "ours"
                else side_pymc(args.chains, args.draws, args.seed, args.pymc_cores))
         Path(args.json).write_text(json.dumps(res))
+        return
+    if importlib.util.find_spec("pymc") is None:
+        print("bench_vs_pymc: skipped, PyMC is not installed in this environment (it is a benchmark-only peer: "
+              "`make bench-peers` builds .venv-bench with it)")
         return
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     sides = {"vehcal": _run_side("ours", args), "pymc": _run_side("pymc", args)}
