@@ -1,6 +1,9 @@
 """Benchmark: one 11.5 s 8-DOF simulation at dt = 5 ms (DESIGN section 7 target <= 1 ms; paper Table 10:
 0.37 s in Python) and batch throughput in particle-simulations per second.
 
+Also prints the roofline row of the step (time per step vs this machine's measured FMA peak and the step's
+counted floating-point work; see roofline.py).
+
 Run: .venv/bin/python benchmarks/bench_8dof_sim.py [--repeat 200] [--particles 2000]
 """
 
@@ -13,6 +16,7 @@ import platform
 import time
 
 import numpy as np
+from roofline import load_counts, machine_peaks, roofline_row
 
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof, parameter_vector
 
@@ -59,7 +63,14 @@ def main() -> None:
         "single_run_ms_p90": float(np.percentile(times, 90)), "first_call_s": first,
         "batch_particles": args.particles, "batch_s": tb, "particles_per_s": args.particles / tb,
         "target_ms": 1.0, "paper_table10_s": 0.37, "cpus": os.cpu_count(), "machine": platform.processor(),
+        "load_average": os.getloadavg()[0],
     }
+    # roofline: the median single run's time per step against this machine's measured peaks and the step's
+    # executed floating-point operations (benchmarks/roofline.py, counted under valgrind)
+    ns_step = float(np.median(times)) * 1e6 / sim.inputs.shape[0]
+    res["roofline"] = roofline_row(load_counts().get("8dof"), ns_step, machine_peaks())
+    res["roofline"]["batch_ns_per_step_per_core"] = tb * 1e9 / (args.particles * sim.inputs.shape[0]) * (
+        os.cpu_count() or 1)
     print(json.dumps(res, indent=2))
 
 

@@ -43,16 +43,21 @@ def main() -> None:
     seg = chrono_segment("lateral", args.seed)
     # warm the numba cache so the timing is the sampler's
     calibrate_stage(seg, "lateral", n_chains=1, n_draws=50, seed=99, predictive_draws=2)
-    t0 = time.perf_counter()
+    load0 = os.getloadavg()[0]
+    t0, c0 = time.perf_counter(), time.process_time()
     res = calibrate_stage(seg, "lateral", n_chains=args.chains, n_draws=args.draws, seed=args.seed)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     summ = {**res.parameters, **{f"sigma_{k}": v for k, v in res.noise.items()}}
     out = {
-        "stage": "lateral", "chains": args.chains, "draws": args.draws, "wall_s": wall,
+        "stage": "lateral", "chains": args.chains, "draws": args.draws, "wall_s": wall, "cpu_s": cpu,
         "sampling_s": res.sampling_s, "smc_stages": res.n_stages, "evaluations": res.smc["n_evaluations"],
+        "evaluation_equivalents": round(res.smc["evaluation_equivalents"]),
+        "mutation_steps_chain0": res.smc["mutation_steps"][0],
         "converged": res.converged, "max_r_hat": max(s["r_hat"] for s in summ.values()),
-        "min_ess_bulk": min(s["ess_bulk"] for s in summ.values()), "target_s": 60.0, "paper_pymc_s": 7343,
-        "cpus": os.cpu_count(),
+        "min_ess_bulk": min(s["ess_bulk"] for s in summ.values()), "target_s": 30.0, "paper_pymc_s": 7343,
+        "min_ess_bulk_per_cpu_s": min(s["ess_bulk"] for s in summ.values()) / cpu,
+        "cpus": os.cpu_count(), "load_average_before_after": [load0, os.getloadavg()[0]],
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "posterior_mean": {k: s["mean"] for k, s in summ.items()},
     }
     print(json.dumps(out, indent=2))

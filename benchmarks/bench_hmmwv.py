@@ -2,7 +2,9 @@
 
 Target (shared/DESIGN.md section 7): >= 100x real time at 1 kHz. Runs a 20 s mixed maneuver (throttle ramp,
 steering, braking) with the inputs updated every 10 ms, as the vehicle_simulator node does, for each
-integrator; reports the best of ``--repeats`` runs (wall clock) and the CPU time of the process.
+integrator; reports the best of ``--repeats`` runs (wall clock) and the CPU time of the process, and the
+roofline row of the semi-implicit step (time per step vs this machine's measured FMA peak and the step's counted
+floating-point work; see roofline.py).
 
     .venv/bin/python benchmarks/bench_hmmwv.py [--repeats 5] [--json OUT]
 """
@@ -14,6 +16,8 @@ import json
 import math
 import os
 import time
+
+from roofline import load_counts, machine_peaks, roofline_row
 
 from vehcal_ros.models.hmmwv import Hmmwv14
 
@@ -59,6 +63,9 @@ def main() -> None:
     a = ap.parse_args()
     res = [bench(i, a.seconds, a.repeats) for i in ("semi_implicit", "rk4")]
     load = os.getloadavg()[0]
+    peaks = machine_peaks()
+    counts = load_counts().get("14dof_semi_implicit")
+    res[0]["roofline"] = roofline_row(counts, res[0]["us_per_step_wall"] * 1e3, peaks)
     for r in res:
         print(
             f"{r['integrator']:14s} dt={r['dt_s'] * 1e3:.1f} ms: "
@@ -66,6 +73,7 @@ def main() -> None:
             f"(wall, best of {a.repeats}), {r['real_time_factor_cpu']:7.1f}x (CPU), "
             f"{r['us_per_step_wall']:.2f} us/step; load average {load:.2f}"
         )
+    print("roofline (semi_implicit step):", json.dumps(res[0]["roofline"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"results": res, "load_average_1min": load, "cpus": os.cpu_count()}, f, indent=2)
