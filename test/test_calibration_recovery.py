@@ -31,7 +31,11 @@ def test_hdi_contains_truth_and_chains_converged(results, stage: str) -> None:
     chains, draws = SIZES[stage]
     assert res.draws.shape[:2] == (chains, draws)
     for name, s in res.parameters.items():
-        assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
+        # truth within 3.3 posterior sd (two-sided 99.9 % per parameter, ~1 % over the 8 of the three stages):
+        # a 94 % HDI check misses one of 8 parameters in ~40 % of data sets, and its edge moves with the
+        # sampler's Monte Carlo noise (bphi, seed 1: truth at +1.9 sd; the HDI's upper edge 7718-7774 over
+        # sampler seeds, truth 7726)
+        assert abs(s["mean"] - TRUTH_SAMPLED[name]) <= 3.3 * s["std"], (stage, name, s)
     for ch, s in res.noise.items():
         # the noise sigma the data carry is the realised RMS of the injected noise (the generating sigma can
         # sit a few posterior sd away for one finite noise draw: 500 samples fix sigma to ~3 %)

@@ -64,7 +64,7 @@ def test_lockstep_batching_equals_runs_alone() -> None:
 def test_distinct_rule_reaches_its_target_with_fewer_steps_than_the_cap() -> None:
     res = run_smc(gauss_ll, PRIOR, n_particles=1000, n_chains=2, seed=2, max_mutation_steps=25)
     for steps, distinct in zip(res.mutation_steps, res.distinct):
-        assert all(d >= 0.9 for d in distinct[:-1]) and distinct[-1] >= 0.99
+        assert all(d >= 0.95 for d in distinct[:-1]) and distinct[-1] >= 0.99
         assert max(steps) < 25
     # the earlier rule (mean correlation < 0.01) takes more steps on the same problem
     corr = run_smc(gauss_ll, PRIOR, n_particles=1000, n_chains=2, seed=2, max_mutation_steps=25,
