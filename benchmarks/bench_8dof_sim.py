@@ -68,7 +68,8 @@ def main() -> None:
     # roofline: the median single run's time per step against this machine's measured peaks and the step's
     # executed floating-point operations (benchmarks/roofline.py, counted under valgrind)
     ns_step = float(np.median(times)) * 1e6 / sim.inputs.shape[0]
-    res["roofline"] = roofline_row(load_counts().get("8dof"), ns_step, machine_peaks())
+    # streamed per step: one input row (throttle, brake, steering: 24 B); run() also writes 96 B per output
+    res["roofline"] = roofline_row(load_counts().get("8dof"), ns_step, machine_peaks(), 24.0)
     res["roofline"]["batch_ns_per_step_per_core"] = tb * 1e9 / (args.particles * sim.inputs.shape[0]) * (
         os.cpu_count() or 1)
     print(json.dumps(res, indent=2))

@@ -8,26 +8,30 @@ Machine probes (best of many short repeats, so a time slice on a core of the sha
   serial dependency chain gets, the shape of an ODE step's critical path);
 * ``stream_copy``: ``np.copyto`` of a 64 MiB array -> memory bandwidth in GB/s (bytes read + written).
 
-A kernel's arithmetic per step is counted dynamically, not estimated from source: valgrind's ``lackey`` tool
-(``--detailed-counts=yes``) counts every executed floating-point IR operation (add, sub, mul, div, sqrt, FMA
-as two) and every load and store of a short Python driver, once with ``n`` runs of the kernel and once with
-none; the difference over ``n`` x steps is the per-step count (interpreter start-up and the numba cache load
-cancel). Transcendentals (sin, cos, atan2, exp, pow, tan) run in libm and are counted by their own
-instructions. The counts are stored in ``roofline_counts.json`` by ``python benchmarks/roofline.py --count``
-(minutes under valgrind); the benchmarks read them.
+A kernel's arithmetic per step is counted dynamically, not estimated from source:
 
-Run: ``.venv/bin/python benchmarks/roofline.py [--count]`` prints the probes (and re-counts the kernels).
+* 8-DOF (``count_8dof``): the step's Python original (``_step.py_func``, with every numba callee swapped for
+  its ``py_func``) runs the benchmark maneuver on a float subclass that counts each executed +, -, *, /,
+  negation, abs, sqrt and copysign (one flop each; an FMA in the compiled code does two), compares
+  separately, transcendental calls (sin, cos, ...) separately, and array element loads and stores. The branches
+  taken are the real ones (tire regimes, brake, clamps).
+* 14-DOF: valgrind's ``lackey`` (``--detailed-counts=yes``) counts every executed floating-point IR operation
+  of a short driver, once with ``n`` chunks of the maneuver and once with none; the difference per step
+  (start-up cancels). The JIT targets ``haswell`` for those runs (valgrind 3.19 has no AVX-512).
+
+The counts are stored in ``roofline_counts.json``; the benchmarks read them.
+
+Run: ``.venv/bin/python benchmarks/roofline.py [--count-8dof] [--lackey-14dof LOG0 LOGN STEPS]`` prints the
+probes (and stores the counts).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -83,29 +87,188 @@ def machine_peaks(repeats: int = 30) -> dict[str, float]:
             "cores": float(os.cpu_count() or 1)}
 
 
+# ------------------------------------------------------------------------------------------- counted execution
+class _Count:
+    flops = 0
+    compares = 0
+    transcendental = 0
+    by_name: dict[str, int] = {}
+    loads = 0
+    stores = 0
+
+
+class _F(float):
+    """A float whose arithmetic is counted in :class:`_Count`."""
+
+    def _op(self, other, fn):
+        _Count.flops += 1
+        return _F(fn(float(self), float(other)))
+
+    def __add__(self, o):
+        return self._op(o, lambda a, b: a + b)
+
+    def __radd__(self, o):
+        return self._op(o, lambda a, b: b + a)
+
+    def __sub__(self, o):
+        return self._op(o, lambda a, b: a - b)
+
+    def __rsub__(self, o):
+        return self._op(o, lambda a, b: b - a)
+
+    def __mul__(self, o):
+        return self._op(o, lambda a, b: a * b)
+
+    def __rmul__(self, o):
+        return self._op(o, lambda a, b: b * a)
+
+    def __truediv__(self, o):
+        return self._op(o, lambda a, b: a / b)
+
+    def __rtruediv__(self, o):
+        return self._op(o, lambda a, b: b / a)
+
+    def __pow__(self, o):
+        _Count.flops += 1 if float(o) == 2.0 else 0
+        _Count.transcendental += 0 if float(o) == 2.0 else 1
+        return _F(float(self) ** float(o))
+
+    def __neg__(self):
+        _Count.flops += 1
+        return _F(-float(self))
+
+    def __abs__(self):
+        _Count.flops += 1
+        return _F(abs(float(self)))
+
+    def _cmp(self, o, fn):
+        _Count.compares += 1
+        return fn(float(self), float(o))
+
+    def __lt__(self, o):
+        return self._cmp(o, lambda a, b: a < b)
+
+    def __le__(self, o):
+        return self._cmp(o, lambda a, b: a <= b)
+
+    def __gt__(self, o):
+        return self._cmp(o, lambda a, b: a > b)
+
+    def __ge__(self, o):
+        return self._cmp(o, lambda a, b: a >= b)
+
+    __hash__ = float.__hash__
+
+
+class _Arr:
+    """An array of :class:`_F` whose element loads and stores are counted."""
+
+    def __init__(self, values) -> None:
+        self.v = [_F(x) for x in np.ravel(values)]
+
+    def __getitem__(self, i):
+        _Count.loads += 1
+        return self.v[i]
+
+    def __setitem__(self, i, x):
+        _Count.stores += 1
+        self.v[i] = _F(x)
+
+
+class _Math:
+    """``math`` for the counted run: sqrt/copysign are flops, the rest transcendental calls."""
+
+    pi = math.pi
+    inf = math.inf
+
+    @staticmethod
+    def sqrt(x):
+        _Count.flops += 1
+        return _F(math.sqrt(float(x)))
+
+    @staticmethod
+    def copysign(a, b):
+        _Count.flops += 1
+        return _F(math.copysign(float(a), float(b)))
+
+    @staticmethod
+    def isfinite(x):
+        return math.isfinite(float(x))
+
+    def __getattr__(self, name):
+        fn = getattr(math, name)
+
+        def counted(*args):
+            _Count.transcendental += 1
+            _Count.by_name[name] = _Count.by_name.get(name, 0) + 1
+            return _F(fn(*[float(a) for a in args]))
+
+        return counted
+
+
+def count_8dof() -> dict[str, float]:
+    """Executed operations per 8-DOF step on the benchmark maneuver (see the module docstring)."""
+    from bench_8dof_sim import test_maneuver
+    from numba.core.registry import CPUDispatcher
+
+    import vehcal_ros.models.fiala as fiala
+    import vehcal_ros.models.powertrain as powertrain
+    import vehcal_ros.models.vehicle_8dof as v8
+
+    t, thr, br, st, x0 = test_maneuver()
+    sim = v8.Simulator8Dof(x0, t, thr, br, st, dt=0.005)
+    p = v8.parameter_vector({"Cxf": 10659, "Cxr": 10280, "Cyf": 44016, "Cyr": 54046, "kphi_f": 36245,
+                             "kphi_r": 26439, "bphi_f": 3863, "bphi_r": 3863, "rr": 0.0131})
+    s0 = sim.x0.copy()
+    fz0 = np.empty(4)
+    v8._initial_loads(sim.k, p, s0, fz0)
+    saved = []
+    try:
+        for mod in (v8, fiala, powertrain):
+            for name, obj in list(vars(mod).items()):
+                if isinstance(obj, CPUDispatcher):
+                    saved.append((mod, name, obj))
+                    setattr(mod, name, obj.py_func)
+            if hasattr(mod, "math"):
+                saved.append((mod, "math", mod.math))
+                mod.math = _Math()
+        k, pa, s, fz = _Arr(sim.k), _Arr(p), _Arr(s0), _Arr(fz0)
+        for name in ("flops", "compares", "transcendental", "loads", "stores"):
+            setattr(_Count, name, 0)
+        _Count.by_name = {}
+        steps = sim.inputs.shape[0]
+        for i in range(steps):
+            row = sim.inputs[i]
+            v8._step(k, pa, s, fz, _F(row[0]), _F(row[1]), _F(row[2]), _F(sim.dt))
+    finally:
+        for mod, name, obj in saved:
+            setattr(mod, name, obj)
+    ref = sim.run(p)[-1]
+    if not np.allclose([float(x) for x in s.v], ref, rtol=1e-9, atol=1e-9):
+        raise RuntimeError("the counted run does not reproduce the compiled kernel's end state")
+    return {"fp_ops_per_step": _Count.flops / steps, "compares_per_step": _Count.compares / steps,
+            "transcendental_calls_per_step": _Count.transcendental / steps,
+            "transcendental_by_name_per_step": {k: v / steps for k, v in sorted(_Count.by_name.items())},
+            "bytes_loaded_per_step": 8.0 * _Count.loads / steps, "bytes_stored_per_step": 8.0 * _Count.stores / steps,
+            "steps": steps, "method": "counted Python original of _step (py_func), benchmark maneuver"}
+
+
 # ---------------------------------------------------------------------------------------------- lackey counts
 JIT_CPU = "haswell"
 """valgrind 3.19 decodes AVX2/FMA but not AVX-512: the counted runs JIT for this CPU (cache warmed natively)."""
 
 
-def _lackey(script: str, arg: int) -> dict[str, float]:
-    """Run ``script arg`` under valgrind lackey: executed floating-point ALU ops and bytes loaded/stored.
-
-    lackey reports IR-level operations by result type: scalar ``F64`` ops (add, sub, mul, div, sqrt, neg, FMA,
-    conversions) count one flop each; ``V128``/``V256`` ops count 2/4 (double lanes)."""
-    cmd = ["valgrind", "--tool=lackey", "--detailed-counts=yes", "--trace-children=yes", sys.executable, script,
-           str(arg)]
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1", "NUMBA_CPU_NAME": JIT_CPU}
-    subprocess.run([sys.executable, script, "1"], env=env, check=True)  # warm the numba cache for JIT_CPU
-    err = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stderr
+def lackey_fp_ops(stderr_text: str) -> dict[str, float]:
+    """Executed floating-point ALU ops (scalar F64 = 1, V128 = 2, V256 = 4 double lanes) and bytes loaded and
+    stored, from the last ``IR-level counts by type`` table of a valgrind lackey log."""
     size = {"I1": 1, "I8": 1, "I16": 2, "I32": 4, "I64": 8, "I128": 16, "F32": 4, "F64": 8, "F128": 16,
             "V128": 16, "V256": 32, "D32": 4, "D64": 8, "D128": 16}
     lanes = {"F32": 1, "F64": 1, "V128": 2, "V256": 4}
     counts = {"flops": 0.0, "loads": 0.0, "stores": 0.0}
-    blocks = err.split("IR-level counts by type:")[1:]
+    blocks = stderr_text.split("IR-level counts by type:")[1:]
     if not blocks:
-        raise RuntimeError(f"no lackey summary in the valgrind output:\n{err[-2000:]}")
-    for line in blocks[-1].splitlines():  # the last process to exit: python itself
+        raise RuntimeError("no lackey summary in the valgrind output")
+    for line in blocks[-1].splitlines():
         m = re.match(r"^==\d+==\s+([A-Z]\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)", line)
         if not m or m.group(1) not in size:
             continue
@@ -116,88 +279,62 @@ def _lackey(script: str, arg: int) -> dict[str, float]:
     return counts
 
 
-def count_kernel(script: str, n: int, steps_per_run: int) -> dict[str, float]:
-    """Per-step executed FP ALU ops and bytes loaded/stored of ``script`` (see the module docstring)."""
-    a = _lackey(script, 0)
-    b = _lackey(script, n)
-    steps = n * steps_per_run
+def count_14dof_from_logs(log0: str, log_n: str, steps: int) -> dict[str, float]:
+    """Per-step counts of the 14-DOF semi-implicit step from two lackey logs (0 and ``steps`` extra steps of
+    ``d14.py``-style drivers)."""
+    a = lackey_fp_ops(Path(log0).read_text())
+    b = lackey_fp_ops(Path(log_n).read_text())
     return {"fp_ops_per_step": (b["flops"] - a["flops"]) / steps,
             "bytes_loaded_per_step": (b["loads"] - a["loads"]) / steps,
-            "bytes_stored_per_step": (b["stores"] - a["stores"]) / steps, "runs": n, "steps_per_run": steps_per_run}
+            "bytes_stored_per_step": (b["stores"] - a["stores"]) / steps, "steps": steps,
+            "method": "valgrind lackey, difference of two runs, JIT for " + JIT_CPU}
 
 
-def roofline_row(counts: dict[str, float] | None, ns_per_step: float, peaks: dict[str, float]) -> dict[str, float]:
-    """Achieved rate of a kernel step against the peaks (None counts: only the time)."""
+def roofline_row(counts: dict[str, float] | None, ns_per_step: float, peaks: dict[str, float],
+                 stream_bytes_per_step: float) -> dict[str, float]:
+    """A kernel step against the machine: achieved GFLOP/s, its fraction of the per-core vector FMA peak and
+    its multiple of the one-dependent-chain scalar rate, and the time floors the compute peak and the memory
+    bandwidth would allow. ``stream_bytes_per_step``: bytes that must come from memory each step (inputs and
+    data; state, parameters and constants stay in registers/L1). None counts: only the time and memory floor."""
+    row = {"ns_per_step": ns_per_step, "stream_bytes_per_step": stream_bytes_per_step,
+           "floor_ns_at_bandwidth": stream_bytes_per_step / peaks["stream_copy_gb_s"]}
     if not counts:
-        return {"ns_per_step": ns_per_step}
+        return row
     flops = counts["fp_ops_per_step"]
-    bytes_ = counts["bytes_loaded_per_step"] + counts["bytes_stored_per_step"]
     gflops = flops / ns_per_step
-    return {"ns_per_step": ns_per_step, "fp_ops_per_step": flops, "bytes_per_step_l1": bytes_,
-            "arithmetic_intensity_flop_per_byte": flops / bytes_ if bytes_ else float("nan"),
-            "achieved_gflops": gflops,
-            "fraction_of_vector_peak": gflops / peaks["fma_vector_gflops_per_core"],
-            "fraction_of_scalar_chain": gflops / peaks["fma_scalar_chain_gflops"],
-            "floor_ns_at_vector_peak": flops / peaks["fma_vector_gflops_per_core"],
-            "floor_ns_at_bandwidth": bytes_ / peaks["stream_copy_gb_s"]}
+    row.update({"fp_ops_per_step": flops, "arithmetic_intensity_flop_per_stream_byte": flops / stream_bytes_per_step,
+                "achieved_gflops": gflops, "fraction_of_vector_peak": gflops / peaks["fma_vector_gflops_per_core"],
+                "multiple_of_scalar_chain": gflops / peaks["fma_scalar_chain_gflops"],
+                "floor_ns_at_vector_peak": flops / peaks["fma_vector_gflops_per_core"],
+                "floor_ns_at_scalar_chain": flops / peaks["fma_scalar_chain_gflops"]})
+    if "transcendental_calls_per_step" in counts:
+        row["transcendental_calls_per_step"] = counts["transcendental_calls_per_step"]
+    return row
 
 
 def load_counts() -> dict:
     return json.loads(COUNTS.read_text()) if COUNTS.exists() else {}
 
 
-_DRIVER_8DOF = """
-import sys
-sys.path.insert(0, {bench!r})
-import numpy as np
-from bench_8dof_sim import test_maneuver
-from vehcal_ros.models.vehicle_8dof import Simulator8Dof, _simulate_one, parameter_vector
-t, thr, br, st, x0 = test_maneuver()
-sim = Simulator8Dof(x0, t, thr, br, st, dt=0.005)
-p = parameter_vector({{}})
-out = np.empty((sim.n_out, 12))
-for _ in range(int(sys.argv[1])):
-    _simulate_one(sim.k, p, sim.x0, sim.inputs, sim.dt, sim.n_sub, out)
-"""
-
-_DRIVER_14DOF = """
-import sys
-sys.path.insert(0, {bench!r})
-from bench_hmmwv import maneuver
-from vehcal_ros.models.hmmwv import Hmmwv14
-sim = Hmmwv14(integrator="semi_implicit")
-sim.reset(speed=5.0)
-n = int(sys.argv[1])
-maneuver(sim, 0.01 * n)
-"""
-
-
-def count_all(n8: int = 20, n14: int = 100) -> dict:
-    """Count both kernels under valgrind and store the result in ``roofline_counts.json``."""
-    from vehcal_ros.models.hmmwv import Hmmwv14
-
-    dt14 = Hmmwv14(integrator="semi_implicit").dt
-    out = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, src, n, steps in (("8dof", _DRIVER_8DOF, n8, 2300),
-                                    ("14dof_semi_implicit", _DRIVER_14DOF, n14, int(round(0.01 / dt14)))):
-            path = Path(tmp) / f"{name}.py"
-            path.write_text(src.format(bench=str(HERE)))
-            out[name] = count_kernel(str(path), n, steps)
-    out["counted"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    out["tool"] = "valgrind --tool=lackey --detailed-counts=yes (difference of n runs and 0 runs)"
-    COUNTS.write_text(json.dumps(out, indent=1))
-    return out
+def _store(key: str, value: dict) -> None:
+    doc = load_counts()
+    doc[key] = {**value, "counted": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    COUNTS.write_text(json.dumps(doc, indent=1))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", action="store_true", help="re-count the kernels under valgrind (minutes)")
+    ap.add_argument("--count-8dof", action="store_true", help="count the 8-DOF step's operations (~1 min)")
+    ap.add_argument("--lackey-14dof", nargs=3, metavar=("LOG0", "LOGN", "STEPS"),
+                    help="store the 14-DOF step's counts from two valgrind lackey logs")
     args = ap.parse_args()
-    peaks = machine_peaks()
-    print(json.dumps({"peaks": peaks, "load_average": os.getloadavg()[0]}, indent=1))
-    if args.count:
-        print(json.dumps(count_all(), indent=1))
+    print(json.dumps({"peaks": machine_peaks(), "load_average": os.getloadavg()[0]}, indent=1))
+    if args.count_8dof:
+        _store("8dof", count_8dof())
+    if args.lackey_14dof:
+        _store("14dof_semi_implicit", count_14dof_from_logs(args.lackey_14dof[0], args.lackey_14dof[1],
+                                                            int(args.lackey_14dof[2])))
+    print(json.dumps(load_counts(), indent=1))
 
 
 if __name__ == "__main__":
