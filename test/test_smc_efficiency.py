@@ -119,3 +119,16 @@ def test_log_likelihood_floor_gives_minus_inf_only_below_it() -> None:
     np.testing.assert_allclose(ll_f[above], ll[above], rtol=1e-12)
     assert np.all(np.isneginf(ll_f[ll < floor - 1e-6 * np.abs(floor)]))
     assert pb.steps_done < 200 * pb.sim.steps_per_run
+
+
+def test_chunked_pool_is_recreated_in_a_forked_child() -> None:
+    # a process forked after the pool exists must not submit to the parent's (absent) threads
+    import multiprocessing
+
+    pb = _lateral_problem()
+    theta = pb.prior.sample(np.random.default_rng(3), 100)
+    expected = pb.log_likelihood(theta)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(pb.log_likelihood, (theta,)).get(timeout=120)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)

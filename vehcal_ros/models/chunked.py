@@ -19,6 +19,7 @@ DEFAULT_CHUNK = 32
 """rows per chunk: ~2-3 ms of 8-DOF work per chunk on the lateral window, small against the load swings."""
 
 _POOL: ThreadPoolExecutor | None = None
+_POOL_PID = 0
 _POOL_LOCK = threading.Lock()
 
 
@@ -34,10 +35,12 @@ def n_threads() -> int:
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _POOL
+    """The process's pool (a new one in a forked child: the parent's threads do not exist there)."""
+    global _POOL, _POOL_PID
     with _POOL_LOCK:
-        if _POOL is None:
+        if _POOL is None or _POOL_PID != os.getpid():
             _POOL = ThreadPoolExecutor(max_workers=n_threads(), thread_name_prefix="vehcal-batch")
+            _POOL_PID = os.getpid()
         return _POOL
 
 
