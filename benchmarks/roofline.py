@@ -15,14 +15,14 @@ A kernel's arithmetic per step is counted dynamically, not estimated from source
   negation, abs, sqrt and copysign (one flop each; an FMA in the compiled code does two), compares
   separately, transcendental calls (sin, cos, ...) separately, and array element loads and stores. The branches
   taken are the real ones (tire regimes, brake, clamps).
-* 14-DOF: valgrind's ``lackey`` (``--detailed-counts=yes``) counts every executed floating-point IR operation
-  of a short driver, once with ``n`` chunks of the maneuver and once with none; the difference per step
-  (start-up cancels). The JIT targets ``haswell`` for those runs (valgrind 3.19 has no AVX-512).
+* 14-DOF: not counted. Its kernels work on numpy arrays throughout (the counting float type does not pass
+  through them), and valgrind's ``lackey`` (a dynamic count of every executed floating-point IR operation)
+  did not get through the Python start-up within 45 min on the loaded machine (2026-11-24); the 14-DOF row
+  has the measured time per step and the memory floor only.
 
 The counts are stored in ``roofline_counts.json``; the benchmarks read them.
 
-Run: ``.venv/bin/python benchmarks/roofline.py [--count-8dof] [--lackey-14dof LOG0 LOGN STEPS]`` prints the
-probes (and stores the counts).
+Run: ``.venv/bin/python benchmarks/roofline.py [--count-8dof]`` prints the probes (and stores the count).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 
@@ -253,43 +252,6 @@ def count_8dof() -> dict[str, float]:
             "steps": steps, "method": "counted Python original of _step (py_func), benchmark maneuver"}
 
 
-# ---------------------------------------------------------------------------------------------- lackey counts
-JIT_CPU = "haswell"
-"""valgrind 3.19 decodes AVX2/FMA but not AVX-512: the counted runs JIT for this CPU (cache warmed natively)."""
-
-
-def lackey_fp_ops(stderr_text: str) -> dict[str, float]:
-    """Executed floating-point ALU ops (scalar F64 = 1, V128 = 2, V256 = 4 double lanes) and bytes loaded and
-    stored, from the last ``IR-level counts by type`` table of a valgrind lackey log."""
-    size = {"I1": 1, "I8": 1, "I16": 2, "I32": 4, "I64": 8, "I128": 16, "F32": 4, "F64": 8, "F128": 16,
-            "V128": 16, "V256": 32, "D32": 4, "D64": 8, "D128": 16}
-    lanes = {"F32": 1, "F64": 1, "V128": 2, "V256": 4}
-    counts = {"flops": 0.0, "loads": 0.0, "stores": 0.0}
-    blocks = stderr_text.split("IR-level counts by type:")[1:]
-    if not blocks:
-        raise RuntimeError("no lackey summary in the valgrind output")
-    for line in blocks[-1].splitlines():
-        m = re.match(r"^==\d+==\s+([A-Z]\d+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)", line)
-        if not m or m.group(1) not in size:
-            continue
-        ld, st, alu = (int(g.replace(",", "")) for g in m.groups()[1:])
-        counts["loads"] += ld * size[m.group(1)]
-        counts["stores"] += st * size[m.group(1)]
-        counts["flops"] += alu * lanes.get(m.group(1), 0)
-    return counts
-
-
-def count_14dof_from_logs(log0: str, log_n: str, steps: int) -> dict[str, float]:
-    """Per-step counts of the 14-DOF semi-implicit step from two lackey logs (0 and ``steps`` extra steps of
-    ``d14.py``-style drivers)."""
-    a = lackey_fp_ops(Path(log0).read_text())
-    b = lackey_fp_ops(Path(log_n).read_text())
-    return {"fp_ops_per_step": (b["flops"] - a["flops"]) / steps,
-            "bytes_loaded_per_step": (b["loads"] - a["loads"]) / steps,
-            "bytes_stored_per_step": (b["stores"] - a["stores"]) / steps, "steps": steps,
-            "method": "valgrind lackey, difference of two runs, JIT for " + JIT_CPU}
-
-
 def roofline_row(counts: dict[str, float] | None, ns_per_step: float, peaks: dict[str, float],
                  stream_bytes_per_step: float) -> dict[str, float]:
     """A kernel step against the machine: achieved GFLOP/s, its fraction of the per-core vector FMA peak and
@@ -325,15 +287,10 @@ def _store(key: str, value: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count-8dof", action="store_true", help="count the 8-DOF step's operations (~1 min)")
-    ap.add_argument("--lackey-14dof", nargs=3, metavar=("LOG0", "LOGN", "STEPS"),
-                    help="store the 14-DOF step's counts from two valgrind lackey logs")
     args = ap.parse_args()
     print(json.dumps({"peaks": machine_peaks(), "load_average": os.getloadavg()[0]}, indent=1))
     if args.count_8dof:
         _store("8dof", count_8dof())
-    if args.lackey_14dof:
-        _store("14dof_semi_implicit", count_14dof_from_logs(args.lackey_14dof[0], args.lackey_14dof[1],
-                                                            int(args.lackey_14dof[2])))
     print(json.dumps(load_counts(), indent=1))
 
 
