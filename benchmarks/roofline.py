@@ -219,7 +219,7 @@ def count_8dof() -> dict[str, float]:
     p = v8.parameter_vector({"Cxf": 10659, "Cxr": 10280, "Cyf": 44016, "Cyr": 54046, "kphi_f": 36245,
                              "kphi_r": 26439, "bphi_f": 3863, "bphi_r": 3863, "rr": 0.0131})
     s0 = sim.x0.copy()
-    fz0 = np.empty(4)
+    fz0 = np.zeros(5)
     v8._initial_loads(sim.k, p, s0, fz0)
     saved = []
     try:
@@ -238,7 +238,7 @@ def count_8dof() -> dict[str, float]:
         steps = sim.inputs.shape[0]
         for i in range(steps):
             row = sim.inputs[i]
-            v8._step(k, pa, s, fz, _F(row[0]), _F(row[1]), _F(row[2]), _F(sim.dt))
+            v8._step(k, pa, s, fz, _Arr(row), _F(sim.dt))
     finally:
         for mod, name, obj in saved:
             setattr(mod, name, obj)

@@ -476,7 +476,7 @@ def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.n
     Returns the integration steps taken (the work done).
     """
     s = x0.copy()
-    fz = np.empty(4)
+    fz = np.zeros(5)
     _initial_loads(k, p, s, fz)
     n_ch = chan.shape[0]
     tot = 0.0
@@ -488,7 +488,7 @@ def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.n
     if tot <= budget:
         for j in range(1, data.shape[0]):
             for _ in range(n_sub):
-                _step(k, p, s, fz, inputs[step, 0], inputs[step, 1], inputs[step, 2], dt)
+                _step(k, p, s, fz, inputs[step], dt)
                 step += 1
             for c in range(n_ch):
                 r = s[chan[c]] - data[j, c]
