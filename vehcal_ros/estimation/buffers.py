@@ -9,6 +9,7 @@ the buffer and is counted (``n_clock_jumps``), so no segment ever spans it. Noth
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,7 +54,9 @@ class RollingBuffer:
         self.window = float(window)
         self.max_gap = float(max_gap)
         self.allow_equal = bool(allow_equal)
-        self._data = np.empty((self.capacity, len(self.columns) + 1))
+        self._k = len(self.columns)
+        self._data = np.empty((self.capacity, self._k + 1))
+        self._last = -np.inf
         self._start = 0
         self._size = 0
         self.counters = BufferCounters()
@@ -63,9 +66,7 @@ class RollingBuffer:
 
     @property
     def last_time(self) -> float:
-        if self._size == 0:
-            return -np.inf
-        return float(self._data[(self._start + self._size - 1) % self.capacity, 0])
+        return self._last if self._size else -np.inf
 
     @property
     def first_time(self) -> float:
@@ -78,15 +79,17 @@ class RollingBuffer:
         self._size = 0
 
     def append(self, t: float, values: Sequence[float]) -> bool:
-        """Add one row; return False (and count why) if it was dropped."""
-        row = np.asarray(values, dtype=float)
-        if row.shape != (len(self.columns),):
-            raise ValueError(f"expected {len(self.columns)} values {self.columns}, got shape {row.shape}")
-        if not (np.isfinite(t) and np.all(np.isfinite(row))):
+        """Add one row; return False (and count why) if it was dropped.
+
+        Plain Python on the scalars (no temporary arrays): this runs once per message in the live nodes.
+        """
+        if len(values) != self._k:
+            raise ValueError(f"expected {self._k} values {self.columns}, got {len(values)}")
+        if not (math.isfinite(t) and all(math.isfinite(v) for v in values)):
             self.counters.n_nonfinite += 1
             return False
-        last = self.last_time
         if self._size:
+            last = self._last
             if abs(t - last) > self.max_gap:  # a clock jump either way (log split, restarted simulator or bag)
                 self.counters.n_clock_jumps += 1
                 self.clear()
@@ -97,8 +100,10 @@ class RollingBuffer:
                 self.counters.n_duplicate += 1
                 return False
         end = (self._start + self._size) % self.capacity
-        self._data[end, 0] = t
-        self._data[end, 1:] = row
+        row = self._data[end]
+        row[0] = t
+        row[1:] = values
+        self._last = t
         if self._size < self.capacity:
             self._size += 1
         else:
@@ -106,6 +111,29 @@ class RollingBuffer:
         self._trim(t)
         self.counters.accepted += 1
         return True
+
+    def index_at_or_after(self, t: float) -> int:
+        """Position (0 = oldest) of the first kept row stamped at or after ``t`` (``len`` if none): a short scan
+        back from the newest row (live data asks about recent stamps), else bisection. No copy."""
+        d, cap, s = self._data, self.capacity, self._start
+        k = self._size
+        for _ in range(8):
+            if k == 0 or d[(s + k - 1) % cap, 0] < t:
+                return k
+            k -= 1
+        lo, hi = 0, k
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if d[(s + mid) % cap, 0] < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def row(self, i: int) -> np.ndarray:
+        """The kept row at position ``i`` (0 = oldest), stamp first: a view into the ring, valid until the next
+        append."""
+        return self._data[(self._start + i) % self.capacity]
 
     def extend(self, t: np.ndarray, values: np.ndarray) -> int:
         """Append many rows (``values`` shaped ``(n, k)``); return how many were kept."""
@@ -115,10 +143,11 @@ class RollingBuffer:
         return kept
 
     def _trim(self, newest: float) -> None:
-        if not np.isfinite(self.window):
+        if not math.isfinite(self.window):
             return
-        while self._size and newest - self._data[self._start, 0] > self.window:
-            self._start = (self._start + 1) % self.capacity
+        d, cap = self._data, self.capacity
+        while self._size and newest - d[self._start, 0] > self.window:
+            self._start = (self._start + 1) % cap
             self._size -= 1
 
     def array(self) -> np.ndarray:

@@ -224,6 +224,7 @@ class CalibrationPipeline:
         self._backward_jumps = 0
         self._ignored = 0
         self._undecodable = 0
+        self._rejected: dict[str, int] = {}
         self._newest = -math.inf
         self._reset_marks()
 
@@ -256,10 +257,14 @@ class CalibrationPipeline:
         if self.buffers[src].append(t, row[1:]):
             self._newest = max(self._newest, t)
 
-    def reject(self, source: str) -> None:
-        """Count a message of ``source`` that could not be converted to a record (unknown wheel, missing axis)."""
+    def reject(self, source: str, reason: str = "undecodable") -> None:
+        """Count a message of ``source`` refused before it became a record: not convertible (malformed
+        JointState or Joy), implausible, or with a bad stamp (input_guard reasons)."""
         self._received[source] = self._received.get(source, 0) + 1
-        self._undecodable += 1
+        if reason == "undecodable":
+            self._undecodable += 1
+        else:
+            self._rejected[reason] = self._rejected.get(reason, 0) + 1
 
     @property
     def counters(self) -> PipelineCounters:
@@ -270,6 +275,8 @@ class CalibrationPipeline:
             dropped["out_of_order"] += b.counters.n_out_of_order
             dropped["duplicate"] += b.counters.n_duplicate
             jumps += b.counters.n_clock_jumps
+        for reason, n in self._rejected.items():
+            dropped[reason] = dropped.get(reason, 0) + n
         return PipelineCounters(dict(self._received), dropped, jumps, self._ignored)
 
     def fill(self) -> dict[str, int]:

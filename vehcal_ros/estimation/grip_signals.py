@@ -133,7 +133,8 @@ class ScopeData:
 
 
 GATE_REASONS = ("nonfinite", "low_speed", "low_load", "steering", "lateral", "slip_range", "braking_dropped",
-                "unsynced", "out_of_order", "unknown_wheel", "partial_block")
+                "unsynced", "out_of_order", "unknown_wheel", "partial_block", "implausible", "zero_stamp",
+                "duplicate", "stamp_jump", "malformed_wheel_speeds", "malformed_odom", "malformed_controls")
 
 
 @dataclass
@@ -157,25 +158,27 @@ class _Series:
     def __init__(self, columns: tuple[str, ...], capacity: int, max_gap: float) -> None:
         self.buf = RollingBuffer(columns, capacity=capacity, window=10.0, max_gap=max_gap)
 
-    def at(self, t: float, tol: float) -> np.ndarray | None:
-        """Linear interpolation at ``t``; None if ``t`` is not bracketed within ``tol``."""
-        n = len(self.buf)
+    def at(self, t: float, tol: float, cols: tuple[int, ...]) -> list[float] | None:
+        """Columns ``cols`` (0 = first value column) linearly interpolated at ``t``; None if ``t`` is not bracketed
+        within ``tol``. Reads the ring in place: no copy of the series and no array per sample."""
+        buf = self.buf
+        n = len(buf)
         if n == 0:
             return None
-        a = self.buf.array()
-        ts = a[:, 0]
-        k = int(np.searchsorted(ts, t))
-        if k < n and ts[k] == t:
-            return a[k, 1:]
+        k = buf.index_at_or_after(t)
+        after = buf.row(k) if k < n else None
+        if after is not None and (after[0] == t or (k == 0 and after[0] - t <= tol)):
+            return [float(after[c + 1]) for c in cols]
         if k == 0:
-            return a[0, 1:] if ts[0] - t <= tol else None
-        if k == n:
-            return a[-1, 1:] if t - ts[-1] <= tol * 0.2 else None
-        t0, t1 = ts[k - 1], ts[k]
+            return None
+        before = buf.row(k - 1)
+        if after is None:
+            return [float(before[c + 1]) for c in cols] if t - before[0] <= tol * 0.2 else None
+        t0, t1 = float(before[0]), float(after[0])
         if min(t - t0, t1 - t) > tol:
             return None
         w = (t - t0) / (t1 - t0)
-        return (1.0 - w) * a[k - 1, 1:] + w * a[k, 1:]
+        return [(1.0 - w) * float(before[c + 1]) + w * float(after[c + 1]) for c in cols]
 
 
 class _Block:
@@ -250,22 +253,28 @@ class GripDataCollector:
         elif isinstance(record, Controls):
             self.add_controls(record)
 
+    def reject(self, topic: str, reason: str) -> None:
+        """Count a message of ``topic`` refused before it became a sample (malformed, implausible, bad stamp)."""
+        c = self.counters
+        c.received[topic] = c.received.get(topic, 0) + 1
+        c.dropped[reason] = c.dropped.get(reason, 0) + 1
+
     def add_wheel_speeds(self, rec: WheelSpeeds) -> None:
         self.counters.received["wheel_speeds"] += 1
         self._stamp("wheel_speeds", rec.t)
-        self._append(self._wheel, rec.t, np.asarray(rec.omega, dtype=float))
+        self._append(self._wheel, rec.t, rec.omega)
         self._drain()
 
     def add_odom(self, rec: OdomSample) -> None:
         self.counters.received["odom"] += 1
         self._stamp("odom", rec.t)
-        self._append(self._odom, rec.t, np.array([rec.u, rec.v, rec.yaw_rate]))
+        self._append(self._odom, rec.t, (rec.u, rec.v, rec.yaw_rate))
         self._drain()
 
     def add_controls(self, rec: Controls) -> None:
         self.counters.received["controls"] += 1
         self._stamp("controls", rec.t)
-        self._append(self._steer, rec.t, np.array([rec.steering]))
+        self._append(self._steer, rec.t, (rec.steering,))
 
     def add_tire_force(self, rec: TireForce, estimated: bool = False) -> None:
         """A measured (or, ``estimated``, a force-estimator's) tire-force sample."""
@@ -285,10 +294,10 @@ class GripDataCollector:
         if math.isfinite(t):
             self.last_stamp[topic] = max(t, self.last_stamp.get(topic, -math.inf))
 
-    def _append(self, series: _Series, t: float, values: np.ndarray) -> None:
+    def _append(self, series: _Series, t: float, values) -> None:
         if series.buf.append(t, values):
             return
-        if not (math.isfinite(t) and np.all(np.isfinite(values))):
+        if not (math.isfinite(t) and all(math.isfinite(v) for v in values)):
             self.counters.dropped["nonfinite"] += 1
         else:
             self.counters.dropped["out_of_order"] += 1
@@ -311,16 +320,16 @@ class GripDataCollector:
             self._pending.popleft()
             self._advance_blocks(rec.t)
             self._block_seen[rec.wheel] += 1
-            omega = self._wheel.at(rec.t, tol)
-            odom = self._odom.at(rec.t, tol)
+            omega = self._wheel.at(rec.t, tol, (rec.wheel,))
+            odom = self._odom.at(rec.t, tol, (0, 1, 2))
             if omega is None or odom is None:
                 self.counters.dropped["unsynced"] += 1
                 continue
-            self._process(rec, float(omega[rec.wheel]), odom)
+            self._process(rec, omega[0], odom)
 
-    def _process(self, rec: TireForce, omega: float, odom: np.ndarray) -> None:
+    def _process(self, rec: TireForce, omega: float, odom: list[float]) -> None:
         c = self.config
-        u, v, r = (float(x) for x in odom)
+        u, v, r = odom
         i = rec.wheel
         if rec.fz < c.min_fz:
             self.counters.dropped["low_load"] += 1
@@ -330,7 +339,7 @@ class GripDataCollector:
             return
         delta = 0.0
         if c.steered[i]:
-            st = self._steer.at(rec.t, 1.0)
+            st = self._steer.at(rec.t, 1.0, (0,))
             if st is not None:
                 delta = float(st[0]) * c.steering_gain
         if abs(delta) > c.max_steer:

@@ -24,8 +24,8 @@ class WheelSpeeds:
     the net wheel torque (drive minus brake, N m, ``JointState.effort``) when the vehicle reports it."""
 
     t: float
-    omega: np.ndarray  # (4,) rad/s
-    torque: np.ndarray | None = None  # (4,) N m, or None when effort is not published
+    omega: np.ndarray | tuple[float, ...]  # (4,) rad/s (a tuple from message conversion: no array per message)
+    torque: np.ndarray | tuple[float, ...] | None = None  # (4,) N m, or None when effort is not published
 
 
 @dataclass(frozen=True, slots=True)

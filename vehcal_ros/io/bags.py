@@ -263,19 +263,23 @@ def float64_multiarray(T: MsgTypes, rows: np.ndarray, labels: Sequence[str] = ("
 def msg_to_records(topic: str, msg: Any, frames: Frames = DEFAULT_FRAMES) -> list[Record]:
     """Records of one message on canonical ``topic``; ValueError names what is missing or unexpected."""
     if topic == "/vehicle/wheel_speeds":
-        names = list(msg.name)
-        vel = list(msg.velocity)
+        names = msg.name
+        vel = msg.velocity
         if len(vel) != len(names):
             raise ValueError(f"JointState has {len(names)} names but {len(vel)} velocities")
-        eff = list(msg.effort)
-        omega = np.empty(len(frames.wheel_names))
-        torque = np.empty(len(frames.wheel_names)) if len(eff) == len(names) else None
-        for i, w in enumerate(frames.wheel_names):
-            if w not in names:
-                raise ValueError(f"JointState has no joint named {w!r} (names: {', '.join(names) or 'none'})")
-            omega[i] = vel[names.index(w)]
-            if torque is not None:
-                torque[i] = eff[names.index(w)]
+        eff = msg.effort
+        has_torque = len(eff) == len(names)
+        if list(names[:4]) == list(frames.wheel_names):   # the usual layout: no search, no array per message
+            omega = (float(vel[0]), float(vel[1]), float(vel[2]), float(vel[3]))
+            torque = (float(eff[0]), float(eff[1]), float(eff[2]), float(eff[3])) if has_torque else None
+        else:
+            names = list(names)
+            for w in frames.wheel_names:
+                if w not in names:
+                    raise ValueError(f"JointState has no joint named {w!r} (names: {', '.join(names) or 'none'})")
+            idx = [names.index(w) for w in frames.wheel_names]
+            omega = tuple(float(vel[i]) for i in idx)
+            torque = tuple(float(eff[i]) for i in idx) if has_torque else None
         return [WheelSpeeds(t=stamp_sec(msg.header.stamp), omega=omega, torque=torque)]
     if topic == "/vehicle/imu":
         o = msg.orientation

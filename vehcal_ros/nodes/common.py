@@ -8,6 +8,7 @@ health on ``/diagnostics`` with :func:`diag_status`.
 
 from __future__ import annotations
 
+import array
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -79,11 +80,30 @@ class ParamSpec:
             if self.choices and value not in self.choices:
                 return f"parameter '{self.name}' = {value!r} is not one of {', '.join(self.choices)}"
         elif isinstance(self.default, (list, tuple)):
-            if not isinstance(value, (list, tuple)):
+            if not isinstance(value, (list, tuple, array.array)):
                 return f"parameter '{self.name}' must be a list, got {value!r}"
+            if self.default and not all(_same_kind(v, self.default[0]) for v in value):
+                kind = {bool: "true/false", int: "integers", float: "numbers", str: "strings"}.get(
+                    type(self.default[0]), type(self.default[0]).__name__)
+                return f"parameter '{self.name}' must be a list of {kind}, got {list(value)!r}"
         if self.check is not None:
             return self.check(value)
         return None
+
+
+def _same_kind(value: Any, like: Any) -> bool:
+    """Whether a list element has the type of the default's elements (ints pass for floats, bools never for
+    numbers)."""
+    if isinstance(like, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(like, bool)
+    if isinstance(like, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(like))
+
+
+def plain(value: Any) -> Any:
+    """A parameter value as the nodes keep it: rclpy hands integer and double arrays as ``array.array``."""
+    return list(value) if isinstance(value, (array.array, tuple)) else value
 
 
 def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
@@ -98,7 +118,7 @@ def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
                                            ignore_override=False)
         except Exception as exc:  # rclpy raises InvalidParameterValueException on a range violation
             raise ValueError(f"parameter '{spec.name}': {exc}") from exc
-        value = param.value
+        value = plain(param.value)
         problem = spec.validate(value)
         if problem:
             raise ValueError(problem)
@@ -122,10 +142,11 @@ def make_set_callback(specs: Iterable[ParamSpec],
             spec = by_name.get(p.name)
             if spec is None:
                 continue
-            problem = spec.validate(p.value)
+            value = plain(p.value)
+            problem = spec.validate(value)
             if problem:
                 return SetParametersResult(successful=False, reason=problem)
-            changed[p.name] = p.value
+            changed[p.name] = value
         if on_change is not None and changed:
             try:
                 on_change(changed)  # may reject a combination (e.g. lower >= upper bound) with ValueError
@@ -172,17 +193,44 @@ def sec_to_stamp(t: float) -> Any:
     return Time(sec=int(sec), nanosec=nanosec)
 
 
-def spin_node(node_factory: Callable[[], Node], args: Sequence[str] | None = None) -> int:
-    """The few lines of every node's ``main``: init, spin on a multithreaded executor, clean shutdown."""
-    from rclpy.executors import MultiThreadedExecutor
+def make_executor(context: Any = None, kind: str = "events") -> Any:
+    """The executor every node's ``main`` (and ``vehcal run``) spins on.
 
+    ``events`` (default): rclpy's EventsExecutor (``rclpy.experimental``), which dispatches each message from
+    the middleware's event queue instead of rebuilding a wait set per wake-up; measured in
+    benchmarks/bench_ingestion.py it takes every message at 1 kHz per topic where the MultiThreadedExecutor lost
+    most of them at 100 Hz (ros2/rclpy#1223, #1452). The slow fits run in each node's own worker thread, so the
+    executor's callbacks never wait for them. ``multi``: the MultiThreadedExecutor (the inputs keep their own
+    mutually exclusive group).
+    """
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    if kind == "multi":
+        from rclpy.executors import MultiThreadedExecutor
+
+        return MultiThreadedExecutor(context=context)
+    raise ValueError(f"executor must be 'events' or 'multi', got {kind!r}")
+
+
+def spin_node(node_factory: Callable[[], Node], args: Sequence[str] | None = None) -> int:
+    """The few lines of every node's ``main``: init, spin on the EventsExecutor, clean shutdown.
+
+    Shutdown order (SIGINT): the executor stops taking callbacks first, then the node's worker thread finishes
+    (a fit in flight completes; nothing new is scheduled and nothing is published once the context is going
+    down), then the node and the context are destroyed.
+    """
     rclpy.init(args=args)
     node = None
+    executor = None
     try:
         node = node_factory()
-        executor = MultiThreadedExecutor()
+        executor = make_executor(node.context)
         executor.add_node(node)
-        executor.spin()
+        while rclpy.ok(context=node.context):
+            # spin_once in a loop: this rclpy's EventsExecutor.spin() neither fires timers nor returns on shutdown
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ValueError as exc:  # bad start-up parameter: one clear line, non-zero exit
@@ -193,6 +241,9 @@ def spin_node(node_factory: Callable[[], Node], args: Sequence[str] | None = Non
             shutdown = getattr(node, "shutdown", None)
             if callable(shutdown):
                 shutdown()
+        if executor is not None:
+            executor.shutdown(timeout_sec=5.0)
+        if node is not None:
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

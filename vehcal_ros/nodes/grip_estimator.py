@@ -61,6 +61,16 @@ def _bounds_check(name: str, v: Any) -> str | None:
     return None
 
 
+def _theta_order_problem(values: dict[str, Any]) -> str | None:
+    """A message when some prior lower bound is not below its upper bound (a combination of two parameters)."""
+    names = ("B", "C", "D", "E", "s_h", "s_v")
+    lo, hi = values["theta_lower"], values["theta_upper"]
+    bad = [f"{n}: {a} >= {b}" for n, a, b in zip(names, lo, hi) if not a < b]
+    if bad:
+        return f"parameters 'theta_lower' < 'theta_upper' required per element; not so for {', '.join(bad)}"
+    return None
+
+
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
     ParamSpec("tire_forces_topic", "/vehicle/tire_forces", "geometry_msgs/WrenchStamped per wheel (frame_id = wheel)",
@@ -173,10 +183,14 @@ class GripEstimatorNode(WorkerNode):
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
         super().__init__(node_name, worker_name="grip_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
+        problem = _theta_order_problem(self.values)
+        if problem:
+            raise ValueError(problem)
         vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
         self.pipeline = pipeline_from_params(self.values, vehicle)
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
+        self.guard.jump = self.pipeline.collector.config.max_gap   # the collector's own restart threshold
 
         qos = sensor_qos()
         v = self.values
@@ -204,10 +218,7 @@ class GripEstimatorNode(WorkerNode):
 
     # ------------------------------------------------------------ inputs
     def _feed(self, topic: str, convert: Any, msg: Any) -> None:
-        self._convert_and_feed(topic, convert, msg, self.pipeline.add, self._reject)
-
-    def _reject(self, topic: str) -> None:
-        self.pipeline.collector.counters.dropped["unknown_wheel"] += 1
+        self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.collector.reject)
 
     def _on_wheels(self, msg: JointState) -> None:
         self._feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
@@ -236,8 +247,12 @@ class GripEstimatorNode(WorkerNode):
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         with self._lock:
-            fit_config = fit_config_from({**self.values, **changed}, self.pipeline.fit_config)  # ValueError: refused
-            self.values.update(changed)
+            proposed = {**self.values, **changed}
+            problem = _theta_order_problem(proposed)
+            if problem:
+                raise ValueError(problem)   # refused: values and pipeline stay as they were
+            fit_config = fit_config_from(proposed, self.pipeline.fit_config)  # ValueError: refused
+            self.values = proposed
             self.pipeline.fit_config = fit_config
             self.pipeline.warm_start = self.values["warm_start"]
             self.pipeline.min_new_points = self.values["min_new_points"]
@@ -284,8 +299,9 @@ class GripEstimatorNode(WorkerNode):
             watched = {"measured": ("wheel_speeds", "tire_forces", "odom"),
                        "estimated": ("wheel_speeds", "imu", "odom"),
                        "auto": ("wheel_speeds", "odom")}[self.values["force_source"]]
-            rates, stale = self._input_health(counters.received, watched, now)
+            rates, stale, accounting, losing = self._input_health(counters.received, watched, now)
             values = {f"rate_{t}_hz": r for t, r in rates.items()}
+            values.update(accounting)
             values.update({f"dropped_{k}": n for k, n in counters.dropped.items()})
             values.update({f"fill_{s}": n for s, n in self.pipeline.collector.fill().items()})
             values.update({"accepted": counters.accepted, "skipped_cycles": self.skipped_cycles})
@@ -296,6 +312,8 @@ class GripEstimatorNode(WorkerNode):
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
             if stale:
                 level, message = WARN, f"no data on: {', '.join(stale)}"
+            elif losing:
+                level, message = WARN, f"data lost on: {', '.join(losing)}"
             elif counters.n_dropped and counters.n_dropped > counters.accepted:
                 level, message = WARN, f"most samples dropped ({counters.n_dropped} dropped, {counters.accepted} kept)"
             else:

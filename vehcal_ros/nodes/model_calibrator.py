@@ -166,6 +166,7 @@ class ModelCalibratorNode(WorkerNode):
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         v = self.values
         self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
+        self.guard.jump = float(v["clock_jump"])
 
         qos = sensor_qos()
         group = self.inputs_group
@@ -198,8 +199,13 @@ class ModelCalibratorNode(WorkerNode):
         if self._setting_model or not any(not k.startswith("model.") for k in changed):
             return  # our own model.* updates (outputs), or a user touching outputs only
         with self._lock:
-            self.values.update({k: v for k, v in changed.items() if not k.startswith("model.")})
-            self.pipeline.config = config_from(self.values)
+            proposed = {**self.values, **{k: v for k, v in changed.items() if not k.startswith("model.")}}
+            try:
+                config = config_from(proposed)   # a refused combination leaves values and pipeline untouched
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+            self.values = proposed
+            self.pipeline.config = config
 
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
@@ -252,17 +258,17 @@ class ModelCalibratorNode(WorkerNode):
         statuses = []
         with self._lock:
             c = self.pipeline.counters
-            rates, stale = self._input_health(c.received, tuple(c.received), now)
-            values: dict[str, Any] = {}
-            for topic, count in c.received.items():
-                values[f"rate_{topic}_hz"] = rates[topic]
-                values[f"received_{topic}"] = count
+            rates, stale, accounting, losing = self._input_health(c.received, tuple(c.received), now)
+            values: dict[str, Any] = {f"rate_{topic}_hz": rates[topic] for topic in c.received}
+            values.update(accounting)
             values.update({f"dropped_{k}": n for k, n in c.dropped.items()})
             values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
-            values.update({"clock_jumps": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
+            values.update({"buffer_restarts": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
                            "busy": self.busy})
             if stale:
                 level, message = WARN, f"no data on: {', '.join(stale)}"
+            elif losing:
+                level, message = WARN, f"data lost on: {', '.join(losing)}"
             elif c.n_dropped > 0.5 * max(c.n_received, 1):
                 level, message = WARN, f"most samples dropped ({c.n_dropped} of {c.n_received})"
             else:

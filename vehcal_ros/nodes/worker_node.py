@@ -20,6 +20,7 @@ from typing import Any
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
+from vehcal_ros.estimation.input_guard import InputGuard
 from vehcal_ros.nodes.common import ERROR
 
 
@@ -58,6 +59,9 @@ class WorkerNode(Node):
         self._cycle_clock: Periodic | None = None
         self._diag_clock: Periodic | None = None
         self.inputs_group = MutuallyExclusiveCallbackGroup()
+        self.guard = InputGuard()               # subclasses set its jump threshold from their parameters
+        self._lost_at_diag: dict[str, int] = {}
+        self._closing = False
 
     # ------------------------------------------------------------ scheduling
     def _start_schedule(self, cycle_period: float, diagnostics_period: float) -> None:
@@ -68,11 +72,11 @@ class WorkerNode(Node):
         timers = MutuallyExclusiveCallbackGroup()
         self.create_timer(min(cycle_period, diagnostics_period), self._tick, callback_group=timers)
 
-    def _tick(self) -> None:
-        if self._cycle_clock is None or not self._tick_lock.acquire(blocking=False):
+    def _tick(self, now: float | None = None) -> None:
+        if self._cycle_clock is None or self._closing or not self._tick_lock.acquire(blocking=False):
             return
         try:
-            now = self._now()
+            now = self._now() if now is None else now
             if self._cycle_clock.due(now):
                 self._on_cycle()
             if self._diag_clock.due(now):
@@ -90,22 +94,30 @@ class WorkerNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _convert_and_feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any,
-                          feed: Callable[[Any], None], reject: Callable[[str], None]) -> None:
-        """msg -> record -> ``feed(record)`` under the lock; a message that cannot be converted (unknown wheel
-        name, missing Joy axis) is passed to ``reject(topic)``, never raised."""
-        self._last_arrival[topic] = self._now()
+                          feed: Callable[[Any], None], reject: Callable[[str, str], None]) -> None:
+        """msg -> record -> :class:`InputGuard` -> ``feed(record)`` under the lock. A message that cannot be
+        converted (unknown wheel name, JointState shorter than its names, Joy without the configured axes) or that
+        the guard refuses (non-finite, implausible, bad stamp) goes to ``reject(topic, reason)``, never raised."""
+        now = self._now()
+        self._last_arrival[topic] = now
         try:
             record = convert(msg, self._frames)
-        except (ValueError, IndexError, KeyError):
+        except (ValueError, IndexError, KeyError, TypeError):
             with self._lock:
-                reject(topic)
+                reject(topic, "unknown_wheel" if topic == "tire_forces" else f"malformed_{topic}")
         else:
             with self._lock:
-                feed(record)
-        self._tick()
+                reason = self.guard.check(topic, record)
+                if reason is None:
+                    feed(record)
+                else:
+                    reject(topic, reason)
+        self._tick(now)
 
     # ------------------------------------------------------------------- cycle
     def _on_cycle(self) -> None:
+        if self._closing:
+            return
         if self.busy:
             self.skipped_cycles += 1
             return
@@ -118,12 +130,17 @@ class WorkerNode(Node):
                 self._cycle_failed(None, f"snapshot failed: {exc!r}")
             return
         if jobs:
-            self._future = self._worker.submit(self._run, jobs)
+            try:
+                self._future = self._worker.submit(self._run, jobs)
+            except RuntimeError:   # shutting down (the worker refuses new work): the cycle is simply not run
+                return
 
     def _run(self, jobs: list) -> None:
         try:
             self._fit_and_commit(jobs)
         except Exception as exc:  # a worker must never take the node down; report and keep the last result
+            if self._closing or not self.context.ok():
+                return   # the node is going down under a fit: nothing to report to
             self.get_logger().error(f"cycle failed: {exc!r}")
             with self._lock:
                 self._cycle_failed(jobs, f"cycle failed: {exc!r}")
@@ -137,7 +154,7 @@ class WorkerNode(Node):
         outcomes = self.pipeline.fit(jobs)
         with self._lock:
             updated = self.pipeline.commit(outcomes)
-        if updated:
+        if updated and not self._closing and self.context.ok():
             self._publish(updated)
 
     def _publish(self, updated: list) -> None:
@@ -153,9 +170,11 @@ class WorkerNode(Node):
 
     # ------------------------------------------------------------- diagnostics
     def _input_health(self, received: Mapping[str, int], watched: tuple[str, ...], now: float
-                      ) -> tuple[dict[str, float], list[str]]:
-        """Per-topic input rates (Hz since the last diagnostics) and the watched topics silent for longer than
-        ``stale_timeout`` (call under the lock)."""
+                      ) -> tuple[dict[str, float], list[str], dict[str, Any], list[str]]:
+        """Per-topic input rates (Hz since the last diagnostics), the watched topics silent for longer than
+        ``stale_timeout``, the stamp accounting as diagnostic values (received, expected from the stamps, lost,
+        interruptions per topic; confirmed clock jumps) and the topics that lost data since the last diagnostics,
+        with how much (call under the lock)."""
         period = max(now - self._diag_time, 1e-9)
         self._diag_time = now
         rates = {}
@@ -163,9 +182,23 @@ class WorkerNode(Node):
             rates[topic] = (count - self._count_at_diag.get(topic, 0)) / period
             self._count_at_diag[topic] = count
         stale = [t for t in watched if now - self._last_arrival.get(t, -1e18) > self.values["stale_timeout"]]
-        return rates, stale
+        values: dict[str, Any] = {f"received_{t}": n for t, n in received.items()}
+        losing = []
+        for topic, row in self.guard.totals().items():
+            values[f"expected_{topic}"] = row["expected"]
+            values[f"lost_{topic}"] = row["lost"]
+            values[f"interruptions_{topic}"] = row["interruptions"]
+            new = row["lost"] - self._lost_at_diag.get(topic, 0)
+            self._lost_at_diag[topic] = row["lost"]
+            if new > 0:
+                losing.append(f"{topic} ({new} messages missing from the stamps)")
+        values["clock_jumps"] = self.guard.clock_jumps
+        return rates, stale, values, losing
 
     def shutdown(self) -> None:
+        """Stop scheduling, let a fit in flight finish (its result is committed, not published), stop the worker.
+        Called before the executor and the context go down (nodes.common.spin_node)."""
+        self._closing = True
         self._worker.shutdown(wait=True, cancel_futures=True)
 
 
