@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -242,3 +243,50 @@ def test_driver_file_errors(tmp_path):
         read_driver_file(f)
     with pytest.raises(InputError, match="driver file not found"):
         read_driver_file(tmp_path / "missing.txt")
+
+
+def test_speed_controller_lets_go_in_coast_intervals(tmp_path):
+    p = _write(tmp_path, """
+        name: pi_coast
+        duration: 10
+        initial: {speed: 5}
+        driver:
+          steering: [{type: step, t0: 0, value: 0.01}]
+          speed_control: {target: [{type: step, t0: 0, value: 10}], kp: 0.5, ki: 0.0, coast: [{t0: 2, t1: 4}]}
+    """)
+    d = DriverProgram(load_scenario(p).driver)
+    assert d.inputs_at(1.0, {"u": 9.0}) == pytest.approx((0.5, 0.0, 0.01))
+    assert d.inputs_at(2.0, {"u": 9.0}) == (0.0, 0.0, 0.01)
+    assert d.inputs_at(3.99, {"u": 12.0}) == (0.0, 0.0, 0.01)
+    assert d.inputs_at(4.0, {"u": 12.0}) == pytest.approx((0.0, 1.0, 0.01))
+
+
+@pytest.mark.parametrize("coast,match", [
+    ([{"t0": 3, "t1": 2}], "scenario.driver.speed_control.coast[0].t1: must be > t0"),
+    ([{"t0": 1, "t1": 3}, {"t0": 2, "t1": 4}], "scenario.driver.speed_control.coast[1].t0: must be >="),
+    ([{"t0": 1}], "scenario.driver.speed_control.coast[0].t1: required key"),
+])
+def test_coast_intervals_are_validated(coast, match):
+    data = {"name": "x", "duration": 10, "driver": {"speed_control": {"target": [], "coast": coast}}}
+    with pytest.raises(InputError, match=re.escape(match)):
+        parse_scenario(data)
+
+
+def test_long_drive_is_excited_all_the_way_through():
+    """Every 60 s of the 1-hour drive has a coast-down, an acceleration, a braking and lane changes, and the
+    road cycles dry -> wet -> snow over contiguous sections that the drive reaches."""
+    s = load_scenario("long_drive")
+    assert s.duration == 3600.0
+    sc = s.driver.speed_control
+    d = DriverProgram(s.driver)
+    names = [p.name for p in s.road.patches]
+    assert names == [("dry", "wet", "snow")[k % 3] for k in range(len(names))] and len(names) >= 60
+    for k in range(60):
+        t0 = 15.0 + 60.0 * k
+        ts = np.arange(t0, t0 + 60.0, 0.5)
+        assert any(t0 <= c0 and c1 <= t0 + 60.0 and c1 - c0 >= 10.0 for c0, c1 in sc.coast), f"block {k}: no coast"
+        target = np.array([sc.target.value_at(float(t)) for t in ts])
+        assert np.max(np.diff(target)) >= 0.5 * 0.5 and np.min(np.diff(target)) <= -0.5 * 0.5, f"block {k}"
+        steer = np.array([d.spec.steering.value_at(float(t)) for t in ts])
+        assert np.max(np.abs(steer)) >= 0.014 and abs(np.mean(steer)) < 1e-3, f"block {k}: no lane change"
+        assert max(target) >= 15.0, f"block {k}: no driving at speed"

@@ -21,6 +21,7 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
         ki: 0.1                    # 1 / m
         start: 0.0
         end: .inf
+        coast: [{t0: 40, t1: 50}]  # optional: intervals inside [start, end) where it lets go (throttle 0, brake 0)
     road:
       default_mu: 0.9
       patches: [{name: wet, surface: wet, x0: 0, x1: 100, y0: -50, y1: 50}]  # rectangles, OR
@@ -49,6 +50,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +117,12 @@ class Channel:
     initial: float = 0.0
     segments: tuple[Segment, ...] = ()
 
+    @cached_property
+    def _starts(self) -> list[float]:
+        return [s.t0 for s in self.segments]
+
     def value_at(self, t: float) -> float:
-        i = bisect.bisect_right([s.t0 for s in self.segments], t) - 1
+        i = bisect.bisect_right(self._starts, t) - 1
         if i < 0:
             return self.initial
         return self.segments[i].value_at(t)
@@ -133,6 +139,11 @@ class SpeedControl:
     end: float = math.inf
     max_throttle: float = 1.0
     max_brake: float = 1.0
+    coast: tuple[tuple[float, float], ...] = ()  # [t0, t1) s intervals where the controller lets go
+
+    def engaged(self, t: float) -> bool:
+        """True where the controller drives throttle and brake (inside [start, end), outside every coast)."""
+        return self.start <= t < self.end and not any(c0 <= t < c1 for c0, c1 in self.coast)
 
 
 @dataclass(frozen=True)
@@ -244,7 +255,7 @@ class DriverProgram:
         spec = self.spec
         steering = spec.steering.value_at(t)
         sc = spec.speed_control
-        if sc is not None and sc.start <= t < sc.end:
+        if sc is not None and sc.engaged(t):
             if state is None:
                 raise ValueError("the speed controller needs the vehicle state (u)")
             err = sc.target.value_at(t) - float(state["u"])
@@ -461,8 +472,8 @@ def _driver(v: _V, raw: Any, base_dir: Path, initial_speed: float, dt: float) ->
     sc = None
     if "speed_control" in raw:
         q = f"{p}.speed_control"
-        s = v.mapping(raw["speed_control"], q, {"target", "kp", "ki", "start", "end", "max_throttle", "max_brake"},
-                      {"target"})
+        s = v.mapping(raw["speed_control"], q, {"target", "kp", "ki", "start", "end", "max_throttle", "max_brake",
+                                                "coast"}, {"target"})
         start = v.number(s.get("start", 0.0), f"{q}.start", 0.0)
         end = v.number(s.get("end", math.inf), f"{q}.end", 0.0, allow_inf=True)
         if end <= start:
@@ -472,9 +483,26 @@ def _driver(v: _V, raw: Any, base_dir: Path, initial_speed: float, dt: float) ->
                           ki=v.number(s.get("ki", 0.1), f"{q}.ki", 0.0, 100.0),
                           start=start, end=end,
                           max_throttle=v.number(s.get("max_throttle", 1.0), f"{q}.max_throttle", 0.0, 1.0),
-                          max_brake=v.number(s.get("max_brake", 1.0), f"{q}.max_brake", 0.0, 1.0))
+                          max_brake=v.number(s.get("max_brake", 1.0), f"{q}.max_brake", 0.0, 1.0),
+                          coast=_coast(v, s.get("coast", []), f"{q}.coast"))
     return DriverSpec(throttle=throttle, brake=brake, steering=steering, speed_control=sc, rate=rate,
                       source_file=source_file)
+
+
+def _coast(v: _V, raw: Any, path: str) -> tuple[tuple[float, float], ...]:
+    """Coast intervals ``[{t0, t1}, ...]``: in time order, not overlapping."""
+    out: list[tuple[float, float]] = []
+    for i, item in enumerate(v.seq(raw, path)):
+        p = f"{path}[{i}]"
+        v.mapping(item, p, {"t0", "t1"}, {"t0", "t1"})
+        t0 = v.number(item["t0"], f"{p}.t0", 0.0)
+        t1 = v.number(item["t1"], f"{p}.t1", 0.0)
+        if t1 <= t0:
+            raise v.fail(f"{p}.t1", f"must be > t0 (= {t0:g})")
+        if out and t0 < out[-1][1]:
+            raise v.fail(f"{p}.t0", f"must be >= the previous interval's end ({out[-1][1]:g})")
+        out.append((t0, t1))
+    return tuple(out)
 
 
 def _mu(v: _V, item: dict, p: str) -> tuple[float, str]:
