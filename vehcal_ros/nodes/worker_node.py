@@ -70,7 +70,7 @@ class WorkerNode(Node):
         self._cycle_clock = Periodic(cycle_period, now)
         self._diag_clock = Periodic(diagnostics_period, now)
         timers = MutuallyExclusiveCallbackGroup()
-        self.create_timer(min(cycle_period, diagnostics_period), self._tick, callback_group=timers)
+        self.create_timer(min(cycle_period, diagnostics_period), lambda: self._tick(), callback_group=timers)
 
     def _tick(self, now: float | None = None) -> None:
         if self._cycle_clock is None or self._closing or not self._tick_lock.acquire(blocking=False):
