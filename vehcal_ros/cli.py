@@ -60,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PermissionError as exc:
         print(f"vehcal {args.verb}: error: permission denied: {exc.filename}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:   # a binary or non-UTF-8 file where text was expected
+        print(f"vehcal {args.verb}: error: a file given is not UTF-8 text ({exc.reason} at byte {exc.start})",
+              file=sys.stderr)
+        return 2
     except EstimationError as exc:
         print(f"vehcal {args.verb}: failed: {exc}", file=sys.stderr)
         return 1

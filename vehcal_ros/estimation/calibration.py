@@ -149,13 +149,17 @@ class Segment:
             raise InputError(f"no such file: {path}")
         if os.path.isdir(path):
             raise InputError(f"{path} is a directory, expected a CSV file")
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            try:
-                header = [h.strip() for h in next(reader)]
-            except StopIteration:
-                raise InputError(f"{path}: empty file") from None
-            rows = [r for r in reader if r and any(c.strip() for c in r)]
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                reader = csv.reader(f)
+                try:
+                    header = [h.strip() for h in next(reader)]
+                except StopIteration:
+                    raise InputError(f"{path}: empty file") from None
+                rows = [r for r in reader if r and any(c.strip() for c in r)]
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not a UTF-8 text CSV (byte 0x{exc.object[exc.start]:02x} at offset "
+                             f"{exc.start})") from None
         missing = [c for c in CSV_COLUMNS if c not in header]
         if missing:
             raise InputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(CSV_COLUMNS)})")

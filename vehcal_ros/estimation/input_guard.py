@@ -11,7 +11,9 @@ Every record a node converts passes :meth:`InputGuard.check` before it reaches a
 * ``stamp_jump``: the stamp is more than ``jump`` seconds behind the stream or ahead of every stream. One such
   stamp is an outlier (a glitching clock, a corrupted header) and is dropped; a second consecutive stamp of the
   stream on the same new timeline confirms a real clock jump (simulator restart, bag loop, a clock set by a day):
-  it is counted in ``clock_jumps`` and the stream continues from there (the pipelines then restart their buffers).
+  it is counted in ``clock_jumps`` (or, forward by less than a minute, as an interruption of the stream: it fell
+  silent) and the stream continues from there (the pipelines then restart their buffers). The jump's first
+  message stays counted as ``stamp_jump``.
 
 Streams are keyed per topic, and per wheel for the tire forces (four WrenchStamped per time step). For each stream
 the nominal period is learnt from the stamps (the median of the first spacings, then a slow average of the
@@ -133,7 +135,9 @@ class InputGuard:
         return None
 
     def _confirm_jump(self, s: StreamState, t: float) -> None:
-        if not abs(t - self._last_jump_to) <= max(self.jump, 5.0):   # once per jump, not once per stream
+        if 0.0 < t - s.last <= 60.0:
+            s.interruptions += 1               # forward by less than a minute: the stream (or all) fell silent
+        elif not abs(t - self._last_jump_to) <= max(self.jump, 5.0):   # once per jump, not once per stream
             self.clock_jumps += 1
             self._last_jump_to = t
         if t < self.newest:

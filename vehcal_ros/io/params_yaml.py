@@ -22,7 +22,10 @@ def load_params_document(path: str | os.PathLike) -> dict[Any, Any]:
     if not path.is_file():
         raise InputError(f"params file {path}: no such file")
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"params file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                         f"{exc.start})") from None
     except yaml.YAMLError as exc:
         raise InputError(f"params file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if doc is None:

@@ -47,7 +47,10 @@ class ParamSpec:
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
     def descriptor(self) -> ParameterDescriptor:
-        d = ParameterDescriptor(name=self.name, description=self.description, read_only=self.read_only)
+        # dynamic typing: rclpy's own type check would refuse a wrong type before our callback, with a message
+        # naming neither the parameter nor what it takes; validate() checks the type instead
+        d = ParameterDescriptor(name=self.name, description=self.description, read_only=self.read_only,
+                                dynamic_typing=True)
         if self.lo is not None and self.hi is not None:
             if isinstance(self.default, bool):
                 pass
@@ -70,6 +73,9 @@ class ParamSpec:
                 return f"parameter '{self.name}' must be a number, got {value!r}"
             if isinstance(self.default, int) and not isinstance(value, int):
                 return f"parameter '{self.name}' must be an integer, got {value!r}"
+            if isinstance(self.default, float) and isinstance(value, int):
+                return (f"parameter '{self.name}' must be a floating-point number (write {value}.0), "
+                        f"got {value!r}")
             if not math.isfinite(float(value)):
                 return f"parameter '{self.name}' must be finite, got {value!r}"
             if self.lo is not None and self.hi is not None and not (self.lo <= value <= self.hi):

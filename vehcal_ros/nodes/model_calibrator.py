@@ -32,6 +32,7 @@ from vehcal_ros.estimation.calibration_pipeline import (
     WARN,
     CalibrationPipeline,
     config_from,
+    remove_stale_temps,
     worst_diagnostics,
     write_atomic,
 )
@@ -167,6 +168,8 @@ class ModelCalibratorNode(WorkerNode):
         v = self.values
         self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
         self.guard.jump = float(v["clock_jump"])
+        if v["params_out"]:
+            remove_stale_temps(v["params_out"])   # left by a writer killed mid-write
 
         qos = sensor_qos()
         group = self.inputs_group
