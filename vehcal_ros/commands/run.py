@@ -5,8 +5,9 @@
     vehcal run estimate --params my.yaml --duration 60 --namespace truck7
 
 Parameters come from the same params YAML as the launch file (config/estimate.yaml by default), validated first:
-an unknown key or a wrong type is one clear line and exit status 2 before any node starts. The nodes share a
-MultiThreadedExecutor; Ctrl-C (or --duration, or the end of the simulated scenario) shuts them down cleanly.
+an unknown key or a wrong type is one clear line and exit status 2 before any node starts. The nodes share an
+EventsExecutor (as each node's main); Ctrl-C (or --duration, or the end of the simulated scenario) shuts them
+down cleanly.
 """
 
 from __future__ import annotations
@@ -81,9 +82,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", default="", help="namespace of every node")
     from vehcal_ros.commands.vehicle_option import add_vehicle_argument
     add_vehicle_argument(p)
-    p.add_argument("--executor", choices=("multi", "events"), default="multi",
-                   help="rclpy executor: multi = MultiThreadedExecutor (default); events = the experimental "
-                        "EventsExecutor, several times cheaper per message (use it for --sim at 100 Hz)")
+    p.add_argument("--executor", choices=("multi", "events"), default="events",
+                   help="rclpy executor: events = the EventsExecutor (default; what every node's main uses: "
+                        "benchmarks/bench_ingestion.py), multi = MultiThreadedExecutor")
     p.set_defaults(func=run)
 
 
@@ -127,13 +128,9 @@ def _finish_fits(executor: Any, nodes: list[Any], timeout: float = 600.0) -> Non
 
 def make_executor(kind: str, context: Any) -> Any:
     """The rclpy executor of ``--executor`` (fits run in the nodes' worker threads either way)."""
-    if kind == "events":
-        from rclpy.experimental import EventsExecutor
+    from vehcal_ros.nodes.common import make_executor as node_executor
 
-        return EventsExecutor(context=context)
-    from rclpy.executors import MultiThreadedExecutor
-
-    return MultiThreadedExecutor(context=context)
+    return node_executor(context, kind)
 
 
 def _print_status(nodes: list[Any]) -> None:
