@@ -220,8 +220,8 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
         received = _received(diag, name, topics, t_start)
         sent = out["sent"]
         drops = {t: 1.0 - received[t] / sent[t] if sent[t] else math.nan for t in topics}
-        fits = sum(int(float(kv.get("n_fits", 0))) for n, kv in diag.last.items()
-                   if n.startswith(f"{node}:") and n != name)
+        fits = sum(int(float(kv.get("n_fits", 0))) + int(float(kv.get("n_failed", 0)))
+                   for n, kv in diag.last.items() if n.startswith(f"{node}:") and n != name)
         cpu = (cpu1 - cpu0) / max(wall1 - wall0, 1e-9) if cpu0 is not None else math.nan
         total_recv = sum(received.values())
         return {"node": node, "rate_hz": rate, "seconds": seconds, "sent": sent,
@@ -230,7 +230,7 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
                 "publisher_wall_s": round(out["wall_s"], 2), "node_cpu_cores": round(cpu, 3),
                 "msgs_per_s": round(total_recv / out["wall_s"], 1),
                 "msgs_per_cpu_s": round(total_recv / out["wall_s"] / cpu, 1) if cpu > 0 else math.nan,
-                "fits_completed": fits,
+                "fits_completed": fits,   # fits that ended (published or not) while the stream ran
                 "inputs_message": diag.last.get(name, {}).get("_message", "")}
     finally:
         diag.close()
