@@ -211,3 +211,28 @@ def test_runtime_parameters_arrays_and_no_pending_state(rclpy_context) -> None:
         ex.shutdown()
         for n in (grip, cal, probe):
             n.destroy_node()
+
+
+@pytest.mark.ros
+def test_calibrator_restart_removes_temp_files_of_a_killed_writer(tmp_path, rclpy_context) -> None:
+    """A calibrator killed while writing params_out leaves a temp file; the next start removes it and keeps the
+    last complete params file as it was."""
+    from rclpy.parameter import Parameter
+
+    from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
+
+    target = tmp_path / "model.yaml"
+    target.write_text("model_calibrator:\n  ros__parameters:\n    model.cxf: 12000.0\n")
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)                      # a pid that no longer runs: its temp file is stale
+    stale = tmp_path / f".tmp_model.yaml.{pid}.abc123.yaml"
+    stale.write_text("model_calibrator:\n  ros__par")
+    node = ModelCalibratorNode(context=rclpy_context, parameter_overrides=[Parameter("params_out", value=str(target))])
+    try:
+        assert not stale.exists()
+        assert yaml.safe_load(target.read_text())["model_calibrator"]["ros__parameters"]["model.cxf"] == 12000.0
+    finally:
+        node.shutdown()
+        node.destroy_node()
