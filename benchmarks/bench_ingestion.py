@@ -67,7 +67,7 @@ def _publisher(args: argparse.Namespace) -> None:
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline and min(p.get_subscription_count() for p in pubs.values()) == 0:
         time.sleep(0.05)
-    time.sleep(0.5)   # discovery of the reverse direction
+    time.sleep(2.0)   # discovery of the reverse direction (slow on a loaded machine)
 
     B, C, D, E, _, _ = THETA
     rng = np.random.default_rng(args.seed)
