@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import signal
-import subprocess
 
 import numpy as np
 import pytest
@@ -31,7 +30,7 @@ from geometry_msgs.msg import Vector3Stamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from ros_util import spawn, spin_until
+from ros_util import spawn, spin_until, stop
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState, Joy
 from synthetic_grip_publisher import WHEELS, magic_formula, slip_at_mu
@@ -403,12 +402,7 @@ def test_bad_input_battery_over_dds(tmp_path, rclpy_context) -> None:
         assert grip_proc.poll() is None
         assert "Traceback" not in (tmp_path / "grip3.log").read_text()
     finally:
-        if grip_proc.poll() is None:
-            grip_proc.send_signal(signal.SIGINT)
-            try:
-                grip_proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                grip_proc.kill()
+        stop(grip_proc, timeout=30.0)
         cal.shutdown()
         ex.shutdown()
         cal.destroy_node()

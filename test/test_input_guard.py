@@ -236,3 +236,68 @@ def test_calibrator_restart_removes_temp_files_of_a_killed_writer(tmp_path, rclp
     finally:
         node.shutdown()
         node.destroy_node()
+
+
+@pytest.mark.ros
+def test_lost_messages_reported_warn_on_diagnostics(rclpy_context) -> None:
+    """A stream with holes in its stamps (every 10th odometry message never sent): the grip node's inputs status
+    counts the missing messages per topic and turns WARN naming the topic."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from nav_msgs.msg import Odometry
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from ros_util import spin_until, wait_for_match
+    from sensor_msgs.msg import JointState
+
+    from vehcal_ros.nodes.common import sec_to_stamp
+    from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, sensor_qos
+
+    node = GripEstimatorNode(context=rclpy_context, node_name="grip_loss_test", parameter_overrides=[
+        Parameter("diagnostics_period", value=0.1), Parameter("stale_timeout", value=100.0)])
+    probe = Node("loss_probe", context=rclpy_context)
+    diags: list = []
+    probe.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
+    pub_o = probe.create_publisher(Odometry, "/vehicle/odom", sensor_qos())
+    pub_w = probe.create_publisher(JointState, "/vehicle/wheel_speeds", sensor_qos())
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    ex.add_node(probe)
+    try:
+        assert wait_for_match(ex, pub_o) and wait_for_match(ex, pub_w)
+        sent_missing = 0
+        for k in range(300):
+            t = 100.0 + 0.01 * k
+            js = JointState(name=["wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr"], velocity=[30.0] * 4)
+            js.header.stamp = sec_to_stamp(t)
+            pub_w.publish(js)
+            if k % 10 == 5 and k > 50:
+                sent_missing += 1
+            else:
+                od = Odometry()
+                od.header.stamp = sec_to_stamp(t)
+                od.twist.twist.linear.x = 15.0
+                pub_o.publish(od)
+            ex.spin_once(timeout_sec=0.0)
+            ex.spin_once(timeout_sec=0.0)
+
+        def inputs():
+            for arr in reversed(diags):
+                for st in arr.status:
+                    if st.name == "grip_estimator: inputs" and st.hardware_id.endswith("grip_loss_test"):
+                        return st
+            return None
+
+        def lost(topic: str) -> int:
+            st = inputs()
+            return int(next((kv.value for kv in st.values if kv.key == f"lost_{topic}"), -1)) if st else -1
+
+        assert spin_until(ex, lambda: lost("odom") == sent_missing, 30.0), (lost("odom"), sent_missing)
+        assert lost("wheel_speeds") == 0
+        assert spin_until(ex, lambda: any(st.level == b"\x01" and "data lost on: odom" in st.message
+                                          for arr in diags for st in arr.status), 10.0)
+    finally:
+        node.shutdown()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()

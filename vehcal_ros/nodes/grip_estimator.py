@@ -312,10 +312,10 @@ class GripEstimatorNode(WorkerNode):
                 values["force_source"] = self.pipeline.active_force_source
                 values.update({f"forces_{k}": n for k, n in est.counters.items()})
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
-            if stale:
-                level, message = WARN, f"no data on: {', '.join(stale)}"
-            elif losing:
-                level, message = WARN, f"data lost on: {', '.join(losing)}"
+            problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
+                [f"data lost on: {', '.join(losing)}"] if losing else [])
+            if problems:
+                level, message = WARN, "; ".join(problems)
             elif counters.n_dropped and counters.n_dropped > counters.accepted:
                 level, message = WARN, f"most samples dropped ({counters.n_dropped} dropped, {counters.accepted} kept)"
             else:

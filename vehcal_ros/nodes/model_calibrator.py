@@ -268,10 +268,10 @@ class ModelCalibratorNode(WorkerNode):
             values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
             values.update({"buffer_restarts": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
                            "busy": self.busy})
-            if stale:
-                level, message = WARN, f"no data on: {', '.join(stale)}"
-            elif losing:
-                level, message = WARN, f"data lost on: {', '.join(losing)}"
+            problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
+                [f"data lost on: {', '.join(losing)}"] if losing else [])
+            if problems:
+                level, message = WARN, "; ".join(problems)
             elif c.n_dropped > 0.5 * max(c.n_received, 1):
                 level, message = WARN, f"most samples dropped ({c.n_dropped} of {c.n_received})"
             else:
