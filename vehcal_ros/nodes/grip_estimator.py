@@ -198,7 +198,8 @@ class GripEstimatorNode(WorkerNode):
         v = self.values
         group = self.inputs_group
         self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=group)
-        self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, qos, callback_group=group)
+        self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, sensor_qos(4 * 2000),
+                                 callback_group=group)   # four messages per time step
         self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
         self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
         self._force_pub = None
