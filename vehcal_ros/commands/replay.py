@@ -13,8 +13,8 @@ declaring the parameters (PARAMS) import it, to validate the params file; no DDS
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-import time
 
 NODE_SPEC_MODULES = ("grip_estimator", "model_calibrator", "vehicle_simulator")
 
@@ -35,6 +35,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--record", metavar="OUT", help="write the estimator outputs to a new bag OUT")
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="storage of --record (default mcap)")
     p.add_argument("--no-calibration", action="store_true", help="run the grip estimator only")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="worker processes for the fits (default: one per core; 1 = everything in one thread)")
+    p.add_argument("--executor", default="local", metavar="SPEC",
+                   help="where the fits run: local (processes, default), threads, serial or dask://HOST:PORT; "
+                        "the numbers do not depend on it")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary")
     from vehcal_ros.commands.vehicle_option import add_vehicle_argument
     add_vehicle_argument(p)
@@ -85,27 +90,34 @@ def load_params(path: str) -> dict[str, dict]:
 
 
 class Progress:
-    """Percent of the bag's messages and the rate, on stderr (carriage returns on a terminal, else every 10 %)."""
+    """Bag time replayed, speed (x real time) and time left, on stderr (carriage returns on a terminal, else
+    every 10 %)."""
 
     def __init__(self, stream=sys.stderr) -> None:
         self.stream = stream
-        self.t0 = time.perf_counter()
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.last_decile = -1
 
-    def __call__(self, done: int, total: int, bag_t: float) -> None:
-        pct = 100.0 * done / total if total else 100.0
-        wall = max(time.perf_counter() - self.t0, 1e-9)
-        line = f"vehcal replay: {pct:5.1f} % ({done}/{total} messages, {done / wall:,.0f} msg/s, bag t {bag_t:.1f} s)"
+    def __call__(self, p) -> None:
+        pct = 100.0 * p.fraction
+        left = "-" if not math.isfinite(p.time_left) else _duration(p.time_left)
+        line = (f"vehcal replay: {pct:5.1f} % (bag t {p.done_t - p.t_first:.1f} of {p.t_last - p.t_first:.1f} s, "
+                f"{p.speed:.1f}x real time, {left} left; {p.n_messages}/{p.total} messages read"
+                + (f"; {p.detail}" if p.detail else "") + ")")
         if self.tty:
-            self.stream.write("\r" + line + ("\n" if done >= total else ""))
+            self.stream.write("\r\033[K" + line + ("\n" if p.finished else ""))
         else:
             decile = int(pct // 10)
-            if decile == self.last_decile and done < total:
+            if decile == self.last_decile and not p.finished:
                 return
             self.last_decile = decile
             self.stream.write(line + "\n")
         self.stream.flush()
+
+
+def _duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 def print_summary(result, out) -> None:
@@ -189,8 +201,10 @@ def run(args: argparse.Namespace) -> int:
     from vehcal_ros.commands.vehicle_option import apply_vehicle
     params = apply_vehicle(load_params(args.params or rp.default_params_file()), getattr(args, "vehicle", None))
     progress = None if args.quiet else Progress(sys.stderr)
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(f"--jobs {args.jobs}: must be >= 1")
     result = rp.replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
-                           calibration=not args.no_calibration)
+                           calibration=not args.no_calibration, workers=args.jobs, executor=args.executor)
 
     created: list[str] = []
     try:

@@ -477,6 +477,15 @@ def _short(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def bag_span(path: str | os.PathLike) -> tuple[float, float]:
+    """(first, last) message time of a bag in s, from its metadata (log times: for progress estimates)."""
+    reader = _open_reader(Path(path))
+    try:
+        return float(reader.start_time) * 1e-9, float(reader.end_time) * 1e-9
+    finally:
+        reader.close()
+
+
 def bag_topics(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
     """Topic -> (message type, message count) of a bag."""
     reader = _open_reader(Path(path))

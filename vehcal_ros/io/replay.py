@@ -50,8 +50,8 @@ MODEL_PARAMETERS_TOPIC = "/vehcal/model_parameters"
 TRUTH_PERIOD = 0.1
 """s of bag time between kept ground-truth samples (the truth trace of the mu_max plot)."""
 
-ProgressFn = Callable[[int, int, float], None]
-"""``progress(records_done, records_total, bag_time_s)``; called every ``progress_every`` records and at the end."""
+ProgressFn = Callable[["ReplayProgress"], None]
+"""``progress(ReplayProgress)``; called every ``progress_every`` records (and while waiting for fits) and at the end."""
 
 # grip_estimator parameter -> read_bag sensor key (the node subscribes to these; ground truth is replay-only)
 _GRIP_TOPIC_PARAMS = {"wheel_speeds_topic": "wheel_speeds", "tire_forces_topic": "tire_forces",
@@ -390,22 +390,180 @@ def _scope_wheels(scope: str, wheel_names: tuple[str, ...]) -> tuple[int, ...]:
 _STAT_FIELDS = ("mean", "std", "hdi_low", "hdi_high", "r_hat", "ess_bulk")
 
 
-def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os.PathLike | None = None,
-               topic_map: Mapping[str, str] | None = None, seed: int | None = None,
-               progress: ProgressFn | None = None, *, calibration: bool = True, final_cycle: bool = True,
-               progress_every: int = 5000) -> ReplayResult:
-    """Run the estimators over a bag; see the module docstring.
+def _truth_of(truth: GroundTruth | None, wheel_idx: tuple[int, ...]) -> float:
+    """Mean true mu_max under the wheels (NaN without ground truth)."""
+    return float(np.mean(truth.mu_max[list(wheel_idx)])) if truth is not None else float("nan")
 
-    params: ``{node: {param: value}}``, a params YAML path, or None (config/estimate.yaml).
-    topic_map: remaps on top of the nodes' ``*_topic`` parameters, ``{FROM: TO}`` (see :func:`topic_map_from`).
-    seed: overrides both nodes' ``seed`` parameter. calibration: False skips the model calibrator.
-    final_cycle: at the end of the bag run one more cycle of each pipeline at the last stamp (the calibrator
-    with ``snapshot(final=True)``: a maneuver reaching the end of the bag is taken as it is); False gives
-    exactly the timer ticks of a live node.
-    InputError: a bag that is missing, truncated or corrupt, with no relevant topic, or with an unexpected
-    message type on a relevant topic (raised while streaming, before anything is returned).
-    """
-    t_wall = time.perf_counter()
+
+class GripRecorder:
+    """Published grip estimates -> per-scope tracks and the outputs the node would publish (serial and parallel
+    replays commit through the same recorder, in cycle order)."""
+
+    def __init__(self, scopes: tuple[str, ...], wheel_names: tuple[str, ...]) -> None:
+        self.tracks = {s: _GripTrack(s, _scope_wheels(s, wheel_names), wheel_names) for s in scopes}
+        self.outputs: list[tuple] = []     # (t_cycle, rank, (key, kind, stamp, payload))
+        self.n_cycles = 0
+        self.truth: GroundTruth | None = None
+
+    def truths(self) -> dict[str, float]:
+        """The true mu_max of every scope now (kept with a cycle so a late commit labels it as the live one)."""
+        return {s: _truth_of(self.truth, tr.wheel_idx) for s, tr in self.tracks.items()}
+
+    def add_truth(self, rec: GroundTruth, last_t: float) -> float:
+        """Keep the newest ground truth; every TRUTH_PERIOD s one sample of the decimated trace. Returns the
+        time of the last kept sample."""
+        self.truth = rec
+        t = float(rec.t)
+        if t - last_t < TRUTH_PERIOD - 1e-9:
+            return last_t
+        for tr in self.tracks.values():
+            tr.truth_t.append(t)
+            tr.truth_mu.append(_truth_of(rec, tr.wheel_idx))
+        return t
+
+    def committed(self, grip: GripPipeline, t_now: float, updated: list[str], by_scope: Mapping[str, ScopeData],
+                  truths: Mapping[str, float]) -> None:
+        """A cycle at bag time ``t_now`` was committed and changed the published estimates of ``updated``."""
+        self.n_cycles += 1
+        for scope in updated:
+            st = grip.status[scope]
+            est = st.estimate
+            self.tracks[scope].add(t_now, st.estimate_stamp, est, truths.get(scope, float("nan")),
+                                   by_scope.get(scope))
+            rows = np.vstack([est.curve_slip, est.curve_q05, est.curve_q50, est.curve_q95])
+            self.outputs.append((t_now, 0, (scope, "grip", st.estimate_stamp,
+                                            (est.mu_max_mean, est.mu_max_lower, est.mu_max_upper, rows))))
+
+
+class CalibrationRecorder:
+    """Runs the calibrator's cycles on the bag clock and keeps its accepted results and outputs (picklable: a
+    parallel replay runs it in a worker process and returns it whole)."""
+
+    def __init__(self, cal: Any) -> None:
+        self.cal = cal
+        self.takes_final = "final" in inspect.signature(cal.snapshot).parameters
+        self.rows: dict[str, list] = {}
+        self.segments: dict[str, Any] = {}   # stage -> Segment of its last accepted fit (for the report)
+        self.outputs: list[tuple] = []       # (t_cycle, rank, (key, kind, t, payload))
+        self.n_cycles = 0
+
+    def cycle(self, t_now: float, final: bool = False) -> None:
+        """One timer tick of the model_calibrator at bag time ``t_now`` (snapshot, fit, commit)."""
+        cal = self.cal
+        jobs = cal.snapshot(final=True) if final and self.takes_final else cal.snapshot()
+        if not jobs:  # the node's timer submits no work then (and the pipeline's cycle count stays)
+            return
+        updated = cal.commit(cal.fit(jobs))
+        self.n_cycles += 1
+        for stage in updated:
+            res = cal.status[stage].result
+            if res is None:
+                continue
+            self.segments[stage] = next((j.segment for j in jobs if j.stage == stage), None)
+            stats = {**res.parameters, **{f"sigma_{k}": v for k, v in res.noise.items()}}
+            self.rows.setdefault(stage, []).append((t_now, bool(res.converged), stats))
+        if updated:
+            self.outputs.append((t_now, 1, ("", "model_parameters", t_now,
+                                            _model_parameter_statuses(cal, updated, t_now))))
+
+    def series(self) -> dict[str, CalibrationSeries]:
+        out = {}
+        for stage, st in self.cal.status.items():
+            rows = self.rows.get(stage, [])
+            names = sorted({k for _, _, s in rows for k in s}) if rows else []
+            pars = {k: {f: np.asarray([_stat(s.get(k), f) for _, _, s in rows]) for f in _STAT_FIELDS}
+                    for k in names}
+            out[stage] = CalibrationSeries(
+                stage=stage, t=np.asarray([r[0] for r in rows], dtype=float), parameters=pars,
+                converged=np.asarray([r[1] for r in rows], dtype=bool), final=getattr(st, "result", None),
+                segment=self.segments.get(stage), level=int(getattr(st, "level", 1)),
+                message=str(getattr(st, "message", "")), n_fits=int(getattr(st, "n_fits", 0)),
+                n_failed=int(getattr(st, "n_failed", 0)))
+        return out
+
+
+@dataclass
+class Timer:
+    """A node timer on the bag clock: ``fire(t)`` every ``period`` s, the first one period after the first stamp."""
+
+    period: float
+    fire: Callable[[float], None]
+    next: float = math.inf
+
+
+@dataclass
+class StreamStats:
+    """What streaming a bag saw: messages (total and per canonical topic) and the first/last header stamps."""
+
+    n: int = 0
+    per_topic: dict[str, int] = field(default_factory=dict)
+    t_start: float = float("nan")
+    t_end: float = float("nan")
+
+
+def stream_bag(path: str | os.PathLike, tmap: Mapping[str, str], frames: bags.Frames, timers: list[Timer],
+               feed: Callable[[str, Any], None], on_progress: Callable[[StreamStats, float], None] | None = None,
+               progress_every: int = 5000) -> StreamStats:
+    """Feed a bag's records in header-stamp order; before each record, fire every timer due at or before its
+    stamp (one tick each, in time order; ties in the order of ``timers``), as the nodes' timers would have.
+    A timer that fell several periods behind fires once and is re-armed past the record (the node skips too)."""
+    st = StreamStats()
+    for topic, rec in bags.read_bag(path, tmap, frames=frames):
+        t = float(rec.t)
+        if st.n == 0:
+            st.t_start = t
+            for tm in timers:
+                tm.next = t + tm.period
+        while timers and t >= min(tm.next for tm in timers):
+            tm = min(timers, key=lambda x: x.next)   # the first of equals: the list order
+            tm.fire(tm.next)
+            tm.next += tm.period * max(1, math.floor((t - tm.next) / tm.period) + 1)
+        st.n += 1
+        st.per_topic[topic] = st.per_topic.get(topic, 0) + 1
+        st.t_end = t if not math.isfinite(st.t_end) else max(st.t_end, t)
+        feed(topic, rec)
+        if on_progress is not None and st.n % progress_every == 0:
+            on_progress(st, t)
+    return st
+
+
+@dataclass(frozen=True)
+class ReplayProgress:
+    """Where a replay is: ``done_t`` = bag time up to which every estimator has committed its cycles;
+    ``read_t`` = bag time read so far; ``t_first``/``t_last`` = the bag's span (metadata); ``elapsed`` = wall s."""
+
+    done_t: float
+    read_t: float
+    t_first: float
+    t_last: float
+    elapsed: float
+    n_messages: int
+    total: int
+    finished: bool = False
+    detail: str = ""
+
+    @property
+    def fraction(self) -> float:
+        span = self.t_last - self.t_first
+        if self.finished:
+            return 1.0
+        return min(1.0, max(0.0, (self.done_t - self.t_first) / span)) if span > 0 else 0.0
+
+    @property
+    def speed(self) -> float:
+        """Bag seconds replayed per wall second (x real time)."""
+        return max(0.0, self.done_t - self.t_first) / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def time_left(self) -> float:
+        """Wall seconds left at the speed so far (inf before any progress)."""
+        if self.finished:
+            return 0.0
+        v = self.speed
+        return max(0.0, self.t_last - self.done_t) / v if v > 0 else math.inf
+
+
+def _node_values(params: Mapping[str, Mapping] | str | os.PathLike | None, seed: int | None) -> dict[str, dict]:
     node_values = resolve_params(params)
     grip_values = dict(node_values.get(GRIP_NODE, {}))
     cal_values = dict(node_values.get(CALIBRATOR_NODE, {}))
@@ -417,153 +575,169 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
     node_values = {**node_values, GRIP_NODE: grip_values}
     if cal_values:
         node_values[CALIBRATOR_NODE] = cal_values
-    tmap = topic_map_from({n: v for n, v in node_values.items() if n in (GRIP_NODE, CALIBRATOR_NODE)}, topic_map)
+    return node_values
+
+
+def _frames(grip_values: Mapping[str, Any]) -> bags.Frames:
     wheel_names = tuple(grip_values.get("wheel_names", bags.WHEELS))
     axes = tuple(int(a) for a in grip_values.get("controls_axes", (0, 1, 2)))
     if len(wheel_names) != 4 or len(axes) != 3:
         raise InputError(f"{GRIP_NODE}: wheel_names needs 4 names and controls_axes 3 indices")
-    frames = bags.Frames(wheel_names=wheel_names, axes=axes)
+    return bags.Frames(wheel_names=wheel_names, axes=axes)
 
+
+def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os.PathLike | None = None,
+               topic_map: Mapping[str, str] | None = None, seed: int | None = None,
+               progress: ProgressFn | None = None, *, calibration: bool = True, final_cycle: bool = True,
+               progress_every: int = 5000, workers: int | None = None, executor: Any = "local") -> ReplayResult:
+    """Run the estimators over a bag; see the module docstring.
+
+    params: ``{node: {param: value}}``, a params YAML path, or None (config/estimate.yaml).
+    topic_map: remaps on top of the nodes' ``*_topic`` parameters, ``{FROM: TO}`` (see :func:`topic_map_from`).
+    seed: overrides both nodes' ``seed`` parameter. calibration: False skips the model calibrator.
+    final_cycle: at the end of the bag run one more cycle of each pipeline at the last stamp (the calibrator
+    with ``snapshot(final=True)``: a maneuver reaching the end of the bag is taken as it is); False gives
+    exactly the timer ticks of a live node.
+    workers, executor: where the fits run (:mod:`vehcal_ros.io.replay_parallel`): ``workers`` processes of
+    the ``executor`` backend (``"local"``, ``"threads"``, ``"dask://HOST:PORT"`` or an Executor); None = one
+    per core; ``workers=1`` or ``executor="serial"`` runs everything in this thread (the reference). Either
+    way the numbers are the same.
+    progress: called with a :class:`ReplayProgress` every ``progress_every`` records and at the end.
+    InputError: a bag that is missing, truncated or corrupt, with no relevant topic, or with an unexpected
+    message type on a relevant topic (raised while streaming, before anything is returned).
+    """
+    t_wall = time.perf_counter()
+    node_values = _node_values(params, seed)
+    grip_values, cal_values = node_values[GRIP_NODE], dict(node_values.get(CALIBRATOR_NODE, {}))
+    tmap = topic_map_from({n: v for n, v in node_values.items() if n in (GRIP_NODE, CALIBRATOR_NODE)}, topic_map)
+    frames = _frames(grip_values)
     grip = grip_pipeline_from(grip_values)
-    grip_period = float(grip_values.get("fit_period", 5.0))
-    scopes = grip.collector.scopes()
-    tracks = {s: _GripTrack(s, _scope_wheels(s, wheel_names), wheel_names) for s in scopes}
-    prefix = str(grip_values.get("output_prefix", "/vehcal")).rstrip("/")
-
-    cal = None
-    cal_note = ""
+    recorder = GripRecorder(grip.collector.scopes(), frames.wheel_names)
+    cal, cal_note = None, ""
     if calibration:
         cal = calibration_pipeline_from(cal_values)
         if cal is None:
             cal_note = f"{CALIBRATION_MODULE} is not available: calibration skipped"
     else:
         cal_note = "calibration disabled"
-    cal_period = _calibration_period(cal_values)
-    cal_takes_final = cal is not None and "final" in inspect.signature(cal.snapshot).parameters
-    cal_rows: dict[str, list] = {}
-    cal_segments: dict[str, Any] = {}  # stage -> Segment of its last accepted fit (for the report)
-    outputs: list[tuple] = []
-
-    # total for progress: messages on the topics read (cheap: bag metadata)
     wanted = {tmap.get(c, c) for c in bags.TOPIC_TYPES if c != "/clock"}
     total = sum(n for topic, (_, n) in bags.bag_topics(path).items() if topic in wanted)
+    span = bags.bag_span(path)
+    job = ReplayJob(path=os.fspath(path), tmap=tmap, frames=frames, grip_values=grip_values,
+                    cal_values=cal_values if cal is not None else None, grip_period=float(grip_values.get(
+                        "fit_period", 5.0)), cal_period=_calibration_period(cal_values), final_cycle=final_cycle,
+                    progress_every=progress_every)
+    report = _progress_reporter(progress, span, total, t_wall)
+    if _is_serial(workers, executor):
+        stats, cal_rec, fed = _replay_serial(job, grip, recorder, cal, report)
+    else:
+        from vehcal_ros.io.replay_parallel import replay_parallel
 
-    n = 0
-    per_topic: dict[str, int] = {}
-    t_start = t_end = float("nan")
-    next_grip = next_cal = math.inf
-    truth: GroundTruth | None = None
-    last_truth_t = -math.inf
-    n_grip_cycles = n_cal_cycles = 0
+        stats, cal_rec, fed = replay_parallel(job, grip, recorder, workers, executor, report)
+    if progress is not None:
+        progress(ReplayProgress(stats.t_end, stats.t_end, *span, time.perf_counter() - t_wall, stats.n,
+                                max(total, stats.n), finished=True))
+    return _result(job, node_values, seed, grip, fed, recorder, cal_rec, stats, cal_note,
+                   time.perf_counter() - t_wall)
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """Everything a replay stream needs (picklable: a parallel replay sends it to a worker)."""
+
+    path: str
+    tmap: dict[str, str]
+    frames: bags.Frames
+    grip_values: dict[str, Any]
+    cal_values: dict[str, Any] | None
+    grip_period: float
+    cal_period: float
+    final_cycle: bool = True
+    progress_every: int = 5000
+
+
+def _is_serial(workers: int | None, executor: Any) -> bool:
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    return executor is None or executor == "serial" or workers == 1
+
+
+def _progress_reporter(progress: ProgressFn | None, span: tuple[float, float], total: int, t_wall: float
+                       ) -> Callable[..., None] | None:
+    """``report(done_t, read_t, n, detail)`` -> ``progress(ReplayProgress)`` (None without a progress callback)."""
+    if progress is None:
+        return None
+
+    def report(done_t: float, read_t: float, n: int, detail: str = "") -> None:
+        progress(ReplayProgress(done_t, read_t, *span, time.perf_counter() - t_wall, n, total, detail=detail))
+    return report
+
+
+def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, cal: Any,
+                   report: Callable[..., None] | None) -> tuple[StreamStats, CalibrationRecorder | None, Any]:
+    """Every cycle synchronously in this thread, at its tick (the reference schedule)."""
+    cal_rec = CalibrationRecorder(cal) if cal is not None else None
+    last_truth = [-math.inf]
 
     def grip_cycle(t_now: float) -> None:
-        nonlocal n_grip_cycles
         snaps = grip.snapshot()
         if not snaps:  # the node's timer submits no work then (and the pipeline's cycle count stays)
             return
-        by_scope = {d.scope: d for d in snaps}
+        truths = recorder.truths()
         updated = grip.commit(grip.fit(snaps))
-        n_grip_cycles += 1
-        for scope in updated:
-            st = grip.status[scope]
-            tr = tracks[scope]
-            est = st.estimate
-            mu_true = float(np.mean(truth.mu_max[list(tr.wheel_idx)])) if truth is not None else float("nan")
-            tr.add(t_now, st.estimate_stamp, est, mu_true, by_scope.get(scope))
-            rows = np.vstack([est.curve_slip, est.curve_q05, est.curve_q50, est.curve_q95])
-            outputs.append((scope, "grip", st.estimate_stamp,
-                            (est.mu_max_mean, est.mu_max_lower, est.mu_max_upper, rows)))
+        recorder.committed(grip, t_now, updated, {d.scope: d for d in snaps}, truths)
 
-    def cal_cycle(t_now: float, final: bool = False) -> None:
-        nonlocal n_cal_cycles
-        jobs = cal.snapshot(final=True) if final and cal_takes_final else cal.snapshot()
-        if not jobs:  # the node's timer submits no work then (and the pipeline's cycle count stays)
-            return
-        updated = cal.commit(cal.fit(jobs))
-        n_cal_cycles += 1
-        for stage in updated:
-            res = cal.status[stage].result
-            if res is None:
-                continue
-            cal_segments[stage] = next((j.segment for j in jobs if j.stage == stage), None)
-            stats = {**res.parameters, **{f"sigma_{k}": v for k, v in res.noise.items()}}
-            cal_rows.setdefault(stage, []).append((t_now, bool(res.converged), stats))
-        if updated:
-            outputs.append(("", "model_parameters", t_now, _model_parameter_statuses(cal, updated, t_now)))
-            # the grip estimator listens to the model (calibrated roll stiffnesses split its estimated Fz)
-            grip.use_model_parameters({**{f"model.{k.lower()}": v for k, v in cal.model_parameters().items()},
-                                       "calibrated": ",".join(cal.calibrated())})
-
-    for _topic, rec in bags.read_bag(path, tmap, frames=frames):
-        t = float(rec.t)
-        if n == 0:
-            t_start = t
-            next_grip = t + grip_period
-            next_cal = t + cal_period if cal is not None else math.inf
-        while t >= min(next_grip, next_cal):  # timers due before this record: one cycle each, then re-arm
-            if next_grip <= next_cal:
-                grip_cycle(next_grip)
-                next_grip += grip_period * max(1, math.floor((t - next_grip) / grip_period) + 1)
-            else:
-                cal_cycle(next_cal)
-                next_cal += cal_period * max(1, math.floor((t - next_cal) / cal_period) + 1)
-        n += 1
-        per_topic[_topic] = per_topic.get(_topic, 0) + 1
-        t_end = t if not math.isfinite(t_end) else max(t_end, t)
+    def feed(_topic: str, rec: Any) -> None:
         if isinstance(rec, GroundTruth):
-            truth = rec
-            if t - last_truth_t >= TRUTH_PERIOD - 1e-9:
-                last_truth_t = t
-                for tr in tracks.values():
-                    tr.truth_t.append(t)
-                    tr.truth_mu.append(float(np.mean(rec.mu_max[list(tr.wheel_idx)])))
-        else:
-            grip.add(rec)
-            if cal is not None:
-                cal.add(rec)
-        if progress is not None and n % progress_every == 0:
-            progress(n, total, t)
-    if final_cycle and n:  # the bag ended: one last cycle each on the data since the last tick
-        grip_cycle(t_end)
+            last_truth[0] = recorder.add_truth(rec, last_truth[0])
+            return
+        grip.add(rec)
         if cal is not None:
-            cal_cycle(t_end, final=True)
-    if progress is not None:
-        progress(n, max(total, n), t_end)
+            cal.add(rec)
 
-    counters = grip.collector.counters
+    timers = [Timer(job.grip_period, grip_cycle)]
+    if cal_rec is not None:
+        timers.append(Timer(job.cal_period, cal_rec.cycle))
+    on_progress = None if report is None else (lambda st, t: report(t, t, st.n))
+    stats = stream_bag(job.path, job.tmap, job.frames, timers, feed, on_progress, job.progress_every)
+    if job.final_cycle and stats.n:  # the bag ended: one last cycle each on the data since the last tick
+        grip_cycle(stats.t_end)
+        if cal_rec is not None:
+            cal_rec.cycle(stats.t_end, final=True)
+    return stats, cal_rec, grip.collector.counters
+
+
+def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipeline, grip_counters: Any,
+            recorder: GripRecorder, cal_rec: CalibrationRecorder | None, stats: StreamStats, cal_note: str,
+            elapsed: float) -> ReplayResult:
+    scopes = tuple(recorder.tracks)
     prob = float(grip.fit_config.interval_prob)
     counter_doc: dict[str, Any] = {
-        "messages_per_topic": per_topic,
-        "grip_cycles": n_grip_cycles, "calibration_cycles": n_cal_cycles,
-        "grip_samples_accepted": int(counters.accepted),
-        "grip_samples_dropped": {k: int(v) for k, v in counters.dropped.items()},
+        "messages_per_topic": stats.per_topic,
+        "grip_cycles": recorder.n_cycles, "calibration_cycles": cal_rec.n_cycles if cal_rec is not None else 0,
+        "grip_samples_accepted": int(grip_counters.accepted),
+        "grip_samples_dropped": {k: int(v) for k, v in grip_counters.dropped.items()},
         "grip_fits": {s: grip.status[s].n_fits for s in scopes},
         "grip_failed": {s: grip.status[s].n_failed for s in scopes},
         "grip_not_converged": {s: grip.status[s].n_not_converged for s in scopes},
     }
     cal_series: dict[str, CalibrationSeries] = {}
     model_params: dict[str, float] = {}
-    if cal is not None:
-        for stage, st in cal.status.items():
-            rows = cal_rows.get(stage, [])
-            names = sorted({k for _, _, s in rows for k in s}) if rows else []
-            pars = {k: {f: np.asarray([_stat(s.get(k), f) for _, _, s in rows]) for f in _STAT_FIELDS}
-                    for k in names}
-            cal_series[stage] = CalibrationSeries(
-                stage=stage, t=np.asarray([r[0] for r in rows], dtype=float), parameters=pars,
-                converged=np.asarray([r[1] for r in rows], dtype=bool), final=getattr(st, "result", None),
-                segment=cal_segments.get(stage), level=int(getattr(st, "level", 1)),
-                message=str(getattr(st, "message", "")), n_fits=int(getattr(st, "n_fits", 0)),
-                n_failed=int(getattr(st, "n_failed", 0)))
-        model_params = {k: float(v) for k, v in cal.model_parameters().items()}
+    outputs = list(recorder.outputs)
+    if cal_rec is not None:
+        cal_series = cal_rec.series()
+        model_params = {k: float(v) for k, v in cal_rec.cal.model_parameters().items()}
         counter_doc["calibration_fits"] = {s: c.n_fits for s, c in cal_series.items()}
         counter_doc["calibration_failed"] = {s: c.n_failed for s, c in cal_series.items()}
+        outputs += cal_rec.outputs
+    outputs.sort(key=lambda o: (o[0], o[1]))   # stable: cycle time, then grip before calibration (the timers' order)
+    prefix = str(job.grip_values.get("output_prefix", "/vehcal")).rstrip("/")
     return ReplayResult(
-        bag=os.fspath(path), seed=seed, params=node_values, topic_map=tmap,
-        grip={s: tracks[s].series(grip.status[s], prob) for s in scopes}, calibration=cal_series,
-        model_parameters=model_params, counters=counter_doc, n_messages=n, t_start=t_start, t_end=t_end,
-        elapsed_s=time.perf_counter() - t_wall, calibration_note=cal_note,
-        outputs=tuple((prefix, *o) for o in outputs))
+        bag=job.path, seed=seed, params=node_values, topic_map=job.tmap,
+        grip={s: recorder.tracks[s].series(grip.status[s], prob) for s in scopes}, calibration=cal_series,
+        model_parameters=model_params, counters=counter_doc, n_messages=stats.n, t_start=stats.t_start,
+        t_end=stats.t_end, elapsed_s=elapsed, calibration_note=cal_note,
+        outputs=tuple((prefix, *o[2]) for o in outputs))
 
 
 def _stat(s: Mapping | None, f: str) -> float:

@@ -1,0 +1,182 @@
+"""The parallel bag replay gives the serial replay's numbers, and both give the live node's.
+
+* replay-equals-live: the same records go (a) over real DDS into a real ``grip_estimator`` node on sim time,
+  the test driving ``/clock`` to each cycle time and waiting (never sleeping) until the node has taken every
+  message and finished its fit, and (b) into ``vehcal replay`` (serial and over 2 worker processes) with the
+  timers only (``final_cycle=False``). Every published estimate (mean, interval, stamp) must agree bit for bit.
+* parallel == serial with the model calibrator on an 8-DOF drive (its cycle stream runs in a worker process).
+* the progress reports: bag time committed, speed, time left.
+
+Synthetic data for speed: a known magic-formula curve (friction paper Section 4.1) under a slip sweep.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vehcal_ros.estimation.signals import Controls, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.io import bags
+from vehcal_ros.io.replay import ReplayProgress, replay_bag, resolve_params
+from vehcal_ros.models.pacejka import mf_curve
+
+THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
+RATE, DURATION, R0, U, PERIOD = 25.0, 10.0, 0.47, 15.0, 3.0
+GRIP = {"radius_mode": "fixed", "r0": R0, "max_peak_slip": 0.15, "fit_period": PERIOD, "n_chains": 4,
+        "n_steps": 2000, "max_steps": 2000, "n_ml_starts": 4, "min_points": 20, "max_fit_points": 60,
+        "min_new_points": 10, "min_ess": 10.0, "min_ess_tail": 10.0, "max_r_hat": 1.5, "min_excitation": 0.05,
+        "average_window": 0.0}
+
+
+def records(seed: int = 2) -> list[tuple[str, object]]:
+    """(canonical topic, record) in stamp order from t = 0 (the node's sim clock starts at 0): front and rear
+    wheels sweep the slip between 0 and 0.08 every 2 s (rear at 80 %), forces from the curve plus noise."""
+    rng = np.random.default_rng(seed)
+    out: list[tuple[str, object]] = []
+    for i in range(int(DURATION * RATE)):
+        t = i / RATE
+        phase = (t / 2.0) % 1.0
+        s = 0.08 * (2 * phase if phase < 0.5 else 2 - 2 * phase)
+        slips = np.array([s, s, 0.8 * s, 0.8 * s])
+        out.append(("/vehicle/wheel_speeds", WheelSpeeds(t=t, omega=U / (1 - slips) / R0)))
+        for w in range(4):
+            mu = float(mf_curve(np.array([slips[w]]), THETA)[0]) + 0.02 * rng.standard_normal()
+            out.append(("/vehicle/tire_forces", TireForce(t=t, wheel=w, fx=mu * 5000.0, fy=0.0, fz=5000.0)))
+        out.append(("/vehicle/odom", OdomSample(t=t, u=U, v=0.0, yaw_rate=0.0, x=U * t)))
+        out.append(("/vehicle/controls", Controls(t=t, throttle=0.2, brake=0.0, steering=0.0)))
+    return out
+
+
+def published(result) -> dict[str, list[tuple[float, float, float, float]]]:
+    """Per scope, every published estimate as the node's Vector3Stamped carries it: (stamp, mean, lower, upper)."""
+    return {s: [(float(a), float(b), float(c), float(d)) for a, b, c, d in zip(g.stamp, g.mean, g.lower, g.upper)]
+            for s, g in result.grip.items()}
+
+
+def numbers(result) -> dict:
+    """The result's JSON without wall-clock fields."""
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items()
+                    if k not in ("elapsed_s", "elapsed_ml_s", "elapsed_mcmc_s", "sampling_s", "realtime_factor",
+                                 "bag", "last_fit_s", "wall_s")}
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        return o
+    return strip(json.loads(json.dumps(result.to_dict())))
+
+
+@pytest.fixture(scope="module")
+def grip_bag(tmp_path_factory):
+    d = tmp_path_factory.mktemp("replay_parallel")
+    bags.write_bag(d / "bag", records(), storage="mcap")
+    return d / "bag"
+
+
+@pytest.fixture(scope="module")
+def serial(grip_bag):
+    return replay_bag(grip_bag, {"grip_estimator": GRIP}, calibration=False, final_cycle=False, workers=1)
+
+
+def test_parallel_replay_equals_serial_and_reports_progress(grip_bag, serial):
+    seen: list[ReplayProgress] = []
+    par = replay_bag(grip_bag, {"grip_estimator": GRIP}, calibration=False, final_cycle=False, workers=2,
+                     progress=seen.append, progress_every=500)
+    assert numbers(par) == numbers(serial)
+    assert all(len(v) >= 2 for v in published(serial).values()), published(serial)
+    assert serial.counters["grip_cycles"] == 3   # ticks at 3, 6 and 9 s
+    # progress: committed bag time never runs ahead of what was read, never goes back; the last report is final
+    assert seen and seen[-1].finished and seen[-1].fraction == 1.0 and seen[-1].time_left == 0.0
+    done = [p.done_t for p in seen]
+    assert all(p.done_t <= p.read_t + 1e-9 for p in seen) and done == sorted(done)
+    assert seen[-1].t_last - seen[-1].t_first == pytest.approx(DURATION - 1 / RATE, abs=1e-6)
+    assert all(p.speed >= 0.0 for p in seen)
+
+
+def test_threads_and_serial_executor_agree(grip_bag, serial):
+    threads = replay_bag(grip_bag, {"grip_estimator": GRIP}, calibration=False, final_cycle=False, workers=2,
+                         executor="threads")
+    assert numbers(threads) == numbers(serial)
+
+
+@pytest.mark.ros
+def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
+    """The live grip_estimator on sim time, fed over DDS one message at a time with /clock stepped to each cycle
+    time, publishes exactly the replay's estimates (same seeds, same data, same cycle times)."""
+    from geometry_msgs.msg import Vector3Stamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from ros_util import spin_until, wait_for_match
+    from rosgraph_msgs.msg import Clock
+
+    from vehcal_ros.models.sensors import ClockTick
+    from vehcal_ros.nodes.conversions import to_msg
+    from vehcal_ros.nodes.grip_estimator import PARAMS, GripEstimatorNode, latched_qos
+
+    declared = {s.name for s in PARAMS}
+    values = resolve_params({"grip_estimator": GRIP})["grip_estimator"]
+    overrides = [Parameter(k, value=v) for k, v in values.items() if k in declared]
+    node = GripEstimatorNode(context=rclpy_context,
+                             parameter_overrides=[*overrides, Parameter("use_sim_time", value=True)])
+    probe = Node("live_vs_replay_probe", context=rclpy_context)
+    live: dict[str, list] = {s: [] for s in serial.grip}
+    for scope, got in live.items():
+        probe.create_subscription(Vector3Stamped, f"/vehcal/grip/{scope}", got.append, latched_qos())
+    first: dict[str, object] = {}
+    for topic, rec in records():
+        first.setdefault(topic, rec)
+    pubs = {topic: (topic.rsplit("/", 1)[1], probe.create_publisher(type(to_msg(rec)), topic, 10))
+            for topic, rec in first.items()}
+    clock = probe.create_publisher(Clock, "/clock", 10)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    ex.add_node(probe)
+    try:
+        assert all(wait_for_match(ex, p) for _, p in pubs.values()) and wait_for_match(ex, clock)
+        received = node.pipeline.collector.counters.received
+        sent = dict.fromkeys(received, 0)
+        tick = PERIOD
+        for topic, rec in records():
+            if rec.t >= tick:   # the replay's rule: the cycle runs before the first record at or after its time
+                clock.publish(to_msg(ClockTick(tick)))
+                assert spin_until(ex, lambda t=tick: node._cycle_clock.last >= t - 1e-9 and not node.busy, 60.0), tick
+                tick += PERIOD
+            key, pub = pubs[topic]
+            pub.publish(to_msg(rec))
+            sent[key] += 1
+            assert spin_until(ex, lambda k=key: received[k] == sent[k], 10.0, step=0.001), (topic, rec.t)
+        expected = published(serial)
+        assert spin_until(ex, lambda: all(len(live[s]) >= len(expected[s]) for s in live), 10.0)
+    finally:
+        node.shutdown()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()
+    got = {s: [(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, m.vector.x, m.vector.y, m.vector.z)
+               for m in msgs] for s, msgs in live.items()}
+    for scope, rows in expected.items():
+        assert len(got[scope]) == len(rows), scope
+        for (ts, *vals), (ts_live, *vals_live) in zip(rows, got[scope]):
+            assert ts_live == pytest.approx(ts, abs=1e-9)     # header stamps carry ns
+            assert vals_live == vals                          # bit for bit
+
+
+@pytest.mark.slow
+def test_parallel_calibration_stream_equals_serial(tmp_path):
+    """The calibrator's cycle stream in a worker process gives the serial replay's calibration."""
+    pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
+    from calibration_drive import drive_records
+
+    bags.write_bag(tmp_path / "cal", [(None, r) for r in drive_records(seed=1)], storage="mcap")
+    params = {"grip_estimator": {"fit_period": 8.0},
+              "model_calibrator": {"stages": ["rolling_resistance", "longitudinal", "lateral"], "n_chains": 2,
+                                   "n_draws": 100, "min_ess": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
+                                   "calibration_period": 7.0}}
+    a = replay_bag(tmp_path / "cal", params, seed=4, workers=1)
+    b = replay_bag(tmp_path / "cal", params, seed=4, workers=2)
+    assert a.counters["calibration_cycles"] >= 1 and any(c.final is not None for c in a.calibration.values())
+    assert numbers(b) == numbers(a)
+    assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]

@@ -1,0 +1,267 @@
+"""Bag replay over several processes, with the serial replay's numbers (and so a live run's with the same cycle
+times).
+
+Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimation.grip_pipeline` and
+:mod:`~vehcal_ros.estimation.calibration_pipeline`):
+
+* The grip estimator's *schedule* depends on the data only: which scopes a tick snapshots (``min_new_points``
+  since the scope's last snapshot), the cycle number and the seeds (``seed + 1000 * cycle + k``). A fit depends
+  on the results before it only through its warm start: the scope's last *published* estimate. So the main
+  process reads the bag and plans the grip cycles (a planning pipeline whose commits only advance the
+  schedule), each scope's fits run one after another in worker processes (a scope's next fit is sent as soon as
+  its previous one returns, with the estimate it published), scopes in parallel, and the outcomes are committed
+  to the real pipeline in cycle order, as the node commits them.
+* The calibrator's schedule depends on its results (stage order, accepted values, excitation of the accepted
+  fit), so its whole cycle stream runs in one worker process that reads the bag itself: the same loop and
+  ticks as the serial replay, overlapping the grip work.
+
+Scopes are independent of each other and of the calibrator, so the results equal the serial replay's bit for bit
+(``test_replay_parallel.py``). Parallelism is bounded by the scopes (2 with ``scope: axle``) plus the
+calibrator; the fits themselves run numba's threads over chains and particles.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
+from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.signals import GroundTruth
+from vehcal_ros.inference.executors import make_executor
+from vehcal_ros.io.replay import (
+    CalibrationRecorder,
+    GripRecorder,
+    ReplayJob,
+    StreamStats,
+    Timer,
+    calibration_pipeline_from,
+    grip_pipeline_from,
+    stream_bag,
+)
+
+POLL_S = 0.5
+"""s between progress reports while waiting for fits after the bag has been read."""
+
+
+class _Stopped(RuntimeError):
+    """The parent asked a calibration stream to stop (it failed or was interrupted)."""
+
+
+# ------------------------------------------------------------------------------------------ worker tasks
+def fit_grip_job(values: dict[str, Any], cycle: int, k: int, data: ScopeData, previous: Any) -> FitOutcome:
+    """Fit ``data`` exactly as the node's pipeline fits the ``k``-th snapshot of cycle ``cycle``, warm-started
+    from ``previous`` (the scope's last published estimate): the same ``GripPipeline.fit``, with its cycle,
+    seed offset and status set (``seed + 1000 * cycle + k``)."""
+    import dataclasses
+
+    p = grip_pipeline_from(values)
+    p.fit_config = dataclasses.replace(p.fit_config, seed=int(p.fit_config.seed) + k)
+    p.cycle = cycle
+    p.status[data.scope].estimate = previous
+    return p.fit([data])[0]
+
+
+def calibration_stream(job: ReplayJob, control_dir: str | None = None) -> tuple[CalibrationRecorder, StreamStats]:
+    """The calibrator's cycles over the whole bag (the serial replay's loop without the grip estimator).
+    Writes the bag time it has completed to ``control_dir/calibration_t`` and stops when ``control_dir/stop``
+    appears."""
+    cal = calibration_pipeline_from(job.cal_values)
+    rec = CalibrationRecorder(cal)
+    beat = Path(control_dir) / "calibration_t" if control_dir else None
+    stop = Path(control_dir) / "stop" if control_dir else None
+
+    def feed(_topic: str, r: Any) -> None:
+        if not isinstance(r, GroundTruth):
+            cal.add(r)
+
+    def on_progress(_st: StreamStats, t: float) -> None:
+        if stop is not None and stop.exists():
+            raise _Stopped("calibration stream stopped")
+        if beat is not None:
+            _write_float(beat, t)
+
+    stats = stream_bag(job.path, job.tmap, job.frames, [Timer(job.cal_period, rec.cycle)], feed, on_progress,
+                       job.progress_every)
+    if job.final_cycle and stats.n:
+        rec.cycle(stats.t_end, final=True)
+    if beat is not None:
+        _write_float(beat, math.inf)
+    return rec, stats
+
+
+def _write_float(path: Path, x: float) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(repr(float(x)))
+    os.replace(tmp, path)
+
+
+def _read_float(path: Path, default: float) -> float:
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+# ------------------------------------------------------------------------------------------ grip schedule
+@dataclass
+class _Cycle:
+    t_now: float                 # bag time of the tick
+    number: int                  # the pipeline's cycle count (seeds)
+    snaps: list[ScopeData]
+    truths: dict[str, float]
+    outcomes: list[FitOutcome | None] = field(default_factory=list)
+
+
+class GripScheduler:
+    """Plans the grip cycles from the data, runs each scope's fits in order on an executor, and commits the
+    outcomes to ``grip`` in cycle order (module docstring)."""
+
+    def __init__(self, values: dict[str, Any], grip: GripPipeline, recorder: GripRecorder, executor: Executor
+                 ) -> None:
+        self.values, self.grip, self.recorder, self.executor = values, grip, recorder, executor
+        self.planner = grip_pipeline_from(values)
+        scopes = self.planner.collector.scopes()
+        self.published = {s: grip_pipeline_from(values) for s in scopes}   # each scope's warm-start source
+        self.cycles: list[_Cycle] = []
+        self.queue: dict[str, deque[tuple[int, int]]] = {s: deque() for s in scopes}
+        self.running: dict[Future, tuple[str, int, int]] = {}
+        self.next_commit = 0
+        self.n_fits = self.n_done = 0
+
+    def add(self, record: Any) -> None:
+        self.planner.add(record)
+
+    def plan(self, t_now: float) -> None:
+        """A grip timer tick at bag time ``t_now``: the snapshot the node would take, queued per scope."""
+        snaps = self.planner.snapshot()
+        if not snaps:
+            return
+        ci = len(self.cycles)
+        self.cycles.append(_Cycle(t_now, self.planner.cycle, snaps, self.recorder.truths(), [None] * len(snaps)))
+        # advance the schedule (fill marks, cycle count) as the node's commit will: it depends on the data only
+        self.planner.commit([FitOutcome(scope=d.scope, stamp=d.t_end, n_points=int(d.mu.size), excitation=0.0,
+                                        error="planned") for d in snaps])
+        for k, d in enumerate(snaps):
+            self.queue[d.scope].append((ci, k))
+            self.n_fits += 1
+        self.pump()
+
+    def pump(self) -> None:
+        """Collect finished fits, send each idle scope its next fit, commit the cycles that are complete."""
+        for fut in [f for f in self.running if f.done()]:
+            scope, ci, k = self.running.pop(fut)
+            outcome = fut.result()
+            self.cycles[ci].outcomes[k] = outcome
+            self.published[scope].commit([outcome])  # the same gates as the node: is it the next warm start?
+            self.n_done += 1
+        busy = {s for s, _, _ in self.running.values()}
+        for scope, q in self.queue.items():
+            while q and (scope not in busy or not self.planner.warm_start):
+                ci, k = q.popleft()
+                self._submit(scope, ci, k)
+                busy.add(scope)
+        while self.next_commit < len(self.cycles) and None not in self.cycles[self.next_commit].outcomes:
+            c = self.cycles[self.next_commit]
+            updated = self.grip.commit(list(c.outcomes))
+            self.recorder.committed(self.grip, c.t_now, updated, {d.scope: d for d in c.snaps}, c.truths)
+            c.snaps, c.outcomes = [], []   # committed: keep nothing but the recorder's rows
+            self.next_commit += 1
+
+    def _submit(self, scope: str, ci: int, k: int) -> None:
+        c = self.cycles[ci]
+        previous = self.published[scope].status[scope].estimate if self.planner.warm_start else None
+        fut = self.executor.submit(fit_grip_job, self.values, c.number, k, c.snaps[k], previous)
+        self.running[fut] = (scope, ci, k)
+
+    def done_until(self, read_t: float) -> float:
+        """Bag time up to which every planned cycle is committed (the read position when none is pending)."""
+        if self.next_commit < len(self.cycles):
+            return self.cycles[self.next_commit].t_now
+        return read_t
+
+    @property
+    def idle(self) -> bool:
+        return not self.running and not any(self.queue.values())
+
+    def wait(self, timeout: float) -> None:
+        if self.running:
+            wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
+        self.pump()
+
+
+# ------------------------------------------------------------------------------------------ the replay
+def _executor(spec: Any, workers: int | None, n_tasks: int) -> tuple[Executor, bool]:
+    """(executor, owned): a given Executor is used as it is; a spec string makes one (closed at the end)."""
+    if isinstance(spec, Executor):
+        return spec, False
+    n = workers or os.cpu_count() or 1
+    return make_executor(str(spec), max_workers=max(1, n) + n_tasks), True
+
+
+def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, workers: int | None, executor: Any,
+                    report: Callable[..., None] | None) -> tuple[StreamStats, CalibrationRecorder | None, Any]:
+    """The parallel schedule of :func:`vehcal_ros.io.replay.replay_bag` (module docstring). Returns the main
+    stream's stats, the calibration recorder (None without calibration) and the grip collector's counters."""
+    ex, owned = _executor(executor, workers, 1 if job.cal_values is not None else 0)
+    control = tempfile.mkdtemp(prefix="vehcal-replay-")
+    beat = Path(control) / "calibration_t"
+    cal_future = ex.submit(calibration_stream, job, control) if job.cal_values is not None else None
+    sched = GripScheduler(job.grip_values, grip, recorder, ex)
+    last_truth = [-math.inf]
+    ok = False
+
+    def feed(_topic: str, rec: Any) -> None:
+        if isinstance(rec, GroundTruth):
+            last_truth[0] = recorder.add_truth(rec, last_truth[0])
+        else:
+            sched.add(rec)
+
+    def progress(read_t: float, n: int) -> None:
+        sched.pump()
+        if report is None:
+            return
+        done_t = sched.done_until(read_t)
+        detail = f"grip fits {sched.n_done}/{sched.n_fits}"
+        if cal_future is not None:
+            cal_t = _read_float(beat, -math.inf)
+            done_t = min(done_t, cal_t)
+            detail += ", calibration " + ("done" if math.isinf(cal_t) and cal_t > 0 else
+                                          f"at {cal_t:.0f} s" if math.isfinite(cal_t) else "starting")
+        report(done_t, read_t, n, detail)
+
+    try:
+        stats = stream_bag(job.path, job.tmap, job.frames, [Timer(job.grip_period, sched.plan)], feed,
+                           lambda st, t: progress(t, st.n), job.progress_every)
+        if job.final_cycle and stats.n:
+            sched.plan(stats.t_end)
+        t_last = time.monotonic()
+        while not sched.idle or (cal_future is not None and not cal_future.done()):
+            if sched.idle:
+                wait([cal_future], timeout=POLL_S)
+            else:
+                sched.wait(POLL_S)
+            if time.monotonic() - t_last >= POLL_S:
+                progress(stats.t_end, stats.n)
+                t_last = time.monotonic()
+        sched.pump()
+        cal_rec = cal_future.result()[0] if cal_future is not None else None
+        ok = True
+        return stats, cal_rec, sched.planner.collector.counters
+    finally:
+        if not ok:
+            Path(control, "stop").touch()
+            for f in sched.running:
+                f.cancel()
+        if owned:
+            ex.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(control, ignore_errors=True)
