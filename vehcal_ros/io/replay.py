@@ -628,7 +628,9 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
                         "fit_period", 5.0)), cal_period=_calibration_period(cal_values), final_cycle=final_cycle,
                     progress_every=progress_every)
     report = _progress_reporter(progress, span, total, t_wall)
-    if _is_serial(workers, executor):
+    # with estimated tire forces the grip data depend on the calibrated model (i11c): no independent streams
+    coupled = cal is not None and grip_values.get("force_source", "measured") != "measured"
+    if _is_serial(workers, executor) or coupled:
         stats, cal_rec, fed = _replay_serial(job, grip, recorder, cal, report)
     else:
         from vehcal_ros.io.replay_parallel import replay_parallel

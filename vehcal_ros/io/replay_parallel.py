@@ -58,16 +58,17 @@ class _Stopped(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------ worker tasks
-def fit_grip_job(values: dict[str, Any], cycle: int, k: int, data: ScopeData, previous: Any) -> FitOutcome:
-    """Fit ``data`` exactly as the node's pipeline fits the ``k``-th snapshot of cycle ``cycle``, warm-started
-    from ``previous`` (the scope's last published estimate): the same ``GripPipeline.fit``, with its cycle,
-    seed offset and status set (``seed + 1000 * cycle + k``)."""
+def fit_grip_job(scope_state: GripPipeline, cycle: int, k: int, data: ScopeData) -> FitOutcome:
+    """Fit ``data`` exactly as the node's pipeline fits the ``k``-th snapshot of cycle ``cycle``: the same
+    ``GripPipeline.fit`` on a copy of ``scope_state`` (a pipeline that has committed this scope's earlier
+    outcomes, so its warm start and any state learnt from them are the node's), with the cycle count and the
+    seed offset set (seeds ``seed + 1000 * cycle + k``)."""
+    import copy
     import dataclasses
 
-    p = grip_pipeline_from(values)
+    p = copy.copy(scope_state)
     p.fit_config = dataclasses.replace(p.fit_config, seed=int(p.fit_config.seed) + k)
     p.cycle = cycle
-    p.status[data.scope].estimate = previous
     return p.fit([data])[0]
 
 
@@ -131,7 +132,9 @@ class GripScheduler:
         self.values, self.grip, self.recorder, self.executor = values, grip, recorder, executor
         self.planner = grip_pipeline_from(values)
         scopes = self.planner.collector.scopes()
-        self.published = {s: grip_pipeline_from(values) for s in scopes}   # each scope's warm-start source
+        # per scope, a pipeline that commits that scope's outcomes in order: its state (the last published
+        # estimate = the warm start, anything learnt from published estimates) is what the node's has then
+        self.published = {s: grip_pipeline_from(values) for s in scopes}
         self.cycles: list[_Cycle] = []
         self.queue: dict[str, deque[tuple[int, int]]] = {s: deque() for s in scopes}
         self.running: dict[Future, tuple[str, int, int]] = {}
@@ -166,7 +169,7 @@ class GripScheduler:
             self.n_done += 1
         busy = {s for s, _, _ in self.running.values()}
         for scope, q in self.queue.items():
-            while q and (scope not in busy or not self.planner.warm_start):
+            if q and scope not in busy:
                 ci, k = q.popleft()
                 self._submit(scope, ci, k)
                 busy.add(scope)
@@ -179,8 +182,7 @@ class GripScheduler:
 
     def _submit(self, scope: str, ci: int, k: int) -> None:
         c = self.cycles[ci]
-        previous = self.published[scope].status[scope].estimate if self.planner.warm_start else None
-        fut = self.executor.submit(fit_grip_job, self.values, c.number, k, c.snaps[k], previous)
+        fut = self.executor.submit(fit_grip_job, self.published[scope], c.number, k, c.snaps[k])
         self.running[fut] = (scope, ci, k)
 
     def done_until(self, read_t: float) -> float:

@@ -1,0 +1,126 @@
+"""Replay speed: ``vehcal replay`` of a simulated drive at the default settings, as x real time.
+
+    .venv/bin/python benchmarks/bench_replay.py --scenario daily_driving            # the 160 s daily drive
+    .venv/bin/python benchmarks/bench_replay.py --scenario long_drive --duration 900  # a 15 min long drive
+    .venv/bin/python benchmarks/bench_replay.py --bag BAG --jobs 1                    # any bag, serial schedule
+
+The bag is simulated once (``vehcal simulate``) and kept under ``--cache`` (default /tmp/vehcal-bench-bags).
+Prints one row per run: date (UTC), load average before/after, bag seconds, messages, wall seconds, x real time,
+CPU seconds of this process and its workers (psutil, when installed), grip fits / calibration fits, the
+command. ``--json OUT`` appends the rows to a JSON list. The machine may be shared: the load is part of the
+figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def simulate(scenario: str, duration: float | None, cache: Path) -> Path:
+    """The bag of ``scenario`` (cut at ``duration`` s), simulated once into ``cache``."""
+    name = scenario if duration is None else f"{scenario}_{duration:g}s"
+    bag = cache / name
+    if bag.exists():
+        return bag
+    cache.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "vehcal_ros.cli", "simulate", scenario, "--bag", str(bag)]
+    if duration is not None:
+        cmd += ["--duration", f"{duration:g}"]
+    print("simulating:", shlex.join(cmd), flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return bag
+
+
+def cpu_seconds() -> float | None:
+    """User + system CPU seconds of this process and every live descendant (worker pools), or None."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> dict:
+    from vehcal_ros.inference.executors import make_executor
+    from vehcal_ros.io.replay import replay_bag
+
+    load0 = os.getloadavg()
+    ex = None
+    if executor != "serial" and jobs != 1:
+        # the pool is made here so its workers' CPU time can be read before it closes
+        n = jobs or os.cpu_count() or 1
+        ex = make_executor(executor, max_workers=n + (1 if calibration else 0))
+    try:
+        c0 = cpu_seconds()
+        t0 = time.perf_counter()
+        res = replay_bag(bag, None, workers=jobs, executor=ex if ex is not None else "serial",
+                         calibration=calibration)
+        wall = time.perf_counter() - t0
+        c1 = cpu_seconds()
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=True)
+    cnt = res.counters
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in os.getloadavg()],
+        "bag": str(bag), "bag_s": round(res.bag_duration_s, 2), "messages": res.n_messages,
+        "wall_s": round(wall, 2), "x_real_time": round(res.bag_duration_s / wall, 3),
+        "cpu_s": None if c0 is None or c1 is None else round(c1 - c0, 1),
+        "jobs": jobs or os.cpu_count(), "executor": executor if jobs != 1 else "serial",
+        "grip_cycles": cnt.get("grip_cycles"), "grip_fits": sum(cnt.get("grip_fits", {}).values()),
+        "calibration_cycles": cnt.get("calibration_cycles"),
+        "calibration_fits": sum(cnt.get("calibration_fits", {}).values()) if calibration else 0,
+        "published": {s: int(g.t.size) for s, g in res.grip.items()},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", help="built-in scenario to simulate (daily_driving, long_drive, ...)")
+    src.add_argument("--bag", type=Path, help="an existing bag")
+    ap.add_argument("--duration", type=float, default=None, help="s, cut the scenario (default: its duration)")
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/vehcal-bench-bags"))
+    ap.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core; 1 = serial)")
+    ap.add_argument("--executor", default="local", help="local | threads | serial | dask://HOST:PORT")
+    ap.add_argument("--no-calibration", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", type=Path, default=None, help="append the rows to this JSON list")
+    args = ap.parse_args()
+    bag = args.bag if args.bag is not None else simulate(args.scenario, args.duration, args.cache)
+    command = "python benchmarks/bench_replay.py " + shlex.join(sys.argv[1:])
+    rows = []
+    for _ in range(args.repeat):
+        row = run_once(bag, args.jobs, args.executor, not args.no_calibration)
+        row["command"] = command
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        print(f"{row['date']}  load {row['load_before'][0]:.1f}->{row['load_after'][0]:.1f}  {row['bag_s']:.0f} s bag "
+              f"in {row['wall_s']:.1f} s = {row['x_real_time']:.2f}x real time, CPU {row['cpu_s']} s, "
+              f"{row['grip_fits']} grip fits, {row['calibration_fits']} calibration fits ({row['jobs']} jobs, "
+              f"{row['executor']})", flush=True)
+    if args.json is not None:
+        old = json.loads(args.json.read_text()) if args.json.exists() else []
+        args.json.write_text(json.dumps(old + rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
