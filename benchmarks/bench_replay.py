@@ -62,6 +62,7 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
     from vehcal_ros.io.replay import replay_bag
 
     load0 = os.getloadavg()
+    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     ex = None
     if executor != "serial" and jobs != 1:
         # the pool is made here so its workers' CPU time can be read before it closes
@@ -79,7 +80,7 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
             ex.shutdown(wait=True)
     cnt = res.counters
     return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": date,
         "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in os.getloadavg()],
         "bag": str(bag), "bag_s": round(res.bag_duration_s, 2), "messages": res.n_messages,
         "wall_s": round(wall, 2), "x_real_time": round(res.bag_duration_s / wall, 3),

@@ -180,3 +180,17 @@ def test_parallel_calibration_stream_equals_serial(tmp_path):
     assert a.counters["calibration_cycles"] >= 1 and any(c.final is not None for c in a.calibration.values())
     assert numbers(b) == numbers(a)
     assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]
+
+
+def test_bad_bag_with_workers_is_one_line_and_exit_2(grip_bag, tmp_path, capsys):
+    """A truncated bag with the calibrator's stream in a worker: one line, status 2, nothing left running."""
+    import shutil
+
+    from vehcal_ros.cli import main
+
+    shutil.copytree(grip_bag, tmp_path / "cut")
+    data = next((tmp_path / "cut").glob("*.mcap"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    rc = main(["replay", str(tmp_path / "cut"), "--jobs", "2", "--quiet"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2 and len(err) == 1 and "truncated or corrupt bag" in err[0], err

@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.signals import GroundTruth
-from vehcal_ros.inference.executors import make_executor
+from vehcal_ros.inference.executors import is_worker_lost, make_executor
 from vehcal_ros.io.replay import (
     CalibrationRecorder,
     GripRecorder,
@@ -98,6 +99,17 @@ def calibration_stream(job: ReplayJob, control_dir: str | None = None) -> tuple[
     if beat is not None:
         _write_float(beat, math.inf)
     return rec, stats
+
+
+def _result_of(fut: Future) -> Any:
+    """A worker's result; a worker that died is an EstimationError naming the way out (``--jobs 1``)."""
+    try:
+        return fut.result()
+    except Exception as exc:
+        if is_worker_lost(exc):
+            raise EstimationError(f"a replay worker process died ({type(exc).__name__}: {exc}); the replay "
+                                  "stopped (run with --jobs 1 to keep everything in one process)") from exc
+        raise
 
 
 def _write_float(path: Path, x: float) -> None:
@@ -163,7 +175,7 @@ class GripScheduler:
         """Collect finished fits, send each idle scope its next fit, commit the cycles that are complete."""
         for fut in [f for f in self.running if f.done()]:
             scope, ci, k = self.running.pop(fut)
-            outcome = fut.result()
+            outcome = _result_of(fut)
             self.cycles[ci].outcomes[k] = outcome
             self.published[scope].commit([outcome])  # the same gates as the node: is it the next warm start?
             self.n_done += 1
@@ -256,7 +268,7 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
                 progress(stats.t_end, stats.n)
                 t_last = time.monotonic()
         sched.pump()
-        cal_rec = cal_future.result()[0] if cal_future is not None else None
+        cal_rec = _result_of(cal_future)[0] if cal_future is not None else None
         ok = True
         return stats, cal_rec, sched.planner.collector.counters
     finally:
