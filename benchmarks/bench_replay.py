@@ -93,6 +93,48 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
     }
 
 
+def plan_only(bag: Path) -> dict:
+    """Read the bag and plan the grip cycles as the replay does, without fitting (every fit returns at once):
+    the streaming part's cost and the fits a replay would run, per bag second."""
+    from concurrent.futures import Executor, Future
+
+    from vehcal_ros.estimation.grip_pipeline import FitOutcome
+    from vehcal_ros.estimation.signals import GroundTruth
+    from vehcal_ros.io import replay as rp
+    from vehcal_ros.io.replay_parallel import GripScheduler
+
+    class NoFit(Executor):
+        def submit(self, fn, /, *args, **kwargs):
+            data = args[3]
+            fut: Future = Future()
+            fut.set_result(FitOutcome(scope=data.scope, stamp=data.t_end, n_points=int(data.mu.size),
+                                      excitation=0.0, error="not fitted (plan only)"))
+            return fut
+
+    load0 = os.getloadavg()
+    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    values = rp.resolve_params(None)[rp.GRIP_NODE]
+    frames = rp._frames(values)
+    grip = rp.grip_pipeline_from(values)
+    sched = GripScheduler(values, grip, rp.GripRecorder(grip.collector.scopes(), frames.wheel_names), NoFit())
+    tmap = rp.topic_map_from({rp.GRIP_NODE: values})
+
+    def feed(_topic, rec):
+        if not isinstance(rec, GroundTruth):
+            sched.add(rec)
+
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    st = rp.stream_bag(bag, tmap, frames, [rp.Timer(float(values["fit_period"]), sched.plan)], feed)
+    sched.plan(st.t_end)
+    wall, c1 = time.perf_counter() - t0, cpu_seconds()
+    bag_s = st.t_end - st.t_start
+    return {"date": date, "load_before": [round(x, 2) for x in load0],
+            "load_after": [round(x, 2) for x in os.getloadavg()], "bag": str(bag), "bag_s": round(bag_s, 2),
+            "messages": st.n, "plan_only": True, "wall_s": round(wall, 2), "x_real_time": round(bag_s / wall, 2),
+            "cpu_s": None if c0 is None else round(c1 - c0, 1), "grip_cycles": len(sched.cycles),
+            "grip_fits": sched.n_fits, "grip_fits_per_min": round(60.0 * sched.n_fits / bag_s, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
@@ -104,12 +146,20 @@ def main() -> None:
     ap.add_argument("--executor", default="local", help="local | threads | serial | dask://HOST:PORT")
     ap.add_argument("--no-calibration", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--plan-only", action="store_true",
+                    help="read and plan the grip cycles without fitting (streaming cost, fits per bag minute)")
     ap.add_argument("--json", type=Path, default=None, help="append the rows to this JSON list")
     args = ap.parse_args()
     bag = args.bag if args.bag is not None else simulate(args.scenario, args.duration, args.cache)
     command = "python benchmarks/bench_replay.py " + shlex.join(sys.argv[1:])
     rows = []
     for _ in range(args.repeat):
+        if args.plan_only:
+            row = plan_only(bag)
+            row["command"] = command
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            continue
         row = run_once(bag, args.jobs, args.executor, not args.no_calibration)
         row["command"] = command
         rows.append(row)
