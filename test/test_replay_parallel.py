@@ -194,3 +194,17 @@ def test_bad_bag_with_workers_is_one_line_and_exit_2(grip_bag, tmp_path, capsys)
     rc = main(["replay", str(tmp_path / "cut"), "--jobs", "2", "--quiet"])
     err = capsys.readouterr().err.splitlines()
     assert rc == 2 and len(err) == 1 and "truncated or corrupt bag" in err[0], err
+
+
+@pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning")
+def test_dask_cluster_replay_equals_serial(grip_bag, serial):
+    """The fits on a real Dask cluster (127.0.0.1, 2 worker processes) give the serial numbers."""
+    distributed = pytest.importorskip("distributed")
+    cl = distributed.LocalCluster(host="127.0.0.1", processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None)
+    try:
+        spec = "dask://" + cl.scheduler_address.removeprefix("tcp://")
+        par = replay_bag(grip_bag, {"grip_estimator": GRIP}, calibration=False, final_cycle=False, executor=spec)
+    finally:
+        cl.close()
+    assert numbers(par) == numbers(serial)
