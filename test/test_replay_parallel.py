@@ -31,12 +31,12 @@ GRIP = {"radius_mode": "fixed", "r0": R0, "max_peak_slip": 0.15, "fit_period": P
 
 
 def records(seed: int = 2) -> list[tuple[str, object]]:
-    """(canonical topic, record) in stamp order from t = 0 (the node's sim clock starts at 0): front and rear
-    wheels sweep the slip between 0 and 0.08 every 2 s (rear at 80 %), forces from the curve plus noise."""
+    """(canonical topic, record) in stamp order from t = 1 / RATE (a live node refuses zero stamps): front and
+    rear wheels sweep the slip between 0 and 0.08 every 2 s (rear at 80 %), forces from the curve plus noise."""
     rng = np.random.default_rng(seed)
     out: list[tuple[str, object]] = []
     for i in range(int(DURATION * RATE)):
-        t = i / RATE
+        t = (i + 1) / RATE
         phase = (t / 2.0) % 1.0
         s = 0.08 * (2 * phase if phase < 0.5 else 2 - 2 * phase)
         slips = np.array([s, s, 0.8 * s, 0.8 * s])
@@ -86,7 +86,7 @@ def test_parallel_replay_equals_serial_and_reports_progress(grip_bag, serial):
                      progress=seen.append, progress_every=500)
     assert numbers(par) == numbers(serial)
     assert all(len(v) >= 2 for v in published(serial).values()), published(serial)
-    assert serial.counters["grip_cycles"] == 3   # ticks at 3, 6 and 9 s
+    assert serial.counters["grip_cycles"] == 3   # ticks at 3.04, 6.04 and 9.04 s
     # progress: committed bag time never runs ahead of what was read, never goes back; the last report is final
     assert seen and seen[-1].finished and seen[-1].fraction == 1.0 and seen[-1].time_left == 0.0
     done = [p.done_t for p in seen]
@@ -138,7 +138,9 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
         assert all(wait_for_match(ex, p) for _, p in pubs.values()) and wait_for_match(ex, clock)
         received = node.pipeline.collector.counters.received
         sent = dict.fromkeys(received, 0)
-        tick = PERIOD
+        # the node's cycle clock starts at sim time 0 and fires when /clock reaches 3.04 (>= one period); from
+        # then on every period, as the replay's timer (first stamp + k periods)
+        tick = records()[0][1].t + PERIOD
         for topic, rec in records():
             if rec.t >= tick:   # the replay's rule: the cycle runs before the first record at or after its time
                 clock.publish(to_msg(ClockTick(tick)))
