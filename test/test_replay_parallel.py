@@ -185,7 +185,7 @@ def test_parallel_calibration_stream_equals_serial(tmp_path):
 
 
 def test_bad_bag_with_workers_is_one_line_and_exit_2(grip_bag, tmp_path, capsys):
-    """A truncated bag with the calibrator's stream in a worker: one line, status 2, nothing left running."""
+    """A truncated bag with --jobs 2: one line, status 2."""
     import shutil
 
     from vehcal_ros.cli import main

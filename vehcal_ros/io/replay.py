@@ -439,8 +439,9 @@ class CalibrationRecorder:
     """Runs the calibrator's cycles on the bag clock and keeps its accepted results and outputs (picklable: a
     parallel replay runs it in a worker process and returns it whole)."""
 
-    def __init__(self, cal: Any) -> None:
+    def __init__(self, cal: Any, on_model: Callable[[dict], Any] | None = None) -> None:
         self.cal = cal
+        self.on_model = on_model             # e.g. the grip pipeline's use_model_parameters (estimated forces)
         self.takes_final = "final" in inspect.signature(cal.snapshot).parameters
         self.rows: dict[str, list] = {}
         self.segments: dict[str, Any] = {}   # stage -> Segment of its last accepted fit (for the report)
@@ -465,6 +466,9 @@ class CalibrationRecorder:
         if updated:
             self.outputs.append((t_now, 1, ("", "model_parameters", t_now,
                                             _model_parameter_statuses(cal, updated, t_now))))
+            if self.on_model is not None:   # what the node's vehcal/model_parameters 'model' status carries
+                self.on_model({**{f"model.{k.lower()}": v for k, v in cal.model_parameters().items()},
+                               "calibrated": ",".join(cal.calibrated())})
 
     def series(self) -> dict[str, CalibrationSeries]:
         out = {}
@@ -678,7 +682,8 @@ def _progress_reporter(progress: ProgressFn | None, span: tuple[float, float], t
 def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, cal: Any,
                    report: Callable[..., None] | None) -> tuple[StreamStats, CalibrationRecorder | None, Any]:
     """Every cycle synchronously in this thread, at its tick (the reference schedule)."""
-    cal_rec = CalibrationRecorder(cal) if cal is not None else None
+    # the grip estimator listens to the calibrated model when it estimates tire forces (use_model_parameters)
+    cal_rec = CalibrationRecorder(cal, getattr(grip, "use_model_parameters", None)) if cal is not None else None
     last_truth = [-math.inf]
 
     def grip_cycle(t_now: float) -> None:
