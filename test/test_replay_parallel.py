@@ -85,7 +85,7 @@ def test_parallel_replay_equals_serial_and_reports_progress(grip_bag, serial):
     par = replay_bag(grip_bag, {"grip_estimator": GRIP}, calibration=False, final_cycle=False, workers=2,
                      progress=seen.append, progress_every=500)
     assert numbers(par) == numbers(serial)
-    assert all(len(v) >= 2 for v in published(serial).values()), published(serial)
+    assert all(len(v) >= 1 for v in published(serial).values()), published(serial)
     assert serial.counters["grip_cycles"] == 3   # ticks at 3.04, 6.04 and 9.04 s
     # progress: committed bag time never runs ahead of what was read, never goes back; the last report is final
     assert seen and seen[-1].finished and seen[-1].fraction == 1.0 and seen[-1].time_left == 0.0

@@ -22,6 +22,7 @@ calibrator; the fits themselves run numba's threads over chains and particles.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import shutil
@@ -66,8 +67,10 @@ def fit_grip_job(scope_state: GripPipeline, cycle: int, k: int, data: ScopeData)
     seed offset set (seeds ``seed + 1000 * cycle + k``)."""
     import copy
     import dataclasses
+    import threading
 
     p = copy.copy(scope_state)
+    p.cancel = threading.Event()   # the pipeline's cancel flag does not travel (not picklable): a fresh one
     p.fit_config = dataclasses.replace(p.fit_config, seed=int(p.fit_config.seed) + k)
     p.cycle = cycle
     return p.fit([data])[0]
@@ -194,7 +197,9 @@ class GripScheduler:
 
     def _submit(self, scope: str, ci: int, k: int) -> None:
         c = self.cycles[ci]
-        fut = self.executor.submit(fit_grip_job, self.published[scope], c.number, k, c.snaps[k])
+        state = copy.copy(self.published[scope])
+        state.__dict__.pop("cancel", None)   # a threading.Event: not picklable; fit_grip_job makes a fresh one
+        fut = self.executor.submit(fit_grip_job, state, c.number, k, c.snaps[k])
         self.running[fut] = (scope, ci, k)
 
     def done_until(self, read_t: float) -> float:
