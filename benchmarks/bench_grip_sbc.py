@@ -35,8 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
-
 N_POINTS = 100
 SIGMA_PAPER = 2.53e-2
 MAX_PEAK_SLIP = 0.1
@@ -250,4 +248,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # one core per fit; set here, not at import, so importing this module (the fast SBC test) changes nothing
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     main()

@@ -13,11 +13,8 @@ samples with slip variances. A node with scope ``axle`` runs two such fits per c
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
-
 import argparse  # noqa: E402
+import os
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -89,4 +86,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # one core per fit; set here, not at import, so importing this module (the fast SBC test) changes nothing
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     main()

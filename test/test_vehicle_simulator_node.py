@@ -136,7 +136,7 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
         assert (c.throttle, c.brake, c.steering) == pytest.approx(driver.inputs_at(c.t), abs=1e-6)
     # units: accelerometer ~ +g at rest, wheel speeds in rad/s of a ~0.47 m wheel, speeds in m/s
     assert imu[0].az == pytest.approx(9.81, abs=0.3)
-    u_end, w_end = odom[-1].u, ws[-1].omega
+    u_end, w_end = odom[-1].u, np.asarray(ws[-1].omega)  # omega: a 4-tuple (no per-message array)
     assert 1.0 < u_end < 30.0
     assert np.all(np.abs(w_end * 0.47 / u_end - 1.0) < 0.1)
     # IMU and odometry yaw rates are the same body rate
@@ -155,7 +155,7 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
     # ground truth: wet road under every wheel, slips consistent with wheel speeds and odometry
     assert all(np.allclose(g.mu_road, 0.6) for g in gts)
     assert gts[0].constants and not gts[1].constants  # constants once per simulated second
-    ws_by_t = {round(w.t, 3): w.omega for w in ws}
+    ws_by_t = {round(w.t, 3): np.asarray(w.omega) for w in ws}
     checked = 0
     for g in gts:
         t = round(g.t, 3)
