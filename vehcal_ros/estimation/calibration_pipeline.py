@@ -452,6 +452,15 @@ class CalibrationPipeline:
         self.cycle += 1
         return updated
 
+    def restore(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None, score: float,
+                note: str = "restored") -> None:
+        """Take ``result`` as ``stage``'s accepted result (a restart reading its state file back); a new fit
+        replaces it under the usual rule (a segment at least ``replace_min_score`` as excited)."""
+        st = self.status[stage]
+        st.result, st.result_segment, st.result_score, st.result_data = result, segment, float(score), None
+        st.level, st.last_reason = OK, ""
+        st.message = f"{self._summary(stage)} ({note})"
+
     def _summary(self, stage: str) -> str:
         st = self.status[stage]
         res = st.result
