@@ -36,7 +36,8 @@ def load_params_document(path: str | os.PathLike) -> dict[Any, Any]:
 
 
 def node_name(key: Any) -> str:
-    """The node name of a params-file key: ``/ns/name`` -> ``name``; the wildcard ``/**`` stays."""
+    """The node name of a params-file key: ``/ns/name`` and the wildcard node key ``/**/name`` -> ``name``; the
+    wildcard ``/**`` stays."""
     return "/**" if key == "/**" else str(key).rstrip("/").split("/")[-1]
 
 

@@ -78,7 +78,7 @@ def _read_params_yaml(path: str | os.PathLike) -> dict[str, dict]:
         name = node_name(key)
         if not isinstance(body, dict) or not isinstance(body.get("ros__parameters") or {}, dict):
             raise InputError(f"params file {path}: {key}: expected 'ros__parameters' mapping")
-        out[name] = _flatten(body.get("ros__parameters") or {})
+        out.setdefault(name, {}).update(_flatten(body.get("ros__parameters") or {}))  # /**/name + name
     return out
 
 
