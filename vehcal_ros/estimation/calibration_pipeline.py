@@ -324,6 +324,10 @@ class CalibrationPipeline:
             if not fresh:
                 if not windows:
                     self._note(stage, f"no qualifying segment: {why}")
+                elif windows[-1].t_end - self._last_end[stage] >= c.min_new_data:   # still open (going on)
+                    w = windows[-1]
+                    self._note(stage, f"maneuver in progress: {w.duration:.2f} s so far "
+                                      f"([{w.t_start:.2f}, {w.t_end:.2f}] s); fitted when it ends")
                 continue
             w = fresh[-1]
             self._last_end[stage] = w.t_end
