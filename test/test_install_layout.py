@@ -41,7 +41,8 @@ NAMESPACES = ("truck7", "truck8")
 TEST_PARAMS = {
     "/**/model_calibrator": {"ros__parameters": {"stages": ["rolling_resistance"], "require_order": False,
                                                  "n_chains": 2, "n_draws": 300, "min_ess": 100.0,
-                                                 "max_r_hat": 1.05, "calibration_period": 2.0}},
+                                                 "max_r_hat": 1.05, "calibration_period": 2.0,
+                                                 "max_gap": 0.25}},   # best-effort losses on a loaded machine
     "/**/grip_estimator": {"ros__parameters": {"n_steps": 4000}},
     "/**/vehicle_simulator": {"ros__parameters": {"duration": 32.0}},
 }
@@ -92,6 +93,7 @@ def launch_args(exe: Path, name: str, ns: str, params_file: Path, extra_file: Pa
     return args
 
 
+@pytest.mark.timeout(900)   # ~90 s on 2 shared cores; the first run compiles the numba kernels of the prefix
 def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> None:
     from diagnostic_msgs.msg import DiagnosticArray
     from rcl_interfaces.srv import GetParameters
@@ -141,7 +143,12 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
                                               stderr=subprocess.STDOUT))
 
         def tail() -> str:
-            return "\n".join(f"--- {k}\n{p.read_text()[-1500:]}" for k, p in logs.items())
+            last = {}
+            for arr in diags:
+                for st in arr.status:
+                    last[(st.hardware_id, st.name)] = st.message
+            status = "\n".join(f"{hw} {name}: {msg}" for (hw, name), msg in sorted(last.items()))
+            return status + "\n" + "\n".join(f"--- {k}\n{p.read_text()[-1500:]}" for k, p in logs.items())
 
         # a calibration result per vehicle (the simulators found coast_down by name through the ament index)
         ok = spin_until(ex, lambda: all(models[ns] for ns in NAMESPACES)

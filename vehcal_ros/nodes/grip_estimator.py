@@ -193,8 +193,7 @@ class GripEstimatorNode(WorkerNode):
         problem = _theta_order_problem(self.values)
         if problem:
             raise ValueError(problem)
-        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
-        self.pipeline = pipeline_from_params(self.values, vehicle)
+        self.pipeline = self._build_pipeline()
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
         self.guard.jump = self.pipeline.collector.config.max_gap   # the collector's own restart threshold
@@ -235,8 +234,13 @@ class GripEstimatorNode(WorkerNode):
         self._curve_pub = {s: self.create_publisher(Float64MultiArray, f"{prefix}/grip_curve/{s}", latched_qos())
                            for s in scopes}
 
+    def _build_pipeline(self) -> Any:
+        """The pipeline from the current parameters (start-up and ``~/reset``)."""
+        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
+        return pipeline_from_params(self.values, vehicle)
+
     def _new_pipeline(self) -> Any:
-        pipeline = pipeline_from_params(self.values)
+        pipeline = self._build_pipeline()
         self.pipeline = pipeline
         self._make_output_publishers()
         return pipeline

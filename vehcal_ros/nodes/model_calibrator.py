@@ -177,7 +177,7 @@ class ModelCalibratorNode(WorkerNode):
         super().__init__(node_name, worker_name="calibration_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
         try:
-            self.pipeline = CalibrationPipeline(config_from(self.values))
+            self.pipeline = self._new_pipeline()
         except InputError as exc:
             raise ValueError(str(exc)) from None
         self.n_published = 0
@@ -242,6 +242,7 @@ class ModelCalibratorNode(WorkerNode):
 
     # ---------------------------------------------------------- services
     def _new_pipeline(self) -> Any:
+        """The pipeline from the current parameters (start-up and ``~/reset``)."""
         return CalibrationPipeline(config_from(self.values))
 
     def _reset_message(self) -> str:
