@@ -17,7 +17,7 @@ launch_ros turns ``Node(name=..., namespace=..., parameters=[file, {...}], remap
 ``<exe> --ros-args -r __node:=<name> -r __ns:=/<ns> --params-file <file> -p key:=value -r from:=to``; the
 simulator's ``/clock`` is remapped to ``clock`` (i.e. ``/<ns>/clock``) when ``sim:=true`` so that two simulated
 vehicles keep separate sim clocks (launch/estimate.launch.py does the same). The test-only settings that make a
-calibration arrive within a minute (one stage, fewer draws, a 32 s coast-down) travel as a second params file
+calibration arrive within a minute (one stage, fewer draws, a 36 s coast-down) travel as a second params file
 with wildcard keys, as launch_ros passes a dict of parameters.
 """
 
@@ -44,7 +44,7 @@ TEST_PARAMS = {
                                                  "max_r_hat": 1.05, "calibration_period": 2.0,
                                                  "max_gap": 0.25}},   # best-effort losses on a loaded machine
     "/**/grip_estimator": {"ros__parameters": {"n_steps": 4000}},
-    "/**/vehicle_simulator": {"ros__parameters": {"duration": 32.0}},
+    "/**/vehicle_simulator": {"ros__parameters": {"duration": 36.0}},   # coast from 20 s: 10 s windows close
 }
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
