@@ -313,6 +313,7 @@ class ModelCalibratorNode(WorkerNode):
         if not self.enabled:  # ~/enable false: paused, nothing buffered, state kept
             self.paused_messages += 1
             return
+        self.fed_messages += 1
         self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.reject)
 
     def _on_wheels(self, msg: JointState) -> None:

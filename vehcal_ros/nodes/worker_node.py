@@ -68,6 +68,9 @@ class WorkerNode(Node):
         self.enabled = True                     # ~/enable: False pauses inputs and cycles, state kept
         self.paused_messages = 0                # messages ignored while disabled
         self._diag_wall = time.monotonic()      # wall time of the last /diagnostics (fallback timer)
+        self.fed_messages = 0                   # messages handed to the pipeline (the nodes' _feed)
+        self._fed_at_stall = 0                  # ... when the clock-stalled cycle last ran
+        self._ros_at_fallback = float("nan")    # ROS time at the last fallback check (a stopped clock repeats it)
         self.services_group = MutuallyExclusiveCallbackGroup()
 
     # ------------------------------------------------------------ scheduling
@@ -79,7 +82,8 @@ class WorkerNode(Node):
         timers = MutuallyExclusiveCallbackGroup()
         self.create_timer(min(cycle_period, diagnostics_period), lambda: self._tick(), callback_group=timers)
         # /diagnostics keep flowing when the ROS clock stops (the end of a simulated scenario or a bag): a
-        # steady-clock timer publishes them when the ROS-clock schedule has not for 2 periods of wall time
+        # steady-clock timer publishes them when the ROS-clock schedule has not for 2 periods of wall time, and
+        # runs one cycle on data that arrived after the last one (the clock stopped before it was due)
         self.create_timer(diagnostics_period, lambda: self._diagnostics_fallback(2.0 * diagnostics_period),
                           callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
@@ -100,6 +104,11 @@ class WorkerNode(Node):
         if time.monotonic() - self._diag_wall < after or not self._tick_lock.acquire(blocking=False):
             return
         try:
+            now = self._now()
+            stopped, self._ros_at_fallback = now == self._ros_at_fallback, now
+            if stopped and self.fed_messages != self._fed_at_stall and not self.busy:
+                self._fed_at_stall = self.fed_messages
+                self._on_cycle()
             self._publish_diagnostics()
             self._diag_wall = time.monotonic()
         finally:
