@@ -270,15 +270,21 @@ class ModelCalibratorNode(WorkerNode):
             response.success, response.message = False, "a calibration cycle is running; call again when it ends"
             return response
         with self._lock:
-            jobs = self.pipeline.snapshot(final=True)
+            pipeline = self.pipeline
+            jobs = pipeline.snapshot(final=True)
+            before = {s: st.result for s, st in pipeline.status.items()}
         if jobs:
             self._future = self._worker.submit(self._run, jobs)
             self._future.result()
+        if pipeline is not self.pipeline:
+            response.success, response.message = False, "reset during the fit: its outcome was dropped"
+            return response
         with self._lock:
-            stages = [job.stage for job in jobs] or list(self.pipeline.config.stages)
-            lines = [f"{s}: {'accepted' if self.pipeline.status[s].level == OK else 'not accepted'}: "
-                     f"{self.pipeline.status[s].message}" for s in stages]
-        response.success = bool(jobs) and all(self.pipeline.status[j.stage].level == OK for j in jobs)
+            stages = [job.stage for job in jobs] or list(pipeline.config.stages)
+            accepted = {s for s in stages if pipeline.status[s].result is not before[s]}
+            lines = [f"{s}: {'accepted' if s in accepted else 'not accepted'}: {pipeline.status[s].message}"
+                     for s in stages]
+        response.success = bool(jobs) and accepted == set(stages)
         response.message = ("fitted " if jobs else "nothing to fit; ") + " | ".join(lines)
         self._publish_diagnostics()
         return response
