@@ -112,6 +112,10 @@ def test_state_file_format_checks(tmp_path) -> None:
     for name in ("s.json", "s.yaml"):
         write_state(tmp_path / name, "truck7", {"rolling_resistance": stage})
         assert read_state(tmp_path / name, "truck7") == {"rolling_resistance": stage}
+    write_state(tmp_path / "v.json", "truck7", {"rolling_resistance": stage}, vehicle="hmmwv")
+    assert read_state(tmp_path / "v.json", "truck7", vehicle="hmmwv") == {"rolling_resistance": stage}
+    with pytest.raises(StateRefused, match="vehicle description 'hmmwv', this node uses 'sedan'"):
+        read_state(tmp_path / "v.json", "truck7", vehicle="sedan")
     with pytest.raises(FileNotFoundError):
         read_state(tmp_path / "none.json", "truck7")
     good = json.loads((tmp_path / "s.json").read_text())

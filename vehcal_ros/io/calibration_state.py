@@ -7,6 +7,7 @@ model at once. JSON by default; a ``.yaml``/``.yml`` path is written as YAML (ei
     format: vehcal_ros/calibration_state
     version: 1
     vehicle_id: truck7
+    vehicle: hmmwv                               # the calibrator's vehicle description (when it has one)
     saved_at: 2026-11-24T14:00:00+00:00          # UTC, information only
     stages:
       longitudinal:
@@ -17,8 +18,8 @@ model at once. JSON by default; a ``.yaml``/``.yml`` path is written as YAML (ei
         score: 1.9                                 # the segment's excitation (segments.Window.score)
 
 A file that cannot be used is refused with :class:`StateRefused` naming the reason — not valid JSON/YAML or
-truncated, not this format, another version, another ``vehicle_id``, or a stage entry that is not a complete
-posterior summary — and the node then starts from the priors. Nothing here imports rclpy.
+truncated, not this format, another version, another ``vehicle_id`` or vehicle description, or a stage entry that
+is not a complete posterior summary — and the node then starts from the priors. Nothing here imports rclpy.
 """
 
 from __future__ import annotations
@@ -68,24 +69,28 @@ class StageState:
 
 
 def state_text(path: str | os.PathLike, vehicle_id: str, stages: Mapping[str, StageState],
-               now: _dt.datetime | None = None) -> str:
+               now: _dt.datetime | None = None, vehicle: str | None = None) -> str:
     """The file's text (YAML for a .yaml/.yml path, else JSON)."""
     doc = {"format": FORMAT, "version": VERSION, "vehicle_id": vehicle_id,
            "saved_at": (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds"),
            "stages": {s: st.to_dict() for s, st in stages.items()}}
+    if vehicle is not None:
+        doc["vehicle"] = str(vehicle)
     if Path(path).suffix.lower() in (".yaml", ".yml"):
         return yaml.safe_dump(doc, sort_keys=False)
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
-def write_state(path: str | os.PathLike, vehicle_id: str, stages: Mapping[str, StageState]) -> None:
+def write_state(path: str | os.PathLike, vehicle_id: str, stages: Mapping[str, StageState],
+                vehicle: str | None = None) -> None:
     """Write the state atomically (``write_atomic``: temp file in the same folder, then rename)."""
-    write_atomic(path, state_text(path, vehicle_id, stages))
+    write_atomic(path, state_text(path, vehicle_id, stages, vehicle=vehicle))
 
 
-def read_state(path: str | os.PathLike, vehicle_id: str) -> dict[str, StageState]:
-    """The stages of the state file at ``path`` for ``vehicle_id``; FileNotFoundError if there is none,
-    :class:`StateRefused` (with the reason) if it cannot be used."""
+def read_state(path: str | os.PathLike, vehicle_id: str, vehicle: str | None = None) -> dict[str, StageState]:
+    """The stages of the state file at ``path`` for ``vehicle_id`` (and, when both the file and the caller name
+    one, the vehicle description); FileNotFoundError if there is none, :class:`StateRefused` (with the reason) if
+    it cannot be used."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -104,6 +109,8 @@ def read_state(path: str | os.PathLike, vehicle_id: str) -> dict[str, StageState
         raise StateRefused(path, f"incompatible version {doc.get('version')!r} (this build reads version {VERSION})")
     if str(doc.get("vehicle_id")) != vehicle_id:
         raise StateRefused(path, f"written for vehicle_id {doc.get('vehicle_id')!r}, this node is {vehicle_id!r}")
+    if vehicle is not None and doc.get("vehicle") is not None and str(doc["vehicle"]) != str(vehicle):
+        raise StateRefused(path, f"written for vehicle description {doc['vehicle']!r}, this node uses {vehicle!r}")
     stages = doc.get("stages")
     if not isinstance(stages, dict):
         raise StateRefused(path, "corrupt or truncated: 'stages' is not a mapping")

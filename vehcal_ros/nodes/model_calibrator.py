@@ -217,7 +217,7 @@ class ModelCalibratorNode(WorkerNode):
         if not path:
             return
         try:
-            saved = calibration_state.read_state(path, vid)
+            saved = calibration_state.read_state(path, vid, vehicle=self.values.get("vehicle"))
         except FileNotFoundError:
             self.state_note = f"no state file at {path} yet: starting from the priors"
         except (calibration_state.StateRefused, OSError) as exc:
@@ -237,7 +237,7 @@ class ModelCalibratorNode(WorkerNode):
             return None
         with self._lock:
             stages = calibration_state.stages_from(self.pipeline)
-        calibration_state.write_state(path, self.values["vehicle_id"], stages)
+        calibration_state.write_state(path, self.values["vehicle_id"], stages, vehicle=self.values.get("vehicle"))
         return path
 
     # ---------------------------------------------------------- services
@@ -250,7 +250,7 @@ class ModelCalibratorNode(WorkerNode):
 
     def _on_reset(self, request: Any, response: Any) -> Any:
         response = super()._on_reset(request, response)
-        self._set_model_parameters({s.name: s.default for s in MODEL_SPECS})
+        self._set_model_parameters({s.name: self.values[s.name] for s in MODEL_SPECS})   # the start-up values
         self.destroy_publisher(self._model_pub)   # a late joiner must not get the model from before the reset
         self._model_pub = self.create_publisher(DiagnosticArray, self.values["output_topic"], latched_qos())
         try:
