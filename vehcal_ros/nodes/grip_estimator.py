@@ -151,8 +151,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "force estimator uses", read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
-    ParamSpec("imu_topic", "/vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
-    ParamSpec("model_parameters_topic", "/vehcal/model_parameters", "the calibrator's model (calibrated roll "
+    ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
+    ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
               "stiffnesses split the lateral load transfer)", read_only=True),
     ParamSpec("publish_estimated_forces", False, "publish the estimated forces (WrenchStamped per wheel)",
               read_only=True),
