@@ -2,8 +2,10 @@
 
 Those are not on PyPI (the PyPI project called ``launch`` is an unrelated 2017 tool), so in the pip environment
 these tests are reported as skipped with the reason; on a ROS 2 install (``source /opt/ros/<distro>/setup.bash``
-after ``colcon build``) they run: the structural test always, the ``ros2 launch`` smoke test when the package is
-installed in the sourced workspace.
+after ``colcon build``) they run: the structural tests (arguments, nodes, namespace, per-vehicle clock remap)
+always; launch's own LaunchService running the package built into a colcon-style prefix (namespace:=truck7
+sim:=true scenario:=coast_down) where ``launch`` is importable; the ``ros2 launch`` smoke test when ros2cli is
+there and the package is installed in the sourced workspace.
 """
 
 from __future__ import annotations
@@ -61,6 +63,17 @@ def test_launch_declares_the_documented_arguments_and_nodes() -> None:
         assert f"{exe} = vehcal_ros.nodes.{exe}:main" in setup or f"{exe}=vehcal_ros.nodes.{exe}:main" in setup
 
 
+def test_namespace_and_per_vehicle_clock() -> None:
+    """namespace:=truck7 reaches every node; with sim:=true /clock is remapped to clock (/truck7/clock) so two
+    simulated vehicles keep separate clocks; without the simulator the remap is a no-op."""
+    for sim, clock in (("true", "clock"), ("false", "/clock")):
+        ld, context = _description(params_file=str(ROOT / "config" / "estimate.yaml"), namespace="truck7", sim=sim)
+        for exe, node in _nodes(ld, context).items():
+            node._perform_substitutions(context)
+            assert node.expanded_node_namespace == "/truck7", exe
+            assert node.expanded_remapping_rules == [("/clock", clock)], exe
+
+
 @pytest.mark.slow
 def test_ros2_launch_starts_the_estimators(tmp_path) -> None:
     if shutil.which("ros2") is None:
@@ -81,3 +94,72 @@ def test_ros2_launch_starts_the_estimators(tmp_path) -> None:
         proc.send_signal(2)
         out, _ = proc.communicate(timeout=20)
     assert "estimating grip per axle" in out and "calibrating stages" in out, out[-2000:]
+
+
+LAUNCH_SCRIPT = """
+import sys
+import launch
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+service = launch.LaunchService(argv=[])
+args = dict(a.split(":=", 1) for a in sys.argv[2:])
+service.include_launch_description(launch.LaunchDescription([
+    IncludeLaunchDescription(PythonLaunchDescriptionSource(sys.argv[1]), launch_arguments=args.items())]))
+sys.exit(service.run())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.ros
+def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclpy_context) -> None:
+    """The launch file of a colcon-style install prefix (test_install_layout.install_prefix) run by launch's own
+    LaunchService (what `ros2 launch` does, without ros2cli) with namespace:=truck7 sim:=true
+    scenario:=coast_down: the simulator finds the scenario by name, both estimators subscribe under /truck7, the
+    installed params file is in force, and the whole launch stops on SIGINT."""
+    import signal
+    import sys
+
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from ros_util import spin_until
+    from test_install_layout import install_prefix, installed_env
+
+    prefix = install_prefix()
+    env = installed_env(prefix, prefix.parent)
+    # the sourced ROS 2 environment (launch, launch_ros and their dependencies) stays; the source tree goes
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *kept])
+    env["AMENT_PREFIX_PATH"] = os.pathsep.join([str(prefix), *filter(None, [os.environ.get("AMENT_PREFIX_PATH")])])
+    (tmp_path / "run_launch.py").write_text(LAUNCH_SCRIPT)
+    log = tmp_path / "launch.log"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "run_launch.py"),
+                             str(prefix / "share" / "vehcal_ros" / "launch" / "estimate.launch.py"),
+                             "namespace:=truck7", "sim:=true", "scenario:=coast_down"],
+                            cwd=tmp_path, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    probe = Node("launch_probe", context=rclpy_context)
+    diags: list = []
+    probe.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(probe)
+
+    def running() -> bool:
+        return any(st.hardware_id == "/truck7/vehicle_simulator" and "running scenario 'coast_down'" in st.message
+                   for arr in diags for st in arr.status)
+
+    try:
+        assert spin_until(ex, lambda: running() or proc.poll() is not None, timeout=180.0) and running(), \
+            log.read_text()[-3000:]
+        subs = probe.get_subscriptions_info_by_topic("/truck7/vehicle/wheel_speeds")
+        assert sorted(s.node_name for s in subs if s.node_namespace == "/truck7") == [
+            "grip_estimator", "model_calibrator"]
+        assert probe.get_publishers_info_by_topic("/truck7/clock")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        probe.destroy_node()
+    assert proc.returncode == 0, log.read_text()[-3000:]

@@ -172,7 +172,7 @@ def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, s
             args = [sys.executable, "-m", "vehcal_ros.nodes.vehicle_simulator", "--ros-args",
                     "-p", f"scenario:={name}", "-p", f"realtime_factor:={_factor(name, realtime_factor)}",
                     "-p", "publish_clock:=true", "-p", f"seed:={int(seed) + k}",
-                    "-p", "wait_for_subscribers:=1", "-p", "wait_timeout:=60.0"]
+                    "-p", "wait_for_subscribers:=2", "-p", "wait_timeout:=60.0"]  # both estimators
             for key, value in sim_values.items():
                 args += ["-p", f"{key}:={json.dumps(value) if not isinstance(value, str) else value}"]
             proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -29,16 +29,10 @@ NODES = {
 
 
 def default_params_file() -> Path:
-    """config/estimate.yaml: installed share/ copy under colcon, else the source tree's."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
+    """The package's config/estimate.yaml (ament index, source tree or sys.prefix: io/resources.py)."""
+    from vehcal_ros.io.replay import default_params_file as find
 
-        share = Path(get_package_share_directory("vehcal_ros")) / "config" / "estimate.yaml"
-        if share.is_file():
-            return share
-    except Exception:  # not a colcon install (pip environment): use the repository's file
-        pass
-    return Path(__file__).resolve().parents[2] / "config" / "estimate.yaml"
+    return find()
 
 
 def node_specs() -> dict[str, Any]:
@@ -113,7 +107,7 @@ def build_nodes(params: dict[str, dict], sim: str | None, context: Any, namespac
         if duration is not None:
             extra["duration"] = float(duration)
         values = {p.name: p.value for p in overrides("vehicle_simulator", extra)}
-        nodes.append(build_node(context=context, **values))
+        nodes.append(build_node(context=context, namespace=namespace or None, **values))
     return nodes
 
 

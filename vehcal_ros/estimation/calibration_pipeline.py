@@ -325,6 +325,10 @@ class CalibrationPipeline:
             if not fresh:
                 if not windows:
                     self._note(stage, f"no qualifying segment: {why}")
+                elif windows[-1].t_end - self._last_end[stage] >= c.min_new_data:   # still open (going on)
+                    w = windows[-1]
+                    self._note(stage, f"maneuver in progress: {w.duration:.2f} s so far "
+                                      f"([{w.t_start:.2f}, {w.t_end:.2f}] s); fitted when it ends")
                 continue
             w = fresh[-1]
             self._last_end[stage] = w.t_end
@@ -452,6 +456,15 @@ class CalibrationPipeline:
                 updated.append(o.stage)
         self.cycle += 1
         return updated
+
+    def restore(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None, score: float,
+                note: str = "restored") -> None:
+        """Take ``result`` as ``stage``'s accepted result (a restart reading its state file back); a new fit
+        replaces it under the usual rule (a segment at least ``replace_min_score`` as excited)."""
+        st = self.status[stage]
+        st.result, st.result_segment, st.result_score, st.result_data = result, segment, float(score), None
+        st.level, st.last_reason = OK, ""
+        st.message = f"{self._summary(stage)} ({note})"
 
     def _summary(self, stage: str) -> str:
         st = self.status[stage]

@@ -36,5 +36,14 @@ def load_params_document(path: str | os.PathLike) -> dict[Any, Any]:
 
 
 def node_name(key: Any) -> str:
-    """The node name of a params-file key: ``/ns/name`` -> ``name``; the wildcard ``/**`` stays."""
+    """The node name of a params-file key: ``/ns/name`` and the wildcard node key ``/**/name`` -> ``name``; the
+    wildcard ``/**`` stays."""
     return "/**" if key == "/**" else str(key).rstrip("/").split("/")[-1]
+
+
+def absolute_topic(name: str, namespace: str = "/") -> str:
+    """A topic name as ROS 2 resolves it in ``namespace``: ``vehicle/imu`` in ``/truck7`` -> ``/truck7/vehicle/imu``;
+    absolute names (``/diagnostics``) stay. Bag replay resolves the nodes' relative defaults in the root namespace."""
+    if name.startswith("/"):
+        return name
+    return "/" + "/".join(p for p in (*namespace.strip("/").split("/"), *name.strip("/").split("/")) if p)

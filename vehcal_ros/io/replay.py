@@ -26,7 +26,6 @@ import importlib
 import inspect
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,7 +40,8 @@ from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_para
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
-from vehcal_ros.io.params_yaml import load_params_document, node_name
+from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
+from vehcal_ros.io.resources import find_resource, searched
 
 GRIP_NODE = "grip_estimator"
 CALIBRATOR_NODE = "model_calibrator"
@@ -62,13 +62,11 @@ _FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_sli
 
 # --------------------------------------------------------------------------------------------------- params
 def default_params_file() -> Path:
-    """The package's ``config/estimate.yaml`` (source tree first, then the installed share/)."""
-    candidates = [Path(__file__).resolve().parents[2] / "config" / "estimate.yaml",
-                  Path(sys.prefix) / "share" / "vehcal_ros" / "config" / "estimate.yaml"]
-    for c in candidates:
-        if c.is_file():
-            return c
-    return candidates[0]
+    """The package's ``config/estimate.yaml`` (:func:`vehcal_ros.io.resources.find_resource`)."""
+    found = find_resource("config", "estimate.yaml")
+    if found is None:
+        raise InputError(f"config/estimate.yaml not found (looked in {searched('config', 'estimate.yaml')})")
+    return found
 
 
 def _read_params_yaml(path: str | os.PathLike) -> dict[str, dict]:
@@ -80,7 +78,7 @@ def _read_params_yaml(path: str | os.PathLike) -> dict[str, dict]:
         name = node_name(key)
         if not isinstance(body, dict) or not isinstance(body.get("ros__parameters") or {}, dict):
             raise InputError(f"params file {path}: {key}: expected 'ros__parameters' mapping")
-        out[name] = _flatten(body.get("ros__parameters") or {})
+        out.setdefault(name, {}).update(_flatten(body.get("ros__parameters") or {}))  # /**/name + name
     return out
 
 
@@ -102,7 +100,7 @@ def resolve_params(params: Mapping[str, Mapping] | str | os.PathLike | None = No
     ``params``: ``{node: {param: value}}`` (as :func:`vehcal_ros.nodes.params_file.validate_params_file`
     returns), a params YAML path, or None for the defaults only.
     """
-    defaults = _read_params_yaml(default_params_file()) if default_params_file().is_file() else {}
+    defaults = _read_params_yaml(default_params_file())
     given = _read_params_yaml(params) if isinstance(params, (str, os.PathLike)) else dict(params or {})
     out: dict[str, dict] = {}
     for node in sorted((set(defaults) | set(given) | {GRIP_NODE}) - {"/**"}):
@@ -166,6 +164,7 @@ def topic_map_from(node_values: Mapping[str, Mapping[str, Any]],
         for key, val in values.items():
             if not key.endswith("_topic") or not isinstance(val, str):
                 continue
+            val = absolute_topic(val)  # the nodes' relative defaults, in the root namespace of a bag
             sensor = _GRIP_TOPIC_PARAMS.get(key, key[: -len("_topic")])
             canonical = bags.DEFAULT_TOPICS.get(sensor)
             if canonical is None or canonical == "/clock":
@@ -738,7 +737,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         counter_doc["calibration_failed"] = {s: c.n_failed for s, c in cal_series.items()}
         outputs += cal_rec.outputs
     outputs.sort(key=lambda o: (o[0], o[1]))   # stable: cycle time, then grip before calibration (the timers' order)
-    prefix = str(job.grip_values.get("output_prefix", "/vehcal")).rstrip("/")
+    prefix = absolute_topic(str(job.grip_values.get("output_prefix", "vehcal"))).rstrip("/")
     return ReplayResult(
         bag=job.path, seed=seed, params=node_values, topic_map=job.tmap,
         grip={s: recorder.tracks[s].series(grip.status[s], prob) for s in scopes}, calibration=cal_series,

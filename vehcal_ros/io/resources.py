@@ -10,6 +10,12 @@ One lookup used everywhere (issue 10). Three layouts, searched in this order:
 3. **A plain pip install**: ``sys.prefix/share/vehcal_ros`` (setup.py's ``data_files``).
 
 Nothing here imports rclpy; ``ament_index_python`` is optional (absent outside ROS 2).
+
+The reference data the models read (``vehcal_ros/data/*.yaml``: hmmwv, vehicle_8dof, friction) is package data
+inside the Python package, read with ``importlib.resources`` by models/ and estimation/ (which must not import
+io/); it is installed with the modules in every layout, so it needs no share-folder lookup. Scenario files
+(``io/scenarios.py``), the params file (``io/replay.py``, ``commands/run.py``) and vehicle descriptions
+(``config/vehicles``) go through this module.
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ from __future__ import annotations
 import bisect
 import math
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -58,6 +57,7 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.io.resources import resource_dirs, searched
 from vehcal_ros.models.sensors import DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
@@ -633,9 +633,9 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
 
 
 def scenario_dirs() -> list[Path]:
-    """Where built-in scenarios are looked up: the source tree's config/, then the installed share/."""
-    here = Path(__file__).resolve().parents[2] / "config" / "scenarios"
-    return [here, Path(sys.prefix) / "share" / "vehcal_ros" / "config" / "scenarios"]
+    """Where built-in scenarios are looked up: ``config/scenarios`` of the package's share folder (ament index on
+    a ROS 2 install, the source tree, ``sys.prefix/share``; :mod:`vehcal_ros.io.resources`)."""
+    return resource_dirs("config", "scenarios")
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -660,7 +660,7 @@ def resolve_scenario_path(path_or_name: str | os.PathLike) -> Path:
     if key in builtins:
         return builtins[key]
     raise InputError(f"no such scenario file or built-in scenario: {path_or_name} "
-                     f"(built-ins: {', '.join(builtins) or 'none found'})")
+                     f"(built-ins: {', '.join(builtins) or 'none found in ' + searched('config', 'scenarios')})")
 
 
 def vehicle_scenario_name(name: str | os.PathLike, vehicle: str | os.PathLike | None) -> str | os.PathLike:

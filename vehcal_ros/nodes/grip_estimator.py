@@ -9,7 +9,11 @@ runs Algorithm 1 of the friction paper; a cycle still running makes the next one
 
 Publishes ``<output_prefix>/grip/<scope>`` (geometry_msgs/Vector3Stamped: x = mu_max mean, y/z = credible
 interval), ``<output_prefix>/grip_curve/<scope>`` (std_msgs/Float64MultiArray: rows slip, q05, q50, q95) and
-``/diagnostics``. Both outputs are reliable + transient-local so a late-joining MPC gets the last estimate.
+``/diagnostics``. Both outputs are reliable + transient-local so a late-joining MPC gets the last estimate, and
+silent until a scope's first valid estimate. Topic names are relative (a namespace moves them).
+
+Services (std_srvs): ``~/reset`` (Trigger: forget buffers and estimates, e.g. after a tire change or a known
+surface change), ``~/enable`` (SetBool: pause or resume estimation, state kept).
 
 Without force transducers (``force_source: estimated``, or ``auto`` while the tire-force topic is silent) the
 forces come from the wheel speeds' net torque (``JointState.effort``) and the IMU (``imu_topic``) through
@@ -72,13 +76,14 @@ def _theta_order_problem(values: dict[str, Any]) -> str | None:
 
 
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
-    ParamSpec("tire_forces_topic", "/vehicle/tire_forces", "geometry_msgs/WrenchStamped per wheel (frame_id = wheel)",
+    ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
+    ParamSpec("tire_forces_topic", "vehicle/tire_forces", "geometry_msgs/WrenchStamped per wheel (frame_id = wheel)",
               read_only=True),
-    ParamSpec("odom_topic", "/vehicle/odom", "nav_msgs/Odometry, body-frame twist", read_only=True),
-    ParamSpec("controls_topic", "/vehicle/controls", "sensor_msgs/Joy driver inputs (for the steering angle)",
+    ParamSpec("odom_topic", "vehicle/odom", "nav_msgs/Odometry, body-frame twist", read_only=True),
+    ParamSpec("controls_topic", "vehicle/controls", "sensor_msgs/Joy driver inputs (for the steering angle)",
               read_only=True),
-    ParamSpec("output_prefix", "/vehcal", "prefix of the grip and grip_curve output topics", read_only=True),
+    ParamSpec("output_prefix", "vehcal", "prefix of the grip and grip_curve output topics (relative: under the "
+              "namespace)", read_only=True),
     ParamSpec("wheel_names", list(WHEELS), "JointState / frame_id names of the FL, FR, RL, RR wheels",
               read_only=True, check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
     ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
@@ -146,8 +151,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "force estimator uses", read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
-    ParamSpec("imu_topic", "/vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
-    ParamSpec("model_parameters_topic", "/vehcal/model_parameters", "the calibrator's model (calibrated roll "
+    ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
+    ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
               "stiffnesses split the lateral load transfer)", read_only=True),
     ParamSpec("publish_estimated_forces", False, "publish the estimated forces (WrenchStamped per wheel)",
               read_only=True),
@@ -188,8 +193,7 @@ class GripEstimatorNode(WorkerNode):
         problem = _theta_order_problem(self.values)
         if problem:
             raise ValueError(problem)
-        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
-        self.pipeline = pipeline_from_params(self.values, vehicle)
+        self.pipeline = self._build_pipeline()
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
         self.guard.jump = self.pipeline.collector.config.max_gap   # the collector's own restart threshold
@@ -210,17 +214,43 @@ class GripEstimatorNode(WorkerNode):
             if v["publish_estimated_forces"]:
                 self._force_pub = self.create_publisher(WrenchStamped, v["estimated_forces_topic"], 10)
 
-        prefix = v["output_prefix"].rstrip("/")
-        self._grip_pub = {s: self.create_publisher(Vector3Stamped, f"{prefix}/grip/{s}", latched_qos())
-                          for s in self.pipeline.collector.scopes()}
-        self._curve_pub = {s: self.create_publisher(Float64MultiArray, f"{prefix}/grip_curve/{s}", latched_qos())
-                           for s in self.pipeline.collector.scopes()}
+        self._grip_pub: dict[str, Any] = {}
+        self._curve_pub: dict[str, Any] = {}
+        self._make_output_publishers()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._create_services()
         self._start_schedule(v["fit_period"], v["diagnostics_period"])
         self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
 
+    def _make_output_publishers(self) -> None:
+        """Latched grip and curve publishers per scope; silent until the scope's first valid estimate. Made anew
+        on ``~/reset`` so a late joiner is not handed an estimate from before it."""
+        for pub in (*self._grip_pub.values(), *self._curve_pub.values()):
+            self.destroy_publisher(pub)
+        prefix = self.values["output_prefix"].rstrip("/")
+        scopes = self.pipeline.collector.scopes()
+        self._grip_pub = {s: self.create_publisher(Vector3Stamped, f"{prefix}/grip/{s}", latched_qos())
+                          for s in scopes}
+        self._curve_pub = {s: self.create_publisher(Float64MultiArray, f"{prefix}/grip_curve/{s}", latched_qos())
+                           for s in scopes}
+
+    def _build_pipeline(self) -> Any:
+        """The pipeline from the current parameters (start-up and ``~/reset``)."""
+        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
+        return pipeline_from_params(self.values, vehicle)
+
+    def _new_pipeline(self) -> Any:
+        pipeline = self._build_pipeline()
+        self.pipeline = pipeline
+        self._make_output_publishers()
+        return pipeline
+
     # ------------------------------------------------------------ inputs
     def _feed(self, topic: str, convert: Any, msg: Any) -> None:
+        if not self.enabled:  # ~/enable false: paused, nothing buffered, state kept
+            self.paused_messages += 1
+            return
+        self.fed_messages += 1
         self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.collector.reject)
 
     def _on_wheels(self, msg: JointState) -> None:
@@ -313,9 +343,12 @@ class GripEstimatorNode(WorkerNode):
                 values["force_source"] = self.pipeline.active_force_source
                 values.update({f"forces_{k}": n for k, n in est.counters.items()})
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
+            values["enabled"] = self.enabled
             problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
                 [f"data lost on: {', '.join(losing)}"] if losing else [])
-            if problems:
+            if not self.enabled:
+                level, message = OK, f"paused (~/enable false): {self.paused_messages} messages ignored"
+            elif problems:
                 level, message = WARN, "; ".join(problems)
             elif counters.n_dropped and counters.n_dropped > counters.accepted:
                 level, message = WARN, f"most samples dropped ({counters.n_dropped} dropped, {counters.accepted} kept)"

@@ -7,11 +7,17 @@ the ROS clock (``use_sim_time`` is honoured; scheduling in :mod:`vehcal_ros.node
 stage(s) with a fresh qualifying segment to a worker thread (papers/bayesian-calibration-8dof-vehicle-model.md
 Section 3: tempered SMC, runs as chains); a cycle still running makes the next one skip (counted), never queue.
 
-Outputs: ``/vehcal/model_parameters`` (diagnostic_msgs/DiagnosticArray, reliable + transient local: one status
-per calibrated parameter and noise sigma with mean, std, hdi_low, hdi_high, r_hat, ess_bulk, ess_tail, stage,
-time); its own parameters ``model.cxf`` ... ``model.rr`` (set on each accepted recalibration, so
-``/parameter_events`` announces it); the params YAML at ``params_out``; ``/diagnostics``. A fit failing its
-diagnostics is reported and never published as the model.
+Outputs: ``vehcal/model_parameters`` (topic names are relative: a namespace moves them; diagnostic_msgs/
+DiagnosticArray, reliable + transient local, silent until the first accepted stage: one status per calibrated
+parameter and noise sigma with mean, std, hdi_low, hdi_high, r_hat, ess_bulk, ess_tail, stage, time); its own
+parameters ``model.cxf`` ... ``model.rr`` (set on each accepted recalibration, so ``/parameter_events`` announces
+it); the params YAML at ``params_out``; ``/diagnostics`` (``calibration required`` at WARN, naming the maneuvers
+still needed, until a stage is accepted). A fit failing its diagnostics is reported and never published.
+
+Services (std_srvs): ``~/reset`` (Trigger: forget buffers and accepted stages), ``~/enable`` (SetBool: pause or
+resume, state kept), ``~/calibrate`` (Trigger: fit the due stages now, answer with each outcome), ``~/save``
+(Trigger: write ``params_out`` and ``state_file``). Persistence: ``state_file`` + ``vehicle_id``
+(:mod:`vehcal_ros.io.calibration_state`): restored and published at start, written after each accepted fit.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Imu, JointState, Joy
+from std_srvs.srv import Trigger
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges, paper_prior_ranges
@@ -38,6 +45,7 @@ from vehcal_ros.estimation.calibration_pipeline import (
 )
 from vehcal_ros.estimation.segments import YAW_RATE_SOURCES
 from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.io import calibration_state
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
@@ -96,11 +104,11 @@ PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
 """Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior (the paper's by default)."""
 
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec("wheel_speeds_topic", "/vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
-    ParamSpec("imu_topic", "/vehicle/imu", "sensor_msgs/Imu (roll, roll rate, yaw rate)", read_only=True),
-    ParamSpec("odom_topic", "/vehicle/odom", "nav_msgs/Odometry, body-frame twist (u, v, yaw rate)", read_only=True),
-    ParamSpec("controls_topic", "/vehicle/controls", "sensor_msgs/Joy [throttle, brake, steering]", read_only=True),
-    ParamSpec("output_topic", "/vehcal/model_parameters", "diagnostic_msgs/DiagnosticArray of the calibrated model",
+    ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
+    ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (roll, roll rate, yaw rate)", read_only=True),
+    ParamSpec("odom_topic", "vehicle/odom", "nav_msgs/Odometry, body-frame twist (u, v, yaw rate)", read_only=True),
+    ParamSpec("controls_topic", "vehicle/controls", "sensor_msgs/Joy [throttle, brake, steering]", read_only=True),
+    ParamSpec("output_topic", "vehcal/model_parameters", "diagnostic_msgs/DiagnosticArray of the calibrated model",
               read_only=True),
     ParamSpec("wheel_names", list(WHEELS), "JointState names of the FL, FR, RL, RR wheels", read_only=True,
               check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
@@ -113,6 +121,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("require_order", True, "a stage waits until the stages before it have an accepted result"),
     ParamSpec("params_out", "", "path of the params YAML written on each recalibration ('' = none)"),
     ParamSpec("params_node_name", "model_calibrator", "node name at the top of the params YAML"),
+    ParamSpec("state_file", "", "state file (JSON, or YAML for .yaml/.yml): accepted results restored at start, "
+              "written after each accepted fit and on ~/save ('' = none)", read_only=True),
+    ParamSpec("vehicle_id", "default", "the vehicle this calibrator's state file belongs to (a file written for "
+              "another id is refused)", read_only=True,
+              check=lambda v: None if str(v).strip() else "parameter 'vehicle_id' must not be empty"),
     ParamSpec("window", 120.0, "data kept per topic, s", 5.0, 86400.0, read_only=True),
     ParamSpec("buffer_size", 24000, "rows kept per topic", 100, 10_000_000, read_only=True),
     ParamSpec("calibration_period", 5.0, "time between calibration cycles, s (ROS clock)", 0.05, 86400.0,
@@ -152,6 +165,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     *MODEL_SPECS,
 )
 
+MANEUVERS = {"longitudinal": "straight throttle ramp", "lateral": "steering at speed",
+             "rolling_resistance": "coast-down"}
+"""What a driver does to give each stage its data (named in the ``calibration required`` status)."""
+
+
 class ModelCalibratorNode(WorkerNode):
     """Thin adapter: messages -> records -> CalibrationPipeline; worker-thread fits; publish model and health."""
 
@@ -159,7 +177,7 @@ class ModelCalibratorNode(WorkerNode):
         super().__init__(node_name, worker_name="calibration_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
         try:
-            self.pipeline = CalibrationPipeline(config_from(self.values))
+            self.pipeline = self._new_pipeline()
         except InputError as exc:
             raise ValueError(str(exc)) from None
         self.n_published = 0
@@ -179,11 +197,129 @@ class ModelCalibratorNode(WorkerNode):
         self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
         self._model_pub = self.create_publisher(DiagnosticArray, v["output_topic"], latched_qos())
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.state_note = ""          # what happened to the state file at start (shown on /diagnostics)
+        self.state_refused = ""       # why it was refused ("" = not refused)
+        self._restore_state()
+        self._create_services()
+        self.create_service(Trigger, "~/calibrate", self._on_calibrate, callback_group=self.services_group)
+        self.create_service(Trigger, "~/save", self._on_save, callback_group=self.services_group)
         self._start_schedule(v["calibration_period"], v["diagnostics_period"])
         self.get_logger().info(f"calibrating stages {', '.join(v['stages'])} every {v['calibration_period']} s")
+        if self.pipeline.calibrated():
+            self._publish_model()   # the restored model at once (latched)
+        if self.state_refused:
+            self._publish_diagnostics()
+
+    # ------------------------------------------------------- persistence
+    def _restore_state(self) -> None:
+        """Read ``state_file`` back (module docstring of :mod:`vehcal_ros.io.calibration_state`)."""
+        path, vid = self.values["state_file"], self.values["vehicle_id"]
+        if not path:
+            return
+        try:
+            saved = calibration_state.read_state(path, vid, vehicle=self.values.get("vehicle"))
+        except FileNotFoundError:
+            self.state_note = f"no state file at {path} yet: starting from the priors"
+        except (calibration_state.StateRefused, OSError) as exc:
+            self.state_refused = getattr(exc, "reason", str(exc))
+            self.state_note = f"state file {path} refused: {self.state_refused}; starting from the priors"
+            self.get_logger().warning(self.state_note)
+        else:
+            stages = calibration_state.restore_into(self.pipeline, saved, note=f"restored from {path}")
+            self.state_note = (f"restored {', '.join(stages)} from {path}" if stages else
+                               f"state file {path} holds no accepted stage: starting from the priors")
+            self.get_logger().info(self.state_note)
+
+    def _save_state(self) -> str | None:
+        """Write the accepted results to ``state_file`` (atomic); return the path written, None if none is set."""
+        path = self.values["state_file"]
+        if not path:
+            return None
+        with self._lock:
+            stages = calibration_state.stages_from(self.pipeline)
+        calibration_state.write_state(path, self.values["vehicle_id"], stages, vehicle=self.values.get("vehicle"))
+        return path
+
+    # ---------------------------------------------------------- services
+    def _new_pipeline(self) -> Any:
+        """The pipeline from the current parameters (start-up and ``~/reset``)."""
+        return CalibrationPipeline(config_from(self.values))
+
+    def _reset_message(self) -> str:
+        return "buffers and accepted stages cleared; calibration starts over from the priors"
+
+    def _on_reset(self, request: Any, response: Any) -> Any:
+        response = super()._on_reset(request, response)
+        self._set_model_parameters({s.name: self.values[s.name] for s in MODEL_SPECS})   # the start-up values
+        self.destroy_publisher(self._model_pub)   # a late joiner must not get the model from before the reset
+        self._model_pub = self.create_publisher(DiagnosticArray, self.values["output_topic"], latched_qos())
+        try:
+            if self._save_state():
+                response.message += f"; {self.values['state_file']} emptied"
+        except OSError as exc:
+            response.message += f"; cannot write state_file: {exc}"
+        return response
+
+    def _on_calibrate(self, request: Any, response: Any) -> Any:
+        """Run the due stages now on the buffered data (windows still open are taken as they are) and answer
+        with each stage's outcome."""
+        if not self.enabled:
+            response.success, response.message = False, "paused (~/enable false): nothing fitted"
+            return response
+        if self.busy:
+            response.success, response.message = False, "a calibration cycle is running; call again when it ends"
+            return response
+        with self._lock:
+            pipeline = self.pipeline
+            jobs = pipeline.snapshot(final=True)
+            before = {s: st.result for s, st in pipeline.status.items()}
+        if jobs:
+            self._future = self._worker.submit(self._run, jobs)
+            self._future.result()
+        if pipeline is not self.pipeline:
+            response.success, response.message = False, "reset during the fit: its outcome was dropped"
+            return response
+        with self._lock:
+            stages = [job.stage for job in jobs] or list(pipeline.config.stages)
+            accepted = {s for s in stages if pipeline.status[s].result is not before[s]}
+            lines = [f"{s}: {'accepted' if s in accepted else 'not accepted'}: {pipeline.status[s].message}"
+                     for s in stages]
+        response.success = bool(jobs) and accepted == set(stages)
+        response.message = ("fitted " if jobs else "nothing to fit; ") + " | ".join(lines)
+        self._publish_diagnostics()
+        return response
+
+    def _on_save(self, request: Any, response: Any) -> Any:
+        """Write the current model to ``params_out`` (and the accepted results to ``state_file``)."""
+        written = []
+        try:
+            out = self.values["params_out"]
+            if out:
+                with self._lock:
+                    text = self.pipeline.params_yaml(self.values["params_node_name"])
+                write_atomic(out, text)
+                written.append(out)
+            state = self._save_state()
+            if state:
+                written.append(state)
+        except OSError as exc:
+            response.success, response.message = False, f"cannot write: {exc}"
+            return response
+        if not written:
+            response.success, response.message = False, "params_out and state_file are both empty: nothing written"
+        else:
+            cal = self.pipeline.calibrated()
+            response.success = True
+            response.message = (f"wrote {', '.join(written)} (calibrated: {', '.join(sorted(cal)) or 'none'}; "
+                                "defaults elsewhere)")
+        return response
 
     # ------------------------------------------------------------ inputs
     def _feed(self, topic: str, convert: Any, msg: Any) -> None:
+        if not self.enabled:  # ~/enable false: paused, nothing buffered, state kept
+            self.paused_messages += 1
+            return
+        self.fed_messages += 1
         self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.reject)
 
     def _on_wheels(self, msg: JointState) -> None:
@@ -212,7 +348,12 @@ class ModelCalibratorNode(WorkerNode):
 
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
+        try:
+            self._save_state()
+        except OSError as exc:
+            self.get_logger().error(f"cannot write state_file {self.values['state_file']}: {exc}")
         self._publish_model()
+        self._publish_diagnostics()   # the new status at once (the ROS clock may have stopped)
 
     def _cycle_failed(self, jobs: list | None, message: str) -> None:
         stages = [job.stage for job in jobs] if jobs is not None else list(self.pipeline.config.stages)
@@ -237,14 +378,7 @@ class ModelCalibratorNode(WorkerNode):
         statuses.append(("model", hw, OK, "latest accepted 8-DOF model (defaults where not calibrated)",
                          {**{f"model.{k.lower()}": val for k, val in model.items()},
                           "calibrated": ",".join(calibrated)}))
-        self._setting_model = True
-        try:
-            results = self.set_parameters([Parameter(f"model.{k.lower()}", value=float(v)) for k, v in model.items()])
-        finally:
-            self._setting_model = False
-        bad = [r.reason for r in results if not r.successful]
-        if bad:
-            self.get_logger().warning(f"model parameters not set: {bad[0]}")
+        self._set_model_parameters({f"model.{k.lower()}": v for k, v in model.items()})
         if path:
             try:
                 write_atomic(path, text)
@@ -254,7 +388,44 @@ class ModelCalibratorNode(WorkerNode):
         self._model_pub.publish(conversions.diagnostics_to_msg(self._now(), statuses))
         self.n_published += 1
 
+    def _set_model_parameters(self, values: dict[str, float]) -> None:
+        self._setting_model = True
+        try:
+            results = self.set_parameters([Parameter(k, value=float(v)) for k, v in values.items()])
+        finally:
+            self._setting_model = False
+        bad = [r.reason for r in results if not r.successful]
+        if bad:
+            self.get_logger().warning(f"model parameters not set: {bad[0]}")
+
     # ------------------------------------------------------- diagnostics
+    def _calibration_status(self, hw: str) -> Any:
+        """``calibration required`` (WARN) while no stage has an accepted result, naming the maneuvers still
+        needed and what the newest data gave for each; OK with the calibrated stages otherwise (under the lock)."""
+        stages = self.pipeline.config.stages
+        done = [s for s in stages if self.pipeline.status[s].result is not None]
+        values: dict[str, Any] = {"calibrated_stages": ",".join(done), "vehicle_id": self.values["vehicle_id"],
+                                  "state_file": self.values["state_file"], "state": self.state_note}
+        if self.state_refused:
+            values["state_refused"] = self.state_refused
+        needed = [s for s in stages if s not in done]
+        for s in needed:
+            st = self.pipeline.status[s]
+            values[f"seen_{s}"] = st.last_reason or st.message
+        if not done:
+            text = "; ".join(f"{MANEUVERS[s]} ({s}: {values[f'seen_{s}']})" for s in needed)
+            message = f"calibration required: {text}"
+            if self.state_refused:
+                message = f"state file refused ({self.state_refused}); {message}"
+            return diag_status(f"{NODE_NAME}: calibration", hw, WARN, message, values)
+        message = f"calibrated: {', '.join(done)}"
+        if needed:
+            message += f"; still needed: {', '.join(MANEUVERS[s] for s in needed)}"
+        level = WARN if self.state_refused else OK
+        if self.state_refused:
+            message += f"; state file refused at start ({self.state_refused})"
+        return diag_status(f"{NODE_NAME}: calibration", hw, level, message, values)
+
     def _publish_diagnostics(self) -> None:
         now = self._now()
         hw = self.get_fully_qualified_name()
@@ -268,15 +439,19 @@ class ModelCalibratorNode(WorkerNode):
             values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
             values.update({"buffer_restarts": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
                            "busy": self.busy})
+            values["enabled"] = self.enabled
             problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
                 [f"data lost on: {', '.join(losing)}"] if losing else [])
-            if problems:
+            if not self.enabled:
+                level, message = OK, f"paused (~/enable false): {self.paused_messages} messages ignored"
+            elif problems:
                 level, message = WARN, "; ".join(problems)
             elif c.n_dropped > 0.5 * max(c.n_received, 1):
                 level, message = WARN, f"most samples dropped ({c.n_dropped} of {c.n_received})"
             else:
                 level, message = OK, f"receiving; {c.n_received} samples, {c.n_dropped} dropped"
             statuses.append(diag_status(f"{NODE_NAME}: inputs", hw, level, message, values))
+            statuses.append(self._calibration_status(hw))
             for stage in self.pipeline.config.stages:
                 st = self.pipeline.status[stage]
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,

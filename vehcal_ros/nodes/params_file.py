@@ -44,8 +44,9 @@ def _type_problem(spec: ParamSpec, value: Any) -> str | None:
 def validate_params_file(path: str | Path, specs_by_node: Mapping[str, Sequence[ParamSpec]]) -> dict[str, dict]:
     """Return ``{node_name: {param: value}}`` from ``path`` after checking it; raise InputError otherwise.
 
-    Node keys may be plain names, namespaced (``/ns/name``) or the wildcard ``/**``; the wildcard's parameters
-    must be known to at least one node.
+    Node keys may be plain names, namespaced (``/ns/name``), wildcard node keys (``/**/name``, as the shipped
+    config/estimate.yaml uses) or the wildcard ``/**``; the wildcard's parameters must be known to at least one
+    node. Sections naming the same node merge (later keys win).
     """
     path = Path(path)
     doc = load_params_document(path)
@@ -80,5 +81,5 @@ def validate_params_file(path: str | Path, specs_by_node: Mapping[str, Sequence[
             problem = spec.validate(value)
             if problem:
                 raise InputError(f"{pwhere}: {problem}")
-        out[name] = dict(params)
+        out.setdefault(name, {}).update(params)   # /**/name and name sections of one node merge
     return out

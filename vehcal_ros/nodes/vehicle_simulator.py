@@ -53,10 +53,20 @@ def _wheel_names_check(value: Any) -> str | None:
 
 def _topic_check(name: str):
     def check(value: Any) -> str | None:
-        if not value or not str(value).startswith("/") or " " in str(value):
-            return f"parameter '{name}' must be an absolute topic name, got {value!r}"
+        text = str(value)
+        if not text or text.endswith("/") or "//" in text or any(c.isspace() for c in text):
+            return f"parameter '{name}' must be a topic name (relative or absolute), got {value!r}"
         return None
     return check
+
+
+def default_topic(canonical: str) -> str:
+    """The publisher's default name: relative (``vehicle/imu``, moved by a namespace) except ``/clock``."""
+    return canonical if canonical == "/clock" else canonical.lstrip("/")
+
+
+WAIT_TOPICS = ("/vehicle/wheel_speeds", "/vehicle/odom")
+"""The topics ``wait_for_subscribers`` counts on: every estimator reads the wheel speeds and the odometry."""
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -77,8 +87,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("seed", -1, "sensor-noise seed; -1 = the scenario's seed", lo=-1, hi=2**31 - 1, read_only=True),
     ParamSpec("publish_tire_forces", True, "publish the tire-force topic (false: a production car without "
               "force transducers; the ground truth keeps the true forces)", read_only=True),
-    ParamSpec("wait_for_subscribers", 0, "before stepping, wait until every published topic has this many "
-              "subscribers (0 = start at once)", lo=0, hi=100, read_only=True),
+    ParamSpec("wait_for_subscribers", 0, "before stepping, wait until the wheel-speed and odometry topics have "
+              "this many subscribers each (the estimators; 0 = start at once)", lo=0, hi=100, read_only=True),
     ParamSpec("wait_timeout", 30.0, "s to wait for subscribers before starting anyway", lo=0.0, hi=3600.0,
               read_only=True),
     ParamSpec("wheel_names", list(WHEELS), "JointState names / WrenchStamped frame ids, FL, FR, RL, RR",
@@ -90,7 +100,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("frames.odom", "odom", "frame id of the odometry pose", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "s (wall clock) between /diagnostics messages", lo=0.05, hi=60.0,
               read_only=True),
-    *(ParamSpec(f"topics.{key}", topic, f"topic of {key}", read_only=True, check=_topic_check(f"topics.{key}"))
+    *(ParamSpec(f"topics.{key}", default_topic(topic), f"topic of {key}", read_only=True,
+                check=_topic_check(f"topics.{key}"))
       for key, topic in SENSOR_TOPICS.items()),
 )
 
@@ -105,9 +116,10 @@ class VehicleSimulator(Node):
     ``model_factory(scenario)`` replaces the default 14-DOF model (any object with the Hmmwv14 interface).
     """
 
-    def __init__(self, model_factory: Any = None, context: Any = None, **overrides: Any) -> None:
+    def __init__(self, model_factory: Any = None, context: Any = None, namespace: str | None = None,
+                 **overrides: Any) -> None:
         self._model_factory = model_factory
-        super().__init__(NODE_NAME, context=context,
+        super().__init__(NODE_NAME, context=context, namespace=namespace,
                          parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
         p = declare_params(self, PARAMS)
         self.params = p
@@ -158,6 +170,7 @@ class VehicleSimulator(Node):
 
         self.state = "waiting"
         self.message = "waiting to start"
+        self.start_warning = ""
         self._run: ScenarioRun | None = None
         self._wall_start: float | None = None
         self._rate_mark = (time.monotonic(), 0.0)
@@ -201,12 +214,23 @@ class VehicleSimulator(Node):
         n = int(self.params["wait_for_subscribers"])
         if n <= 0:
             return
-        deadline = time.monotonic() + float(self.params["wait_timeout"])
-        self.message = f"waiting for {n} subscriber(s) on every topic"
+        timeout = float(self.params["wait_timeout"])
+        deadline = time.monotonic() + timeout
+        pubs = {t: self._pubs[t] for t in WAIT_TOPICS if t in self._pubs}
+        self.message = f"waiting for {n} subscriber(s) on {', '.join(p.topic_name for p in pubs.values())}"
         while not self._stop.is_set() and time.monotonic() < deadline:
-            if all(pub.get_subscription_count() >= n for pub in self._pubs.values()):
+            if all(pub.get_subscription_count() >= n for pub in pubs.values()):
                 return
             self._stop.wait(0.05)
+        if not self._stop.is_set():
+            counts = ", ".join(f"{p.topic_name} {p.get_subscription_count()}" for p in pubs.values())
+            self.start_warning = f"started after waiting {timeout:g} s for {n} subscriber(s) ({counts})"
+            self._log("warning", self.start_warning)
+
+    def _log(self, level: str, text: str) -> None:
+        """Log unless the context is shut down (the worker may finish after Ctrl-C closed it)."""
+        if self.context.ok():
+            getattr(self.get_logger(), level)(text)
 
     def _publish_record(self, topic: str, rec: Any) -> None:
         pub = self._pubs.get(topic)
@@ -234,16 +258,17 @@ class VehicleSimulator(Node):
                                    stop=self._stop, duration=duration, on_start=self._on_start)
         except SimulationDiverged as exc:
             self.state, self.message = "diverged", str(exc)
-            self.get_logger().error(str(exc))
+            self._log("error", str(exc))
         except Exception as exc:  # keep the node alive and say why it stopped
             self.state, self.message = "failed", f"{exc.__class__.__name__}: {exc}"
-            self.get_logger().error(f"simulation failed: {self.message}")
+            self._log("error", f"simulation failed: {self.message}")
         else:
             self.state = "stopped" if summary.stopped else "finished"
             self.message = (f"scenario '{summary.scenario}' {self.state} at t = {summary.t_end:.3f} s "
                             f"({summary.realtime_factor:.1f}x real time)")
-            self.get_logger().info(self.message)
-        self._publish_diagnostics()
+            self._log("info", self.message)
+        if self.context.ok():
+            self._publish_diagnostics()
 
     # -- diagnostics -------------------------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
@@ -257,6 +282,8 @@ class VehicleSimulator(Node):
             self._rate_mark = (now, t)
         level = {"diverged": ERROR, "failed": ERROR}.get(self.state, OK)
         message = self.message
+        if self.start_warning and level == OK:
+            level, message = WARN, f"{message}; {self.start_warning}"
         if self.from_topic and self._stale and self.state == "running":
             level, message = WARN, "no fresh controls on the controls topic: throttle 0, brake 0"
         values = {"scenario": self.scenario.name, "state": self.state, "sim_time": float(t),
@@ -265,7 +292,7 @@ class VehicleSimulator(Node):
         if run is not None:
             for topic, n in sorted(run.counts.items()):
                 values[f"records{topic}"] = n
-        status = diag_status(f"{NODE_NAME}: simulation", NODE_NAME, level, message, values)
+        status = diag_status(f"{NODE_NAME}: simulation", self.get_fully_qualified_name(), level, message, values)
         try:
             self._diag_pub.publish(diag_array(self, [status]))
         except Exception:  # the context may be shutting down
@@ -294,11 +321,12 @@ def _examples() -> dict[str, Any]:
 _EXAMPLES = _examples()
 
 
-def build_node(model_factory: Any = None, context: Any = None, **overrides: Any) -> VehicleSimulator:
+def build_node(model_factory: Any = None, context: Any = None, namespace: str | None = None,
+               **overrides: Any) -> VehicleSimulator:
     """A ``VehicleSimulator`` with parameter overrides (``build_node(scenario="throttle_ramp")``); rclpy
     must be initialised (``context``: a non-default rclpy context). Call ``node.shutdown()`` before
     destroying it."""
-    return VehicleSimulator(model_factory=model_factory, context=context, **overrides)
+    return VehicleSimulator(model_factory=model_factory, context=context, namespace=namespace, **overrides)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -13,12 +13,15 @@ counted, never queued.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from std_srvs.srv import SetBool, Trigger
 
 from vehcal_ros.estimation.input_guard import InputGuard
 from vehcal_ros.nodes.common import ERROR
@@ -62,6 +65,13 @@ class WorkerNode(Node):
         self.guard = InputGuard()               # subclasses set its jump threshold from their parameters
         self._lost_at_diag: dict[str, int] = {}
         self._closing = False
+        self.enabled = True                     # ~/enable: False pauses inputs and cycles, state kept
+        self.paused_messages = 0                # messages ignored while disabled
+        self._diag_wall = time.monotonic()      # wall time of the last /diagnostics (fallback timer)
+        self.fed_messages = 0                   # messages handed to the pipeline (the nodes' _feed)
+        self._fed_at_stall = 0                  # ... when the clock-stalled cycle last ran
+        self._ros_at_fallback = float("nan")    # ROS time at the last fallback check (a stopped clock repeats it)
+        self.services_group = MutuallyExclusiveCallbackGroup()
 
     # ------------------------------------------------------------ scheduling
     def _start_schedule(self, cycle_period: float, diagnostics_period: float) -> None:
@@ -71,6 +81,11 @@ class WorkerNode(Node):
         self._diag_clock = Periodic(diagnostics_period, now)
         timers = MutuallyExclusiveCallbackGroup()
         self.create_timer(min(cycle_period, diagnostics_period), lambda: self._tick(), callback_group=timers)
+        # /diagnostics keep flowing when the ROS clock stops (the end of a simulated scenario or a bag): a
+        # steady-clock timer publishes them when the ROS-clock schedule has not for 2 periods of wall time, and
+        # runs one cycle on data that arrived after the last one (the clock stopped before it was due)
+        self.create_timer(diagnostics_period, lambda: self._diagnostics_fallback(2.0 * diagnostics_period),
+                          callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _tick(self, now: float | None = None) -> None:
         if self._cycle_clock is None or self._closing or not self._tick_lock.acquire(blocking=False):
@@ -81,6 +96,21 @@ class WorkerNode(Node):
                 self._on_cycle()
             if self._diag_clock.due(now):
                 self._publish_diagnostics()
+                self._diag_wall = time.monotonic()
+        finally:
+            self._tick_lock.release()
+
+    def _diagnostics_fallback(self, after: float) -> None:
+        if time.monotonic() - self._diag_wall < after or not self._tick_lock.acquire(blocking=False):
+            return
+        try:
+            now = self._now()
+            stopped, self._ros_at_fallback = now == self._ros_at_fallback, now
+            if stopped and self.fed_messages != self._fed_at_stall and not self.busy:
+                self._fed_at_stall = self.fed_messages
+                self._on_cycle()
+            self._publish_diagnostics()
+            self._diag_wall = time.monotonic()
         finally:
             self._tick_lock.release()
 
@@ -116,7 +146,7 @@ class WorkerNode(Node):
 
     # ------------------------------------------------------------------- cycle
     def _on_cycle(self) -> None:
-        if self._closing:
+        if self._closing or not self.enabled:
             return
         if self.busy:
             self.skipped_cycles += 1
@@ -150,10 +180,14 @@ class WorkerNode(Node):
         return self.pipeline.snapshot()
 
     def _fit_and_commit(self, jobs: list) -> None:
-        """Fit (worker thread, without the lock), commit under the lock, then :meth:`_publish` what changed."""
-        outcomes = self.pipeline.fit(jobs)
+        """Fit (worker thread, without the lock), commit under the lock, then :meth:`_publish` what changed.
+        A ``~/reset`` during the fit replaced the pipeline: the outcome is dropped."""
+        pipeline = self.pipeline
+        outcomes = pipeline.fit(jobs)
         with self._lock:
-            updated = self.pipeline.commit(outcomes)
+            if pipeline is not self.pipeline:
+                return
+            updated = pipeline.commit(outcomes)
         if updated and not self._closing and self.context.ok():
             self._publish(updated)
 
@@ -167,6 +201,37 @@ class WorkerNode(Node):
 
     def _publish_diagnostics(self) -> None:
         raise NotImplementedError
+
+    # ---------------------------------------------------------------- services
+    def _create_services(self) -> None:
+        """``~/reset`` (std_srvs/Trigger) and ``~/enable`` (std_srvs/SetBool), shared by both estimators."""
+        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.services_group)
+        self.create_service(SetBool, "~/enable", self._on_enable, callback_group=self.services_group)
+
+    def _on_reset(self, request: Any, response: Any) -> Any:
+        with self._lock:
+            self.pipeline = self._new_pipeline()
+            self.skipped_cycles = 0
+        response.success, response.message = True, self._reset_message()
+        self.get_logger().info(f"reset: {response.message}")
+        self._publish_diagnostics()
+        return response
+
+    def _on_enable(self, request: Any, response: Any) -> Any:
+        self.enabled = bool(request.data)
+        response.success = True
+        response.message = ("estimation enabled" if self.enabled else
+                            "estimation paused: inputs ignored, no fits, buffers and estimates kept")
+        self.get_logger().info(response.message)
+        self._publish_diagnostics()
+        return response
+
+    def _new_pipeline(self) -> Any:
+        """A fresh pipeline from the current parameters (``~/reset``; called under the lock)."""
+        raise NotImplementedError
+
+    def _reset_message(self) -> str:
+        return "buffers and estimates cleared; estimation starts over"
 
     # ------------------------------------------------------------- diagnostics
     def _input_health(self, received: Mapping[str, int], watched: tuple[str, ...], now: float
