@@ -130,6 +130,19 @@ def test_calibrator_services_calibrate_save_enable_reset(rclpy_context, tmp_path
         probe.destroy_node()
 
 
+def _drain(ex, received: list, quiet: float = 0.5, timeout: float = 5.0) -> None:
+    """Spin until ``received`` has not grown for ``quiet`` s (bounded by ``timeout``): messages the node
+    published before a service call must not be counted as published after it."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    n, since = len(received), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        ex.spin_once(timeout_sec=0.05)
+        if len(received) != n:
+            n, since = len(received), time.monotonic()
+
+
 def test_grip_services_enable_and_reset(rclpy_context) -> None:
     node = GripEstimatorNode(context=rclpy_context, parameter_overrides=list(FAST))
     probe = Node("probe_grip_services", context=rclpy_context)
@@ -145,6 +158,7 @@ def test_grip_services_enable_and_reset(rclpy_context) -> None:
         t = _feed_good(vehicle, ex, 100.0, 4.0)
         assert spin_until(ex, lambda: grip, 120.0), node.pipeline.status["front_axle"].message
         spin_until(ex, lambda: not node.busy, 60.0)
+        _drain(ex, grip)                         # estimates already published are still on their way
 
         # disabled: messages ignored (nothing buffered), no estimate published, the estimate kept
         assert call(ex, probe, SetBool, f"{name}/enable", SetBool.Request(data=False)).success

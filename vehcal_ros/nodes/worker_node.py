@@ -181,14 +181,16 @@ class WorkerNode(Node):
 
     def _fit_and_commit(self, jobs: list) -> None:
         """Fit (worker thread, without the lock), commit under the lock, then :meth:`_publish` what changed.
-        A ``~/reset`` during the fit replaced the pipeline: the outcome is dropped."""
+        A ``~/reset`` during the fit replaced the pipeline: the outcome is dropped. A fit that ends after
+        ``~/enable false`` is committed (it used data from before the pause) but not published: a disabled node
+        publishes nothing."""
         pipeline = self.pipeline
         outcomes = pipeline.fit(jobs)
         with self._lock:
             if pipeline is not self.pipeline:
                 return
             updated = pipeline.commit(outcomes)
-        if updated and not self._closing and self.context.ok():
+        if updated and self.enabled and not self._closing and self.context.ok():
             self._publish(updated)
 
     def _publish(self, updated: list) -> None:
