@@ -344,12 +344,9 @@ class GripEstimatorNode(WorkerNode):
                 values.update({f"forces_{k}": n for k, n in est.counters.items()})
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
             values["enabled"] = self.enabled
-            problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
-                [f"data lost on: {', '.join(losing)}"] if losing else [])
-            if not self.enabled:
-                level, message = OK, f"paused (~/enable false): {self.paused_messages} messages ignored"
-            elif problems:
-                level, message = WARN, "; ".join(problems)
+            inputs = self._input_status(stale, losing)
+            if inputs is not None:
+                level, message = inputs
             elif counters.n_dropped and counters.n_dropped > counters.accepted:
                 level, message = WARN, f"most samples dropped ({counters.n_dropped} dropped, {counters.accepted} kept)"
             else:

@@ -440,12 +440,9 @@ class ModelCalibratorNode(WorkerNode):
             values.update({"buffer_restarts": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
                            "busy": self.busy})
             values["enabled"] = self.enabled
-            problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
-                [f"data lost on: {', '.join(losing)}"] if losing else [])
-            if not self.enabled:
-                level, message = OK, f"paused (~/enable false): {self.paused_messages} messages ignored"
-            elif problems:
-                level, message = WARN, "; ".join(problems)
+            inputs = self._input_status(stale, losing)
+            if inputs is not None:
+                level, message = inputs
             elif c.n_dropped > 0.5 * max(c.n_received, 1):
                 level, message = WARN, f"most samples dropped ({c.n_dropped} of {c.n_received})"
             else:

@@ -24,7 +24,7 @@ from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
 
 from vehcal_ros.estimation.input_guard import InputGuard
-from vehcal_ros.nodes.common import ERROR
+from vehcal_ros.nodes.common import ERROR, OK, WARN
 
 
 class Periodic:
@@ -236,6 +236,15 @@ class WorkerNode(Node):
         return "buffers and estimates cleared; estimation starts over"
 
     # ------------------------------------------------------------- diagnostics
+    def _input_status(self, stale: list[str], losing: list[str]) -> tuple[int, str] | None:
+        """The inputs' status when it overrides the node's own checks: paused (OK), or silent / losing topics
+        (WARN); None when the inputs are healthy."""
+        if not self.enabled:
+            return OK, f"paused (~/enable false): {self.paused_messages} messages ignored"
+        problems = ([f"no data on: {', '.join(stale)}"] if stale else []) + (
+            [f"data lost on: {', '.join(losing)}"] if losing else [])
+        return (WARN, "; ".join(problems)) if problems else None
+
     def _input_health(self, received: Mapping[str, int], watched: tuple[str, ...], now: float
                       ) -> tuple[dict[str, float], list[str], dict[str, Any], list[str]]:
         """Per-topic input rates (Hz since the last diagnostics), the watched topics silent for longer than
