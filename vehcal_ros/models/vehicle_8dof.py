@@ -48,6 +48,7 @@ import numpy as np
 import yaml
 from numba import njit, prange
 
+from vehcal_ros.models.borrowed import borrowed
 from vehcal_ros.models.chunked import run_chunked
 from vehcal_ros.models.fiala import FASTMATH, MU_MAX, MU_MIN, fiala_tire
 from vehcal_ros.models.powertrain import (
@@ -56,8 +57,9 @@ from vehcal_ros.models.powertrain import (
     MAX_MOTOR_SPEED,
     MAX_MOTOR_TORQUE,
     STEERING_GAIN,
-    axle_drive_torque,
     brake_torque,
+    dc_motor_torque,
+    engine_map_torque,
     initial_gear,
     pack_powertrain,
     shift_gear,
@@ -273,7 +275,7 @@ def _driven_speed(k: np.ndarray, s: np.ndarray) -> float:
     return 0.25 * (s[8] + s[9] + s[10] + s[11])
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")  # numba-inlined into the time loops
 def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.ndarray, dt: float) -> None:
     """One half-implicit Euler step of Eqs. (4)-(13), in place on state ``s`` (12,) and loads ``fz`` (5,: the
     four loads, then the automatic's gear); ``inp`` one row of the ``N_INPUTS`` input columns."""
@@ -358,15 +360,15 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
         share_r = 0.5 * (1.0 - k[o + 5])
         gear = fz[4]
         if k[o] == 0.0:   # the paper's motor: each wheel's own speed
-            d_lf = axle_drive_torque(k, o, throttle, s[8], gear, share_f)
-            d_lr = axle_drive_torque(k, o, throttle, s[9], gear, share_r)
-            d_rf = axle_drive_torque(k, o, throttle, s[10], gear, share_f)
-            d_rr = axle_drive_torque(k, o, throttle, s[11], gear, share_r)
+            d_lf = dc_motor_torque(k, o, throttle, s[8], share_f)
+            d_lr = dc_motor_torque(k, o, throttle, s[9], share_r)
+            d_rf = dc_motor_torque(k, o, throttle, s[10], share_f)
+            d_rr = dc_motor_torque(k, o, throttle, s[11], share_r)
         else:             # engine map through the gearbox: the driven wheels' mean speed
             w_d = _driven_speed(k, s)
-            d_lf = axle_drive_torque(k, o, throttle, w_d, gear, share_f)
+            d_lf = engine_map_torque(k, o, throttle, w_d, gear, share_f)
             d_rf = d_lf
-            d_lr = axle_drive_torque(k, o, throttle, w_d, gear, share_r)
+            d_lr = engine_map_torque(k, o, throttle, w_d, gear, share_r)
             d_rr = d_lr
         t_lf = d_lf + brake_torque(brake * p[9] / MAX_BRAKE_TORQUE, s[8])
         t_lr = d_lr + brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, s[9])
@@ -414,12 +416,20 @@ def _sign(x: float) -> float:
     return 0.0
 
 
+# The time loops below: every array they touch is an argument (owned by the caller for the call) and is
+# borrowed at the top (models/borrowed.py), so the inlined step carries no reference counting; the thin
+# ``*_one`` wrappers allocate the state and loads. The step's branches on the powertrain kind and the
+# measured-torque flag are taken the same way at every step (predicted; measured as free).
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _simulate_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-                  out: np.ndarray) -> None:
-    """Trajectory of one parameter set: ``out[j]`` = state after ``j * n_sub`` steps (``out[0]`` = x0)."""
-    s = x0.copy()
-    fz = np.zeros(5)
+def _simulate_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inputs: np.ndarray, dt: float,
+                   n_sub: int, out: np.ndarray) -> None:
+    """Trajectory from state ``s`` (in place): ``out[j]`` = state after ``j * n_sub`` steps."""
+    k = borrowed(k)
+    p = borrowed(p)
+    s = borrowed(s)
+    fz = borrowed(fz)
+    inputs = borrowed(inputs)
+    out = borrowed(out)
     _initial_loads(k, p, s, fz)
     n_out = out.shape[0]
     out[0, :] = s
@@ -431,6 +441,13 @@ def _simulate_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarr
         out[j, :] = s
 
 
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _simulate_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+                  out: np.ndarray) -> None:
+    """Trajectory of one parameter set: ``out[j]`` = state after ``j * n_sub`` steps (``out[0]`` = x0)."""
+    _simulate_loop(k, p, x0.copy(), np.zeros(5), inputs, dt, n_sub, out)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _simulate_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float,
                     n_sub: int, out: np.ndarray) -> None:
@@ -438,45 +455,26 @@ def _simulate_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: n
         _simulate_one(k, params[i], x0, inputs, dt, n_sub, out[i])
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _sse_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-             chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
-    """Sum of squared residuals per channel (``data[j, c]`` vs state ``chan[c]`` at output j)."""
-    s = x0.copy()
-    fz = np.zeros(5)
-    _initial_loads(k, p, s, fz)
-    n_ch = chan.shape[0]
-    for c in range(n_ch):
-        r = s[chan[c]] - data[0, c]
-        sse[c] = r * r
-    step = 0
-    for j in range(1, data.shape[0]):
-        for _ in range(n_sub):
-            _step(k, p, s, fz, inputs[step], dt)
-            step += 1
-        for c in range(n_ch):
-            r = s[chan[c]] - data[j, c]
-            sse[c] += r * r
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-               chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
-    for i in prange(params.shape[0]):
-        _sse_one(k, params[i], x0, inputs, dt, n_sub, chan, data, sse[i])
-
-
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
-def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float, sse: np.ndarray) -> int:
-    """:func:`_sse_one` that stops as soon as the weighted sum ``sum_c w[c] sse[c]`` exceeds ``budget``.
+def _wsse_bounded_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inputs: np.ndarray,
+                       dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float,
+                       sse: np.ndarray) -> int:
+    """Per-channel sums of squared residuals ``sse[c]`` (``data[j, c]`` vs state ``chan[c]`` at output j) of the
+    run from state ``s`` (in place), stopping as soon as the weighted sum ``sum_c w[c] sse[c]`` exceeds ``budget``.
 
     Residuals only add up, so once the partial sum passes the budget the full one does too: the caller's
     decision (an MH rejection) is already certain. A stopped or diverged (NaN) run leaves ``sse = inf``.
     Returns the integration steps taken (the work done).
     """
-    s = x0.copy()
-    fz = np.zeros(5)
+    k = borrowed(k)
+    p = borrowed(p)
+    s = borrowed(s)
+    fz = borrowed(fz)
+    inputs = borrowed(inputs)
+    chan = borrowed(chan)
+    data = borrowed(data)
+    w = borrowed(w)
+    sse = borrowed(sse)
     _initial_loads(k, p, s, fz)
     n_ch = chan.shape[0]
     tot = 0.0
@@ -504,12 +502,29 @@ def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.n
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float, sse: np.ndarray) -> int:
+    """:func:`_wsse_bounded_loop` of one parameter set from ``x0``; returns the steps taken."""
+    return _wsse_bounded_loop(k, p, x0.copy(), np.zeros(5), inputs, dt, n_sub, chan, data, w, budget, sse)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                 chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: np.ndarray, lo: int, hi: int,
                 sse: np.ndarray, steps: np.ndarray) -> None:
     """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``)."""
     for i in range(lo, hi):
         steps[i] = _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w[i], budget[i], sse[i])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+               chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
+    """Unbounded per-channel sums of squared residuals, rows over numba's threads (``prange``); the same loop
+    as the bounded kernel, so both give the same numbers."""
+    w = np.ones(chan.shape[0])
+    for i in prange(params.shape[0]):
+        _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w, np.inf, sse[i])
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
