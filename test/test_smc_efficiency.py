@@ -84,19 +84,23 @@ def test_bounded_kernel_stops_exactly_when_over_budget() -> None:
     theta = pb.prior.sample(rng, 300)
     params = pb.parameter_matrix(theta[:, : pb.n_model])
     w = 1.0 / theta[:, pb.n_model:] ** 2
-    # reference: the plain (prange) kernel, full runs
+    # reference: the plain (prange) kernel, full runs. It compiles the same loop into numba's parallel gufunc,
+    # where LLVM contracts other multiply-adds into FMAs: round-off differs, and prior draws that spin the vehicle
+    # out amplify it (up to 3e-7 relative; 7 of 300 rows above 1e-10, 2026-11-24); the median is 3e-16
     sse_full = pb.sim.sse(params, pb.chan, pb.data)
     sse_all, steps_all = pb.sim.sse_bounded(params, pb.chan, pb.data, w)
-    np.testing.assert_allclose(sse_all, sse_full, rtol=1e-10)
+    rel = np.abs(sse_all - sse_full) / np.abs(sse_full)
+    assert np.median(rel) < 1e-12 and rel.max() < 1e-5
     assert np.all(steps_all == pb.sim.steps_per_run)
-    wsse = np.sum(w * sse_full, axis=1)
+    wsse = np.sum(w * sse_all, axis=1)
     budget = wsse * rng.uniform(0.2, 1.8, wsse.size)
     sse_b, steps_b = pb.sim.sse_bounded(params, pb.chan, pb.data, w, budget)
     over = wsse > budget * (1 + 1e-9)
     under = wsse < budget * (1 - 1e-9)
     assert over.sum() > 50 and under.sum() > 50
     assert np.all(np.isinf(sse_b[over])) and steps_b[over].mean() < 0.9 * pb.sim.steps_per_run
-    np.testing.assert_allclose(sse_b[under], sse_full[under], rtol=1e-10)
+    # a run that stays under its budget is the full run, to the bit
+    np.testing.assert_array_equal(sse_b[under], sse_all[under])
     # the same numbers however the rows are cut into chunks and threads
     old = chunked.DEFAULT_CHUNK
     try:
