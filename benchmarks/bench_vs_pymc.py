@@ -20,7 +20,8 @@ computed by arviz on the draws as each sampler returns them and, because the ord
 nothing, also on draws shuffled within each chain (both sides alike); the ratio uses the smaller.
 
 Needs the optional benchmark environment (never a dependency of the package): ``make bench-peers``, or
-``.venv-bench/bin/python benchmarks/bench_vs_pymc.py [--chains 8 --draws 1000 --seed 0 --json OUT]``.
+``.venv-bench/bin/python benchmarks/bench_vs_pymc.py [--chains 8 --draws 1000 --seed 0 --vehcal-threads 1
+--json OUT]`` (this project's side on one thread by default, so both sides' CPU seconds are one core's).
 """
 
 from __future__ import annotations
@@ -179,8 +180,11 @@ def _run_side(side: str, args: argparse.Namespace) -> dict:
         out = Path(tmp) / f"{side}.json"
         cmd = [sys.executable, __file__, "--side", side, "--chains", str(args.chains), "--draws", str(args.draws),
                "--seed", str(args.seed), "--pymc-cores", str(args.pymc_cores), "--json", str(out)]
+        env = dict(os.environ)
+        if side == "ours":  # numba's and the batch pool's threads (PyMC's side runs on one core, --pymc-cores)
+            env["NUMBA_NUM_THREADS"] = str(args.vehcal_threads)
         load0 = os.getloadavg()
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=env)
         res = json.loads(out.read_text())
         res["load_average_before"] = load0
         res["load_average_after"] = os.getloadavg()
@@ -194,6 +198,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pymc-cores", type=int, default=1,
                     help="PyMC's cores (1: chains in-process and likelihood evaluations counted)")
+    ap.add_argument("--vehcal-threads", type=int, default=1,
+                    help="threads of this project's batch likelihood (1: both sides' CPU seconds are one core's)")
     ap.add_argument("--side", choices=("ours", "pymc"), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -214,6 +220,7 @@ def main() -> None:
     v, p = sides["vehcal"], sides["pymc"]
     diff_sd = {k: (v["mean"][k] - p["mean"][k]) / p["sd"][k] for k in p["mean"]}
     report = {"started": started, "chains": args.chains, "draws": args.draws, "seed": args.seed,
+              "vehcal_threads": args.vehcal_threads,
               "cpus": os.cpu_count(), "sides": sides,
               "ratio_ess_per_cpu_s": v["ess_per_cpu_s"] / p["ess_per_cpu_s"],
               "ratio_cpu_s": p.get("cpu_s_minus_startup", p["cpu_s"]) / v["cpu_s"],
@@ -235,7 +242,8 @@ def _table(rep: dict) -> str:
     lines = [f"lateral stage, {rep['chains']} chains x {rep['draws']} draws, seed {rep['seed']}, "
              f"started {rep['started']}",
              "", f"| figure | {v['sampler']} | {p['sampler']} |", "|---|---|---|",
-             row("wall s", f(v["wall_s"], ".1f"), f(p["wall_s"], ".1f") + f" ({p['settings']['cores']} core)"),
+             row("wall s", f(v["wall_s"], ".1f") + f" ({rep.get('vehcal_threads', '?')} thread(s))",
+                 f(p["wall_s"], ".1f") + f" ({p['settings']['cores']} core)"),
              row("CPU s", f(v["cpu_s"], ".1f"), f"{p['cpu_s']:.1f} (minus start-up: {p['cpu_s_minus_startup']:.1f})"),
              row("likelihood evaluations", f"{v['evaluations']:,} ({v['evaluation_equivalents']:,.0f} full-run "
                  "equivalents)", f(p["evaluations"], ",")),
