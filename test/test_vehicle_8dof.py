@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import njit
 
+from vehcal_ros.models.borrowed import borrowed
 from vehcal_ros.models.fiala import fiala_forces, fiala_slips, fiala_tire
 from vehcal_ros.models.vehicle_8dof import (
     DEFAULT_PARAMETERS,
@@ -164,3 +166,24 @@ def test_reproduces_chrono_lateral_maneuver_with_published_means() -> None:
                           ("wz", "yaw_rate", 0.01)):
         rmse = np.sqrt(np.mean((x[:, STATE_INDEX[name]] - seg.measured[ch]) ** 2))
         assert rmse < tol, (name, rmse)
+
+
+@njit
+def _scale_rows_borrowed(a: np.ndarray, f: np.ndarray) -> float:
+    b = borrowed(a)
+    g = borrowed(f)
+    for i in range(b.shape[0]):
+        for j in range(b.shape[1]):
+            b[i, j] *= g[i]
+    return b[-1, -1]
+
+
+def test_borrowed_view_is_the_same_memory_with_its_strides() -> None:
+    base = np.arange(60.0).reshape(6, 10)
+    view = base[1::2, ::3]                     # strided, not contiguous
+    f = np.array([2.0, -1.0, 0.5])
+    expect = base.copy()
+    expect[1::2, ::3] *= f[:, None]
+    last = _scale_rows_borrowed(view, f)
+    np.testing.assert_array_equal(base, expect)  # written in place, nothing outside the view touched
+    assert last == expect[5, 9]
