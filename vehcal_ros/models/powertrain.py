@@ -126,8 +126,8 @@ def axle_drive_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float
 @njit(cache=True, nogil=True)
 def dc_motor_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float, share: float) -> float:
     """:func:`axle_drive_torque` of the dc_motor powertrain (N m). The hot loops call the two kinds' functions
-    directly, one branch per step (the engine map's table search inlined into every wheel's dc_motor path made
-    the 8-DOF step 1.6x slower)."""
+    directly, one branch per step (through :func:`axle_drive_torque`, the engine map's table search inlined into
+    every wheel's dc_motor path cost 10 % of the 8-DOF step, 77 vs 70 ns, 2026-11-24)."""
     motor_speed = wheel_speed / k[o + 3]
     motor_torque = (k[o + 1] - k[o + 1] * motor_speed / k[o + 2]) * throttle
     return motor_torque / k[o + 3] * k[o + 4] * share
