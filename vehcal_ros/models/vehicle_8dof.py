@@ -520,8 +520,8 @@ def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.nd
 @njit(cache=True, nogil=True, parallel=True)
 def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
-    """Unbounded per-channel sums of squared residuals, rows over numba's threads (``prange``); the same loop
-    as the bounded kernel, so both give the same numbers."""
+    """Unbounded per-channel sums of squared residuals, rows over numba's threads (``prange``): the bounded
+    kernel's loop, equal to its numbers up to round-off (the parallel gufunc contracts other multiply-adds)."""
     w = np.ones(chan.shape[0])
     for i in prange(params.shape[0]):
         _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w, np.inf, sse[i])
