@@ -52,7 +52,7 @@ def write_csv(seg: Segment, clean: Segment, path: Path) -> None:
 
 def calibrate(csv: Path, stage: str, out: Path, args, model: Path | None = None) -> dict:
     argv = [str(csv), "--stage", stage, "--json", str(out), "--chains", str(args.chains), "--draws",
-            str(args.draws), "--seed", str(args.seed)]
+            str(args.draws), "--seed", str(args.seed), "--vehicle", args.vehicle]
     if model is not None:
         argv += ["--model", str(model)]
     t0 = time.perf_counter()
@@ -78,6 +78,9 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--test-dir", default=None, help="folder with test_2.csv and test_set.txt (chrono_holdout.py)")
+    ap.add_argument("--vehicle", default="hmmwv_chrono",
+                    help="vehicle description: hmmwv_chrono (the paper's numbers + the Chrono driveline's inertia, "
+                         "default) or hmmwv (the paper's 8-DOF numbers)")
     ap.add_argument("--work", default=None, help="folder for the CSV and JSON files (default: a temp folder)")
     ap.add_argument("--out", default=str(Path(__file__).with_name("chrono_table.md")))
     args = ap.parse_args()
@@ -121,12 +124,13 @@ def main() -> None:
     scores = {}
     for label, params in (("chained across files (--model)", chained), ("unchained (defaults)", unchained),
                           ("the paper's posterior means", PAPER_MEANS), ("prior means", prior_means())):
-        r, s = score(params, table)
+        r, s = score(params, table, args.vehicle)
         scores[label] = {"rmse": r, "ratio_sum": s, "params": params}
         hold.append(f"| {label} | " + " | ".join(f"{r[c]:.4g}" for c in TABLE9_CHANNELS) + f" | {s:.2f} |")
     load = os.getloadavg()
     text = "\n".join([
-        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.chains} chains x {args.draws} draws, "
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, vehicle {args.vehicle}, "
+        f"{args.chains} chains x {args.draws} draws, "
         f"seed {args.seed}, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores, shared).", "",
         "## Posterior vs the paper's published means", "", *rows, "",
         "## Sampling (chained run)", "", *timing, "",

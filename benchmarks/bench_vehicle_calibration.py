@@ -49,6 +49,10 @@ def main() -> None:
     ap.add_argument("--work", required=True)
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--draws-lateral", type=int, default=None,
+                    help="draws of the lateral stage (default --draws; the front/rear roll-stiffness split of one "
+                         "steering ramp needs more)")
+    ap.add_argument("--out", default=None, help="also write the summary here (benchmarks/vehicle_calibration_*.md)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise-prior-factor", type=float, default=10.0)
     ap.add_argument("--skip-simulate", action="store_true")
@@ -60,10 +64,12 @@ def main() -> None:
     if not args.skip_simulate:
         for m in MANEUVERS:
             run(["simulate", m, "--vehicle", args.vehicle, "--bag", str(bags / m), "--seed", str(args.seed)])
+    t0, c0 = time.perf_counter(), time.process_time()
     if not args.skip_calibrate:
         for stage, bag, model, out in CHAIN:
+            draws = args.draws_lateral if stage == "lateral" and args.draws_lateral else args.draws
             argv = ["calibrate", str(bags / bag), "--stage", stage, "--vehicle", args.vehicle, "--chains",
-                    str(args.chains), "--draws", str(args.draws), "--seed", str(args.seed), "--json", str(work / out),
+                    str(args.chains), "--draws", str(draws), "--seed", str(args.seed), "--json", str(work / out),
                     "--noise-prior-factor", str(args.noise_prior_factor)]
             if model:
                 argv += ["--model", str(work / model)]
@@ -76,13 +82,18 @@ def main() -> None:
     r_cal = holdout_rmse(table, calibrated, t_start=1.0, constants=constants)
     stages = {s: json.loads((work / out).read_text()) for s, _, _, out in CHAIN}
     load = os.getloadavg()
-    lines = [f"vehicle {args.vehicle}, {args.chains} chains x {args.draws} draws, seed {args.seed}, noise prior "
-             f"factor {args.noise_prior_factor:g}, "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.1f}", "",
-             "| stage | converged | parameter means |", "|---|---|---|"]
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    lines = [f"vehicle {args.vehicle}, {args.chains} chains x {args.draws} draws (lateral "
+             f"{args.draws_lateral or args.draws}), seed {args.seed}, noise prior factor {args.noise_prior_factor:g}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load[0]:.1f} (2 cores, shared); "
+             f"calibration {wall:.0f} s wall, {cpu:.0f} CPU s", "",
+             "| stage | converged | max R-hat | min bulk ESS | initial gear | parameter means |",
+             "|---|---|---|---|---|---|"]
     for s, doc in stages.items():
         means = ", ".join(f"{k} {v['mean']:.4g}" for k, v in doc["parameters"].items())
-        lines.append(f"| {s} | {doc['converged']} | {means} |")
+        summ = [*doc["parameters"].values(), *doc["noise"].values()]
+        lines.append(f"| {s} | {doc['converged']} | {max(v['r_hat'] for v in summ):.4f} | "
+                     f"{min(v['ess_bulk'] for v in summ):.0f} | {doc.get('smc', {}).get('initial_gear')} | {means} |")
     lines += ["", "| channel | prior means RMSE | calibrated RMSE | better |", "|---|---|---|---|"]
     for c in TABLE9_CHANNELS:
         lines.append(f"| {c} | {r_prior[c]:.4g} | {r_cal[c]:.4g} | {r_cal[c] < r_prior[c]} |")
@@ -90,6 +101,8 @@ def main() -> None:
     lines.append(f"\ncalibrated better on {n_better} of {len(TABLE9_CHANNELS)} Table 9 channels")
     text = "\n".join(lines)
     (work / "summary.md").write_text(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
     print(text)
 
 
