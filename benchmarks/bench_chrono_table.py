@@ -78,9 +78,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--test-dir", default=None, help="folder with test_2.csv and test_set.txt (chrono_holdout.py)")
-    ap.add_argument("--vehicle", default="hmmwv_chrono",
-                    help="vehicle description: hmmwv_chrono (the paper's numbers + the Chrono driveline's inertia, "
-                         "default) or hmmwv (the paper's 8-DOF numbers)")
+    ap.add_argument("--vehicle", default="hmmwv", help="vehicle description (name or file; default hmmwv, the "
+                                                       "paper's 8-DOF numbers)")
     ap.add_argument("--work", default=None, help="folder for the CSV and JSON files (default: a temp folder)")
     ap.add_argument("--out", default=str(Path(__file__).with_name("chrono_table.md")))
     args = ap.parse_args()

@@ -50,7 +50,7 @@ def test2_table(test_dir: str | Path | None = None, last_row: int = 1160) -> dic
 def score(params: Mapping[str, float], table: Mapping[str, np.ndarray],
           vehicle: str | None = None) -> tuple[dict[str, float], float]:
     """(RMSE per Table 9 channel, summed RMSE ratio to the paper's Table 9); ``vehicle`` a description name or
-    file (default: the paper's ``hmmwv``; ``hmmwv_chrono`` adds the Chrono driveline's inertia)."""
+    file (default: the paper's ``hmmwv``)."""
     constants = None if vehicle is None else VehicleConstants.from_description(vehicle)
     rmse = holdout_rmse(table, params, t_start=1.0, dt=0.005, constants=constants)
     return rmse, float(sum(rmse[c] / PAPER_TABLE9[c] for c in TABLE9_CHANNELS))
@@ -62,7 +62,7 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--test-dir", default=None)
-    ap.add_argument("--vehicle", default=None, help="vehicle description (default hmmwv; hmmwv_chrono)")
+    ap.add_argument("--vehicle", default=None, help="vehicle description (default hmmwv)")
     ap.add_argument("results", nargs="*", help="vehcal calibrate --json results or params YAMLs to score")
     args = ap.parse_args()
     from vehcal_ros.io.model_file import load_model_file
