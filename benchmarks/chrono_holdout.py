@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse
+from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 PAPER_TABLE9 = {"u": 0.319, "v": 0.020, "psi": 0.026, "yaw_rate": 0.021, "roll": 0.006, "roll_rate": 0.016,
@@ -46,9 +47,12 @@ def test2_table(test_dir: str | Path | None = None, last_row: int = 1160) -> dic
             "w_rr": col["wrr"]}
 
 
-def score(params: Mapping[str, float], table: Mapping[str, np.ndarray]) -> tuple[dict[str, float], float]:
-    """(RMSE per Table 9 channel, summed RMSE ratio to the paper's Table 9)."""
-    rmse = holdout_rmse(table, params, t_start=1.0, dt=0.005)
+def score(params: Mapping[str, float], table: Mapping[str, np.ndarray],
+          vehicle: str | None = None) -> tuple[dict[str, float], float]:
+    """(RMSE per Table 9 channel, summed RMSE ratio to the paper's Table 9); ``vehicle`` a description name or
+    file (default: the paper's ``hmmwv``)."""
+    constants = None if vehicle is None else VehicleConstants.from_description(vehicle)
+    rmse = holdout_rmse(table, params, t_start=1.0, dt=0.005, constants=constants)
     return rmse, float(sum(rmse[c] / PAPER_TABLE9[c] for c in TABLE9_CHANNELS))
 
 
@@ -58,6 +62,7 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--test-dir", default=None)
+    ap.add_argument("--vehicle", default=None, help="vehicle description (default hmmwv)")
     ap.add_argument("results", nargs="*", help="vehcal calibrate --json results or params YAMLs to score")
     args = ap.parse_args()
     from vehcal_ros.io.model_file import load_model_file
@@ -67,5 +72,5 @@ if __name__ == "__main__":
     rows = {"paper means": PAPER_MEANS, "nominal (held-fixed defaults)": dict(DEFAULT_PARAMETERS)}
     rows.update({p: load_model_file(p) for p in args.results})
     for name, params in rows.items():
-        r, s = score(params, tab)
+        r, s = score(params, tab, args.vehicle)
         print(f"{name}: ratio sum {s:.2f}  " + json.dumps({k: round(v, 4) for k, v in r.items()}))

@@ -291,13 +291,26 @@ def check_prior_ranges(priors: Mapping[str, Sequence[float]] | None, label: str 
     return out
 
 
+def _identified(pname: str, stage: str, desc) -> bool:
+    """Whether ``stage`` identifies ``pname`` on this vehicle. A straight throttle ramp loads only the DRIVEN
+    wheels: an undriven axle's tires carry just their own spin-up force (Jw dw/dt / r, ~30 N on the sedan's
+    rear), so its slip stiffness is set by model-form errors of 0.1 % in the wheel speed (e.g. the rolling
+    radius's load sensitivity), not by the tire; the longitudinal stage of a front- (rear-) drive vehicle then
+    calibrates Cxf (Cxr) only and holds the other at the description's nominal value."""
+    if stage != "longitudinal":
+        return True
+    axle = {"Cxf": "front", "Cxr": "rear"}.get(pname)
+    return axle is None or axle in desc.driven_axles
+
+
 def stage_spec(name: str, *, separate_bphi: bool = False,
                priors: Mapping[str, Sequence[float]] | None = None, vehicle=None) -> StageSpec:
     """The stage's configuration from vehicle_8dof.yaml (paper Sections 3.3-3.5, Eq. 14).
 
     ``vehicle``: a vehicle description (name, file or :class:`~vehcal_ros.io.vehicle_description.
     VehicleDescription`) whose prior ranges and per-stage held-fixed values replace the paper's HMMWV ones
-    (None: the paper's; the shipped ``hmmwv`` description carries the same numbers).
+    (None: the paper's; the shipped ``hmmwv`` description carries the same numbers); the longitudinal stage of
+    a vehicle with an undriven axle does not calibrate that axle's Cx (:func:`_identified`).
 
     ``priors``: uniform prior ranges ``{name: (lower, upper)}`` replacing the paper's for the parameters of
     this stage (others are ignored; see :func:`check_prior_ranges`). With ``separate_bphi`` a ``bphi`` range
@@ -315,6 +328,8 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
         from vehcal_ros.io.vehicle_description import load_vehicle
         desc = load_vehicle(vehicle)
     for pname, (lo, hi) in cfg["priors"].items():
+        if desc is not None and not _identified(pname, name, desc):
+            continue   # held at the description's nominal value
         if desc is not None:
             lo, hi = desc.priors[pname]
         lo, hi = override.get(pname, (float(lo), float(hi)))
@@ -516,6 +531,9 @@ class StageProblem:
         self.prior = Prior.from_pairs(list(spec.priors) + [(f"sigma_{c}", HalfNormal(s))
                                                            for c, s in spec.noise_scales])
         self.n_obs = segment.time.size
+        gears = self.sim.feasible_gears()
+        if len(gears) > 1:
+            self.sim.initial_gear = self._best_gear(gears)
         self.steps_done = 0
         """8-DOF integration steps simulated by :meth:`log_likelihood` so far (its work)."""
 
@@ -530,6 +548,22 @@ class StageProblem:
             else:
                 p[:, PARAM_INDEX[name]] = theta_model[:, j]
         return p
+
+    def _best_gear(self, gears: list[int]) -> int:
+        """The automatic's gear at the segment's start: of the gears inside their shift band at the initial
+        speed (an automatic holds any of them: after a 4-3-... up-shift sequence a sedan cruises at 25 m/s in 4th,
+        while the lowest gear below its up-shift speed is 3rd, whose engine braking doubles the coast-down
+        deceleration), the one whose response with the held-fixed / nominal parameters fits the data best
+        (SSE weighted by the noise scales). A production car reports its gear; this infers it."""
+        scale = dict(self.spec.noise_scales)
+        w = np.array([1.0 / scale[c] ** 2 for c in self.spec.channels])
+        best, best_cost = gears[0], np.inf
+        for g in gears:
+            self.sim.initial_gear = g
+            cost = float(self.sim.sse(self.base[None, :], self.chan, self.data)[0] @ w)
+            if cost < best_cost:
+                best, best_cost = g, cost
+        return best
 
     def log_likelihood(self, theta: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
         """Gaussian log likelihood of each row of ``theta`` (model parameters then sigmas), ``(n,)``.
@@ -582,8 +616,9 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     """Calibrate one stage on ``segment`` (paper Sections 3.3-3.5).
 
     ``vehicle``: vehicle description (name, file or description; None = the paper's HMMWV): the 8-DOF constants,
-    drive/brake/steering maps, prior ranges and nominal values (``constants`` overrides its constants). The
-    segment's measured per-wheel torque, when present, drives the wheels instead of the maps.
+    drive/brake/steering maps, prior ranges and nominal values (``constants`` overrides its constants). With
+    the description's ``torque_source: measured`` the segment's measured per-wheel torque (``JointState.effort``)
+    drives the wheels instead of the maps; with ``map`` a measured torque in the data is ignored.
 
     ``previous``: 8-DOF parameter values from earlier stages (posterior means), overriding the configured
     held-fixed values; ``n_chains`` independent SMC runs of ``n_draws`` particles each; ``seed`` fixes every
@@ -605,6 +640,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     if noise_prior_factor != 1.0:
         spec = replace(spec, noise_scales=tuple((c, s * float(noise_prior_factor)) for c, s in spec.noise_scales))
     constants = constants or (VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle))
+    if constants.torque_source != "measured" and segment.wheel_torque is not None:
+        segment = replace(segment, wheel_torque=None)   # the description's torque source decides, not the data
     if check:
         check_segment(segment, spec, r0=constants.r0)
     base = _base_parameters(spec, previous, constants.default_parameters())
@@ -633,7 +670,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
         rmse_prior=dict(zip(chans, map(float, rmse_prior))), rmse_posterior=dict(zip(chans, map(float, rmse_post))),
         rmse_posterior_mean=dict(zip(chans, map(float, rmse_mean))), sampling_s=smc.elapsed_s,
         smc={**{k: v for k, v in smc.to_dict().items() if k not in ("names",)},
-             "evaluation_equivalents": problem.steps_done / problem.sim.steps_per_run}, separate_bphi=separate_bphi,
+             "evaluation_equivalents": problem.steps_done / problem.sim.steps_per_run,
+             "initial_gear": problem.sim.initial_gear}, separate_bphi=separate_bphi,
         priors={n: (float(d.low), float(d.high)) for n, d in spec.priors if isinstance(d, Uniform)},
     )
 

@@ -1,6 +1,7 @@
 """The 8-DOF model calibration cycle shared by the ``model_calibrator`` node and bag replay.
 
-``CalibrationPipeline`` buffers the vehicle topics (wheel speeds, IMU, odometry, controls) in bounded rolling
+``CalibrationPipeline`` buffers the vehicle topics (wheel speeds, IMU, odometry, controls; the per-wheel net
+torque of ``JointState.effort`` when the vehicle description's ``torque_source`` is ``measured``) in bounded rolling
 buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.segments`) and runs the staged Bayesian
 calibration of papers/bayesian-calibration-8dof-vehicle-model.md (Section 3: longitudinal -> lateral -> rolling
 resistance; tempered SMC, several runs as chains) on them. Each stage keeps its last accepted result: a fit
@@ -40,6 +41,7 @@ from vehcal_ros.estimation.calibration import (
     stage_spec,
 )
 from vehcal_ros.estimation.segments import (
+    OPTIONAL_SOURCES,
     SOURCE_COLUMNS,
     SegmentConfig,
     Window,
@@ -60,6 +62,15 @@ UNITS: dict[str, str] = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad",
                          "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)"}
 STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf": "lateral", "Cyr": "lateral",
                             "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
+
+
+def _measured_torque(vehicle: str | None) -> bool:
+    """True when the vehicle description's torque source is ``measured`` (``JointState.effort``)."""
+    if vehicle is None:
+        return False
+    from vehcal_ros.io.vehicle_description import load_vehicle
+
+    return load_vehicle(vehicle).torque_source == "measured"
 
 
 def _full_defaults(defaults: Mapping[str, float] | None, vehicle: str | None = None) -> dict[str, float]:
@@ -219,6 +230,9 @@ class CalibrationPipeline:
         c = self.config
         self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
                         for name, cols in SOURCE_COLUMNS.items()}
+        if _measured_torque(c.vehicle):   # per-wheel net torque (JointState.effort) drives the 8-DOF wheels
+            cols = OPTIONAL_SOURCES["wheel_torque"]
+            self.buffers["wheel_torque"] = RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
         self.status: dict[str, StageStatus] = {s: StageStatus() for s in STAGE_NAMES}
         self.cycle = 0
         self._received = dict.fromkeys(SOURCE_COLUMNS, 0)
@@ -257,6 +271,11 @@ class CalibrationPipeline:
             self._reset_marks()
         if self.buffers[src].append(t, row[1:]):
             self._newest = max(self._newest, t)
+        torque = self.buffers.get("wheel_torque") if src == "wheel_speeds" else None
+        if torque is not None:
+            effort = getattr(record, "torque", None)
+            if effort is not None and len(effort) == 4:   # a message without effort leaves a gap (map not used)
+                torque.append(t, effort)
 
     def reject(self, source: str, reason: str = "undecodable") -> None:
         """Count a message of ``source`` refused before it became a record: not convertible (malformed
@@ -336,6 +355,10 @@ class CalibrationPipeline:
             st.segment, st.excitation = (w.t_start, w.t_end), w.score
             try:
                 seg = build_segment(r, w.t_start, w.t_end, c.segments, source=f"{stage} segment")
+                if "wheel_torque" in self.buffers and seg.wheel_torque is None:
+                    raise InputError(f"{stage} segment [{w.t_start:.2f}, {w.t_end:.2f}] s: no measured wheel torque "
+                                     "(JointState.effort of every wheel) throughout, and the vehicle's "
+                                     "torque_source is measured")
                 check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0)
             except (InputError, EstimationError) as exc:
                 st.n_rejected += 1

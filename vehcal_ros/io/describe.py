@@ -5,7 +5,8 @@ flat road: masses (sprung = chassis with the steering parts and the control arms
 + spindle + rim + tire), the sprung CG and its inertias about the CG (chassis axes), wheel-centre wheelbase and
 tracks, the roll centres of the suspension geometry, the tire radius as the 8-DOF uses it (``r0`` such that
 r0 - Fz/kt equals the measured free-rolling radius u/omega at the static loads: the simulator's tire rolls at
-R0 - deflection/3, the 8-DOF's at r0 - deflection) and vertical stiffness, the tire's friction
+R0 - deflection/3, the 8-DOF's at r0 - deflection), the rolling radius minus the loaded radius (wheel-centre
+height, R0 - deflection: the lever of the tire force) and vertical stiffness, the tire's friction
 peak and full-slide values on the dry road (mu 0.9), wheel spin inertias, driveline, engine map and gearbox (or
 the 8-DOF paper's motor map for the HMMWV), brake gains, the steering gain, and the rolling-resistance lever
 ``nominal.rr`` = QSY1 x R0 (HMMWV 0.00376 m, sedan 0; the other nominal values and the priors are left to the
@@ -102,7 +103,8 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         "inertia": {"roll": inertia[0, 0], "yaw": inertia[2, 2], "roll_yaw": inertia[0, 2]},
         "track": {"front": pos[0, B_WH][1] - pos[1, B_WH][1], "rear": pos[2, B_WH][1] - pos[3, B_WH][1]},
         "roll_centre_below_cg": {"front": h - rc_height[0], "rear": h - rc_height[1]},
-        "tire": {"unloaded_radius": r0_rolling, "vertical_stiffness_front": params.tire.kz,
+        "tire": {"unloaded_radius": r0_rolling, "rolling_minus_loaded": r0_rolling - params.tire.r0,
+                 "vertical_stiffness_front": params.tire.kz,
                  "vertical_stiffness_rear": params.tire.kz, "friction_peak": mu_peak, "friction_slide": mu_slide},
         "wheel": {"spin_inertia_front": params.corner_bodies(0)[3].inertia[1, 1],
                   "spin_inertia_rear": params.corner_bodies(1)[3].inertia[1, 1]},

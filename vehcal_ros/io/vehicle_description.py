@@ -53,6 +53,7 @@ _SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
     ("r0", "tire.unloaded_radius", "m", 0.05, 3.0, None),
     ("ktf", "tire.vertical_stiffness_front", "N/m", 1e3, 1e9, None),
     ("ktr", "tire.vertical_stiffness_rear", "N/m", 1e3, 1e9, None),
+    ("rolling_excess", "tire.rolling_minus_loaded", "m", -0.1, 0.1, 0.0),
     ("mu_max", "tire.friction_peak", "-", 0.05, 3.0, 0.9835),
     ("mu_min", "tire.friction_slide", "-", 0.0, 3.0, 0.5568),
     ("Jw_f", "wheel.spin_inertia_front", "kg m^2", 1e-3, 1e4, None),
@@ -122,6 +123,10 @@ class VehicleDescription:
     """[held_fixed] per stage, values that stage holds fixed instead of ``nominal`` (the paper's per-stage
     values for the HMMWV); earlier stages' results still override them."""
     source: str = ""         #: file it was read from
+    rolling_excess: float = 0.0
+    """[tire.rolling_minus_loaded] free-rolling radius minus loaded radius (wheel-centre height), m: the tire
+    rolls at ``r0 - Fz/kt`` and its force acts at ``r0 - Fz/kt - rolling_excess`` below the wheel centre (0 = the
+    8-DOF paper's tire; a Pac02/Chrono tire rolls at R0 - deflection/3, ~1 cm above its loaded radius)"""
 
     # ------------------------------------------------------------------ derived quantities
     @property

@@ -12,11 +12,14 @@ Equations, per step:
   angle into the body frame;
 * chassis Eqs. (4)-(7): Eq. (4) gives ``u_dot``; Eqs. (5)-(7) are linear in ``(v_dot, wx_dot, wz_dot)`` and are
   solved with the constant inverse of their 3x3 inertia matrix;
-* wheel spin ``Jw w_dot = T_drive + T_brake + T_rr - r Fx`` with the powertrain and brake maps of
+* wheel spin ``Jw w_dot = T_drive + T_brake + T_rr - r_l Fx`` with the powertrain and brake maps of
   :mod:`vehcal_ros.models.powertrain` and rolling resistance ``T_rr = -rr |Fz| sign(w)``; per-wheel brake
   gains (N m at full brake, default 4000 N m = the paper's map) are parameters so a later brake-friction fit
-  can calibrate them;
-* tire radius ``r = r0 - Fz/kt``;
+  can calibrate them; integrated linearly implicitly against the wheel's own tire force (``_spin_rate``: a
+  light wheel on a stiff tire, e.g. the sedan's rear, is unstable with the explicit update at 5 ms);
+* tire rolling radius ``r = r0 - Fz/kt`` (slip, Eq. 8) and loaded radius ``r_l = r - rolling_excess`` (the
+  force's lever and the wheel-centre height; ``rolling_excess`` = 0 in the paper's model, ~1 cm for a Pac02
+  tire, which rolls at R0 - deflection/3);
 * normal loads, Eqs. (10)-(13), recomputed after every step and clamped at zero. The paper's printed
   ``f_f, f_r, f_c`` terms are garbled, so they are derived here from quasi-static load transfer with roll
   centres (Shim & Ghike 2007, the paper's ref. 20), with ``muf``/``mur`` the mass of ONE unsprung corner:
@@ -50,7 +53,7 @@ from numba import njit, prange
 
 from vehcal_ros.models.borrowed import borrowed
 from vehcal_ros.models.chunked import run_chunked
-from vehcal_ros.models.fiala import FASTMATH, MU_MAX, MU_MIN, fiala_tire
+from vehcal_ros.models.fiala import FASTMATH, MIN_CONTACT_SPEED, MU_MAX, MU_MIN, fiala_tire
 from vehcal_ros.models.powertrain import (
     GEAR_RATIO,
     MAX_BRAKE_TORQUE,
@@ -87,7 +90,7 @@ DEFAULT_PARAMETERS: dict[str, float] = {
 }
 """Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``) and the 4000 N m map."""
 
-_N_CONST = 37
+_N_CONST = 39
 PT_OFFSET = _N_CONST
 """Start of the packed powertrain block (models/powertrain.py) in the constants vector."""
 N_INPUTS = 7
@@ -137,6 +140,8 @@ class VehicleConstants:
     brake_front: float = MAX_BRAKE_TORQUE  # N m per wheel at full pedal (default of the brake-gain parameters)
     brake_rear: float = MAX_BRAKE_TORQUE
     nominal: tuple[tuple[str, float], ...] = ()  # nominal values of the calibrated parameters (description)
+    torque_source: str = "map"  # map | measured: what drives the wheels in calibration (description torque_source)
+    rolling_excess: float = 0.0  # free-rolling minus loaded radius, m (the force acts at r0 - Fz/kt - this)
 
     @property
     def total_mass(self) -> float:
@@ -179,7 +184,8 @@ class VehicleConstants:
                    front_share=d.front_share, final_drive=d.final_drive, engine_speed=tuple(d.engine_speed),
                    torque_full=tuple(d.torque_full), torque_zero=tuple(d.torque_zero),
                    gear_ratios=tuple(d.gear_ratios), shift_down=tuple(d.shift_down), shift_up=tuple(d.shift_up),
-                   brake_front=d.brake_front, brake_rear=d.brake_rear, nominal=tuple(sorted(d.nominal.items())))
+                   brake_front=d.brake_front, brake_rear=d.brake_rear, nominal=tuple(sorted(d.nominal.items())),
+                   torque_source=d.torque_source, rolling_excess=d.rolling_excess)
 
     def default_parameters(self) -> dict[str, float]:
         """Full 8-DOF parameter set before calibration: the description's nominal values and its brake torques
@@ -208,6 +214,8 @@ class VehicleConstants:
         k[_N_CONST:] = pt
         k[35] = self.Jw_r
         k[36] = 0.0   # measured-torque flag (set by Simulator8Dof when per-wheel torque is given)
+        k[37] = self.rolling_excess
+        k[38] = 0.0   # initial gear (1-based) of the automatic; 0 = the lowest gear below its up-shift speed
         vals = [self.m, self.muf, self.mur, self.a, self.b, self.h, self.cf, self.cr, self.Jx, self.Jz, self.Jxz,
                 self.r0, self.ktf, self.ktr, self.hrcf, self.hrcr, self.Jw, self.g, self.mu_max, self.mu_min,
                 self.steer_gain]
@@ -258,10 +266,10 @@ def _normal_loads(k: np.ndarray, p: np.ndarray, phi: float, wx: float, ax: float
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _initial_loads(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray) -> None:
     """Loads at the initial state: steady cornering a_y = wz u, no longitudinal acceleration."""
-    r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12]
-    r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13]
+    r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12] - k[37]
+    r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13] - k[37]
     _normal_loads(k, p, s[5], s[6], 0.0, s[7] * s[2], r_f, r_r, fz)
-    fz[4] = initial_gear(k, PT_OFFSET, _driven_speed(k, s))
+    fz[4] = k[38] - 1.0 if k[38] > 0.0 else initial_gear(k, PT_OFFSET, _driven_speed(k, s))
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -374,14 +382,28 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
         t_lr = d_lr + brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, s[9])
         t_rf = d_rf + brake_torque(brake * p[10] / MAX_BRAKE_TORQUE, s[10])
         t_rr = d_rr + brake_torque(brake * p[12] / MAX_BRAKE_TORQUE, s[11])
+    # the tire force acts at the loaded radius (wheel-centre height), rolling_excess below the rolling radius
+    xs = k[37]
     w = s[8]
-    dw_lf = (t_lf - rr * fz[0] * _sign(w) - fxt_lf * r_lf) / jw
+    dw_lf = (t_lf - rr * fz[0] * _sign(w) - fxt_lf * (r_lf - xs)) / jw
     w = s[9]
-    dw_lr = (t_lr - rr * fz[1] * _sign(w) - fxt_lr * r_lr) / jw_r
+    dw_lr = (t_lr - rr * fz[1] * _sign(w) - fxt_lr * (r_lr - xs)) / jw_r
     w = s[10]
-    dw_rf = (t_rf - rr * fz[2] * _sign(w) - fxt_rf * r_rf) / jw
+    dw_rf = (t_rf - rr * fz[2] * _sign(w) - fxt_rf * (r_rf - xs)) / jw
     w = s[11]
-    dw_rr = (t_rr - rr * fz[3] * _sign(w) - fxt_rr * r_rr) / jw_r
+    dw_rr = (t_rr - rr * fz[3] * _sign(w) - fxt_rr * (r_rr - xs)) / jw_r
+    # linearly implicit spin against the wheel's own tire force (see _spin_rate): the contact patches' forward
+    # speed changes over this step by dt x its acceleration
+    vxa_f = (v + wz * a) * sd
+    vxd_f = (v_dot + wz_dot * a) * sd
+    dw_lf = _spin_rate(dw_lf, s[8], r_lf, xs, jw, fxt_lf, p[0], (u - wz * cf / 2.0) * cd + vxa_f,
+                       (u_dot - wz_dot * cf / 2.0) * cd + vxd_f, dt)
+    dw_rf = _spin_rate(dw_rf, s[10], r_rf, xs, jw, fxt_rf, p[0], (u + wz * cf / 2.0) * cd + vxa_f,
+                       (u_dot + wz_dot * cf / 2.0) * cd + vxd_f, dt)
+    dw_lr = _spin_rate(dw_lr, s[9], r_lr, xs, jw_r, fxt_lr, p[1], u - wz * cr / 2.0, u_dot - wz_dot * cr / 2.0,
+                       dt)
+    dw_rr = _spin_rate(dw_rr, s[11], r_rr, xs, jw_r, fxt_rr, p[1], u + wz * cr / 2.0, u_dot + wz_dot * cr / 2.0,
+                       dt)
 
     # velocities first ...
     u = u + dt * u_dot
@@ -402,9 +424,41 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
     s[6] = wx
     s[7] = wz
     # loads for the next step from this step's accelerations
-    _normal_loads(k, p, s[5], wx, u_dot - wz * v, v_dot + wz * u, 0.5 * (r_lf + r_rf), 0.5 * (r_lr + r_rr), fz)
+    _normal_loads(k, p, s[5], wx, u_dot - wz * v, v_dot + wz * u, 0.5 * (r_lf + r_rf) - xs,
+                  0.5 * (r_lr + r_rr) - xs, fz)
     if k[PT_OFFSET] != 0.0 and k[36] == 0.0:
         fz[4] = shift_gear(k, PT_OFFSET, fz[4], _driven_speed(k, s))
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _spin_rate(f: float, w: float, r: float, excess: float, jw: float, fx: float, cx: float, vx: float,
+               vx_dot: float, dt: float) -> float:
+    """Wheel spin acceleration (rad/s^2) for a linearly implicit (backward Euler) update of the stiff slip mode.
+
+    ``f`` = the explicit ``(T - T_rr - r Fx) / Jw``. The tire force depends on the wheel's slip
+    ``s = (r w - vx) / |vx|`` with slope ``c = dFx/ds`` (``Cx`` in the elastic range, the secant ``Fx / s``
+    beyond it), so ``df/dw = -lam``, ``lam = r_l r c / (|vx| Jw)`` (``r`` rolling radius, ``r_l = r - excess``
+    the force's lever), and ``df/dvx = lam (1 + s) / r`` (vx > 0). Backward
+    Euler in both: ``w_dot = (f + lam (1 + s) / r * dt vx_dot) / (1 + dt lam)``. For a light wheel on a stiff tire
+    at low speed (the sedan's rear: lam ~ 10^3 1/s at 5 m/s) the explicit update (``f`` alone) is unstable at
+    5 ms; dividing ``f`` alone by ``1 + dt lam`` would be stable but makes the wheel lag the car by one step,
+    which a stiff tire turns into a spurious force ``Cx dt a_x / |vx|``; the ``vx_dot`` term removes that lag.
+    Where ``dt lam`` is small (the HMMWV) this equals the explicit update to O(dt lam).
+    """
+    den = abs(vx)
+    if den < MIN_CONTACT_SPEED:
+        return f
+    s = (r * w - vx) / den
+    c = cx
+    if abs(s) > 1e-9:
+        c = fx / s
+        if c > cx:
+            c = cx
+        elif c < 0.0:
+            c = 0.0
+    lam = (r - excess) * r * c / (den * jw)
+    ds = s if vx > 0.0 else -s   # d s / d vx = -(1 + s sign(vx)) / |vx|
+    return (f + lam * (1.0 + ds) / r * dt * vx_dot) / (1.0 + dt * lam)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -530,8 +584,8 @@ def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.nda
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _loads_batch(k: np.ndarray, params: np.ndarray, states: np.ndarray, ax: np.ndarray, ay: np.ndarray,
                  out: np.ndarray) -> None:
-    r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12]
-    r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13]
+    r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12] - k[37]
+    r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13] - k[37]
     for i in range(states.shape[0]):
         _normal_loads(k, params[i], states[i, 5], states[i, 6], ax[i], ay[i], r_f, r_r, out[i])
 
@@ -592,7 +646,7 @@ class Simulator8Dof:
     def __init__(self, initial_state: Mapping[str, float] | np.ndarray, time: np.ndarray, throttle: np.ndarray,
                  brake: np.ndarray, steering: np.ndarray, *, dt: float = 0.005, output_dt: float | None = None,
                  n_out: int | None = None, constants: VehicleConstants | None = None,
-                 wheel_torque: np.ndarray | None = None) -> None:
+                 wheel_torque: np.ndarray | None = None, initial_gear: int | None = None) -> None:
         time = np.asarray(time, dtype=float)
         if time.ndim != 1 or time.size < 2 or np.any(np.diff(time) <= 0):
             raise ValueError("time must be a strictly increasing 1-D array with at least 2 samples")
@@ -626,6 +680,39 @@ class Simulator8Dof:
         else:
             cols += [np.zeros(n_steps)] * 4
         self.inputs = np.ascontiguousarray(np.column_stack(cols)).reshape(n_steps, N_INPUTS)
+        self.initial_gear = initial_gear
+
+    @property
+    def initial_gear(self) -> int | None:
+        """Gear (1-based) of the automatic at the start, or None: the lowest gear whose engine speed is below
+        its up-shift speed. An automatic holds any gear inside its shift band, so the gear at a segment's start
+        is part of the state (a production car reports it; :func:`feasible_gears`)."""
+        g = int(self.k[38])
+        return g if g > 0 else None
+
+    @initial_gear.setter
+    def initial_gear(self, gear: int | None) -> None:
+        n = len(self.constants.gear_ratios)
+        if gear is not None and not (1 <= int(gear) <= n):
+            raise ValueError(f"initial_gear must be in [1, {n}] for this vehicle, got {gear}")
+        self.k[38] = 0.0 if gear is None else float(int(gear))
+
+    def feasible_gears(self) -> list[int]:
+        """Gears (1-based) whose engine speed at the initial state lies inside their shift band [down-shift,
+        up-shift speed] (the gears an automatic may be holding); [] without a gearbox or with measured torque."""
+        c = self.constants
+        if c.powertrain != "engine_map" or self.k[36] > 0.0 or not c.gear_ratios:
+            return []
+        s = self.x0
+        share = c.front_share
+        w = 0.5 * (s[8] + s[10]) if share >= 1.0 else 0.5 * (s[9] + s[11]) if share <= 0.0 else 0.25 * (
+            s[8] + s[9] + s[10] + s[11])
+        out = []
+        for i, ratio in enumerate(c.gear_ratios):
+            w_e = w / (ratio * c.final_drive)
+            if c.shift_down[i] <= w_e <= c.shift_up[i] or (i == 0 and w_e <= c.shift_up[i]):
+                out.append(i + 1)
+        return out
 
     @property
     def t_out(self) -> np.ndarray:
