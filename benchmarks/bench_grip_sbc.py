@@ -105,7 +105,8 @@ def one(args: tuple) -> dict:
     data = simulate(case, theta, rng)
     true_mu_max = float(peak(theta)[0])
     cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
-                     keep_negative_slip=True, n_chains=int(rest[0]) if rest else GripConfig.n_chains)
+                     keep_negative_slip=True, n_chains=int(rest[0]) if rest else GripConfig.n_chains,
+                     slip_prior="flat" if case == "live" else GripConfig.slip_prior)
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
     try:
         e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"))

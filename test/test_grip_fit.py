@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -115,7 +116,7 @@ def test_errors_in_variables_fit_takes_slip_and_mu_variances():
     vm = np.where(np.arange(s.size) % 2 == 0, 0.0, 0.01**2)
     sd = np.sqrt(0.005**2 + vm + slope(s, TRUE) ** 2 * vs)
     mu = mf_curve(s, TRUE) + sd * rng.standard_normal(s.size)
-    cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True)
+    cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True, slip_prior="flat")
     est = GripEstimator(cfg).fit(s, mu, slip_var=vs, mu_var=vm)
     assert est.converged and est.r_hat_max <= 1.01 and min(est.ess_bulk_min, est.ess_tail_min) >= 400
     assert est.mu_max.lower <= MU_MAX <= est.mu_max.upper
@@ -128,6 +129,26 @@ def test_errors_in_variables_fit_takes_slip_and_mu_variances():
         GripEstimator(cfg).fit(s, mu, slip_var=np.ones(3))
     with pytest.raises(InputError, match="mu_var"):
         GripEstimator(cfg).fit(s, mu, mu_var=np.ones(3))
+
+
+def test_clustered_true_slips_flat_prior_is_confidently_low_deconvolved_is_not():
+    """Everyday driving as the live pipeline sees it (accel_coast): true slips in clusters (cruise at 0, a steady
+    acceleration at mu = 0.3, a short ramp), measured with block-average slip noise (1.3e-3) far wider than the
+    clusters, friction at the TRUE slip. The flat-prior effective-variance likelihood reads the tight friction of
+    each cluster as evidence of a flat curve there and converges to an interval below the true mu_max; with the
+    deconvolved true-slip distribution (default) the interval contains it."""
+    rng = np.random.default_rng(1)
+    a = slip_at_friction(TRUE, 0.3)
+    t = np.concatenate([np.zeros(60), np.full(25, a), np.linspace(0.0, a, 15)])
+    s = t + 1.3e-3 * rng.standard_normal(t.size)
+    mu = mf_curve(t, TRUE) + 3e-3 * rng.standard_normal(t.size)
+    vs = np.full(t.size, 1.3e-3**2)
+    cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True)
+    flat = GripEstimator(dataclasses.replace(cfg, slip_prior="flat")).fit(s, mu, slip_var=vs)
+    assert flat.mu_max.upper < MU_MAX, flat.mu_max
+    est = GripEstimator(cfg).fit(s, mu, slip_var=vs)
+    assert est.slip_components >= 2 and est.converged
+    assert est.mu_max.lower <= MU_MAX <= est.mu_max.upper, est.mu_max
 
 
 def test_converged_means_exactly_the_rule():

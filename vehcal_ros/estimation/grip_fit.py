@@ -24,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from vehcal_ros.errors import EstimationError, InputError
+from vehcal_ros.estimation.latent_slip import true_slip_distribution
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, run_grip_chains
 from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
 from vehcal_ros.models.pacejka import (
@@ -113,6 +114,12 @@ class GripConfig:
     std under the prior alone (the data removed less than 1 - ratio^2 of the prior variance)."""
     max_curve_draws: int = 2000
     """Retained draws (evenly subsampled) used for the curve quantiles."""
+    slip_prior: str = "deconvolved"
+    """What the fit assumes about the true slips behind measured slips with variances ``slip_var``:
+    "deconvolved" (default): their distribution is learnt from the measured slips (a Gaussian mixture deconvolved
+    from the slip noise, :mod:`~vehcal_ros.estimation.latent_slip`) and each sample enters the likelihood at the
+    posterior mean and variance of its true slip; "flat": a flat prior, i.e. the effective-variance likelihood at
+    the measured slips (biased low when the true slips are clustered, as in everyday driving)."""
 
     def __post_init__(self) -> None:
         b = np.asarray(self.bounds, dtype=float)
@@ -134,6 +141,7 @@ class GripConfig:
             (0.0 < self.max_peak_slip < 1.0, "max_peak_slip must be in (0, 1)"),
             (self.prior_mode in ("posthoc", "truncated"), "prior_mode must be 'posthoc' or 'truncated'"),
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
+            (self.slip_prior in ("deconvolved", "flat"), "slip_prior must be 'deconvolved' or 'flat'"),
             (len(self.slip_grid) == 3 and self.slip_grid[2] >= 2 and self.slip_grid[1] > self.slip_grid[0],
              "slip_grid must be (start < stop, n >= 2)"),
             (self.min_points > N_THETA, f"min_points must be > {N_THETA}"),
@@ -260,6 +268,8 @@ class GripEstimate:
     """Posterior covariance [3, 3] of y."""
     shape_prior_used: bool = False
     """True when the fit used a tire-shape prior."""
+    slip_components: int = 0
+    """Components of the deconvolved true-slip distribution (0: no slip variances, or ``slip_prior="flat"``)."""
     chains: ChainResult | None = field(default=None, repr=False, compare=False)
     """The raw chains (not serialised)."""
 
@@ -318,7 +328,7 @@ class GripEstimate:
             "acceptance": list(self.acceptance), "converged": self.converged,
             "n_steps_used": self.n_steps_used, "prior_dominated": self.prior_dominated,
             "mu_max_prior_std": self.mu_max_prior_std, "shape_prior_used": self.shape_prior_used,
-            "shape_mean": dict(zip(("BCD", "C", "E"), self.shape_mean)),
+            "shape_mean": dict(zip(("BCD", "C", "E"), self.shape_mean)), "slip_components": self.slip_components,
             "share_removed_by_prior": self.share_removed_by_prior, "prior_mode": self.prior_mode,
             "max_peak_slip": self.max_peak_slip, "n_points": self.n_points,
             "n_removed_nonfinite": self.n_removed_nonfinite, "n_braking": self.n_braking,
@@ -483,6 +493,12 @@ class GripEstimator:
         cfg = self.config
         t0 = time.perf_counter()
         s, m, vs, vm, n_nonfinite, n_braking = self._clean(slip, mu, slip_var, mu_var)
+        n_components = 0
+        if vs is not None and cfg.slip_prior == "deconvolved":  # measured slips -> their true slips' posteriors
+            mix = true_slip_distribution(s, vs)
+            n_components = mix.n_components
+            s, vs = (np.ascontiguousarray(x) for x in mix.posterior(s, vs))
+            vs = vs if np.any(vs > 0.0) else None
         ss = np.random.SeedSequence(cfg.seed)
         ss_ml, ss_start, ss_chain = ss.spawn(3)
         rng_ml = np.random.default_rng(ss_ml)
@@ -567,7 +583,7 @@ class GripEstimator:
         y = np.column_stack([kept[:, 0] * kept[:, 1] * kept[:, 2], kept[:, 1], kept[:, 3]])
         return GripEstimate(
             shape_mean=tuple(map(float, y.mean(axis=0))), shape_cov=np.cov(y.T),
-            shape_prior_used=cfg.shape_prior is not None,
+            shape_prior_used=cfg.shape_prior is not None, slip_components=n_components,
             mu_max=mu_max, slip_at_peak_mean=float(sp.mean()), slip_at_peak_std=float(sp.std(ddof=1)),
             theta=dict(zip(THETA_NAMES, map(float, kept.mean(axis=0)))), theta_cov=cov,
             theta_ml=dict(zip(THETA_NAMES, map(float, theta_ml))), mu_max_ml=mu_max_ml, sigma=sigma_post,

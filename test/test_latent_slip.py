@@ -1,0 +1,61 @@
+"""The deconvolved true-slip distribution and each sample's posterior (estimation/latent_slip.py), checked
+against known truth and a brute-force numerical integration."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vehcal_ros.estimation.latent_slip import SlipMixture, latent_slip, true_slip_distribution
+
+
+def test_deconvolution_recovers_clusters_narrower_than_the_noise() -> None:
+    """Two clusters of true slips (sd 2e-4 and 3e-3) measured with heteroscedastic noise (sd 1e-3 to 2e-3): BIC
+    picks two components whose means, weights and deconvolved widths match the truth within their sampling
+    error (n = 400)."""
+    rng = np.random.default_rng(4)
+    n = 400
+    which = rng.random(n) < 0.7
+    t = np.where(which, 0.001 + 2e-4 * rng.standard_normal(n), 0.02 + 3e-3 * rng.standard_normal(n))
+    sd = rng.uniform(1e-3, 2e-3, n)
+    s = t + sd * rng.standard_normal(n)
+    mix = true_slip_distribution(s, sd**2)
+    assert mix.n_components == 2
+    k = np.argsort(mix.means)
+    w, m, tau = mix.weights[k], mix.means[k], np.sqrt(mix.variances[k])
+    assert abs(w[0] - which.mean()) < 3 * np.sqrt(0.21 / n)
+    assert abs(m[0] - 0.001) < 3 * 1.6e-3 / np.sqrt(0.7 * n) and abs(m[1] - 0.02) < 3 * 3.4e-3 / np.sqrt(0.3 * n)
+    assert tau[0] < 6e-4                      # the noise (>= 1e-3) is not taken for cluster width
+    assert 2.2e-3 < tau[1] < 3.8e-3
+
+
+def test_posterior_matches_brute_force_integration() -> None:
+    """m_i and w_i of a given mixture equal the mean and variance of prior x likelihood integrated on a fine
+    grid (an independent evaluation of p(t | s_i))."""
+    mix = SlipMixture(weights=np.array([0.6, 0.3, 0.1]), means=np.array([0.0, 0.012, 0.03]),
+                      variances=np.array([1e-8, 4e-6, 0.0]), log_likelihood=0.0)
+    s = np.array([-0.002, 0.001, 0.006, 0.011, 0.02, 0.029])
+    v = np.array([1e-6, 2e-6, 1e-6, 4e-6, 1e-6, 9e-6])
+    m, w = mix.posterior(s, v)
+    grid = np.linspace(-0.02, 0.06, 400_001)
+    dx = grid[1] - grid[0]
+    for i in range(s.size):
+        like = np.exp(-0.5 * (s[i] - grid) ** 2 / v[i])
+        post = np.zeros_like(grid)
+        for wk, mk, vk in zip(mix.weights, mix.means, mix.variances):
+            if vk > 0:
+                post += wk * np.exp(-0.5 * (grid - mk) ** 2 / vk) / np.sqrt(2 * np.pi * vk) * like
+            else:                                 # a point mass: its weight times the likelihood at mk
+                j = np.argmin(abs(grid - mk))
+                post[j] += wk * np.exp(-0.5 * (s[i] - mk) ** 2 / v[i]) / dx
+        post /= post.sum()
+        mean = float((grid * post).sum())
+        var = float(((grid - mean) ** 2 * post).sum())
+        assert abs(m[i] - mean) < 1e-7 + 1e-4 * abs(mean), (i, m[i], mean)
+        assert abs(w[i] - var) < 1e-4 * var + 1e-12, (i, w[i], var)
+
+
+def test_noise_free_samples_pass_through() -> None:
+    s = np.array([0.0, 0.01, 0.02, 0.005])
+    m, w = latent_slip(s, np.zeros(4))
+    np.testing.assert_array_equal(m, s)
+    np.testing.assert_array_equal(w, np.zeros(4))
