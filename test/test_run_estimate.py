@@ -103,22 +103,21 @@ def test_run_estimate_sim_publishes_grip_and_model_within_truth(tmp_path, rclpy_
         mu_true = float(np.median(truth))
         estimates = [e for s in grip for e in grip[s]]
         hits = [e.vector.y <= mu_true <= e.vector.z for e in estimates]
+        print("published grip (scope, mean, lower, upper) vs truth", round(mu_true, 3),
+              [(e.header.frame_id, round(e.vector.x, 3), round(e.vector.y, 3), round(e.vector.z, 3))
+               for e in estimates])
         assert model, log[-3000:]
         rr = {kv.key: kv.value for st in model[-1].status if st.name == "rr" for kv in st.values}
         assert rr, [st.name for st in model[-1].status]
         lo, hi = float(rr["hdi_low"]), float(rr["hdi_high"])
         assert (1 - RR_MODEL_FORM) * RR_TIRE <= lo <= hi <= (1 + RR_MODEL_FORM) * RR_TIRE, (rr, RR_TIRE)
         assert float(rr["r_hat"]) <= 1.01
-        if not estimates:  # KNOWN DEFECT (issue 12, open): no fit of this drive passed the convergence rule
-            pytest.xfail("no grip estimate passed the convergence rule: " + " | ".join(
-                ln for ln in log.splitlines() if "grip_estimator" in ln and "not converged" in ln))
-        if sum(hits) < max(1, len(hits) - 1):
-            # KNOWN DEFECT (issue 12, open): on live block-averaged data the exact effective-variance likelihood is
-            # biased low and can converge to a narrow interval below the truth (accel_coast: 0.51 [0.49, 0.53]
-            # against 0.90; SBC of live-like data: 90 % intervals cover 85 %). Reported as xfail, not hidden:
-            # the calibration checks above stay enforced.
-            pytest.xfail(f"grip intervals miss the truth {mu_true:.3f}: "
-                         f"{[(e.header.frame_id, round(e.vector.y, 3), round(e.vector.z, 3)) for e in estimates]}")
+        # every published estimate passed the convergence rule and is not prior-dominated (the node withholds
+        # the others); on this drive both axles publish (replay of the same scenario: 4 front, 3 rear)
+        assert estimates, "no grip estimate published: " + " | ".join(
+            ln for ln in log.splitlines() if "grip_estimator" in ln and "not published" in ln)[-2000:]
+        assert sum(hits) >= max(1, len(hits) - 1), (mu_true, [(e.header.frame_id, round(e.vector.y, 3),
+                                                               round(e.vector.z, 3)) for e in estimates])
     finally:
         if proc.poll() is None:
             stop(proc)
