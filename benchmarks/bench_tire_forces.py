@@ -125,9 +125,14 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     desc = dataclasses.replace(desc, nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
     out.write_text(yaml.safe_dump(to_document(desc), sort_keys=False))
     veh = TireForceVehicle.from_description(desc)
-    # slip: the simulator's tires roll at R0 - deflection / 3 (models/hmmwv/tires.py): kt = 3 kz
+    # slip: the description's r0 - Fz/kz is the measured free-rolling radius at the static load; the simulator's
+    # tires roll at R0 - deflection / 3 (models/hmmwv/tires.py), so the radius's load sensitivity is 1/kt with
+    # kt = 3 kz: R(Fz) = r_rolling(static) + (Fz_static - Fz) / (3 kz)
+    fz_static = float(np.mean(desc.static_wheel_loads()))
+    kz = float(veh.kz[0])
     geometry = {"wheelbase_front": veh.a, "wheelbase_rear": veh.b, "track": 0.5 * (veh.track_front + veh.track_rear),
-                "r0": veh.r0, "kt": 3.0 * veh.kz[0], "steering_gain": desc.steer_gain}
+                "r0": veh.r0 - fz_static / kz + fz_static / (3.0 * kz), "kt": 3.0 * kz,
+                "steering_gain": desc.steer_gain}
     return out, veh, geometry
 
 
@@ -154,13 +159,26 @@ def grip_coverage(bag: Path, seed: int, grip_params: dict) -> dict:
     return {"n_estimates": n_all, "n_inside": n_in, "coverage": n_in / n_all if n_all else float("nan"),
             "misses_first_after_change": n_excused,
             "coverage_excusing_first": (n_in + n_excused) / n_all if n_all else float("nan"),
-            "replay_wall_s": wall, "estimates": rows,
+            "replay_wall_s": wall, "estimates": rows, "per_road": per_road(rows),
+            "surface_changes_detected": res.counters.get("grip_surface_changes"),
             "samples_accepted": res.counters.get("grip_samples_accepted")}
+
+
+def per_road(rows: list[dict]) -> dict[str, str]:
+    """'inside / published' per scope and true mu_max (rounded to 0.05: one road patch each)."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        key = f"{r['scope']} mu {round(r['truth'] * 20) / 20:.2f}"
+        k = out.setdefault(key, [0, 0])
+        k[0] += r["inside"]
+        k[1] += 1
+    return {key: f"{a}/{b}" for key, (a, b) in sorted(out.items())}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vehicle", default="hmmwv", help="simulated vehicle (hmmwv, sedan or a model file)")
+    ap.add_argument("--vehicle", default="hmmwv",
+                    help="simulated vehicle (hmmwv, sedan, sedan_zero_bump_steer or a model file)")
     ap.add_argument("--scenario", default="daily_driving", help="scenario (its <vehicle>_ version if it exists)")
     ap.add_argument("--torque-noise", type=float, default=None,
                     help="the estimator's torque_noise, N m (default: the scenario's wheel_speeds.torque noise)")
@@ -198,6 +216,8 @@ def main() -> int:
                   f"{cov['n_inside']} intervals contain the true mu_max ({100 * cov['coverage']:.1f} %); misses "
                   f"that are the first estimate after a road change: {cov['misses_first_after_change']}; "
                   f"replay {cov['replay_wall_s']:.0f} s wall")
+            print(f"per road patch: {cov['per_road']}; road changes detected (estimated times, s): "
+                  f"{cov['surface_changes_detected']}")
             for r in cov["estimates"]:
                 flag = "" if r["inside"] else ("  MISS (first after change)" if r["first_after_change"] else "  MISS")
                 print(f"  {r['scope']:10s} t {r['t']:6.1f}  true {r['truth']:.3f}  est {r['mean']:.3f} "
