@@ -187,7 +187,7 @@ class GripPipeline:
         return self.force_source
 
     def snapshot(self) -> list[ScopeData]:
-        """Copies of the scopes that have enough new data to be worth a fit."""
+        """Copies of the scopes that have enough new data to be worth a fit (every sample of the window)."""
         out = []
         for scope in self.collector.scopes():
             data = self.collector.snapshot(scope)
@@ -198,7 +198,7 @@ class GripPipeline:
             new = int(np.sum(data.t > self._fill_at_fit[scope]))
             if new < self.min_new_points:
                 continue
-            out.append(subsample(data, self.max_fit_points))
+            out.append(data)   # the whole window: fit() tests it for a road change, then subsamples
         return out
 
     def fit(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
@@ -209,7 +209,8 @@ class GripPipeline:
             if self.cancel.is_set():  # shutting down: no new fits
                 break
             t_end = data.t_end
-            data, change = self.current_surface(data)
+            data, change = self.current_surface(data)   # on every sample of the window, before subsampling
+            data = subsample(data, self.max_fit_points)
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
             # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
