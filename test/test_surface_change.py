@@ -70,7 +70,8 @@ def test_step_detected_within_samples_and_no_false_alarm():
         t, s, m = (np.concatenate(p) for p in ((t1, t2), (s1, s2), (m1, m2)))
         found = detect_surface_change(config, reference, t, s, m, np.zeros_like(s), np.zeros_like(m))
         assert found is not None, seed
-        change, at = found
+        change, at = found.time, found.detected_at
+        assert 0.0 < found.level < 0.3
         delays.append(round((at - t2[0]) / 0.05))
         errors.append(round((change - t2[0]) / 0.05))
     assert false_alarms == 0          # 40 000 dry samples: the default's ARL is astronomically larger
@@ -113,9 +114,11 @@ def test_pipeline_drops_the_previous_surface():
         p.commit(outcomes)
         results[label] = (outcomes[0], p.status["front_axle"])
     on, st = results["on"]
-    assert on.surface_change is not None and 29.0 <= on.surface_change <= 31.0, on.surface_change
-    assert on.n_points <= 40 + 2                              # the dry samples are not fitted
-    assert st.surface_changes == 1 and st.last_surface_change == on.surface_change
+    change = on.surface_change
+    assert change is not None and 29.0 <= change.time <= 31.0, change
+    n_kept = int(np.sum(np.abs(old[2]) < change.level))       # dry samples below the level where snow departs
+    assert on.n_points <= 40 + n_kept + 2 and n_kept < 30     # the dry samples above it are not fitted
+    assert st.surface_changes == 1 and st.last_surface_change == change.time
     assert on.estimate is not None and on.estimate.mu_max_lower <= 0.3 <= on.estimate.mu_max_upper
     off, _ = results["off"]
     assert off.surface_change is None and off.n_points == 70

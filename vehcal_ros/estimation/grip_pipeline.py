@@ -36,7 +36,12 @@ from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.signals import ImuSample, TireForce, WheelSpeeds
-from vehcal_ros.estimation.surface_change import PredictiveReference, SurfaceChangeConfig, detect_surface_change
+from vehcal_ros.estimation.surface_change import (
+    PredictiveReference,
+    SurfaceChange,
+    SurfaceChangeConfig,
+    detect_surface_change,
+)
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
@@ -61,6 +66,7 @@ class ScopeStatus:
     excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
     surface_changes: int = 0                   #: road-surface changes detected (estimation/surface_change.py)
     last_surface_change: float = -math.inf     #: estimated time of the last one, s: older samples are not fitted
+    surface_change_level: float = 0.0          #: ... except those with |mu| below this (where the surfaces agreed)
     surface_change_times: list[float] = field(default_factory=list)  #: estimated times of all of them, s
 
 
@@ -75,7 +81,7 @@ class FitOutcome:
     estimate: GripEstimate | None = None
     error: str | None = None
     wall_s: float = 0.0
-    surface_change: float | None = None   #: estimated time of a road change detected in this fit's data, s
+    surface_change: SurfaceChange | None = None   #: a road change detected in this fit's data
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -245,8 +251,9 @@ class GripPipeline:
             self._fill_at_fit[o.scope] = o.stamp
             if o.surface_change is not None:
                 st.surface_changes += 1
-                st.last_surface_change = max(st.last_surface_change, o.surface_change)
-                st.surface_change_times.append(o.surface_change)
+                st.last_surface_change = max(st.last_surface_change, o.surface_change.time)
+                st.surface_change_level = o.surface_change.level
+                st.surface_change_times.append(o.surface_change.time)
             if o.estimate is None:
                 st.n_failed += 1
                 st.level = WARN if st.estimate is not None or "excit" in (o.error or "") or "few" in (
@@ -272,25 +279,27 @@ class GripPipeline:
                           f"[{o.estimate.mu_max_lower:.3f}, {o.estimate.mu_max_upper:.3f}] "
                           f"from {o.n_points} points, excitation {o.excitation:.2f}")
             if o.surface_change is not None:
-                st.message += f"; road surface change detected at t = {o.surface_change:.2f} s"
+                st.message += f"; road surface change detected at t = {o.surface_change.time:.2f} s"
             updated.append(o.scope)
         self.cycle += 1
         return updated
 
-    def current_surface(self, data: ScopeData) -> tuple[ScopeData, float | None]:
-        """(the samples of ``data`` on the scope's current road surface, the time of a change detected now or
-        None): tests the samples newer than the published estimate against its posterior predictive
-        (estimation/surface_change.py) and drops those before the last detected change. Reads the scope's
-        status, changes nothing (runs in :meth:`fit`); :meth:`commit` records a detected change."""
+    def current_surface(self, data: ScopeData) -> tuple[ScopeData, SurfaceChange | None]:
+        """(the samples of ``data`` on the scope's current road surface, a change detected now or None): tests
+        the samples newer than the published estimate against its posterior predictive
+        (estimation/surface_change.py) and drops the older ones at friction levels where the last detected change
+        showed (|mu| >= its ``level``). Reads the scope's status, changes nothing (runs in :meth:`fit`);
+        :meth:`commit` records a detected change."""
         st = self.status[data.scope]
         reference = None
         if st.estimate is not None and st.estimate_stamp > st.last_surface_change:  # not an old surface's
             reference = PredictiveReference.from_estimate(st.estimate, st.estimate_stamp)
-        found = detect_surface_change(self.surface_change, reference, data.t, data.slip, data.mu, data.slip_var,
-                                      getattr(data, "mu_var", None))
-        change = None if found is None else found[0]
-        keep_from = max(st.last_surface_change, -math.inf if change is None else change)
-        keep = data.t >= keep_from
+        change = detect_surface_change(self.surface_change, reference, data.t, data.slip, data.mu, data.slip_var,
+                                       getattr(data, "mu_var", None))
+        keep_from, level = st.last_surface_change, st.surface_change_level
+        if change is not None:
+            keep_from, level = change.time, change.level
+        keep = (data.t >= keep_from) | (np.abs(data.mu) < level)
         if keep.all():
             return data, change
         return dataclasses.replace(data, **{f.name: getattr(data, f.name)[keep] for f in dataclasses.fields(data)

@@ -22,7 +22,10 @@ signals when S+ or S- exceeds ``threshold`` h. ``drift`` k is the allowance per 
 optimal for a shift of delta standard deviations); h sets the false-alarm rate. The change time is estimated
 as the stamp of the first sample of the run that crossed h (the sample after the statistic was last zero),
 the maximum-likelihood change point of the CUSUM. The grip pipeline then drops the samples before it from
-the scope's fits and waits for the next published estimate (fitted on post-change data only) as its new
+the scope's fits -- those at friction levels |mu| where the change showed: the old surface's samples below the
+lowest |mu| of the samples that drove the CUSUM run (``level``) are kept, since there the new surface's samples
+followed the old curve (a tire's slip stiffness barely depends on the road, and without those low-slip samples
+the first fit after a change sees one maneuver only) -- and waits for the next published estimate as its new
 reference. :func:`detect_surface_change` is a pure function of the data and the reference, so a replay whose
 fits run in other processes (io/replay_parallel.py) detects the same changes as the live node.
 
@@ -96,11 +99,21 @@ class PredictiveReference:
         return np.where(np.isfinite(z) & (var > 0.0), z, np.nan)
 
 
-def cusum_change(t: np.ndarray, z: np.ndarray, threshold: float, drift: float) -> tuple[float, float] | None:
+@dataclass(frozen=True)
+class SurfaceChange:
+    """A detected road change."""
+
+    time: float         #: estimated change time (s): the first sample of the CUSUM run that crossed the threshold
+    detected_at: float  #: stamp of the sample that crossed it (s)
+    level: float        #: |mu| of the lowest sample that drove the run: below it the new surface's samples agreed
+    #: with the old curve, so the old surface's samples below it are kept (module docstring)
+
+
+def cusum_change(t: np.ndarray, z: np.ndarray, threshold: float, drift: float) -> tuple[float, float, int] | None:
     """Two-sided CUSUM over standardised residuals ``z`` stamped ``t`` (time order; NaN entries are skipped):
-    (estimated change time, stamp of the sample that crossed ``threshold``), or None when neither S+ nor S-
-    exceeds it. The change time is the first sample of the crossing run (the sample after the statistic was
-    last zero)."""
+    (estimated change time, stamp of the sample that crossed ``threshold``, side +1 / -1), or None when neither
+    S+ nor S- exceeds it. The change time is the first sample of the crossing run (the sample after the
+    statistic was last zero)."""
     s_pos = s_neg = 0.0
     run_pos = run_neg = math.nan
     for zi, ti in zip(z.tolist(), t.tolist()):
@@ -113,18 +126,18 @@ def cusum_change(t: np.ndarray, z: np.ndarray, threshold: float, drift: float) -
         s_pos = max(0.0, s_pos + zi - drift)
         s_neg = max(0.0, s_neg - zi - drift)
         if s_pos > threshold:
-            return run_pos, ti
+            return run_pos, ti, 1
         if s_neg > threshold:
-            return run_neg, ti
+            return run_neg, ti, -1
     return None
 
 
 def detect_surface_change(config: SurfaceChangeConfig, reference: PredictiveReference | None, t: np.ndarray,
                           slip: np.ndarray, mu: np.ndarray, slip_var: np.ndarray | None = None,
-                          mu_var: np.ndarray | None = None) -> tuple[float, float] | None:
-    """Test the samples newer than ``reference.stamp`` against its posterior predictive (module docstring):
-    (estimated change time, detection stamp) or None (no change, no reference, or the test is off). A pure
-    function of its arguments: a replay that fits in other processes gets the same answer."""
+                          mu_var: np.ndarray | None = None) -> SurfaceChange | None:
+    """Test the samples newer than ``reference.stamp`` against its posterior predictive (module docstring);
+    None when there is no change (or no reference, or the test is off). A pure function of its arguments: a
+    replay that fits in other processes gets the same answer."""
     if not config.enabled or reference is None:
         return None
     new = t > reference.stamp
@@ -132,4 +145,11 @@ def detect_surface_change(config: SurfaceChangeConfig, reference: PredictiveRefe
         return None
     z = reference.z_scores(slip[new], mu[new], None if slip_var is None else slip_var[new],
                            None if mu_var is None else mu_var[new])
-    return cusum_change(t[new], z, config.threshold, config.drift)
+    found = cusum_change(t[new], z, config.threshold, config.drift)
+    if found is None:
+        return None
+    change, at, side = found
+    tn = t[new]
+    run = (tn >= change) & (tn <= at) & (side * z > config.drift)   # the samples that pushed the statistic up
+    level = float(np.min(np.abs(mu[new][run]))) if np.any(run) else 0.0
+    return SurfaceChange(change, at, level)
