@@ -177,6 +177,17 @@ def per_road(rows: list[dict]) -> dict[str, str]:
     return {key: f"{a}/{b}" for key, (a, b) in sorted(out.items())}
 
 
+def extra_params(items: list[str]) -> dict:
+    """``NAME=VALUE`` pairs (values parsed as YAML) as a dict."""
+    import yaml
+
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name.strip()] = yaml.safe_load(value)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vehicle", default="hmmwv",
@@ -186,6 +197,8 @@ def main() -> int:
                     help="the estimator's torque_noise, N m (default: the scenario's wheel_speeds.torque noise)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-replay", action="store_true")
+    ap.add_argument("--grip-param", action="append", default=[], metavar="NAME=VALUE",
+                    help="extra grip_estimator parameter for the replay (YAML value), e.g. surface_change_threshold=0")
     ap.add_argument("--jobs", type=int, default=1, help="replay worker processes (1: in this process, CPU s measured)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -214,7 +227,8 @@ def main() -> int:
         cov = None
         if not args.skip_replay:
             cov = grip_coverage(bag, args.seed, {"vehicle": str(desc_path), "torque_noise": torque_noise,
-                                                 "wheel_speed_noise": omega_noise, **geometry}, jobs=args.jobs)
+                                                 "wheel_speed_noise": omega_noise, **geometry,
+                                                 **extra_params(args.grip_param)}, jobs=args.jobs)
             print(f"replay (force_source estimated): {cov['n_estimates']} published estimates, "
                   f"{cov['n_inside']} intervals contain the true mu_max ({100 * cov['coverage']:.1f} %); misses "
                   f"that are the first estimate after a road change: {cov['misses_first_after_change']}; "
@@ -230,6 +244,7 @@ def main() -> int:
     print(f"date {stamp}; load average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, "vehicle": args.vehicle,
+                                               "grip_params": extra_params(args.grip_param),
                                                "seed": args.seed, "date": stamp,
                                                "load": [load_before[0], load_after[0]], "forces": acc,
                                                "grip": cov}, indent=1,
