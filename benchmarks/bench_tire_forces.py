@@ -122,17 +122,16 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
 
     desc = describe_vehicle(vehicle)
     tire = load_vehicle_params(vehicle).tire
-    desc = dataclasses.replace(desc, nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
+    # the schema's tire.unloaded_radius is the tire's unloaded radius (docs/vehicle_description.md: from the size),
+    # and the spin equation's lever is the loaded radius r0 - Fz/kz; describe writes r0 such that r0 - Fz/kz is
+    # the free-rolling radius instead (for the 8-DOF model), 2/3 of the static deflection larger: with it the
+    # estimated Fx is 2-3 % low in proportion to Fx. A user's description from the tire size has R0.
+    desc = dataclasses.replace(desc, r0=float(tire.r0), nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
     out.write_text(yaml.safe_dump(to_document(desc), sort_keys=False))
     veh = TireForceVehicle.from_description(desc)
-    # slip: the description's r0 - Fz/kz is the measured free-rolling radius at the static load; the simulator's
-    # tires roll at R0 - deflection / 3 (models/hmmwv/tires.py), so the radius's load sensitivity is 1/kt with
-    # kt = 3 kz: R(Fz) = r_rolling(static) + (Fz_static - Fz) / (3 kz)
-    fz_static = float(np.mean(desc.static_wheel_loads()))
-    kz = float(veh.kz[0])
+    # slip: the simulator's tires roll at R0 - deflection / 3 (models/hmmwv/tires.py): kt = 3 kz
     geometry = {"wheelbase_front": veh.a, "wheelbase_rear": veh.b, "track": 0.5 * (veh.track_front + veh.track_rear),
-                "r0": veh.r0 - fz_static / kz + fz_static / (3.0 * kz), "kt": 3.0 * kz,
-                "steering_gain": desc.steer_gain}
+                "r0": veh.r0, "kt": 3.0 * veh.kz[0], "steering_gain": desc.steer_gain}
     return out, veh, geometry
 
 
