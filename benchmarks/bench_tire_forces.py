@@ -122,12 +122,10 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
 
     desc = describe_vehicle(vehicle)
     tire = load_vehicle_params(vehicle).tire
-    # the schema's tire.unloaded_radius is the tire's unloaded radius (docs/vehicle_description.md: from the size),
-    # and the spin equation's lever is the loaded radius r0 - Fz/kz; describe writes r0 such that r0 - Fz/kz is
-    # the free-rolling radius instead (for the 8-DOF model), 2/3 of the static deflection larger: with it the
-    # estimated Fx is 2-3 % low in proportion to Fx. A user's description from the tire size has R0.
-    desc = dataclasses.replace(desc, r0=float(tire.r0), nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
+    desc = dataclasses.replace(desc, nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
     out.write_text(yaml.safe_dump(to_document(desc), sort_keys=False))
+    # the force estimator's lever base r0 - rolling_minus_loaded is the tire's unloaded radius R0 (describe writes
+    # r0 such that r0 - Fz/kz is the free-rolling radius, and the difference to the loaded radius apart)
     veh = TireForceVehicle.from_description(desc)
     # slip: the simulator's tires roll at R0 - deflection / 3 (models/hmmwv/tires.py): kt = 3 kz
     geometry = {"wheelbase_front": veh.a, "wheelbase_rear": veh.b, "track": 0.5 * (veh.track_front + veh.track_rear),
