@@ -124,6 +124,8 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     tire = load_vehicle_params(vehicle).tire
     desc = dataclasses.replace(desc, nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
     out.write_text(yaml.safe_dump(to_document(desc), sort_keys=False))
+    # the force estimator's lever base r0 - rolling_minus_loaded is the tire's unloaded radius R0 (describe writes
+    # r0 such that r0 - Fz/kz is the free-rolling radius, and the difference to the loaded radius apart)
     veh = TireForceVehicle.from_description(desc)
     # slip: the simulator's tires roll at R0 - deflection / 3 (models/hmmwv/tires.py): kt = 3 kz
     geometry = {"wheelbase_front": veh.a, "wheelbase_rear": veh.b, "track": 0.5 * (veh.track_front + veh.track_rear),
@@ -131,12 +133,13 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     return out, veh, geometry
 
 
-def grip_coverage(bag: Path, seed: int, grip_params: dict) -> dict:
-    """``vehcal replay`` with force_source estimated: coverage of the published 90 % intervals."""
-    t0 = time.perf_counter()
+def grip_coverage(bag: Path, seed: int, grip_params: dict, jobs: int = 1) -> dict:
+    """``vehcal replay`` with force_source estimated: coverage of the published 90 % intervals. ``jobs`` 1 runs
+    the fits in this process, so the CPU seconds are measured (the numbers do not depend on it)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     params = {"grip_estimator": {"force_source": "estimated", **grip_params}}
-    res = replay_bag(bag, params=params, seed=seed, calibration=False)
-    wall = time.perf_counter() - t0
+    res = replay_bag(bag, params=params, seed=seed, calibration=False, workers=jobs)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rows, n_in, n_all, n_excused = [], 0, 0, 0
     for scope, s in res.grip.items():
         last_truth = None
@@ -154,18 +157,46 @@ def grip_coverage(bag: Path, seed: int, grip_params: dict) -> dict:
     return {"n_estimates": n_all, "n_inside": n_in, "coverage": n_in / n_all if n_all else float("nan"),
             "misses_first_after_change": n_excused,
             "coverage_excusing_first": (n_in + n_excused) / n_all if n_all else float("nan"),
-            "replay_wall_s": wall, "estimates": rows,
+            "replay_wall_s": wall, "replay_cpu_s": cpu if jobs == 1 else float("nan"), "estimates": rows,
+            "per_road": per_road(rows),
+            "surface_changes_detected": res.counters.get("grip_surface_changes"),
             "samples_accepted": res.counters.get("grip_samples_accepted")}
+
+
+def per_road(rows: list[dict]) -> dict[str, str]:
+    """'inside / published' per scope and true mu_max (rounded to 0.05: one road patch each)."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        key = f"{r['scope']} mu {round(r['truth'] * 20) / 20:.2f}"
+        k = out.setdefault(key, [0, 0])
+        k[0] += r["inside"]
+        k[1] += 1
+    return {key: f"{a}/{b}" for key, (a, b) in sorted(out.items())}
+
+
+def extra_params(items: list[str]) -> dict:
+    """``NAME=VALUE`` pairs (values parsed as YAML) as a dict."""
+    import yaml
+
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name.strip()] = yaml.safe_load(value)
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vehicle", default="hmmwv", help="simulated vehicle (hmmwv, sedan or a model file)")
+    ap.add_argument("--vehicle", default="hmmwv",
+                    help="simulated vehicle (hmmwv, sedan, sedan_zero_bump_steer or a model file)")
     ap.add_argument("--scenario", default="daily_driving", help="scenario (its <vehicle>_ version if it exists)")
     ap.add_argument("--torque-noise", type=float, default=None,
                     help="the estimator's torque_noise, N m (default: the scenario's wheel_speeds.torque noise)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-replay", action="store_true")
+    ap.add_argument("--grip-param", action="append", default=[], metavar="NAME=VALUE",
+                    help="extra grip_estimator parameter for the replay (YAML value), e.g. surface_change_threshold=0")
+    ap.add_argument("--jobs", type=int, default=1, help="replay worker processes (1: in this process, CPU s measured)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -193,11 +224,14 @@ def main() -> int:
         cov = None
         if not args.skip_replay:
             cov = grip_coverage(bag, args.seed, {"vehicle": str(desc_path), "torque_noise": torque_noise,
-                                                 "wheel_speed_noise": omega_noise, **geometry})
+                                                 "wheel_speed_noise": omega_noise, **geometry,
+                                                 **extra_params(args.grip_param)}, jobs=args.jobs)
             print(f"replay (force_source estimated): {cov['n_estimates']} published estimates, "
                   f"{cov['n_inside']} intervals contain the true mu_max ({100 * cov['coverage']:.1f} %); misses "
                   f"that are the first estimate after a road change: {cov['misses_first_after_change']}; "
-                  f"replay {cov['replay_wall_s']:.0f} s wall")
+                  f"replay {cov['replay_wall_s']:.0f} s wall, {cov['replay_cpu_s']:.0f} CPU s")
+            print(f"per road patch: {cov['per_road']}; road changes detected (estimated times, s): "
+                  f"{cov['surface_changes_detected']}")
             for r in cov["estimates"]:
                 flag = "" if r["inside"] else ("  MISS (first after change)" if r["first_after_change"] else "  MISS")
                 print(f"  {r['scope']:10s} t {r['t']:6.1f}  true {r['truth']:.3f}  est {r['mean']:.3f} "
@@ -207,6 +241,7 @@ def main() -> int:
     print(f"date {stamp}; load average (1 min) before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, "vehicle": args.vehicle,
+                                               "grip_params": extra_params(args.grip_param),
                                                "seed": args.seed, "date": stamp,
                                                "load": [load_before[0], load_after[0]], "forces": acc,
                                                "grip": cov}, indent=1,

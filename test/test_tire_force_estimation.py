@@ -260,3 +260,17 @@ def test_torque_noise_has_its_own_stream() -> None:
     np.testing.assert_array_equal(ra.omega, rb.omega)      # adding torque noise leaves the wheel-speed noise
     np.testing.assert_array_equal(ra.torque, np.full(4, 100.0))
     assert np.all(rb.torque != 103.0) and abs(np.mean(rb.torque) - 103.0) < 4 * 5.0 / 2
+
+
+def test_lever_is_the_loaded_radius_of_the_description():
+    """tire.rolling_minus_loaded moves the spin equation's lever (and the wheel-centre height) from the rolling
+    radius r0 - Fz/kt to the loaded radius: r0 - rolling_excess is the lever base."""
+    import dataclasses
+
+    from vehcal_ros.io.vehicle_description import load_vehicle
+
+    desc = load_vehicle("sedan")
+    plain = TireForceVehicle.from_description(dataclasses.replace(desc, rolling_excess=0.0))
+    moved = TireForceVehicle.from_description(dataclasses.replace(desc, rolling_excess=0.01))
+    assert moved.r0 == pytest.approx(plain.r0 - 0.01, abs=1e-12)
+    assert moved.h < plain.h

@@ -96,3 +96,12 @@ def test_unknown_name_lists_the_known_vehicles():
         load_vehicle("tractor")
     with pytest.raises(InputError, match="no such file"):
         load_vehicle("/nonexistent/car.yaml")
+
+
+def test_vehicle_option_sets_the_grip_estimators_force_constants():
+    """``--vehicle`` on replay/run/demo reaches the grip estimator too (its force estimator's constants)."""
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+
+    params = apply_vehicle({"grip_estimator": {"force_source": "estimated"}}, "sedan")
+    assert params["grip_estimator"] == {"force_source": "estimated", "vehicle": "sedan"}
+    assert params["model_calibrator"]["vehicle"] == "sedan"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-VEHICLE_NODES = ("model_calibrator",)
-"""Nodes whose ``vehicle`` parameter ``--vehicle`` sets (the simulator's is set by its own verb options)."""
+VEHICLE_NODES = ("model_calibrator", "grip_estimator")
+"""Nodes whose ``vehicle`` parameter ``--vehicle`` sets (the simulator's is set by its own verb options); the grip
+estimator uses it only with ``force_source`` estimated or auto (the force estimator's constants)."""
 
 
 def add_vehicle_argument(p: argparse.ArgumentParser) -> None:

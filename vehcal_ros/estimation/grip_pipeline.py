@@ -14,6 +14,10 @@ Force source (``force_source``): ``measured`` feeds the tire-force records (a tr
 (with their net torque) and the IMU and feeds its forces instead; ``auto`` feeds the measured forces while the
 tire-force topic is alive (a sample within ``force_timeout`` s of the newest wheel-speed stamp) and the
 estimated ones otherwise. Every friction sample carries ``mu_var`` (0 for measured forces) into the fit.
+
+Road changes (``surface_change``): each fit first tests its samples newer than the scope's published estimate
+against that estimate's posterior predictive (:mod:`~vehcal_ros.estimation.surface_change`); from a detected
+change on, the scope's fits use only the samples after the estimated change time.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.signals import ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.surface_change import (
+    PredictiveReference,
+    SurfaceChange,
+    SurfaceChangeConfig,
+    detect_surface_change,
+)
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
@@ -54,6 +64,10 @@ class ScopeStatus:
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
     excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
+    surface_changes: int = 0                   #: road-surface changes detected (estimation/surface_change.py)
+    last_surface_change: float = -math.inf     #: estimated time of the last one, s: older samples are not fitted
+    surface_change_level: float = 0.0          #: ... except those with |mu| below this (where the surfaces agreed)
+    surface_change_times: list[float] = field(default_factory=list)  #: estimated times of all of them, s
 
 
 @dataclass
@@ -67,6 +81,7 @@ class FitOutcome:
     estimate: GripEstimate | None = None
     error: str | None = None
     wall_s: float = 0.0
+    surface_change: SurfaceChange | None = None   #: a road change detected in this fit's data
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -102,6 +117,7 @@ class GripPipeline:
     force_timeout: float = 0.5   #: s, auto: the tire-force topic counts as alive this long after its last sample
     shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
+    surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -177,7 +193,7 @@ class GripPipeline:
         return self.force_source
 
     def snapshot(self) -> list[ScopeData]:
-        """Copies of the scopes that have enough new data to be worth a fit."""
+        """Copies of the scopes that have enough new data to be worth a fit (every sample of the window)."""
         out = []
         for scope in self.collector.scopes():
             data = self.collector.snapshot(scope)
@@ -188,7 +204,7 @@ class GripPipeline:
             new = int(np.sum(data.t > self._fill_at_fit[scope]))
             if new < self.min_new_points:
                 continue
-            out.append(subsample(data, self.max_fit_points))
+            out.append(data)   # the whole window: fit() tests it for a road change, then subsamples
         return out
 
     def fit(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
@@ -198,13 +214,16 @@ class GripPipeline:
         for k, data in enumerate(snapshots):
             if self.cancel.is_set():  # shutting down: no new fits
                 break
+            t_end = data.t_end
+            data, change = self.current_surface(data)   # on every sample of the window, before subsampling
+            data = subsample(data, self.max_fit_points)
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
             # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
             # climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits
             excitation = float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
-            outcome = FitOutcome(scope=data.scope, stamp=data.t_end, n_points=int(data.mu.size),
-                                 excitation=excitation)
+            outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
+                                 excitation=excitation, surface_change=change)
             previous = self.status[data.scope].estimate if self.warm_start else None
             t0 = time.perf_counter()
             try:
@@ -230,6 +249,11 @@ class GripPipeline:
             st.last_attempt_stamp = o.stamp
             st.excitation = o.excitation
             self._fill_at_fit[o.scope] = o.stamp
+            if o.surface_change is not None:
+                st.surface_changes += 1
+                st.last_surface_change = max(st.last_surface_change, o.surface_change.time)
+                st.surface_change_level = o.surface_change.level
+                st.surface_change_times.append(o.surface_change.time)
             if o.estimate is None:
                 st.n_failed += 1
                 st.level = WARN if st.estimate is not None or "excit" in (o.error or "") or "few" in (
@@ -254,9 +278,32 @@ class GripPipeline:
             st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
                           f"[{o.estimate.mu_max_lower:.3f}, {o.estimate.mu_max_upper:.3f}] "
                           f"from {o.n_points} points, excitation {o.excitation:.2f}")
+            if o.surface_change is not None:
+                st.message += f"; road surface change detected at t = {o.surface_change.time:.2f} s"
             updated.append(o.scope)
         self.cycle += 1
         return updated
+
+    def current_surface(self, data: ScopeData) -> tuple[ScopeData, SurfaceChange | None]:
+        """(the samples of ``data`` on the scope's current road surface, a change detected now or None): tests
+        the samples newer than the published estimate against its posterior predictive
+        (estimation/surface_change.py) and drops the older ones at friction levels where the last detected change
+        showed (|mu| >= its ``level``). Reads the scope's status, changes nothing (runs in :meth:`fit`);
+        :meth:`commit` records a detected change."""
+        st = self.status[data.scope]
+        reference = None
+        if st.estimate is not None and st.estimate_stamp > st.last_surface_change:  # not an old surface's
+            reference = PredictiveReference.from_estimate(st.estimate, st.estimate_stamp)
+        change = detect_surface_change(self.surface_change, reference, data.t, data.slip, data.mu, data.slip_var,
+                                       getattr(data, "mu_var", None))
+        keep_from, level = st.last_surface_change, st.surface_change_level
+        if change is not None:
+            keep_from, level = change.time, change.level
+        keep = (data.t >= keep_from) | (np.abs(data.mu) < level)
+        if keep.all():
+            return data, change
+        return dataclasses.replace(data, **{f.name: getattr(data, f.name)[keep] for f in dataclasses.fields(data)
+                                            if isinstance(getattr(data, f.name), np.ndarray)}), change
 
     def _withheld(self, o: FitOutcome) -> tuple[str, str] | None:
         """(status counter, reason) when a fitted estimate must not be published: too little excitation, the
@@ -375,4 +422,16 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         min_ess=float(values["min_ess"]),
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
                         min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
-                        shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)))
+                        shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
+                        surface_change=surface_change_config_from(values))
+
+
+def surface_change_config_from(values: Mapping[str, Any]) -> SurfaceChangeConfig:
+    """The road-change test's settings (``surface_change_threshold``, ``surface_change_drift``; absent ones keep
+    the defaults); ValueError names a parameter out of its range."""
+    base = SurfaceChangeConfig()
+    config = SurfaceChangeConfig(
+        threshold=float(values.get("surface_change_threshold", base.threshold)),
+        drift=float(values.get("surface_change_drift", base.drift)))
+    config.validate()
+    return config

@@ -81,17 +81,20 @@ class TireForceVehicle:
         loaded wheel-centre height), axle loads from the description's static loads, roll centres above ground
         ``h - hrc*``, the nominal roll stiffnesses and rolling-resistance lever."""
         d = desc
+        # the force acts at the loaded radius r0 - Fz/kt - rolling_excess (tire.rolling_minus_loaded): r0 here is
+        # the base of that lever, and of the wheel-centre height
+        r0 = d.r0 - float(getattr(d, "rolling_excess", 0.0))
         m_tot = d.m + 2 * d.muf + 2 * d.mur
         f_front, f_rear = d.static_wheel_loads()
         L = d.a + d.b
         b_tot = 2 * L * f_front / (m_tot * d.g)
-        r_f, r_r = d.r0 - f_front / d.ktf, d.r0 - f_rear / d.ktr
+        r_f, r_r = r0 - f_front / d.ktf, r0 - f_rear / d.ktr
         h_tot = (d.m * d.h + 2 * d.muf * r_f + 2 * d.mur * r_r) / m_tot
         nominal = dict(getattr(d, "nominal", {}) or {})
         return cls(mass=m_tot, a=L - b_tot, b=b_tot, h=h_tot, track_front=d.cf, track_rear=d.cr,
                    hrc_front=d.h - d.hrcf, hrc_rear=d.h - d.hrcr,
                    kphi_front=float(nominal.get("kphi_f", 37500.0)), kphi_rear=float(nominal.get("kphi_r", 37500.0)),
-                   wheel_inertia=(d.Jw_f, d.Jw_r), r0=d.r0, kz=(d.ktf, d.ktr), rr=float(nominal.get("rr", 0.0)),
+                   wheel_inertia=(d.Jw_f, d.Jw_r), r0=r0, kz=(d.ktf, d.ktr), rr=float(nominal.get("rr", 0.0)),
                    g=d.g)
 
     def validate(self) -> None:

@@ -143,6 +143,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
     ParamSpec("shape_prior", False, "fit with a tire-shape prior (B C D, C, E) learnt from the scope's published "
               "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
+    ParamSpec("surface_change_threshold", 10.0, "road-change test: CUSUM threshold h of the new samples' "
+              "standardised residuals against the published estimate (0 = off; estimation/surface_change.py)",
+              0.0, 1000.0, read_only=True),
+    ParamSpec("surface_change_drift", 1.0, "road-change test: CUSUM allowance k per sample, standard deviations",
+              0.0, 10.0, read_only=True),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
     ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
@@ -356,7 +361,8 @@ class GripEstimatorNode(WorkerNode):
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged,
                                       "n_prior_dominated": st.n_prior_dominated, "last_fit_s": st.last_fit_s,
-                                      "excitation": st.excitation}
+                                      "excitation": st.excitation, "surface_changes": st.surface_changes,
+                                      "last_surface_change": st.last_surface_change}
                 if st.estimate is not None:
                     e = st.estimate
                     kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,

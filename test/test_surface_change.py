@@ -1,0 +1,124 @@
+"""Road-surface change detection (estimation/surface_change.py) and its hook in the grip pipeline (issue 11).
+
+Known truth: (1) on a stationary stream of N(0, 1) residuals the CUSUM's mean run length to a false alarm
+matches Siegmund's approximation (an independent closed form); (2) on a simulated step from a dry to a snow
+tire curve, with the dry curve as the reference, the change is detected within a few samples and its time is
+estimated to within a few samples; with the default threshold there is no false alarm on long dry streams
+(fixed seeds); (3) through GripPipeline: a fit on mixed dry + snow data drops the dry samples and publishes an
+interval that contains the snow curve's peak.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vehcal_ros.estimation.grip_pipeline import GripPipeline, surface_change_config_from
+from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.surface_change import (
+    PredictiveReference,
+    SurfaceChangeConfig,
+    cusum_change,
+    detect_surface_change,
+)
+from vehcal_ros.models import pacejka
+
+DRY = np.array([10.0, 1.65, 0.9, -0.5, 0.0, 0.0])     # B, C, D, E, s_h, s_v: peak 0.9
+SNOW = np.array([30.0, 1.65, 0.3, -0.5, 0.0, 0.0])    # same slip stiffness B C D, peak 0.3
+NOISE = 0.01                                          # std of a friction sample
+
+
+def _siegmund_two_sided(k: float, h: float) -> float:
+    """Mean run length of a two-sided CUSUM on N(0, 1) data (Siegmund's approximation, b = h + 1.166;
+    Basseville & Nikiforov 1993 Eq. 5.2.44), one side's ARL halved."""
+    b, d = h + 1.166, -k
+    return (math.exp(-2.0 * d * b) + 2.0 * d * b - 1.0) / (2.0 * d * d) / 2.0
+
+
+def test_false_alarm_run_length_matches_siegmund():
+    k, h, n_streams = 0.5, 4.0, 2000
+    rng = np.random.default_rng(11)
+    t = np.arange(4000.0)
+    lengths = []
+    for _ in range(n_streams):
+        found = cusum_change(t, rng.standard_normal(t.size), h, k)
+        assert found is not None
+        lengths.append(found[1] + 1.0)
+    mean = float(np.mean(lengths))
+    # run lengths are ~geometric (SD ~ mean): standard error mean/sqrt(2000) ~ 2 %; the approximation's own error
+    # for the two-sided combination is a few %
+    assert mean == pytest.approx(_siegmund_two_sided(k, h), rel=0.15)
+
+
+def _stream(theta: np.ndarray, n: int, rng: np.random.Generator, t0: float) -> tuple[np.ndarray, ...]:
+    slip = rng.uniform(0.0, 0.04, n)
+    mu = pacejka.mf_curve(slip, theta) + NOISE * rng.standard_normal(n)
+    return t0 + 0.05 * np.arange(n), slip, mu
+
+
+def test_step_detected_within_samples_and_no_false_alarm():
+    config = SurfaceChangeConfig()       # the defaults: h 10, k 1
+    reference = PredictiveReference(DRY.copy(), np.zeros((6, 6)), NOISE, stamp=-1.0)
+    delays, errors, false_alarms = [], [], 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        t1, s1, m1 = _stream(DRY, 2000, rng, 0.0)
+        false_alarms += detect_surface_change(config, reference, t1, s1, m1) is not None
+        t2, s2, m2 = _stream(SNOW, 200, rng, t1[-1] + 0.05)
+        t, s, m = (np.concatenate(p) for p in ((t1, t2), (s1, s2), (m1, m2)))
+        found = detect_surface_change(config, reference, t, s, m, np.zeros_like(s), np.zeros_like(m))
+        assert found is not None, seed
+        change, at = found.time, found.detected_at
+        assert 0.0 < found.level < 0.3
+        delays.append(round((at - t2[0]) / 0.05))
+        errors.append(round((change - t2[0]) / 0.05))
+    assert false_alarms == 0          # 40 000 dry samples: the default's ARL is astronomically larger
+    assert max(delays) <= 15, delays  # snow sits ~4-25 noise SD below the dry curve at these slips
+    # the change point is the start of the crossing run: usually the first snow sample, now and then a run of
+    # dry noise just before it (a few samples early) or a snow sample at slip ~0 where both curves agree (late)
+    assert np.median(np.abs(errors)) <= 1 and max(abs(e) for e in errors) <= 10, errors
+
+
+def test_config_ranges_named():
+    with pytest.raises(ValueError, match="surface_change_threshold"):
+        surface_change_config_from({"surface_change_threshold": -1.0})
+    with pytest.raises(ValueError, match="surface_change_drift"):
+        surface_change_config_from({"surface_change_drift": 11.0})
+    assert not surface_change_config_from({"surface_change_threshold": 0.0}).enabled
+
+
+@pytest.mark.slow
+def test_pipeline_drops_the_previous_surface():
+    """Dry data, a published dry estimate; then a window of dry + snow samples: the fit keeps the snow samples
+    only and its interval contains the snow peak (0.3); without the test the mixed window's does not."""
+    rng = np.random.default_rng(3)
+
+    def scope_data(parts):
+        t, s, m = (np.concatenate(x) for x in zip(*parts))
+        return ScopeData("front_axle", t, s, m, np.zeros_like(s), np.zeros_like(m))
+
+    dry = (np.arange(60) * 0.5, rng.uniform(0.0, 0.15, 60), None)
+    dry = (dry[0], dry[1], pacejka.mf_curve(dry[1], DRY) + NOISE * rng.standard_normal(60))
+    snow_s = rng.uniform(0.0, 0.06, 40)
+    snow = (30.0 + np.arange(40) * 0.25, snow_s, pacejka.mf_curve(snow_s, SNOW) + NOISE * rng.standard_normal(40))
+    results = {}
+    for label, config in (("on", SurfaceChangeConfig()), ("off", SurfaceChangeConfig(threshold=0.0))):
+        p = GripPipeline(surface_change=config)
+        assert p.commit(p.fit([scope_data([dry])])) == ["front_axle"]
+        dry_est = p.status["front_axle"].estimate
+        assert dry_est.mu_max_lower <= 0.9 <= dry_est.mu_max_upper
+        old = (dry[0][30:], dry[1][30:], dry[2][30:])        # the 30 s window: the newer half of the dry data
+        outcomes = p.fit([scope_data([old, snow])])
+        p.commit(outcomes)
+        results[label] = (outcomes[0], p.status["front_axle"])
+    on, st = results["on"]
+    change = on.surface_change
+    assert change is not None and 29.0 <= change.time <= 31.0, change
+    n_kept = int(np.sum(np.abs(old[2]) < change.level))       # dry samples below the level where snow departs
+    assert on.n_points <= 40 + n_kept + 2 and n_kept < 30     # the dry samples above it are not fitted
+    assert st.surface_changes == 1 and st.last_surface_change == change.time
+    assert on.estimate is not None and on.estimate.mu_max_lower <= 0.3 <= on.estimate.mu_max_upper
+    off, _ = results["off"]
+    assert off.surface_change is None and off.n_points == 70
