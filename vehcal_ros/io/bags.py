@@ -500,7 +500,8 @@ def bag_topics(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
 
 
 def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None, *,
-             frames: Frames = DEFAULT_FRAMES, reorder_window: float = 1.0) -> Iterator[tuple[str, Record]]:
+             frames: Frames = DEFAULT_FRAMES, reorder_window: float = 1.0,
+             admit: Callable[[str, Record], bool] | None = None) -> Iterator[tuple[str, Record]]:
     """Yield ``(canonical_topic, record)`` from a bag in header-stamp order (ties: canonical topic order).
 
     topic_map: {sensor key or canonical topic: topic in the bag}, e.g. ``{"imu": "/car/imu"}``.
@@ -508,6 +509,9 @@ def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None
     between a message's stamp and its position in the bag). ``/clock`` is not read back.
     InputError: not a bag, truncated or corrupt, no relevant topics, or a relevant topic with an unexpected
     or undecodable message type (named).
+    admit: called with ``(canonical_topic, record)`` in the bag's own order (the order the recorder received
+    the messages: a live subscriber's arrival order) before the stamp reordering; records it returns False for
+    are dropped (a bag replay's input guards, :mod:`vehcal_ros.io.replay_guard`).
     """
     path = Path(path)
     rename = _topic_rename(topic_map)
@@ -553,6 +557,8 @@ def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None
             except ValueError as exc:
                 raise InputError(f"{path}: topic {conn.topic}: {exc}") from None
             for rec in recs:
+                if admit is not None and not admit(canonical, rec):
+                    continue
                 seq += 1
                 heapq.heappush(heap, (rec.t, rank[canonical], seq, canonical, rec))
                 newest = max(newest, rec.t)

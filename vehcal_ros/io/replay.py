@@ -41,6 +41,7 @@ from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
 from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
+from vehcal_ros.io.replay_guard import replay_guards
 from vehcal_ros.io.resources import find_resource, searched
 
 GRIP_NODE = "grip_estimator"
@@ -506,12 +507,13 @@ class StreamStats:
 
 def stream_bag(path: str | os.PathLike, tmap: Mapping[str, str], frames: bags.Frames, timers: list[Timer],
                feed: Callable[[str, Any], None], on_progress: Callable[[StreamStats, float], None] | None = None,
-               progress_every: int = 5000) -> StreamStats:
+               progress_every: int = 5000, admit: Callable[[str, Any], bool] | None = None) -> StreamStats:
     """Feed a bag's records in header-stamp order; before each record, fire every timer due at or before its
     stamp (one tick each, in time order; ties in the order of ``timers``), as the nodes' timers would have.
-    A timer that fell several periods behind fires once and is re-armed past the record (the node skips too)."""
+    A timer that fell several periods behind fires once and is re-armed past the record (the node skips too).
+    ``admit``: the input guards, in arrival order (:func:`vehcal_ros.io.bags.read_bag`)."""
     st = StreamStats()
-    for topic, rec in bags.read_bag(path, tmap, frames=frames):
+    for topic, rec in bags.read_bag(path, tmap, frames=frames, admit=admit):
         t = float(rec.t)
         if st.n == 0:
             st.t_start = t
@@ -684,6 +686,8 @@ def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, c
     # the grip estimator listens to the calibrated model when it estimates tire forces (use_model_parameters)
     cal_rec = CalibrationRecorder(cal, getattr(grip, "use_model_parameters", None)) if cal is not None else None
     last_truth = [-math.inf]
+    guards = replay_guards(job.grip_values, job.cal_values if cal is not None else None,  # what the live
+                           grip.collector.reject, cal.reject if cal is not None else None)  # nodes let in
 
     def grip_cycle(t_now: float) -> None:
         snaps = grip.snapshot()
@@ -693,19 +697,22 @@ def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, c
         updated = grip.commit(grip.fit(snaps))
         recorder.committed(grip, t_now, updated, {d.scope: d for d in snaps}, truths)
 
-    def feed(_topic: str, rec: Any) -> None:
+    def feed(topic: str, rec: Any) -> None:
         if isinstance(rec, GroundTruth):
             last_truth[0] = recorder.add_truth(rec, last_truth[0])
             return
-        grip.add(rec)
-        if cal is not None:
+        if guards.lets_in(0, topic, rec):
+            grip.add(rec)
+        if cal is not None and guards.lets_in(1, topic, rec):
             cal.add(rec)
+        guards.fed(rec)
 
     timers = [Timer(job.grip_period, grip_cycle)]
     if cal_rec is not None:
         timers.append(Timer(job.cal_period, cal_rec.cycle))
     on_progress = None if report is None else (lambda st, t: report(t, t, st.n))
-    stats = stream_bag(job.path, job.tmap, job.frames, timers, feed, on_progress, job.progress_every)
+    stats = stream_bag(job.path, job.tmap, job.frames, timers, feed, on_progress, job.progress_every,
+                       admit=guards.admit)
     if job.final_cycle and stats.n:  # the bag ended: one last cycle each on the data since the last tick
         grip_cycle(stats.t_end)
         if cal_rec is not None:
@@ -736,6 +743,8 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         model_params = {k: float(v) for k, v in cal_rec.cal.model_parameters().items()}
         counter_doc["calibration_fits"] = {s: c.n_fits for s, c in cal_series.items()}
         counter_doc["calibration_failed"] = {s: c.n_failed for s, c in cal_series.items()}
+        cal_counters = cal_rec.cal.counters
+        counter_doc["calibration_samples_dropped"] = {k: int(v) for k, v in cal_counters.dropped.items()}
         outputs += cal_rec.outputs
     outputs.sort(key=lambda o: (o[0], o[1]))   # stable: cycle time, then grip before calibration (the timers' order)
     prefix = absolute_topic(str(job.grip_values.get("output_prefix", "vehcal"))).rstrip("/")

@@ -50,6 +50,7 @@ from vehcal_ros.io.replay import (
     grip_pipeline_from,
     stream_bag,
 )
+from vehcal_ros.io.replay_guard import replay_guards
 
 POLL_S = 0.5
 """s between progress reports while waiting for fits after the bag has been read."""
@@ -84,10 +85,12 @@ def calibration_stream(job: ReplayJob, control_dir: str | None = None) -> tuple[
     rec = CalibrationRecorder(cal)
     beat = Path(control_dir) / "calibration_t" if control_dir else None
     stop = Path(control_dir) / "stop" if control_dir else None
+    guards = replay_guards(job.grip_values, job.cal_values, None, cal.reject)   # the serial replay's guards
 
-    def feed(_topic: str, r: Any) -> None:
-        if not isinstance(r, GroundTruth):
+    def feed(topic: str, r: Any) -> None:
+        if not isinstance(r, GroundTruth) and guards.lets_in(1, topic, r):
             cal.add(r)
+        guards.fed(r)
 
     def on_progress(_st: StreamStats, t: float) -> None:
         if stop is not None and stop.exists():
@@ -96,7 +99,7 @@ def calibration_stream(job: ReplayJob, control_dir: str | None = None) -> tuple[
             _write_float(beat, t)
 
     stats = stream_bag(job.path, job.tmap, job.frames, [Timer(job.cal_period, rec.cycle)], feed, on_progress,
-                       job.progress_every)
+                       job.progress_every, admit=guards.admit)
     if job.final_cycle and stats.n:
         rec.cycle(stats.t_end, final=True)
     if beat is not None:
@@ -236,14 +239,16 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
     beat = Path(control) / "calibration_t"
     cal_future = ex.submit(calibration_stream, job, control) if job.cal_values is not None else None
     sched = GripScheduler(job.grip_values, grip, recorder, ex)
+    guards = replay_guards(job.grip_values, job.cal_values, sched.planner.collector.reject)  # the serial's guards
     last_truth = [-math.inf]
     ok = False
 
-    def feed(_topic: str, rec: Any) -> None:
+    def feed(topic: str, rec: Any) -> None:
         if isinstance(rec, GroundTruth):
             last_truth[0] = recorder.add_truth(rec, last_truth[0])
-        else:
+        elif guards.lets_in(0, topic, rec):
             sched.add(rec)
+        guards.fed(rec)
 
     def progress(read_t: float, n: int) -> None:
         sched.pump()
@@ -260,7 +265,7 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
 
     try:
         stats = stream_bag(job.path, job.tmap, job.frames, [Timer(job.grip_period, sched.plan)], feed,
-                           lambda st, t: progress(t, st.n), job.progress_every)
+                           lambda st, t: progress(t, st.n), job.progress_every, admit=guards.admit)
         if job.final_cycle and stats.n:
             sched.plan(stats.t_end)
         t_last = time.monotonic()

@@ -45,6 +45,7 @@ from vehcal_ros.estimation.grip_pipeline import (
 )
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES
 from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.io.vehicle_description import load_vehicle
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
@@ -201,7 +202,7 @@ class GripEstimatorNode(WorkerNode):
         self.pipeline = self._build_pipeline()
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
-        self.guard.jump = self.pipeline.collector.config.max_gap   # the collector's own restart threshold
+        self.guard = grip_guard(self.values)   # jump: the collector's own restart threshold (as bag replay)
 
         qos = sensor_qos()
         v = self.values

@@ -46,6 +46,7 @@ from vehcal_ros.estimation.calibration_pipeline import (
 from vehcal_ros.estimation.segments import YAW_RATE_SOURCES
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io import calibration_state
+from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
@@ -185,7 +186,7 @@ class ModelCalibratorNode(WorkerNode):
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
         v = self.values
         self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
-        self.guard.jump = float(v["clock_jump"])
+        self.guard = calibration_guard(v)   # jump: clock_jump (as bag replay)
         if v["params_out"]:
             remove_stale_temps(v["params_out"])   # left by a writer killed mid-write
 
