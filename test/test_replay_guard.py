@@ -14,11 +14,13 @@ backwards stamp must be refused as the node refuses it, not sorted into place by
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import numpy as np
 import pytest
 from test_replay_parallel import GRIP, PERIOD, RATE, numbers, published, records
 
+from vehcal_ros.commands.replay import print_summary
 from vehcal_ros.io import bags
 from vehcal_ros.io.replay import replay_bag, resolve_params
 
@@ -89,6 +91,11 @@ def test_bad_bag_replays_as_the_clean_bag_and_counts_each_refusal(two_bags):
     assert b["grip_samples_accepted"] == c["grip_samples_accepted"]
     assert bad.n_messages == clean.n_messages                       # only what no node took is left out
     assert bad.t_end == clean.t_end                                 # the day-ahead stamp moved no clock
+    text = io.StringIO()
+    print_summary(bad, text)   # what `vehcal replay` prints
+    assert ("refused at input (as the live nodes): grip_estimator: nonfinite 2, implausible 4, zero_stamp 1, "
+            "duplicate 2, out_of_order 1, stamp_jump 1; model_calibrator: nonfinite 1, implausible 1, zero_stamp 1, "
+            "duplicate 1, out_of_order 1, stamp_jump 1") in text.getvalue()
     # the parallel replay (grip fits and the calibrator's stream in worker processes) admits the same
     par = replay_bag(bad_bag, params, final_cycle=False, workers=2)
     assert numbers(par) == numbers(bad)

@@ -121,11 +121,16 @@ def _duration(s: float) -> str:
 
 
 def print_summary(result, out) -> None:
+    from vehcal_ros.io.replay_guard import refusal_summary
+
     r = result
     rate = r.bag_duration_s / r.elapsed_s if r.elapsed_s > 0 else float("nan")
     print(f"vehcal replay: {r.bag}: {r.n_messages} messages, {r.bag_duration_s:.1f} s of bag time in "
           f"{r.elapsed_s:.1f} s ({rate:.1f}x real time), seed {r.seed}, "
           f"{r.counters.get('grip_cycles', 0)} grip cycles", file=out)
+    refused = refusal_summary(r.counters)
+    if refused:
+        print(f"  {refused}", file=out)
     print(f"  {'scope':<14}{'estimates':>10}{'mu_max':>9}{'lower':>9}{'upper':>9}{'truth':>9}  status", file=out)
     for scope, g in r.grip.items():
         if g.t.size:

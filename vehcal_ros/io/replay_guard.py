@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vehcal_ros.estimation.grip_pipeline import signal_config_from
-from vehcal_ros.estimation.input_guard import InputGuard
+from vehcal_ros.estimation.input_guard import REASONS, InputGuard
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
 
@@ -112,4 +112,16 @@ class ArrivalGuards:
             self._split.pop(id(rec), None)
 
 
-__all__ = ["ArrivalGuards", "CALIBRATOR_TOPICS", "calibration_guard", "grip_guard", "grip_topics", "replay_guards"]
+def refusal_summary(counters: Mapping[str, Any]) -> str:
+    """One line of a replay report: the messages each node's input guard refused, by reason ('' if none)."""
+    parts = []
+    for node, key in (("grip_estimator", "grip_samples_dropped"), ("model_calibrator", "calibration_samples_dropped")):
+        dropped = counters.get(key) or {}
+        got = [f"{r} {dropped[r]}" for r in REASONS if dropped.get(r)]
+        if got:
+            parts.append(f"{node}: {', '.join(got)}")
+    return f"refused at input (as the live nodes): {'; '.join(parts)}" if parts else ""
+
+
+__all__ = ["ArrivalGuards", "CALIBRATOR_TOPICS", "calibration_guard", "grip_guard", "grip_topics", "refusal_summary",
+           "replay_guards"]

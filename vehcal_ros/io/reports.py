@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.io.replay_guard import refusal_summary
 
 
 def _pyplot():
@@ -144,6 +145,8 @@ def _html(result: Any, root: Path, grip_figs: Sequence[tuple[str, Path]], mu_fig
              f"({_fmt(rate, '.1f')}x real time); seed {html.escape(str(r.seed))}; "
              f"{r.counters.get('grip_cycles', 0)} grip cycles, {r.counters.get('calibration_cycles', 0)} "
              "calibration cycles.</p>"]
+    if refusal_summary(r.counters):
+        parts.append(f"<p>{html.escape(refusal_summary(r.counters))}</p>")
     if r.calibration_note:
         parts.append(f"<p><em>{html.escape(r.calibration_note)}</em></p>")
     parts.append("<h2>Grip potential</h2>" + _grip_table(r.grip))
