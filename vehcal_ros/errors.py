@@ -12,3 +12,7 @@ class InputError(ValueError):
 
 class EstimationError(RuntimeError):
     """An estimator could not produce a result it is willing to publish (e.g. too little data, no convergence)."""
+
+
+class Cancelled(EstimationError):
+    """A fit stopped on request (e.g. a node shutting down) before it had a result: nothing to publish."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from vehcal_ros.errors import EstimationError, InputError
+from vehcal_ros.errors import Cancelled, EstimationError, InputError
 from vehcal_ros.estimation.buffers import RollingBuffer
 from vehcal_ros.estimation.calibration import (
     STAGE_NAMES,
@@ -242,6 +243,16 @@ class CalibrationPipeline:
         self._rejected: dict[str, int] = {}
         self._newest = -math.inf
         self._reset_marks()
+        self.cancel = threading.Event()   #: set it to stop a running fit (between SMC rounds): no outcome
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("cancel", None)   # a threading.Event does not pickle (a parallel replay returns the pipeline)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.cancel = threading.Event()
 
     def _reset_marks(self) -> None:
         self._last_end = dict.fromkeys(STAGE_NAMES, -math.inf)
@@ -397,12 +408,15 @@ class CalibrationPipeline:
 
     def fit(self, jobs: list[StageJob]) -> list[StageOutcome]:
         """Calibrate each job's stage (slow; call from a worker thread). Touches no shared state; a result
-        accepted earlier in the batch feeds the later jobs."""
+        accepted earlier in the batch feeds the later jobs. ``cancel`` set: the running fit stops at its next SMC
+        round and the outcomes end before it (nothing to commit for it)."""
         c = self.config
         outcomes: list[StageOutcome] = []
         chained: dict[str, float] = {}
         accepted_now: set[str] = set()
         for job in jobs:
+            if self.cancel.is_set():   # shutting down: no new fits
+                break
             missing = [s for s in job.waits_for if s not in accepted_now]
             if c.require_order and missing:
                 outcomes.append(StageOutcome(job.stage, job.window, job.cycle,
@@ -417,7 +431,10 @@ class CalibrationPipeline:
                                          max_mutation_steps=c.max_mutation_steps,
                                          noise_prior_factor=c.noise_prior_factor, priors=c.priors,
                                          vehicle=c.vehicle,
-                                         smc_options={"refit_proposal": bool(c.refit_proposal)})
+                                         smc_options={"refit_proposal": bool(c.refit_proposal),
+                                                      "stop": self.cancel.is_set})
+            except Cancelled:   # stopped on request: no outcome, the last good model stays
+                break
             except (InputError, EstimationError) as exc:
                 error = str(exc)
             except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vehcal_ros.errors import EstimationError
+from vehcal_ros.errors import Cancelled, EstimationError
 
 LogLikelihoodBatch = Callable[[np.ndarray], np.ndarray]
 
@@ -455,7 +455,7 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
             min_distinct: float = 0.95, min_distinct_final: float = 0.99, correlation_threshold: float = 0.01,
             max_mutation_steps: int = 25, space: str = "unconstrained", max_stages: int = 500,
             imh_df: float | None = None, refit_proposal: bool = False, weighted_fit: bool = True,
-            early_rejection: bool = True) -> SMCResult:
+            early_rejection: bool = True, stop: Callable[[], bool] | None = None) -> SMCResult:
     """Sample the posterior ``L(theta) p(theta)`` with ``n_chains`` independent tempered SMC runs.
 
     ``log_likelihood``: batch callable ``theta (n, d) -> (n,)`` in the natural space (``-inf`` allowed); if it
@@ -471,7 +471,8 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
     resampling (False: to the resampled ones, as PyMC); ``refit_proposal``: refit it to the current particles
     before every further step of a stage; ``space``: ``"unconstrained"`` or ``"bounded"``.
     Runs are seeded from one ``SeedSequence(seed)``, so a seed fixes every number. Raises
-    :class:`EstimationError` when the likelihood is nowhere finite.
+    :class:`EstimationError` when the likelihood is nowhere finite. ``stop()`` true before a round of
+    likelihood evaluations raises :class:`~vehcal_ros.errors.Cancelled` (a node shutting down: no result).
     """
     if kernel not in ("imh", "rw"):
         raise ValueError(f"kernel must be 'imh' or 'rw', got {kernel!r}")
@@ -498,6 +499,8 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
     outs: dict[int, _ChainOut] = {}
     n_eval = 0
     while requests:
+        if stop is not None and stop():
+            raise Cancelled(f"SMC stopped on request after {n_eval} likelihood evaluations")
         order = list(requests)
         thetas = [requests[c][0] for c in order]
         sizes = [t.shape[0] for t in thetas]
@@ -506,8 +509,8 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
         for c, v in zip(order, np.split(values, np.cumsum(sizes)[:-1])):
             try:
                 requests[c] = chains[c].send(v)
-            except StopIteration as stop:
-                outs[c] = stop.value
+            except StopIteration as finished:
+                outs[c] = finished.value
                 del requests[c]
     res = [outs[c] for c in range(n_chains)]
     return SMCResult(

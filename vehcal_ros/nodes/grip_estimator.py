@@ -302,11 +302,6 @@ class GripEstimatorNode(WorkerNode):
             self.pipeline.shape_prior = self.values["shape_prior"]
             self.pipeline.min_excitation = self.values["min_excitation"]
 
-    def shutdown(self) -> None:
-        """A running fit stops extending its chains (at most one more block) before the worker is joined."""
-        self.pipeline.cancel.set()
-        super().shutdown()
-
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
         for scope in updated:
@@ -343,7 +338,7 @@ class GripEstimatorNode(WorkerNode):
             values.update(accounting)
             values.update({f"dropped_{k}": n for k, n in counters.dropped.items()})
             values.update({f"fill_{s}": n for s, n in self.pipeline.collector.fill().items()})
-            values.update({"accepted": counters.accepted, "skipped_cycles": self.skipped_cycles})
+            values.update({"accepted": counters.accepted, "skipped_cycles": self.skipped_cycles, "busy": self.busy})
             est = self.pipeline.force_estimator
             if est is not None:
                 values["force_source"] = self.pipeline.active_force_source

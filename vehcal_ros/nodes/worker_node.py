@@ -212,8 +212,10 @@ class WorkerNode(Node):
 
     def _on_reset(self, request: Any, response: Any) -> Any:
         with self._lock:
+            old = self.pipeline
             self.pipeline = self._new_pipeline()
             self.skipped_cycles = 0
+        old.cancel.set()   # a fit running on the old pipeline would be dropped anyway: stop it
         response.success, response.message = True, self._reset_message()
         self.get_logger().info(f"reset: {response.message}")
         self._publish_diagnostics()
@@ -272,9 +274,11 @@ class WorkerNode(Node):
         return rates, stale, values, losing
 
     def shutdown(self) -> None:
-        """Stop scheduling, let a fit in flight finish (its result is committed, not published), stop the worker.
+        """Stop scheduling, cancel a fit in flight (the pipeline's ``cancel`` event: an SMC fit stops at its next
+        round and yields nothing, a grip fit stops extending its chains; nothing is published), join the worker.
         Called before the executor and the context go down (nodes.common.spin_node)."""
         self._closing = True
+        self.pipeline.cancel.set()
         self._worker.shutdown(wait=True, cancel_futures=True)
 
 
