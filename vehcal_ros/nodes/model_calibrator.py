@@ -217,6 +217,7 @@ class ModelCalibratorNode(WorkerNode):
         path, vid = self.values["state_file"], self.values["vehicle_id"]
         if not path:
             return
+        remove_stale_temps(path)   # left by a writer killed mid-write (the file itself is whole: write_atomic)
         try:
             saved = calibration_state.read_state(path, vid, vehicle=self.values.get("vehicle"))
         except FileNotFoundError:
