@@ -29,6 +29,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test"))
+from ros_util import stop  # noqa: E402  (the tests' subprocess stop)
+
 WHEELS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
 NODE_TOPICS = {
     "grip_estimator": ("wheel_speeds", "tire_forces", "odom", "controls"),
@@ -234,12 +237,7 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
                 "inputs_message": diag.last.get(name, {}).get("_message", "")}
     finally:
         diag.close()
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=20.0)
         log.close()
 
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "test"))
+from ros_util import stop_all  # noqa: E402  (the tests' subprocess stop)
 
 
 def rss_mib(pid: int) -> float:
@@ -92,14 +94,7 @@ def main() -> None:
             ex.spin_once(timeout_sec=0.2)
     finally:
         alive = {name: p.poll() is None for name, p in procs.items()}
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs.values():
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs.values(), timeout=30.0)
         probe.destroy_node()
         rclpy.shutdown()
 

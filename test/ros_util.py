@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 def spin_until(executor, predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
@@ -36,14 +36,24 @@ def spawn(args: Sequence[str], env: dict | None = None, log_path: str | None = N
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
-    """SIGINT (Ctrl-C) then wait; kill if it does not exit."""
+    """SIGINT (Ctrl-C) then wait; kill if it does not exit. Returns the exit code."""
+    return stop_all([proc], timeout)[0]
+
+
+def stop_all(procs: Iterable[subprocess.Popen], timeout: float = 10.0) -> list[int]:
+    """SIGINT every process still running (all at once, as ``ros2 launch`` does), wait up to ``timeout`` s for
+    each, SIGKILL those that did not exit. Returns the exit codes. Benchmarks use it too (``benchmarks/`` put
+    ``test/`` on ``sys.path``)."""
     import signal
 
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+    procs = list(procs)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
         try:
-            proc.wait(timeout=timeout)
+            p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
+            p.kill()
+            p.wait()
+    return [p.returncode for p in procs]

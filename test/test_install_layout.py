@@ -99,7 +99,7 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
     from rcl_interfaces.srv import GetParameters
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
-    from ros_util import spin_until
+    from ros_util import spin_until, stop_all
 
     from vehcal_ros.nodes.grip_estimator import latched_qos
 
@@ -217,15 +217,7 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
             status = last_values("model_calibrator: calibration", f"/{ns}/model_calibrator")
             assert status["calibrated_stages"] == "rolling_resistance", status
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(2)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_all(procs, timeout=20.0)
         probe.destroy_node()
     for key, log in logs.items():   # a clean shutdown: nothing logged to a closed context, no traceback
         text = log.read_text()

@@ -116,13 +116,12 @@ def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclp
     LaunchService (what `ros2 launch` does, without ros2cli) with namespace:=truck7 sim:=true
     scenario:=coast_down: the simulator finds the scenario by name, both estimators subscribe under /truck7, the
     installed params file is in force, and the whole launch stops on SIGINT."""
-    import signal
     import sys
 
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
-    from ros_util import spin_until
+    from ros_util import spin_until, stop
     from test_install_layout import install_prefix, installed_env
 
     prefix = install_prefix()
@@ -155,11 +154,6 @@ def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclp
             "grip_estimator", "model_calibrator"]
         assert probe.get_publishers_info_by_topic("/truck7/clock")
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=60.0)
         probe.destroy_node()
     assert proc.returncode == 0, log.read_text()[-3000:]
