@@ -59,6 +59,20 @@ def _interrupt_during_fit(proc, ex, diags: list, node: str, log) -> float:
     return time.monotonic() - t0
 
 
+def _close(proc, probe) -> None:
+    if proc.poll() is None:
+        stop(proc)
+    probe.destroy_node()
+
+
+def _assert_clean_exit(proc, log, exit_s: float, bound: float, node: str) -> None:
+    text = log.read_text()
+    print(f"{node} exited {exit_s:.2f} s after SIGINT during a fit")
+    assert exit_s < bound, text[-2000:]
+    assert proc.returncode == 0, text[-2000:]
+    assert not [b for b in BAD_LOG if b in text], text[-3000:]
+
+
 def test_calibrator_cancels_smc_fit_on_sigint(rclpy_context, tmp_path) -> None:
     state, log = tmp_path / "state.json", tmp_path / "calibrator.log"
     probe = Node("probe_shutdown_cal", context=rclpy_context)
@@ -79,14 +93,8 @@ def test_calibrator_cancels_smc_fit_on_sigint(rclpy_context, tmp_path) -> None:
         _publish(pubs, ex, _closed(drive_records(seed=1, t0=100.0, duration=10.0)), {})
         exit_s = _interrupt_during_fit(proc, ex, diags, "model_calibrator", log)
     finally:
-        if proc.poll() is None:
-            stop(proc)
-        probe.destroy_node()
-    text = log.read_text()
-    print(f"model_calibrator exited {exit_s:.2f} s after SIGINT during an SMC fit")
-    assert exit_s < BOUND_S, text[-2000:]
-    assert proc.returncode == 0, text[-2000:]
-    assert not [b for b in BAD_LOG if b in text], text[-3000:]
+        _close(proc, probe)
+    _assert_clean_exit(proc, log, exit_s, BOUND_S, "model_calibrator")
     assert not models and not state.exists()      # the cancelled fit published and saved nothing
 
 
@@ -121,11 +129,5 @@ def test_grip_estimator_cancels_fit_on_sigint(rclpy_context, tmp_path) -> None:
                 ex.spin_once(timeout_sec=0.001)
         exit_s = _interrupt_during_fit(proc, ex, diags, "grip_estimator", log)
     finally:
-        if proc.poll() is None:
-            stop(proc)
-        probe.destroy_node()
-    text = log.read_text()
-    print(f"grip_estimator exited {exit_s:.2f} s after SIGINT during a fit")
-    assert exit_s < GRIP_BOUND_S, text[-2000:]
-    assert proc.returncode == 0, text[-2000:]
-    assert not [b for b in BAD_LOG if b in text], text[-3000:]
+        _close(proc, probe)
+    _assert_clean_exit(proc, log, exit_s, GRIP_BOUND_S, "grip_estimator")
