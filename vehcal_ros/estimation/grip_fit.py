@@ -483,8 +483,8 @@ class GripEstimator:
         of sample i is sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i (:func:`~vehcal_ros.models.pacejka.gauss_nll`,
         exact Gaussian density with its log-variance term). Without them it is the paper's Eq. (22).
 
-        ``stop()`` true ends the extension of the chains at the next block (e.g. a node shutting down); the
-        estimate then reports the rule as it stands.
+        ``stop()`` true ends the chains within ~5000 steps (e.g. a node shutting down); the estimate then reports
+        the rule as it stands on the steps done.
 
         Warm start: one local TRF fit from the previous posterior mean gives theta_ML and sigma (Eq. 17); the
         chains start at the previous posterior mean with the previous posterior covariance as initial proposal
@@ -548,6 +548,7 @@ class GripEstimator:
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
+            stop=stop,
         )
         if last.get("n_steps") != chains.n_steps:
             rule(chains)

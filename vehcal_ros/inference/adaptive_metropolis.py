@@ -447,6 +447,7 @@ def run_grip_chains(
     mu_var: np.ndarray | None = None, slope_coords: bool = False, max_steps: int | None = None,
     shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
     until: Callable[[ChainResult], bool] | None = None,
+    stop: Callable[[], bool] | None = None, stop_check_steps: int = 5_000,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
@@ -479,6 +480,9 @@ def run_grip_chains(
     good enough (e.g. the convergence rule); if not, every chain continues by max(n_steps/2, (max_steps -
     n_steps)/10) steps at a time (same chains, same RNG streams) until it says yes or ``max_steps`` is
     reached; burn-in stays the same fraction burn_in/n_steps of the (longer) chains.
+    ``stop()`` (e.g. a node shutting down) is asked every ``stop_check_steps`` steps: true ends the chains there
+    (the result then holds the steps done so far; ``until`` is not asked). The pieces continue the same chains
+    and RNG streams, so without a stop the draws are those of one uninterrupted run.
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
@@ -547,9 +551,18 @@ def run_grip_chains(
     burn_frac = burn_in / n_steps
     n_done = int(n_steps)
     block = max(thin, n_steps // 2, (total_max - n_steps) // 10)  # at most ~10 extensions (checks cost ~0.1 s)
+    piece = max(int(thin), int(stop_check_steps) // int(thin) * int(thin))
+    stopped = False
     while True:
-        _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, i_next, n_done, 0, int(thin), float(target),
-                     float(gamma), adapt, states, draws_all, logp_all, stats)
+        i = i_next
+        while i <= n_done:  # the block in pieces of `piece` steps, asking stop() between them
+            j = n_done if stop is None else min(n_done, i + piece - 1)
+            _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, i, j, 0, int(thin), float(target),
+                         float(gamma), adapt, states, draws_all, logp_all, stats)
+            i = j + 1
+            if stop is not None and i <= n_done and stop():
+                n_done, stopped = j, True
+                break
         i_next = n_done + 1
         k0 = int(math.ceil(burn_frac * n_done / thin))
         k1 = n_done // thin
@@ -568,7 +581,7 @@ def run_grip_chains(
                    "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
                    "gamma": float(gamma), "target": float(target), "n_keep_first": n_keep0},
         )
-        if until is None or n_done >= total_max or until(result):
+        if stopped or until is None or n_done >= total_max or until(result):
             return result
         n_done = min(total_max, n_done + block)
 
