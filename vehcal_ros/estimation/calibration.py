@@ -13,7 +13,9 @@ rolling_resistance     rr                                            u (coast-do
 
 ``bphi`` is the total roll damping with ``bphi_f = bphi_r = bphi/2`` (the paper's identifiability fix, Section
 4.2); ``separate_bphi=True`` samples ``bphi_f`` and ``bphi_r`` separately (each U(100, 30000), Eq. 14) to show
-their non-identifiability. Parameters a stage does not calibrate come from ``previous`` (earlier stages'
+their non-identifiability. ``kphi_f`` and ``kphi_r`` are sampled as total roll stiffness and front fraction
+(same uniform prior on the (kphi_f, kphi_r) box, :class:`_RollSplit`) and reported as kphi_f, kphi_r: the roll
+angle fixes the total, not the split. Parameters a stage does not calibrate come from ``previous`` (earlier stages'
 posterior means), else from the stage's configured values (the yaml's ``held_fixed``), else from
 :data:`~vehcal_ros.models.vehicle_8dof.DEFAULT_PARAMETERS`.
 
