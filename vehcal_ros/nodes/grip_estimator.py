@@ -173,6 +173,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants", 0.0, 1.0,
               read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
+    ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
+              " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
+              read_only=True),
 )
 
 def sensor_qos(depth: int = 2000) -> QoSProfile:
@@ -225,7 +228,7 @@ class GripEstimatorNode(WorkerNode):
         self._make_output_publishers()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._create_services()
-        self._start_schedule(v["fit_period"], v["diagnostics_period"])
+        self._start_schedule(v["fit_period"], v["diagnostics_period"], v["clock_stall_timeout"])
         self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
 
     def _make_output_publishers(self) -> None:

@@ -162,6 +162,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("rr_settle", 0.5, "coast-down: skipped after the throttle release, s", 0.0, 10.0),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
+    ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
+              " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
+              read_only=True),
     *PRIOR_SPECS,
     *MODEL_SPECS,
 )
@@ -204,7 +207,7 @@ class ModelCalibratorNode(WorkerNode):
         self._create_services()
         self.create_service(Trigger, "~/calibrate", self._on_calibrate, callback_group=self.services_group)
         self.create_service(Trigger, "~/save", self._on_save, callback_group=self.services_group)
-        self._start_schedule(v["calibration_period"], v["diagnostics_period"])
+        self._start_schedule(v["calibration_period"], v["diagnostics_period"], v["clock_stall_timeout"])
         self.get_logger().info(f"calibrating stages {', '.join(v['stages'])} every {v['calibration_period']} s")
         if self.pipeline.calibrated():
             self._publish_model()   # the restored model at once (latched)

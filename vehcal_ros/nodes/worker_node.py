@@ -69,13 +69,16 @@ class WorkerNode(Node):
         self.paused_messages = 0                # messages ignored while disabled
         self._diag_wall = time.monotonic()      # wall time of the last /diagnostics (fallback timer)
         self.fed_messages = 0                   # messages handed to the pipeline (the nodes' _feed)
-        self._fed_at_stall = 0                  # ... when the clock-stalled cycle last ran
+        self._fed_at_cycle = 0                  # ... when the last cycle ran (a stopped clock: no cycle without news)
         self._ros_at_fallback = float("nan")    # ROS time at the last fallback check (a stopped clock repeats it)
+        self._ros_moved_wall = time.monotonic() # wall time when a fallback check last saw the ROS clock move
         self.services_group = MutuallyExclusiveCallbackGroup()
 
     # ------------------------------------------------------------ scheduling
-    def _start_schedule(self, cycle_period: float, diagnostics_period: float) -> None:
-        """Cycle and diagnostics clocks, checked by ROS timers and by every message (module docstring)."""
+    def _start_schedule(self, cycle_period: float, diagnostics_period: float, stall_timeout: float = 0.0) -> None:
+        """Cycle and diagnostics clocks, checked by ROS timers and by every message (module docstring).
+        ``stall_timeout`` (s of wall time; 0 = 2 diagnostics periods): a ROS clock standing still this long means
+        the data ended (the end of a simulated scenario or a bag)."""
         now = self._now()
         self._cycle_clock = Periodic(cycle_period, now)
         self._diag_clock = Periodic(diagnostics_period, now)
@@ -84,7 +87,8 @@ class WorkerNode(Node):
         # /diagnostics keep flowing when the ROS clock stops (the end of a simulated scenario or a bag): a
         # steady-clock timer publishes them when the ROS-clock schedule has not for 2 periods of wall time, and
         # runs one cycle on data that arrived after the last one (the clock stopped before it was due)
-        self.create_timer(diagnostics_period, lambda: self._diagnostics_fallback(2.0 * diagnostics_period),
+        stall = stall_timeout if stall_timeout > 0.0 else 2.0 * diagnostics_period
+        self.create_timer(diagnostics_period, lambda: self._diagnostics_fallback(2.0 * diagnostics_period, stall),
                           callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _tick(self, now: float | None = None) -> None:
@@ -100,14 +104,17 @@ class WorkerNode(Node):
         finally:
             self._tick_lock.release()
 
-    def _diagnostics_fallback(self, after: float) -> None:
+    def _diagnostics_fallback(self, after: float, stall: float) -> None:
+        """/diagnostics when the ROS-clock schedule has not published them for ``after`` s of wall time; and,
+        once the ROS clock has stood still for ``stall`` s of wall time, one cycle on the data fed since the last."""
         if time.monotonic() - self._diag_wall < after or not self._tick_lock.acquire(blocking=False):
             return
         try:
-            now = self._now()
-            stopped, self._ros_at_fallback = now == self._ros_at_fallback, now
-            if stopped and self.fed_messages != self._fed_at_stall and not self.busy:
-                self._fed_at_stall = self.fed_messages
+            now, wall = self._now(), time.monotonic()
+            if now != self._ros_at_fallback:
+                self._ros_at_fallback, self._ros_moved_wall = now, wall
+            stopped = wall - self._ros_moved_wall >= stall
+            if stopped and self.fed_messages != self._fed_at_cycle and not self.busy:
                 self._on_cycle()
             self._publish_diagnostics()
             self._diag_wall = time.monotonic()
@@ -154,6 +161,7 @@ class WorkerNode(Node):
         try:
             with self._lock:
                 jobs = self._snapshot()
+                self._fed_at_cycle = self.fed_messages
         except Exception as exc:  # never take the node down on odd data; say so on /diagnostics
             self.get_logger().error(f"snapshot failed: {exc!r}")
             with self._lock:
