@@ -66,16 +66,18 @@ def _cpu_s() -> float:
 
 
 # ------------------------------------------------------------------------------------------------ this project
-def side_ours(chains: int, draws: int, seed: int) -> dict:
+def side_ours(chains: int, draws: int, seed: int, roll_split: bool = False) -> dict:
     """``calibrate_stage`` as the product runs it (its sampler settings; the CPU time includes its summaries and
-    posterior-predictive check, ~1 % of the total)."""
+    posterior-predictive check, ~1 % of the total). ``roll_split`` False: kphi_f, kphi_r sampled as such, the
+    PyMC model's parametrisation; True: the product's default (total and front fraction, same posterior)."""
     seg = chrono_segment(STAGE, 0)
     calibrate_stage(seg, STAGE, n_chains=1, n_draws=50, seed=seed + 99, predictive_draws=2)  # numba cache warm
     c0, w0 = _cpu_s(), time.perf_counter()
-    res = calibrate_stage(seg, STAGE, n_chains=chains, n_draws=draws, seed=seed)
+    res = calibrate_stage(seg, STAGE, n_chains=chains, n_draws=draws, seed=seed, roll_split=roll_split)
     wall, cpu = time.perf_counter() - w0, _cpu_s() - c0
     smc = res.smc
-    return {"sampler": "vehcal_ros calibrate_stage", "wall_s": wall, "sampling_wall_s": res.sampling_s,
+    name = "vehcal_ros calibrate_stage" + (" (roll split)" if roll_split else "")
+    return {"sampler": name, "wall_s": wall, "sampling_wall_s": res.sampling_s,
             "cpu_s": cpu, "evaluations": smc["n_evaluations"],
             "evaluation_equivalents": smc["evaluation_equivalents"], "stages": res.n_stages,
             "names": list(res.names), "draws": res.draws.tolist(),
@@ -179,7 +181,8 @@ def _run_side(side: str, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"{side}.json"
         cmd = [sys.executable, __file__, "--side", side, "--chains", str(args.chains), "--draws", str(args.draws),
-               "--seed", str(args.seed), "--pymc-cores", str(args.pymc_cores), "--json", str(out)]
+               "--seed", str(args.seed), "--pymc-cores", str(args.pymc_cores), "--json", str(out),
+               "--roll-split", args.roll_split]
         env = dict(os.environ)
         if side == "ours":  # numba's and the batch pool's threads (PyMC's side runs on one core, --pymc-cores)
             env["NUMBA_NUM_THREADS"] = str(args.vehcal_threads)
@@ -200,11 +203,14 @@ def main() -> None:
                     help="PyMC's cores (1: chains in-process and likelihood evaluations counted)")
     ap.add_argument("--vehcal-threads", type=int, default=1,
                     help="threads of this project's batch likelihood (1: both sides' CPU seconds are one core's)")
+    ap.add_argument("--roll-split", choices=("off", "on"), default="off",
+                    help="this project's lateral stage: off = kphi_f, kphi_r as PyMC samples them (same transforms); "
+                         "on = the product default (total roll stiffness and front fraction, same posterior)")
     ap.add_argument("--side", choices=("ours", "pymc"), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.side:
-        res = (side_ours(args.chains, args.draws, args.seed) if args.side == "ours"
+        res = (side_ours(args.chains, args.draws, args.seed, args.roll_split == "on") if args.side == "ours"
                else side_pymc(args.chains, args.draws, args.seed, args.pymc_cores))
         Path(args.json).write_text(json.dumps(res))
         return
@@ -220,7 +226,7 @@ def main() -> None:
     v, p = sides["vehcal"], sides["pymc"]
     diff_sd = {k: (v["mean"][k] - p["mean"][k]) / p["sd"][k] for k in p["mean"]}
     report = {"started": started, "chains": args.chains, "draws": args.draws, "seed": args.seed,
-              "vehcal_threads": args.vehcal_threads,
+              "vehcal_threads": args.vehcal_threads, "roll_split": args.roll_split,
               "cpus": os.cpu_count(), "sides": sides,
               "ratio_ess_per_cpu_s": v["ess_per_cpu_s"] / p["ess_per_cpu_s"],
               "ratio_cpu_s": p.get("cpu_s_minus_startup", p["cpu_s"]) / v["cpu_s"],
