@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
+from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, excitation_of
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.inference.executors import is_worker_lost, make_executor
@@ -201,8 +201,14 @@ class GripScheduler:
     def _submit(self, scope: str, ci: int, k: int) -> None:
         c = self.cycles[ci]
         state = copy.copy(self.published[scope])
-        state.__dict__.pop("cancel", None)   # a threading.Event: not picklable; fit_grip_job makes a fresh one
-        fut = self.executor.submit(fit_grip_job, state, c.number, k, c.snaps[k])
+        data = c.snaps[k]
+        if excitation_of(data) < state.min_excitation:
+            # the pipeline's pre-gate will skip the sampler: the same call, here (no worker round trip)
+            fut: Future = Future()
+            fut.set_result(fit_grip_job(state, c.number, k, data))
+        else:
+            state.__dict__.pop("cancel", None)   # a threading.Event: not picklable; fit_grip_job makes a fresh one
+            fut = self.executor.submit(fit_grip_job, state, c.number, k, data)
         self.running[fut] = (scope, ci, k)
 
     def done_until(self, read_t: float) -> float:
