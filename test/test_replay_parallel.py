@@ -101,6 +101,17 @@ def test_threads_and_serial_executor_agree(grip_bag, serial):
     assert numbers(threads) == numbers(serial)
 
 
+def test_unexcited_windows_are_skipped_alike_in_parallel(grip_bag, serial):
+    """min_excitation above every window's span: the pre-gate skips every fit (in the main process on the
+    parallel schedule), counted per scope, nothing published, the same result as the serial replay."""
+    gate = {**GRIP, "min_excitation": 2.0}
+    ser = replay_bag(grip_bag, {"grip_estimator": gate}, calibration=False, final_cycle=False, workers=1)
+    par = replay_bag(grip_bag, {"grip_estimator": gate}, calibration=False, final_cycle=False, workers=2)
+    assert numbers(par) == numbers(ser)
+    assert ser.counters["grip_skipped_unexcited"] == ser.counters["grip_fits"] == {"front_axle": 3, "rear_axle": 3}
+    assert all(g.t.size == 0 for g in ser.grip.values())
+
+
 @pytest.mark.ros
 def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
     """The live grip_estimator on sim time, fed over DDS one message at a time with /clock stepped to each cycle

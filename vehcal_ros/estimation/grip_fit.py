@@ -396,6 +396,28 @@ def prior_mu_max_std(bounds: tuple[tuple[float, float], ...], max_peak_slip: flo
     return float(np.std(mm)) if mm.size > 10 else float("nan")
 
 
+def chain_ends(previous: GripEstimate, cfg: GripConfig) -> np.ndarray | None:
+    """The last draw of each chain of a previous fit as the chains' starts of a warm-started one ([n_chains, 6],
+    or 7 with log sigma when both sample sigma), so the chains start spread over the previous posterior instead of
+    at its mean. None (start at the mean) without chains, with another number of chains, or when a draw lies
+    outside the current bounds or (truncated prior) peaks beyond ``max_peak_slip``."""
+    ch = previous.chains
+    if ch is None or ch.draws.ndim != 3 or ch.draws.shape[0] != cfg.n_chains or ch.draws.shape[1] == 0:
+        return None
+    last = np.array(ch.draws[:, -1, :], dtype=float)
+    theta = last[:, :N_THETA]
+    b = np.asarray(cfg.bounds, dtype=float)
+    if not (np.all(np.isfinite(theta)) and np.all(theta > b[:, 0]) and np.all(theta < b[:, 1])):
+        return None
+    if cfg.prior_mode == "truncated" and not all(peak_slip_at_most(t, cfg.max_peak_slip) for t in theta):
+        return None
+    sigma = last[:, N_THETA] if last.shape[1] > N_THETA and "sigma" in ch.names else None
+    if cfg.sigma_mode == "sampled" and sigma is not None and np.all(sigma > cfg.sigma_bounds[0]) \
+            and np.all(sigma < cfg.sigma_bounds[1]):
+        return np.ascontiguousarray(np.column_stack([theta, np.log(sigma)]))
+    return np.ascontiguousarray(theta)
+
+
 class GripEstimator:
     """Fits the friction curve and its maximum from (slip, mu) samples (friction paper, Algorithm 1)."""
 
@@ -513,6 +535,7 @@ class GripEstimator:
             ml = multistart_fit(s, m, cfg.bounds, n_starts=0, rng=rng_ml, extra_starts=prev_mean,
                                 cond_max=cfg.cond_max, fallback_cov=cfg.fallback_cov, keep_starts=True)
             x0 = prev_mean
+            starts = chain_ends(warm_start, cfg)  # each chain goes on from where the previous fit's ended
             try:
                 S0 = np.linalg.cholesky(np.asarray(warm_start.theta_cov, dtype=float)[:N_THETA, :N_THETA]
                                         + 1e-12 * np.eye(N_THETA))
@@ -522,6 +545,7 @@ class GripEstimator:
             ml = multistart_fit(s, m, cfg.bounds, n_starts=cfg.n_ml_starts, rng=rng_ml, cond_max=cfg.cond_max,
                                 fallback_cov=cfg.fallback_cov, keep_starts=True)
             x0 = ml.theta
+            starts = None
             S0 = np.linalg.cholesky(ml.proposal_cov)
         theta_ml, sigma_ml = ml.theta, ml.sigma
         if eiv:  # the ML step on the exact errors-in-variables likelihood, from the least-squares fit
@@ -543,7 +567,8 @@ class GripEstimator:
             return last["converged"] or (stop is not None and stop())
 
         chains = run_grip_chains(
-            s, m, np.tile(x0, (cfg.n_chains, 1)), S0, b, sigma_ml, cfg.n_steps, burn, cfg.thin,
+            s, m, np.tile(x0, (cfg.n_chains, 1)) if starts is None else starts, S0, b, sigma_ml, cfg.n_steps, burn,
+            cfg.thin,
             sigma_mode=cfg.sigma_mode, log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm,

@@ -43,6 +43,7 @@ from vehcal_ros.estimation.surface_change import (
     detect_surface_change,
 )
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
+from vehcal_ros.inference.blas import BlasThreads
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
 
@@ -56,11 +57,13 @@ class ScopeStatus:
     level: int = WARN
     message: str = "waiting for data"
     estimate: GripEstimate | None = None       #: last good (converged) estimate
+    last_fit: GripEstimate | None = field(default=None, repr=False)  #: last sampled fit, published or not
     estimate_stamp: float = float("nan")       #: header time of the newest sample in that estimate's data
     n_fits: int = 0
     n_failed: int = 0
     n_not_converged: int = 0
     n_prior_dominated: int = 0
+    n_skipped_unexcited: int = 0               #: windows below min_excitation: not sampled (counted in n_failed)
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
     excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
@@ -82,6 +85,7 @@ class FitOutcome:
     error: str | None = None
     wall_s: float = 0.0
     surface_change: SurfaceChange | None = None   #: a road change detected in this fit's data
+    skipped: bool = False    #: True when the window could never publish and the sampler was not run (pre-gate)
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -99,6 +103,12 @@ def subsample(data: ScopeData, n_max: int) -> ScopeData:
                                         if isinstance(getattr(data, f.name), np.ndarray)})
 
 
+def excitation_of(data: ScopeData) -> float:
+    """The span of |mu| the samples cover (95th - 5th percentile), friction: a curve is only identified by data
+    that climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits."""
+    return float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
+
+
 @dataclass
 class GripPipeline:
     """Signals in, per-scope grip estimates out; see the module docstring for the cycle."""
@@ -106,6 +116,8 @@ class GripPipeline:
     signal_config: GripSignalConfig = field(default_factory=GripSignalConfig)
     fit_config: GripConfig = field(default_factory=lambda: PIPELINE_FIT_CONFIG)
     warm_start: bool = True
+    warm_steps: int = 10_000     #: steps per chain before the first convergence check of a warm-started fit
+    warm_burn_in: float = 0.2    #: burn-in fraction of a warm-started fit's chains (they start in the posterior)
     min_new_points: int = 20     #: a scope is refitted only when this many new samples arrived since its last fit
     max_fit_points: int = 100    #: a fit uses at most this many samples, evenly spaced over the buffer window
     max_r_hat: float = 1.01      #: publish only when every split R-hat (theta, sigma, mu_max) is at most this
@@ -208,7 +220,13 @@ class GripPipeline:
         return out
 
     def fit(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
-        """Run Algorithm 1 on each snapshot (slow; call from a worker thread)."""
+        """Run Algorithm 1 on each snapshot (slow; call from a worker thread), OpenBLAS on one thread (its small
+        linear algebra gains nothing from more, and spinning BLAS threads cost CPU: inference/blas.py)."""
+        with BlasThreads(1):
+            return self._fit_each(snapshots)
+
+    def _fit_each(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
+        """:meth:`fit`'s loop: the pre-gate, then Algorithm 1 per snapshot (warm-started where possible)."""
         cycle = self.cycle
         outcomes = []
         for k, data in enumerate(snapshots):
@@ -219,12 +237,15 @@ class GripPipeline:
             data = subsample(data, self.max_fit_points)
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
-            # the span of |mu| the data cover (95th - 5th percentile): a curve is only identified by data that
-            # climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits
-            excitation = float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
+            excitation = excitation_of(data)
             outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
                                  excitation=excitation, surface_change=change)
-            previous = self.status[data.scope].estimate if self.warm_start else None
+            previous = self.warm_start_of(data.scope)
+            if self.pre_gate(outcome):
+                outcomes.append(outcome)
+                continue
+            if previous is not None:
+                config = self.warm_config(config)
             t0 = time.perf_counter()
             try:
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
@@ -254,8 +275,11 @@ class GripPipeline:
                 st.last_surface_change = max(st.last_surface_change, o.surface_change.time)
                 st.surface_change_level = o.surface_change.level
                 st.surface_change_times.append(o.surface_change.time)
+            if o.estimate is not None:
+                st.last_fit = o.estimate
             if o.estimate is None:
                 st.n_failed += 1
+                st.n_skipped_unexcited += int(o.skipped)
                 st.level = WARN if st.estimate is not None or "excit" in (o.error or "") or "few" in (
                     o.error or "") else ERROR
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
@@ -304,6 +328,36 @@ class GripPipeline:
             return data, change
         return dataclasses.replace(data, **{f.name: getattr(data, f.name)[keep] for f in dataclasses.fields(data)
                                             if isinstance(getattr(data, f.name), np.ndarray)}), change
+
+    def pre_gate(self, o: FitOutcome) -> bool:
+        """True (and ``o`` marked skipped, with the reason as its error) when the window cannot be published
+        whatever the chains give, so the sampler is not run: its excitation is below ``min_excitation`` (the
+        same gate :meth:`_withheld` applies after a fit). The scope keeps its last good estimate."""
+        if o.excitation >= self.min_excitation:
+            return False
+        o.skipped = True
+        o.error = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on the "
+                   "linear part of the curve; not fitted")
+        return True
+
+    def warm_start_of(self, scope: str) -> GripEstimate | None:
+        """The fit a new fit of ``scope`` starts from (``warm_start`` on): its last sampled one if its chains met
+        the convergence rule (published, or withheld only for excitation or a prior-dominated maximum: its chains
+        are a start, not a result), else the last published estimate (chains that did not mix would hand on
+        their trouble), else None (a cold start)."""
+        if not self.warm_start:
+            return None
+        st = self.status[scope]
+        return st.last_fit if st.last_fit is not None and self.publishable(st.last_fit) else st.estimate
+
+    def warm_config(self, config: GripConfig) -> GripConfig:
+        """The sampler settings of a warm-started fit: its chains go on from the previous fit's (spread over the
+        previous posterior, which differs from the new one only by the samples that came and went), so they
+        are first checked after ``warm_steps`` instead of ``n_steps`` steps; the convergence rule and its
+        extension up to ``max_steps`` are unchanged."""
+        if not 0 < self.warm_steps < config.n_steps:
+            return config
+        return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
 
     def _withheld(self, o: FitOutcome) -> tuple[str, str] | None:
         """(status counter, reason) when a fitted estimate must not be published: too little excitation, the
@@ -417,7 +471,9 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         force_source=str(values.get("force_source", "measured")),
                         force_config=force_config_from(values, vehicle),
                         force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
-                        warm_start=bool(values["warm_start"]), min_new_points=int(values["min_new_points"]),
+                        warm_start=bool(values["warm_start"]),
+                        warm_steps=int(values.get("warm_steps", GripPipeline.warm_steps)),
+                        min_new_points=int(values["min_new_points"]),
                         max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
                         min_ess=float(values["min_ess"]),
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),

@@ -734,6 +734,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         "grip_failed": {s: grip.status[s].n_failed for s in scopes},
         "grip_not_converged": {s: grip.status[s].n_not_converged for s in scopes},
         "grip_surface_changes": {s: list(grip.status[s].surface_change_times) for s in scopes},
+        "grip_skipped_unexcited": {s: grip.status[s].n_skipped_unexcited for s in scopes},
     }
     cal_series: dict[str, CalibrationSeries] = {}
     model_params: dict[str, float] = {}

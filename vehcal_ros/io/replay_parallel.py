@@ -6,10 +6,11 @@ Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimati
 
 * The grip estimator's *schedule* depends on the data only: which scopes a tick snapshots (``min_new_points``
   since the scope's last snapshot), the cycle number and the seeds (``seed + 1000 * cycle + k``). A fit depends
-  on the results before it only through its warm start: the scope's last *published* estimate. So the main
+  on the results before it only through its warm start (``GripPipeline.warm_start_of``: the scope's last fit
+  that met the convergence rule, else its last published estimate). So the main
   process reads the bag and plans the grip cycles (a planning pipeline whose commits only advance the
   schedule), each scope's fits run one after another in worker processes (a scope's next fit is sent as soon as
-  its previous one returns, with the estimate it published), scopes in parallel, and the outcomes are committed
+  its previous one returns, with the state its outcome left), scopes in parallel, and the outcomes are committed
   to the real pipeline in cycle order, as the node commits them.
 * The calibrator's schedule depends on its results (stage order, accepted values, excitation of the accepted
   fit), so its whole cycle stream runs in one worker process that reads the bag itself: the same loop and
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
+from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, excitation_of
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.inference.executors import is_worker_lost, make_executor
@@ -150,8 +151,8 @@ class GripScheduler:
         self.values, self.grip, self.recorder, self.executor = values, grip, recorder, executor
         self.planner = grip_pipeline_from(values)
         scopes = self.planner.collector.scopes()
-        # per scope, a pipeline that commits that scope's outcomes in order: its state (the last published
-        # estimate = the warm start, anything learnt from published estimates) is what the node's has then
+        # per scope, a pipeline that commits that scope's outcomes in order: its state (last fit, last published
+        # estimate, so the warm start; anything learnt from published estimates) is what the node's has then
         self.published = {s: grip_pipeline_from(values) for s in scopes}
         self.cycles: list[_Cycle] = []
         self.queue: dict[str, deque[tuple[int, int]]] = {s: deque() for s in scopes}
@@ -201,8 +202,14 @@ class GripScheduler:
     def _submit(self, scope: str, ci: int, k: int) -> None:
         c = self.cycles[ci]
         state = copy.copy(self.published[scope])
-        state.__dict__.pop("cancel", None)   # a threading.Event: not picklable; fit_grip_job makes a fresh one
-        fut = self.executor.submit(fit_grip_job, state, c.number, k, c.snaps[k])
+        data = c.snaps[k]
+        if excitation_of(data) < state.min_excitation:
+            # the pipeline's pre-gate will skip the sampler: the same call, here (no worker round trip)
+            fut: Future = Future()
+            fut.set_result(fit_grip_job(state, c.number, k, data))
+        else:
+            state.__dict__.pop("cancel", None)   # a threading.Event: not picklable; fit_grip_job makes a fresh one
+            fut = self.executor.submit(fit_grip_job, state, c.number, k, data)
         self.running[fut] = (scope, ci, k)
 
     def done_until(self, read_t: float) -> float:

@@ -142,6 +142,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
     ParamSpec("seed", 0, "base seed of the samplers (cycle k uses seed + 1000 k)", 0, 2**31 - 1),
     ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
+    ParamSpec("warm_steps", 10000, "steps per chain before the first convergence check of a warm-started fit "
+              "(its chains go on from the previous fit's; 0 = n_steps)", 0, 10_000_000),
     ParamSpec("shape_prior", False, "fit with a tire-shape prior (B C D, C, E) learnt from the scope's published "
               "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
     ParamSpec("surface_change_threshold", 10.0, "road-change test: CUSUM threshold h of the new samples' "
@@ -297,6 +299,7 @@ class GripEstimatorNode(WorkerNode):
             self.values = proposed
             self.pipeline.fit_config = fit_config
             self.pipeline.warm_start = self.values["warm_start"]
+            self.pipeline.warm_steps = self.values["warm_steps"]
             self.pipeline.min_new_points = self.values["min_new_points"]
             self.pipeline.max_fit_points = self.values["max_fit_points"]
             self.pipeline.max_r_hat = self.values["max_r_hat"]
@@ -359,7 +362,8 @@ class GripEstimatorNode(WorkerNode):
             for scope, st in self.pipeline.status.items():
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged,
-                                      "n_prior_dominated": st.n_prior_dominated, "last_fit_s": st.last_fit_s,
+                                      "n_prior_dominated": st.n_prior_dominated,
+                                      "n_skipped_unexcited": st.n_skipped_unexcited, "last_fit_s": st.last_fit_s,
                                       "excitation": st.excitation, "surface_changes": st.surface_changes,
                                       "last_surface_change": st.last_surface_change}
                 if st.estimate is not None:

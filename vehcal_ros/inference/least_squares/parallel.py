@@ -65,6 +65,7 @@ import numpy as np
 from scipy import stats
 from scipy.optimize import least_squares
 
+from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.inference.executors import executor_workers
 
 __all__ = ["ParallelFit", "SegmentedResidual", "fd_jacobian", "parallel_least_squares"]
@@ -152,72 +153,6 @@ def _eval_items(ref: _FunRef, points: np.ndarray, items: tuple[tuple[int, int], 
     if ref.fun is None:
         return _worker_id(), _MISSING
     return _worker_id(), [_eval_one(ref.fun, points[i], k) for i, k in items]
-
-
-# --- BLAS threads in the calling process ----------------------------------------------------------------------
-# OpenBLAS worker threads busy-wait for a while after every call. scipy's trf makes a few BLAS/LAPACK calls per
-# iteration (J^T f, the SVD of J), and on a machine whose cores all run residual tasks, one spinning BLAS thread
-# took ~0.5 s of CPU from the workers in a solve of ~1.2 s of work per worker (psutil per-thread CPU times). The
-# matrices here are m x n with small n, where threaded BLAS gains nothing, so the solver runs with BLAS limited
-# to ``blas_threads`` (default 1) threads in the calling process, for serial and parallel solves alike (BLAS
-# results may depend on the thread count; identical settings keep the estimates bit-identical).
-_OPENBLAS_NAMES = (("", ""), ("scipy_", ""), ("scipy_", "64_"), ("", "64_"))
-_blas_lock = threading.Lock()
-_blas_state: dict[str, Any] = {"controls": None, "depth": 0, "saved": []}
-
-
-def _openblas_controls() -> list[tuple[Any, Any]]:
-    """(set, get) num-threads functions of every OpenBLAS library loaded in this process (Linux; else [])."""
-    import ctypes
-
-    out: list[tuple[Any, Any]] = []
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as f:
-            paths = sorted({ln.split()[-1] for ln in f
-                            if "openblas" in ln.rsplit("/", 1)[-1].lower() and ".so" in ln.rsplit("/", 1)[-1]})
-    except OSError:
-        return out
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        except OSError:
-            continue
-        for pre, suf in _OPENBLAS_NAMES:
-            setter = getattr(lib, f"{pre}openblas_set_num_threads{suf}", None)
-            getter = getattr(lib, f"{pre}openblas_get_num_threads{suf}", None)
-            if setter is not None and getter is not None:
-                setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
-                out.append((setter, getter))
-                break
-    return out
-
-
-class _BlasThreads:
-    """Context manager: OpenBLAS limited to ``n`` threads in this process (None: unchanged); nests safely."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n = n
-
-    def __enter__(self) -> None:
-        if self.n is None:
-            return
-        with _blas_lock:
-            if _blas_state["controls"] is None:
-                _blas_state["controls"] = _openblas_controls()
-            if _blas_state["depth"] == 0:
-                _blas_state["saved"] = [get() for _, get in _blas_state["controls"]]
-                for setter, _ in _blas_state["controls"]:
-                    setter(int(self.n))
-            _blas_state["depth"] += 1
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.n is None:
-            return
-        with _blas_lock:
-            _blas_state["depth"] -= 1
-            if _blas_state["depth"] == 0:
-                for (setter, _), old in zip(_blas_state["controls"], _blas_state["saved"]):
-                    setter(int(old))
 
 
 def _balanced_chunks(costs: Sequence[float], n_chunks: int) -> list[tuple[int, ...]]:
@@ -646,7 +581,7 @@ def parallel_least_squares(
     if names is not None and len(names) != n:
         raise ValueError(f"{len(names)} names for {n} parameters")
 
-    with _BlasThreads(blas_threads):
+    with BlasThreads(blas_threads):
         ev = _Evaluator(fun, executor, tasks_per_worker)
         (f_start,) = ev.many([x0], in_caller=True)
         if not np.all(np.isfinite(f_start)):

@@ -1,0 +1,92 @@
+"""The grip pipeline's scheduling (issue 13): windows that can never publish are not sampled, and warm-started
+fits go on from the previous fit's chains with a shorter first leg, under the same convergence rule.
+
+Synthetic data: the friction paper's Section 4.1 curve (a known truth) under a slip sweep; small sampler budgets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator, chain_ends
+from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, WARN, GripPipeline, excitation_of
+from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.models.pacejka import mf_curve
+
+THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
+FAST = dataclasses.replace(PIPELINE_FIT_CONFIG, n_chains=4, n_steps=4000, max_steps=8000, n_ml_starts=4,
+                           r_hat_threshold=1.5, ess_threshold=10.0, ess_tail_threshold=10.0)
+
+
+def _window(t0: float, s_max: float, seed: int, n: int = 80) -> ScopeData:
+    rng = np.random.default_rng(seed)
+    s = np.linspace(0.0, s_max, n)
+    return ScopeData(scope="front_axle", t=t0 + np.arange(n) * 0.1, slip=s,
+                     mu=mf_curve(s, THETA) + 0.02 * rng.standard_normal(n))
+
+
+def _pipeline(**kw) -> GripPipeline:
+    return GripPipeline(fit_config=FAST, max_r_hat=1.5, min_ess=10.0, min_ess_tail=10.0, **kw)
+
+
+def test_unexcited_window_is_not_sampled_and_the_last_good_estimate_stays():
+    p = _pipeline()
+    excited = _window(0.0, 0.15, seed=1)
+    assert p.commit(p.fit([excited])) == ["front_axle"]
+    good = p.status["front_axle"].estimate
+    # a window on the linear part of the curve: |mu| spans less than min_excitation (95th - 5th percentile)
+    flat = _window(20.0, 0.004, seed=2)
+    span = np.quantile(np.abs(flat.mu), 0.95) - np.quantile(np.abs(flat.mu), 0.05)
+    assert excitation_of(flat) == span < p.min_excitation
+    (o,) = p.fit([flat])
+    assert o.skipped and o.estimate is None and o.wall_s == 0.0      # the sampler never ran (nothing timed)
+    assert "min_excitation" in o.error and "not fitted" in o.error
+    assert p.commit([o]) == []
+    st = p.status["front_axle"]
+    assert st.estimate is good and st.n_skipped_unexcited == 1 and st.n_failed == 1 and st.n_fits == 2
+    assert st.level == WARN and "keeping the last good estimate" in st.message
+    # min_excitation 0 lets the same window through to the sampler (the gate is the publication gate)
+    (o2,) = _pipeline(min_excitation=0.0).fit([flat])
+    assert not o2.skipped and o2.estimate is not None
+
+
+def test_warm_fit_continues_the_previous_chains_with_a_shorter_first_leg():
+    p = _pipeline(warm_steps=1000)
+    first = _window(0.0, 0.15, seed=3)
+    p.commit(p.fit([first]))
+    prev = p.status["front_axle"].last_fit
+    assert prev is not None and not prev.warm_started
+    # the starts: each chain's last draw (theta, log sigma), all inside the prior's support
+    x0 = chain_ends(prev, FAST)
+    draws = prev.chains.draws
+    np.testing.assert_array_equal(x0[:, :6], draws[:, -1, :6])
+    np.testing.assert_allclose(np.exp(x0[:, 6]), draws[:, -1, 6], rtol=1e-12)
+    assert chain_ends(prev, dataclasses.replace(FAST, n_chains=6)) is None   # another number of chains: mean
+    cfg = p.warm_config(FAST)
+    assert cfg.n_steps == 1000 and cfg.burn_in == p.warm_burn_in and cfg.max_steps == FAST.max_steps
+    assert _pipeline(warm_steps=0).warm_config(FAST) == FAST
+    (o,) = p.fit([_window(5.0, 0.15, seed=4)])
+    e = o.estimate
+    assert e.warm_started and e.n_steps_used < FAST.n_steps
+    # the rule is the pipeline's, unchanged: what it publishes passes it
+    if p.commit([o]):
+        assert p.publishable(p.status["front_axle"].estimate)
+    # the same data cold: a fresh multi-start, the full first leg
+    again = _window(5.0, 0.15, seed=4)
+    cold = GripEstimator(FAST).fit(again.slip, again.mu)
+    assert not cold.warm_started and cold.n_steps_used >= FAST.n_steps
+
+
+def test_warm_start_off_starts_every_fit_afresh():
+    p = _pipeline(warm_start=False)
+    p.commit(p.fit([_window(0.0, 0.15, seed=5)]))
+    assert p.warm_start_of("front_axle") is None
+    (o,) = p.fit([_window(5.0, 0.15, seed=6)])
+    assert not o.estimate.warm_started and o.estimate.n_steps_used >= FAST.n_steps
+
+
+def test_grip_config_is_untouched_by_the_schedule():
+    # the schedule's settings live in the pipeline; GripConfig's defaults are the cold fit's
+    assert GripConfig().n_steps == 40_000 and GripPipeline().warm_steps < GripConfig().n_steps
