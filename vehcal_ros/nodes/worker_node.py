@@ -83,13 +83,27 @@ class WorkerNode(Node):
         self._cycle_clock = Periodic(cycle_period, now)
         self._diag_clock = Periodic(diagnostics_period, now)
         timers = MutuallyExclusiveCallbackGroup()
-        self.create_timer(min(cycle_period, diagnostics_period), lambda: self._tick(), callback_group=timers)
+        self.create_timer(min(cycle_period, diagnostics_period), lambda: self._on_timer(self._tick),
+                          callback_group=timers)
         # /diagnostics keep flowing when the ROS clock stops (the end of a simulated scenario or a bag): a
         # steady-clock timer publishes them when the ROS-clock schedule has not for 2 periods of wall time, and
         # runs one cycle on data that arrived after the last one (the clock stopped before it was due)
         stall = stall_timeout if stall_timeout > 0.0 else 2.0 * diagnostics_period
-        self.create_timer(diagnostics_period, lambda: self._diagnostics_fallback(2.0 * diagnostics_period, stall),
+        self.create_timer(diagnostics_period,
+                          lambda: self._on_timer(lambda: self._diagnostics_fallback(2.0 * diagnostics_period, stall)),
                           callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def _on_timer(self, work: Callable[[], None]) -> None:
+        """A timer's work, unless the node is going down: a SIGINT shuts the context down while the executor may
+        still run a timer, whose publish then fails; that is the end of the node, not an error."""
+        if self._closing or not self.context.ok():
+            return
+        try:
+            work()
+        except Exception:
+            if self._closing or not self.context.ok():
+                return
+            raise
 
     def _tick(self, now: float | None = None) -> None:
         if self._cycle_clock is None or self._closing or not self._tick_lock.acquire(blocking=False):
