@@ -30,7 +30,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_util import spawn, spin_until, stop, wait_for_match
 from test_calibrator_persistence import _model_rr
-from test_model_calibrator_node import TOPICS, _closed, _publish
+from test_model_calibrator_node import CalibratorProbe, _closed, _publish
 
 from vehcal_ros.estimation.calibration_pipeline import TEMP_PREFIX
 from vehcal_ros.io.calibration_state import read_state, state_text
@@ -106,14 +106,8 @@ def test_kill_during_fit_restarts_with_last_accepted_model(rclpy_context, tmp_pa
             "-p", "calibration_period:=0.3", "-p", "recalibration_period:=0.0", "-p", "diagnostics_period:=0.2",
             "-p", "stale_timeout:=60.0", "-p", f"state_file:={state}", "-p", "vehicle_id:=truck7",
             "-p", f"params_out:={params}"]
-    probe = Node("probe_crash_fit", context=rclpy_context)
-    ex = SingleThreadedExecutor(context=rclpy_context)
-    ex.add_node(probe)
-    diags: list = []
-    models: list = []
-    probe.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
-    probe.create_subscription(DiagnosticArray, "/vehcal/model_parameters", models.append, latched_qos())
-    pubs = {cls: probe.create_publisher(msg, topic, 1000) for cls, (topic, msg) in TOPICS.items()}
+    cp = CalibratorProbe(rclpy_context, "probe_crash_fit")
+    probe, ex, diags, models, pubs = cp.node, cp.ex, cp.diags, cp.models, cp.pubs
     proc = spawn(args, log_path=str(tmp_path / "run1.log"))
     try:
         assert all(wait_for_match(ex, p, timeout=60.0) for p in pubs.values())

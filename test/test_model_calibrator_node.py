@@ -65,6 +65,22 @@ def graph(rclpy_context, tmp_path):
     probe.destroy_node()
 
 
+class CalibratorProbe:
+    """A probe node for a model_calibrator in another process: publishers of its inputs (``pubs`` by record
+    class), /diagnostics into ``diags``, the latched model into ``models``; ``ex`` spins the probe."""
+
+    def __init__(self, context, name: str) -> None:
+        self.node = Node(name, context=context)
+        self.ex = SingleThreadedExecutor(context=context)
+        self.ex.add_node(self.node)
+        self.diags: list = []
+        self.models: list = []
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diags.append, 50)
+        self.node.create_subscription(DiagnosticArray, "/vehcal/model_parameters", self.models.append,
+                                      latched_qos())
+        self.pubs = {cls: self.node.create_publisher(msg, topic, 1000) for cls, (topic, msg) in TOPICS.items()}
+
+
 def _publish(pubs, ex, records, counts: dict) -> None:
     for k, rec in enumerate(records):
         pubs[type(rec)].publish(conversions.to_msg(rec))

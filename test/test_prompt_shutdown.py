@@ -19,9 +19,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from ros_util import spawn, spin_until, stop, wait_for_match
-from test_model_calibrator_node import TOPICS, _closed, _publish
-
-from vehcal_ros.nodes.grip_estimator import latched_qos
+from test_model_calibrator_node import CalibratorProbe, _closed, _publish
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -75,14 +73,8 @@ def _assert_clean_exit(proc, log, exit_s: float, bound: float, node: str) -> Non
 
 def test_calibrator_cancels_smc_fit_on_sigint(rclpy_context, tmp_path) -> None:
     state, log = tmp_path / "state.json", tmp_path / "calibrator.log"
-    probe = Node("probe_shutdown_cal", context=rclpy_context)
-    ex = SingleThreadedExecutor(context=rclpy_context)
-    ex.add_node(probe)
-    diags: list = []
-    models: list = []
-    probe.create_subscription(DiagnosticArray, "/diagnostics", diags.append, 50)
-    probe.create_subscription(DiagnosticArray, "/vehcal/model_parameters", models.append, latched_qos())
-    pubs = {cls: probe.create_publisher(msg, topic, 1000) for cls, (topic, msg) in TOPICS.items()}
+    cp = CalibratorProbe(rclpy_context, "probe_shutdown_cal")
+    probe, ex, diags, models, pubs = cp.node, cp.ex, cp.diags, cp.models, cp.pubs
     # the longitudinal stage at the default 4 x 1000 particles: ~60 rounds of ~1 s (load 7), over a minute
     proc = spawn(["-m", "vehcal_ros.nodes.model_calibrator", "--ros-args", "-p", "stages:=[longitudinal]",
                   "-p", "calibration_period:=0.3",

@@ -18,11 +18,11 @@ import io
 
 import numpy as np
 import pytest
-from test_replay_parallel import GRIP, PERIOD, RATE, numbers, published, records
+from test_replay_parallel import GRIP, RATE, live_grip_run, numbers, published, records
 
 from vehcal_ros.commands.replay import print_summary
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import replay_bag, resolve_params
+from vehcal_ros.io.replay import replay_bag
 
 GUARD_REASONS = ("nonfinite", "implausible", "duplicate", "out_of_order", "zero_stamp", "stamp_jump")
 DT = 1.0 / RATE
@@ -105,62 +105,12 @@ def test_bad_bag_replays_as_the_clean_bag_and_counts_each_refusal(two_bags):
 def test_live_node_refuses_what_the_replay_refuses(two_bags, rclpy_context):
     """The bad messages over DDS, in the bag's order, into a live grip_estimator on sim time (/clock stepped to
     each cycle time by arrival): the same estimates as the replay of the bad bag and the same refusals."""
-    from geometry_msgs.msg import Vector3Stamped
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
-    from rclpy.parameter import Parameter
-    from ros_util import spin_until, wait_for_match
-    from rosgraph_msgs.msg import Clock
-
-    from vehcal_ros.models.sensors import ClockTick
-    from vehcal_ros.nodes.conversions import to_msg
-    from vehcal_ros.nodes.grip_estimator import PARAMS, GripEstimatorNode, latched_qos
-
     _, bad_bag, want_grip, _ = two_bags
     replayed = replay_bag(bad_bag, {"grip_estimator": GRIP}, calibration=False, final_cycle=False, workers=1)
-    declared = {s.name for s in PARAMS}
-    values = resolve_params({"grip_estimator": GRIP})["grip_estimator"]
-    node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
-        *[Parameter(k, value=v) for k, v in values.items() if k in declared], Parameter("use_sim_time", value=True)])
-    probe = Node("guard_live_probe", context=rclpy_context)
-    live: dict[str, list] = {s: [] for s in replayed.grip}
-    for scope, got in live.items():
-        probe.create_subscription(Vector3Stamped, f"/vehcal/grip/{scope}", got.append, latched_qos())
     items, _, _ = bad_items()
-    pubs = {}
-    for topic, rec, _ in items:
-        if topic not in pubs:
-            pubs[topic] = (topic.rsplit("/", 1)[1], probe.create_publisher(type(to_msg(rec)), topic, 10))
-    clock = probe.create_publisher(Clock, "/clock", 10)
-    ex = SingleThreadedExecutor(context=rclpy_context)
-    ex.add_node(node)
-    ex.add_node(probe)
-    try:
-        assert all(wait_for_match(ex, p) for _, p in pubs.values()) and wait_for_match(ex, clock)
-        received = node.pipeline.collector.counters.received
-        sent = dict.fromkeys(received, 0)
-        tick = items[0][2] + PERIOD
-        for topic, rec, arrival in items:
-            if arrival >= tick:   # the replay's timer fires before the first admitted record at or after it
-                clock.publish(to_msg(ClockTick(tick)))
-                assert spin_until(ex, lambda t=tick: node._cycle_clock.last >= t - 1e-9 and not node.busy, 60.0)
-                tick += PERIOD
-            key, pub = pubs[topic]
-            pub.publish(to_msg(rec))
-            sent[key] += 1
-            assert spin_until(ex, lambda k=key: received[k] == sent[k], 10.0, step=0.001), (topic, rec.t)
-        expected = published(replayed)
-        assert spin_until(ex, lambda: all(len(live[s]) >= len(expected[s]) for s in live), 10.0)
-        dropped = dict(node.pipeline.collector.counters.dropped)
-    finally:
-        node.shutdown()
-        ex.shutdown()
-        node.destroy_node()
-        probe.destroy_node()
+    expected, got, dropped = live_grip_run(rclpy_context, items, replayed, "guard_live_probe")
     assert {r: dropped.get(r, 0) for r in GUARD_REASONS} == want_grip
     assert dropped == replayed.counters["grip_samples_dropped"]
-    got = {s: [(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, m.vector.x, m.vector.y, m.vector.z)
-               for m in msgs] for s, msgs in live.items()}
     for scope, rows in expected.items():
         assert len(got[scope]) == len(rows), scope
         for (ts, *vals), (ts_live, *vals_live) in zip(rows, got[scope]):

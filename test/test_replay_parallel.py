@@ -112,10 +112,11 @@ def test_unexcited_windows_are_skipped_alike_in_parallel(grip_bag, serial):
     assert all(g.t.size == 0 for g in ser.grip.values())
 
 
-@pytest.mark.ros
-def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
-    """The live grip_estimator on sim time, fed over DDS one message at a time with /clock stepped to each cycle
-    time, publishes exactly the replay's estimates (same seeds, same data, same cycle times)."""
+def live_grip_run(rclpy_context, items: list, replayed, name: str) -> tuple[dict, dict, dict]:
+    """A live grip_estimator (GRIP params, sim time) fed ``items`` [(topic, record, arrival time)] over DDS one
+    message at a time, /clock stepped to the replay's cycle times (first arrival + k PERIOD; a cycle runs before
+    the first record arriving at or after it). Returns the replay's published estimates, the node's per scope
+    [(t, mean, lower, upper)] once as many have arrived, and the node's drop counters."""
     from geometry_msgs.msg import Vector3Stamped
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
@@ -129,18 +130,16 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
 
     declared = {s.name for s in PARAMS}
     values = resolve_params({"grip_estimator": GRIP})["grip_estimator"]
-    overrides = [Parameter(k, value=v) for k, v in values.items() if k in declared]
-    node = GripEstimatorNode(context=rclpy_context,
-                             parameter_overrides=[*overrides, Parameter("use_sim_time", value=True)])
-    probe = Node("live_vs_replay_probe", context=rclpy_context)
-    live: dict[str, list] = {s: [] for s in serial.grip}
+    node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
+        *[Parameter(k, value=v) for k, v in values.items() if k in declared], Parameter("use_sim_time", value=True)])
+    probe = Node(name, context=rclpy_context)
+    live: dict[str, list] = {s: [] for s in replayed.grip}
     for scope, got in live.items():
         probe.create_subscription(Vector3Stamped, f"/vehcal/grip/{scope}", got.append, latched_qos())
-    first: dict[str, object] = {}
-    for topic, rec in records():
-        first.setdefault(topic, rec)
-    pubs = {topic: (topic.rsplit("/", 1)[1], probe.create_publisher(type(to_msg(rec)), topic, 10))
-            for topic, rec in first.items()}
+    pubs = {}
+    for topic, rec, _ in items:
+        if topic not in pubs:
+            pubs[topic] = (topic.rsplit("/", 1)[1], probe.create_publisher(type(to_msg(rec)), topic, 10))
     clock = probe.create_publisher(Clock, "/clock", 10)
     ex = SingleThreadedExecutor(context=rclpy_context)
     ex.add_node(node)
@@ -149,11 +148,11 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
         assert all(wait_for_match(ex, p) for _, p in pubs.values()) and wait_for_match(ex, clock)
         received = node.pipeline.collector.counters.received
         sent = dict.fromkeys(received, 0)
-        # the node's cycle clock starts at sim time 0 and fires when /clock reaches 3.04 (>= one period); from
-        # then on every period, as the replay's timer (first stamp + k periods)
-        tick = records()[0][1].t + PERIOD
-        for topic, rec in records():
-            if rec.t >= tick:   # the replay's rule: the cycle runs before the first record at or after its time
+        # the node's cycle clock starts at sim time 0 and fires when /clock reaches the first tick (>= one
+        # period); from then on every period, as the replay's timer (first arrival + k periods)
+        tick = items[0][2] + PERIOD
+        for topic, rec, arrival in items:
+            if arrival >= tick:   # the replay's rule: the cycle runs before the first record at or after its time
                 clock.publish(to_msg(ClockTick(tick)))
                 assert spin_until(ex, lambda t=tick: node._cycle_clock.last >= t - 1e-9 and not node.busy, 60.0), tick
                 tick += PERIOD
@@ -161,8 +160,9 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
             pub.publish(to_msg(rec))
             sent[key] += 1
             assert spin_until(ex, lambda k=key: received[k] == sent[k], 10.0, step=0.001), (topic, rec.t)
-        expected = published(serial)
+        expected = published(replayed)
         assert spin_until(ex, lambda: all(len(live[s]) >= len(expected[s]) for s in live), 10.0)
+        dropped = dict(node.pipeline.collector.counters.dropped)
     finally:
         node.shutdown()
         ex.shutdown()
@@ -170,6 +170,15 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
         probe.destroy_node()
     got = {s: [(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9, m.vector.x, m.vector.y, m.vector.z)
                for m in msgs] for s, msgs in live.items()}
+    return expected, got, dropped
+
+
+@pytest.mark.ros
+def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
+    """The live grip_estimator on sim time, fed over DDS one message at a time with /clock stepped to each cycle
+    time, publishes exactly the replay's estimates (same seeds, same data, same cycle times)."""
+    expected, got, _ = live_grip_run(rclpy_context, [(topic, rec, rec.t) for topic, rec in records()], serial,
+                                     "live_vs_replay_probe")
     for scope, rows in expected.items():
         assert len(got[scope]) == len(rows), scope
         for (ts, *vals), (ts_live, *vals_live) in zip(rows, got[scope]):
