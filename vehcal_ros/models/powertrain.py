@@ -108,26 +108,13 @@ def initial_gear(k: np.ndarray, o: int, driven_speed: float) -> float:
 
 
 @njit(cache=True, nogil=True)
-def axle_drive_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float, gear: float,
-                      share: float) -> float:
-    """Drive torque at one wheel (N m): the whole driveline's torque at the wheels times ``share`` (the axle's
-    share / 2 for one wheel of an open differential).
-
-    dc_motor (the paper): ``(T_max - T_max (w / ratio) / w_max) throttle / ratio x efficiency`` with ``w`` the
-    speed passed in (the paper's code passes each wheel's own speed). engine_map: engine speed ``w / (gear x
-    final drive)``, torque ``(1 - throttle) T_zero + throttle T_full`` from the map, times ``efficiency / (gear x
-    final drive)``.
-    """
-    if k[o] == PT_DC_MOTOR:
-        return dc_motor_torque(k, o, throttle, wheel_speed, share)
-    return engine_map_torque(k, o, throttle, wheel_speed, gear, share)
-
-
-@njit(cache=True, nogil=True)
 def dc_motor_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float, share: float) -> float:
-    """:func:`axle_drive_torque` of the dc_motor powertrain (N m). The hot loops call the two kinds' functions
-    directly, one branch per step (through :func:`axle_drive_torque`, the engine map's table search inlined into
-    every wheel's dc_motor path cost 10 % of the 8-DOF step, 77 vs 70 ns, 2026-11-24)."""
+    """Drive torque at one wheel of the dc_motor powertrain (the paper), N m: the whole driveline's torque at
+    the wheels times ``share`` (the axle's share / 2 for one wheel of an open differential):
+    ``(T_max - T_max (w / ratio) / w_max) throttle / ratio x efficiency`` with ``w`` the speed passed in (the
+    paper's code passes each wheel's own speed). The hot loops branch on the powertrain kind once per step and
+    call this or :func:`engine_map_torque` directly (one function for both inlined the engine map's table search
+    into every wheel's dc_motor path: 77 vs 70 ns per 8-DOF step, 2026-11-24)."""
     motor_speed = wheel_speed / k[o + 3]
     motor_torque = (k[o + 1] - k[o + 1] * motor_speed / k[o + 2]) * throttle
     return motor_torque / k[o + 3] * k[o + 4] * share
@@ -136,7 +123,9 @@ def dc_motor_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float, 
 @njit(cache=True, nogil=True)
 def engine_map_torque(k: np.ndarray, o: int, throttle: float, wheel_speed: float, gear: float,
                       share: float) -> float:
-    """:func:`axle_drive_torque` of the engine_map powertrain (N m)."""
+    """Drive torque at one wheel of the engine_map powertrain, N m: engine speed ``w / (gear x final drive)``,
+    torque ``(1 - throttle) T_zero + throttle T_full`` from the map, times ``efficiency / (gear x final drive)``
+    and ``share`` (as :func:`dc_motor_torque`)."""
     n_map = int(k[o + 7])
     base = o + PT_HEADER
     ratio = k[base + 3 * n_map + int(gear)] * k[o + 6]
