@@ -21,8 +21,13 @@ import math
 
 from numba import njit
 
-FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
-"""Fast-math flags for the hot kernels: no NaN/inf assumptions, so divergent runs stay detectable."""
+FASTMATH = False
+"""No fast-math in the 8-DOF kernels. With LLVM's fast-math flags (contraction, reassociation, reciprocal and
+approximate functions) the code numba compiles in a process with a cold cache differed from the code it loads
+from the on-disk cache (measured 2026-11-24: the brake residual by up to 3.6e-14 between a cold and a warm
+process), so a live node, a replay and a worker process could disagree at round-off and the parallel fits were
+not bit-identical to the serial ones on a fresh machine. Without the flags the step costs the same (8-DOF:
+111.7 vs 110.6 ns/step, benchmarks/bench_8dof_sim.py)."""
 
 MU_MAX = 0.9835
 """Friction coefficient at zero comprehensive slip (the public code's ``umax``)."""
