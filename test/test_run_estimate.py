@@ -41,6 +41,8 @@ RR_TIRE = 0.008 * 0.4699   # the simulator's tire: rolling-resistance lever QSY1
 #: model's pseudo-true value, not on the tire's QSY1 R0; measured offline on the paper's maneuvers: 0.0039-0.0041
 #: (+4 to +9 %). The test asks the published HDI to lie within this model-form band around QSY1 R0.
 RR_MODEL_FORM = 0.15
+#: 90 % -> 99.9 % interval about the mean for a near-Gaussian posterior: z_0.9995 / z_0.95 = 3.29 / 1.645
+WIDEN = 2.0
 
 
 def _live_params(tmp_path) -> Path:
@@ -60,8 +62,8 @@ def _live_params(tmp_path) -> Path:
 @pytest.mark.slow
 def test_run_estimate_sim_publishes_grip_and_model_within_truth(tmp_path, rclpy_context) -> None:
     """`vehcal run estimate --sim accel_coast` in another process; a probe node receives over DDS what an MPC
-    would: every published mu_max interval (90 %) must contain the simulator's true mu_max (all but one when
-    several: the intervals are correlated, and a calibrated 90 % interval misses now and then), and the
+    would: every published mu_max interval (90 %), widened to 99.9 % (WIDEN), must contain the simulator's true
+    mu_max, and the
     calibrated rolling resistance's 94 % HDI must lie within the model-form band around the tire's QSY1 R0
     (RR_MODEL_FORM)."""
     from diagnostic_msgs.msg import DiagnosticArray
@@ -116,8 +118,17 @@ def test_run_estimate_sim_publishes_grip_and_model_within_truth(tmp_path, rclpy_
         # the others); on this drive both axles publish (replay of the same scenario: 4 front, 3 rear)
         assert estimates, "no grip estimate published: " + " | ".join(
             ln for ln in log.splitlines() if "grip_estimator" in ln and "not published" in ln)[-2000:]
-        assert sum(hits) >= max(1, len(hits) - 1), (mu_true, [(e.header.frame_id, round(e.vector.y, 3),
-                                                               round(e.vector.z, 3)) for e in estimates])
+        # Each published 90 % interval, widened about its mean to 99.9 % (half-widths x z_0.9995 / z_0.95 = 2.0 for
+        # a near-Gaussian posterior), must contain the truth: whatever the correlation between consecutive
+        # windows, the chance that any of n calibrated intervals misses is <= n x 0.1 % (union bound). The 90 %
+        # intervals themselves miss now and then (expected misses n x 0.1, more clustered when the windows
+        # overlap; seen: 1 of 10 here, 2 of 12 on CI's machine): their coverage is shown by simulation-based
+        # calibration (benchmarks/bench_grip_sbc.py: the live design, 200 sets; test_grip_sbc.py: the paper design),
+        # not by one run.
+        wide = [e.vector.x - WIDEN * (e.vector.x - e.vector.y) <= mu_true
+                <= e.vector.x + WIDEN * (e.vector.z - e.vector.x) for e in estimates]
+        assert all(wide), (mu_true, sum(hits), [(e.header.frame_id, round(e.vector.x, 3), round(e.vector.y, 3),
+                                                  round(e.vector.z, 3)) for e in estimates])
     finally:
         if proc.poll() is None:
             stop(proc)
