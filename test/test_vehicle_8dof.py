@@ -59,7 +59,12 @@ def test_fiala_regimes() -> None:
     _, fy = fiala_forces(0.0, 0.01, fz, cx, cy)
     assert fy == pytest.approx(-cy * np.tan(0.01), rel=0.05)              # small-angle cornering stiffness
     assert fiala_forces(0.1, 0.1, 0.0, cx, cy) == (0.0, 0.0)
-    assert fiala_slips(0.0, 0.0, 0.2, 5.0, 0.47) == (0.0, 0.0)           # below 1e-4 m/s: no slip
+    assert fiala_slips(0.0, 0.0, 0.2, 0.0, 0.47) == (0.0, 0.0)           # patch and wheel at rest: no slip
+    # a wheel spinning on a patch at rest slides (the paper's public code returns no slip: no launch from rest)
+    s, al = fiala_slips(0.0, 0.0, 0.2, 5.0, 0.47)
+    assert s == pytest.approx(0.47 * 5.0 / 1e-4) and al == 0.0
+    fx, fy = fiala_tire(0.0, 0.0, np.cos(0.2), np.sin(0.2), 5.0, 0.47, fz, cx, cy, K.mu_max, K.mu_min)
+    assert fx == pytest.approx(K.mu_min * fz, rel=1e-4) and fy == 0.0
 
 
 def test_loads_sum_to_total_weight_and_clamp() -> None:

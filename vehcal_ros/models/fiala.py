@@ -5,7 +5,11 @@ paper's public code applies them (reference/vehicle_8dof.yaml ``fiala_as_coded``
 
 * longitudinal slip  s = (R w - (u_g cos d + v_g sin d)) / |u_g cos d + v_g sin d|            (Eq. 8)
 * slip angle         alpha = atan2(v_g, |u_g|) - d                                            (Eq. 9)
-* both slips are zero while the contact-patch speed is below 1e-4 m/s (no division by zero at rest);
+* both slips are zero while the contact-patch speed AND the wheel's surface speed R w are below 1e-4 m/s (no
+  division by zero at rest); a wheel that spins on a contact patch at rest slides (|s| = R w / 1e-4, full
+  sliding). The public code zeroes the slips whenever the contact patch is at rest, spinning wheel or not, so
+  its car can never leave rest (the 8-DOF, launched from 0.1 m/s, rolled back to 1e-4 m/s and stayed there
+  with the wheels spinning up);
 * friction          mu = umax - (umax - umin) * min(1, sqrt(s^2 + tan^2 alpha));
 * longitudinal:     elastic |s| < s_crit = |mu Fz / (2 Cx)|:  Fx = Cx s,
                     sliding: Fx = sign(s) (mu |Fz| - |(mu Fz)^2 / (4 s Cx)|);
@@ -34,7 +38,7 @@ MU_MAX = 0.9835
 MU_MIN = 0.5568
 """Friction coefficient at full comprehensive slip (the public code's ``umin``)."""
 MIN_CONTACT_SPEED = 1e-4
-"""m/s: below this contact-patch speed both slips are taken as zero."""
+"""m/s: below this contact-patch speed and wheel surface speed both slips are taken as zero."""
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -52,7 +56,9 @@ def fiala_slips_cs(u_g: float, v_g: float, delta: float, cos_d: float, sin_d: fl
                    radius: float) -> tuple[float, float]:
     """:func:`fiala_slips` with the steer angle's cosine and sine precomputed (hot-loop form)."""
     if abs(u_g) <= MIN_CONTACT_SPEED and abs(v_g) <= MIN_CONTACT_SPEED:
-        return 0.0, 0.0
+        if abs(radius * omega) <= MIN_CONTACT_SPEED:
+            return 0.0, 0.0
+        return radius * omega / MIN_CONTACT_SPEED, 0.0   # a wheel spinning on a patch at rest: full sliding
     vx_wheel = u_g * cos_d + v_g * sin_d
     denom = abs(vx_wheel)
     if denom < MIN_CONTACT_SPEED:
@@ -110,7 +116,8 @@ def fiala_tire(u_g: float, v_g: float, cos_d: float, sin_d: float, omega: float,
     """
     if fz <= 0.0:
         return 0.0, 0.0
-    if abs(u_g) <= MIN_CONTACT_SPEED and abs(v_g) <= MIN_CONTACT_SPEED:
+    if (abs(u_g) <= MIN_CONTACT_SPEED and abs(v_g) <= MIN_CONTACT_SPEED
+            and abs(radius * omega) <= MIN_CONTACT_SPEED):
         return 0.0, 0.0
     vx_wheel = u_g * cos_d + v_g * sin_d
     denom = abs(vx_wheel)

@@ -457,6 +457,11 @@ def _spin_rate(f: float, w: float, r: float, excess: float, jw: float, fx: float
         elif c < 0.0:
             c = 0.0
     lam = (r - excess) * r * c / (den * jw)
+    if abs(s) > 1.0 or vx * (vx + dt * vx_dot) <= 0.0:
+        # gross slip, or the contact patch's speed crosses zero within the step (starting from rest, rolling
+        # back): s is far from linear in vx there, and the vx_dot term (which assumes it is) flips the wheel's
+        # spin every step while the car chatters about vx = 0 (seen: a launch from 0.1 m/s that never left)
+        return f / (1.0 + dt * lam)
     ds = s if vx > 0.0 else -s   # d s / d vx = -(1 + s sign(vx)) / |vx|
     return (f + lam * (1.0 + ds) / r * dt * vx_dot) / (1.0 + dt * lam)
 
