@@ -30,8 +30,8 @@ FASTMATH = False
 approximate functions) the code numba compiles in a process with a cold cache differed from the code it loads
 from the on-disk cache (measured 2026-11-24: the brake residual by up to 3.6e-14 between a cold and a warm
 process), so a live node, a replay and a worker process could disagree at round-off and the parallel fits were
-not bit-identical to the serial ones on a fresh machine. Without the flags the step costs the same (8-DOF:
-111.7 vs 110.6 ns/step, benchmarks/bench_8dof_sim.py)."""
+not bit-identical to the serial ones on a fresh machine. The step's cost without them: benchmarks/README.md
+(8-DOF rows, benchmarks/bench_8dof_sim.py)."""
 
 MU_MAX = 0.9835
 """Friction coefficient at zero comprehensive slip (the public code's ``umax``)."""

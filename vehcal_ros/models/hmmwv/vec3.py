@@ -8,7 +8,7 @@ from numba import njit
 
 # No LLVM fast-math in the 14-DOF kernels: with it, the code numba compiles with a cold cache differed from the
 # code it loads from the on-disk cache (the same 18 s run ended 2e-12 apart, measured 2026-11-24), so the same
-# scenario and seed gave different bags on a fresh machine. Cost: 5.97 vs 5.72 us/step (bench_hmmwv.py).
+# scenario and seed gave different bags on a fresh machine. Cost: benchmarks/README.md (bench_hmmwv.py rows).
 FASTMATH = False
 
 
