@@ -30,7 +30,7 @@ from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL
 from vehcal_ros.models.pacejka import (
     N_THETA,
     THETA_NAMES,
-    gauss_nll,
+    gauss_nll_lat,
     mf_batch,
     peak_batch,
     peak_slip_at_most,
@@ -343,7 +343,8 @@ def _nan_to_none(x: float) -> float | None:
 
 
 def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndarray | None = None,
-             mu_var: np.ndarray | None = None, bounds: tuple[float, float] = (1e-5, 1.0)) -> float:
+             mu_var: np.ndarray | None = None, bounds: tuple[float, float] = (1e-5, 1.0),
+             lateral: np.ndarray | None = None) -> float:
     """Maximum-likelihood sigma (friction) of the exact errors-in-variables likelihood at ``theta``
     (:func:`~vehcal_ros.models.pacejka.gauss_nll`, log-variance term included; no floor): a 1-D bounded
     minimisation over log sigma. Without per-sample variances this is sqrt(V/N) (Eq. 17 has N - 6)."""
@@ -351,30 +352,34 @@ def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndar
 
     vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
     vm = np.zeros(0) if mu_var is None else np.ascontiguousarray(mu_var, dtype=float)
+    la = np.zeros(0) if lateral is None else np.ascontiguousarray(lateral, dtype=float)
     th = np.ascontiguousarray(theta, dtype=float)
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
-    res = minimize_scalar(lambda ls: gauss_nll(s, mu, th, math.exp(2.0 * ls), vs, vm), bounds=(lo, hi),
+    res = minimize_scalar(lambda ls: gauss_nll_lat(s, mu, th, math.exp(2.0 * ls), vs, vm, la), bounds=(lo, hi),
                           method="bounded", options={"xatol": 1e-6})
     return float(math.exp(res.x))
 
 
 def ml_refine(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma: float, bounds: np.ndarray,
               slip_var: np.ndarray | None, mu_var: np.ndarray | None,
-              sigma_bounds: tuple[float, float] = (1e-5, 1.0)) -> tuple[np.ndarray, float]:
+              sigma_bounds: tuple[float, float] = (1e-5, 1.0),
+              lateral: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """(theta, sigma) maximising the exact errors-in-variables likelihood, from the least-squares theta_ML
     (L-BFGS-B in the bounds; with zero per-sample variances least squares already is that maximum)."""
     from scipy.optimize import minimize
 
     vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
     vm = np.zeros(0) if mu_var is None else np.ascontiguousarray(mu_var, dtype=float)
+    la = np.zeros(0) if lateral is None else np.ascontiguousarray(lateral, dtype=float)
     b = np.asarray(bounds, dtype=float)
-    sig0 = ml_sigma(s, mu, theta, vs, vm, sigma_bounds)
+    sig0 = ml_sigma(s, mu, theta, vs, vm, sigma_bounds, la)
     x0 = np.append(np.clip(theta, b[:, 0], b[:, 1]), math.log(sig0))
     lo = np.append(b[:, 0], math.log(sigma_bounds[0]))
     hi = np.append(b[:, 1], math.log(sigma_bounds[1]))
 
     def nll(x: np.ndarray) -> float:
-        return float(gauss_nll(s, mu, np.ascontiguousarray(x[:N_THETA]), math.exp(2.0 * x[N_THETA]), vs, vm))
+        return float(gauss_nll_lat(s, mu, np.ascontiguousarray(x[:N_THETA]), math.exp(2.0 * x[N_THETA]), vs, vm,
+                                   la))
 
     res = minimize(nll, x0, method="L-BFGS-B", bounds=list(zip(lo, hi)), options={"maxiter": 200})
     if not (np.all(np.isfinite(res.x)) and res.fun <= nll(x0)):
@@ -427,23 +432,24 @@ class GripEstimator:
     # -- data ------------------------------------------------------------------------------------------
     def prepare(self, slip, mu) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Clean the samples: (s, mu, n_removed_nonfinite, n_braking); raises EstimationError if unusable."""
-        s, m, _, _, n_nonfinite, n_braking = self._clean(slip, mu, None, None)
+        s, m, _, _, n_nonfinite, n_braking, _ = self._clean(slip, mu, None, None)
         return s, m, n_nonfinite, n_braking
 
-    def _clean(self, slip, mu, slip_var, mu_var
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, int, int]:
+    def _clean(self, slip, mu, slip_var, mu_var, lateral=None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, int, int,
+                          np.ndarray | None]:
         cfg = self.config
         s = np.asarray(slip, dtype=float).ravel()
         m = np.asarray(mu, dtype=float).ravel()
         if s.shape != m.shape:
             raise InputError(f"slip and mu must have the same length, got {s.size} and {m.size}")
         extra = {}
-        for name, v in (("slip_var", slip_var), ("mu_var", mu_var)):
+        for name, v in (("slip_var", slip_var), ("mu_var", mu_var), ("lateral", lateral)):
             if v is None:
                 continue
             v = np.asarray(v, dtype=float).ravel()
             if v.shape != s.shape:
-                raise InputError(f"{name} must have one variance per sample ({s.size}), got {v.size}")
+                raise InputError(f"{name} must have one value per sample ({s.size}), got {v.size}")
             extra[name] = v
         finite = np.isfinite(s) & np.isfinite(m)
         for v in extra.values():
@@ -472,9 +478,9 @@ class GripEstimator:
         if float(np.ptp(s)) < cfg.min_slip_spread:
             raise EstimationError(
                 f"unexcited data: slip spread {np.ptp(s):.3g} < min_slip_spread={cfg.min_slip_spread}")
-        vs, vm = (np.ascontiguousarray(extra[k]) if k in extra and np.any(extra[k] > 0) else None
-                  for k in ("slip_var", "mu_var"))
-        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking
+        vs, vm, la = (np.ascontiguousarray(extra[k]) if k in extra and np.any(extra[k] > 0) else None
+                      for k in ("slip_var", "mu_var", "lateral"))
+        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking, la
 
     # -- start -----------------------------------------------------------------------------------------
     def _truncated_start(self, s: np.ndarray, mu: np.ndarray, ml: MLFit, rng: np.random.Generator) -> np.ndarray:
@@ -497,13 +503,19 @@ class GripEstimator:
 
     # -- fit -------------------------------------------------------------------------------------------
     def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None, mu_var=None,
-            stop: Callable[[], bool] | None = None) -> GripEstimate:
+            stop: Callable[[], bool] | None = None, lateral=None) -> GripEstimate:
         """Algorithm 1 on the samples; ``warm_start`` replaces the multi-start ML (see docs/grip.md).
 
         ``slip_var`` (variance of each measured slip, e.g. from block averaging) and ``mu_var`` (variance of
         each friction value, e.g. from a force estimate; zeros for transducer data): the likelihood's variance
         of sample i is sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i (:func:`~vehcal_ros.models.pacejka.gauss_nll`,
         exact Gaussian density with its log-variance term). Without them it is the paper's Eq. (22).
+
+        ``lateral`` (per sample |sin alpha| / rho, alpha the tire's slip angle, rho its lateral / longitudinal
+        friction peak; from :mod:`grip_signals` with ``tire.combined_slip: ellipse``): the samples' friction is
+        the friction ellipse's longitudinal share of the pure-slip curve (:func:`~vehcal_ros.models.pacejka.
+        combined`); the curve, its quantiles and mu_max stay those of pure longitudinal slip. The multi-start
+        least squares (only the chains' start) ignores it; the ML refinement and the chains use it.
 
         ``stop()`` true ends the chains within ~5000 steps (e.g. a node shutting down); the estimate then reports
         the rule as it stands on the steps done.
@@ -514,7 +526,7 @@ class GripEstimator:
         """
         cfg = self.config
         t0 = time.perf_counter()
-        s, m, vs, vm, n_nonfinite, n_braking = self._clean(slip, mu, slip_var, mu_var)
+        s, m, vs, vm, n_nonfinite, n_braking, la = self._clean(slip, mu, slip_var, mu_var, lateral)
         n_components = 0
         if vs is not None and cfg.slip_prior == "deconvolved":  # measured slips -> their true slips' posteriors
             mix = true_slip_distribution(s, vs)
@@ -526,7 +538,7 @@ class GripEstimator:
         rng_ml = np.random.default_rng(ss_ml)
         b = np.asarray(cfg.bounds, dtype=float)
         truncated = cfg.prior_mode == "truncated"
-        eiv = vs is not None or vm is not None
+        eiv = vs is not None or vm is not None or la is not None
         if cfg.sigma_mode == "marginal" and eiv:
             raise InputError("GripConfig: sigma_mode='marginal' cannot take per-sample variances; use 'sampled'")
         if warm_start is not None:
@@ -549,7 +561,7 @@ class GripEstimator:
             S0 = np.linalg.cholesky(ml.proposal_cov)
         theta_ml, sigma_ml = ml.theta, ml.sigma
         if eiv:  # the ML step on the exact errors-in-variables likelihood, from the least-squares fit
-            theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds)
+            theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds, la)
             if warm_start is None:
                 x0 = theta_ml
         sigma_ml = float(np.clip(sigma_ml, *cfg.sigma_bounds))
@@ -571,7 +583,7 @@ class GripEstimator:
             cfg.thin,
             sigma_mode=cfg.sigma_mode, log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
-            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm,
+            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
             stop=stop,
         )

@@ -163,6 +163,7 @@ class GripPipeline:
             return []
         if isinstance(record, ImuSample):
             est.add_imu(record)
+            self.collector.add_imu(record)
             return []
         self.collector.add(record)
         if not isinstance(record, WheelSpeeds):
@@ -251,7 +252,8 @@ class GripPipeline:
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
                                                              slip_var=data.slip_var,
                                                              mu_var=getattr(data, "mu_var", None),
-                                                             stop=self.cancel.is_set)
+                                                             stop=self.cancel.is_set,
+                                                             lateral=getattr(data, "lat", None))
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -319,7 +321,7 @@ class GripPipeline:
         if st.estimate is not None and st.estimate_stamp > st.last_surface_change:  # not an old surface's
             reference = PredictiveReference.from_estimate(st.estimate, st.estimate_stamp)
         change = detect_surface_change(self.surface_change, reference, data.t, data.slip, data.mu, data.slip_var,
-                                       getattr(data, "mu_var", None))
+                                       getattr(data, "mu_var", None), getattr(data, "lat", None))
         keep_from, level = st.last_surface_change, st.surface_change_level
         if change is not None:
             keep_from, level = change.time, change.level
@@ -447,6 +449,25 @@ def signal_config_from(values: Mapping[str, Any]) -> GripSignalConfig:
     )
 
 
+def vehicle_signal_config(config: GripSignalConfig, vehicle: Any = None) -> GripSignalConfig:
+    """``config`` with the vehicle description's toe (static toe and bump steer), its IMU pitch at rest, the
+    front travel per longitudinal acceleration (the rear suspension's and the tires' deflection under the load
+    transfer (m h + 2 (muf + mur) r0) a_x / 2L per wheel; 0 without ``suspension.wheel_rate_rear``) and its
+    tire's combined-slip law (``tire.combined_slip``, ``tire.lateral_friction_ratio``); unchanged without one."""
+    if vehicle is None:
+        return config
+    v = vehicle
+    travel_per_ax = 0.0   # rear suspension + both tires under the longitudinal load transfer per wheel
+    if v.wheel_rate_r > 0.0:
+        transfer = (v.m * v.h + 2.0 * (v.muf + v.mur) * v.r0) / (2.0 * v.wheelbase)   # N per m/s^2, one wheel
+        travel_per_ax = transfer * (1.0 / v.wheel_rate_r + 1.0 / v.ktf + 1.0 / v.ktr)
+    config = dataclasses.replace(config, toe_front=tuple(v.toe_front), toe_rear=tuple(v.toe_rear),
+                                 pitch_at_rest=float(v.pitch_at_rest), travel_per_ax=travel_per_ax,
+                                 combined_slip=v.combined_slip, lateral_ratio=float(v.lateral_ratio))
+    config.validate()
+    return config
+
+
 FORCE_PARAMS = {"wheel_speed_noise": "wheel_speed_std", "torque_noise": "torque_std",
                 "fx_process_noise": "fx_rate_psd", "accel_noise": "accel_std", "fz_rel_std": "fz_rel_std"}
 """grip_estimator parameters of the force estimator -> :class:`TireForceConfig` fields."""
@@ -467,7 +488,7 @@ def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireFor
 def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> GripPipeline:
     """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one);
     ``vehicle``: the loaded vehicle description of its ``vehicle`` parameter (None: built-in HMMWV constants)."""
-    return GripPipeline(signal_config_from(values), fit_config_from(values),
+    return GripPipeline(vehicle_signal_config(signal_config_from(values), vehicle), fit_config_from(values),
                         force_source=str(values.get("force_source", "measured")),
                         force_config=force_config_from(values, vehicle),
                         force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),

@@ -40,6 +40,7 @@ from vehcal_ros.estimation.buffers import RollingBuffer
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
+    ImuSample,
     OdomSample,
     TireForce,
     WheelSpeeds,
@@ -76,6 +77,12 @@ class GripSignalConfig:
     capacity: int = 4000                  #: size bound of each scope's sample buffer
     max_gap: float = 5.0                  #: a jump in stamps larger than this restarts the buffers
     average_window: float = 0.1           #: s, per-wheel block averaging of the friction samples (0 = none)
+    toe_front: tuple[tuple[float, float], ...] = ((0.0, 0.0),)  #: (wheel travel m, toe-in rad) rows, front
+    toe_rear: tuple[tuple[float, float], ...] = ((0.0, 0.0),)   #: the same, rear (travel taken as 0)
+    pitch_at_rest: float = 0.0            #: rad, IMU pitch standing on a level floor (front travel reference)
+    travel_per_ax: float = 0.0            #: m per m/s^2: front travel beyond L (pitch - pitch_at_rest) per a_x
+    combined_slip: str = "none"           #: "none" or "ellipse": samples carry |sin alpha| / lateral_ratio
+    lateral_ratio: float = 1.0            #: the tire's lateral / longitudinal friction peak
 
     def validate(self) -> None:
         """Raise ValueError naming the field and its allowed range."""
@@ -96,6 +103,12 @@ class GripSignalConfig:
             (1.0 <= self.window <= 3600.0, f"window must be in [1, 3600] s, got {self.window}"),
             (10 <= self.capacity <= 1_000_000, f"capacity must be in [10, 1e6], got {self.capacity}"),
             (0.0 <= self.average_window <= 1.0, f"average_window must be in [0, 1] s, got {self.average_window}"),
+            (self.combined_slip in ("none", "ellipse"),
+             f"combined_slip must be none or ellipse, got {self.combined_slip!r}"),
+            (0.2 <= self.lateral_ratio <= 3.0, f"lateral_ratio must be in [0.2, 3], got {self.lateral_ratio}"),
+            (-0.5 <= self.pitch_at_rest <= 0.5, f"pitch_at_rest must be in [-0.5, 0.5] rad, got {self.pitch_at_rest}"),
+            (0.0 <= self.travel_per_ax <= 0.1, f"travel_per_ax must be in [0, 0.1] m s^2/m, got {self.travel_per_ax}"),
+            (len(self.toe_front) > 0 and len(self.toe_rear) > 0, "toe_front / toe_rear need at least one row"),
         ]
         for ok, message in checks:
             if not ok:
@@ -126,6 +139,7 @@ class ScopeData:
     mu: np.ndarray
     slip_var: np.ndarray | None = None   #: variance of each slip (block averages; 0 = unknown)
     mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
+    lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
 
     @property
     def t_end(self) -> float:
@@ -184,18 +198,19 @@ class _Series:
 class _Block:
     """Running sums of one wheel's gated (slip, mu) samples in the current averaging block."""
 
-    __slots__ = ("n", "slip", "mu", "slip2", "var_fx", "var_fz", "rho", "speed")
+    __slots__ = ("n", "slip", "mu", "slip2", "var_fx", "var_fz", "rho", "speed", "lat")
 
     def __init__(self) -> None:
         self.clear()
 
     def clear(self) -> None:
         self.n, self.slip, self.mu, self.slip2 = 0, 0.0, 0.0, 0.0
-        self.var_fx, self.var_fz, self.rho, self.speed = 0.0, 0.0, 0.0, 0.0
+        self.var_fx, self.var_fz, self.rho, self.speed, self.lat = 0.0, 0.0, 0.0, 0.0, 0.0
 
     def add(self, slip: float, mu: float, var_fx: float = 0.0, var_fz: float = 0.0, rho: float = 0.0,
-            speed: float = 1.0) -> None:
+            speed: float = 1.0, lat: float = 0.0) -> None:
         self.n += 1
+        self.lat += lat
         self.speed += speed
         self.slip += slip
         self.mu += mu
@@ -231,8 +246,13 @@ class GripDataCollector:
         self._wheel = _Series(tuple(f"w{i}" for i in range(4)), capacity=2048, max_gap=c.max_gap)
         self._odom = _Series(("u", "v", "r"), capacity=2048, max_gap=c.max_gap)
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
+        self._pitch = _Series(("pitch", "ax"), capacity=512, max_gap=c.max_gap)
+        self._toe = [np.asarray(c.toe_front if i < 2 else c.toe_rear, dtype=float).T for i in range(4)]
+        self._side = [1.0 if y >= 0.0 else -1.0 for y in c.wheel_y]
+        self._wheelbase = max(c.wheel_x) - min(c.wheel_x)
         self._pending: deque[TireForce] = deque(maxlen=8192)
-        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var"), capacity=c.capacity, window=c.window,
+        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var", "lat"), capacity=c.capacity,
+                                          window=c.window,
                                           max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
         self._wx = np.asarray(c.wheel_x, dtype=float)
         self._wy = np.asarray(c.wheel_y, dtype=float)
@@ -254,6 +274,8 @@ class GripDataCollector:
             self.add_odom(record)
         elif isinstance(record, Controls):
             self.add_controls(record)
+        elif isinstance(record, ImuSample):
+            self.add_imu(record)
 
     def reject(self, topic: str, reason: str) -> None:
         """Count a message of ``topic`` refused before it became a sample (malformed, implausible, bad stamp)."""
@@ -277,6 +299,10 @@ class GripDataCollector:
         self.counters.received["controls"] += 1
         self._stamp("controls", rec.t)
         self._append(self._steer, rec.t, (rec.steering,))
+
+    def add_imu(self, rec: ImuSample) -> None:
+        """Body pitch and longitudinal acceleration (front wheel travel, hence the toe of the bump steer)."""
+        self._append(self._pitch, rec.t, (rec.pitch, rec.ax))
 
     def add_tire_force(self, rec: TireForce, estimated: bool = False) -> None:
         """A measured (or, ``estimated``, a force-estimator's) tire-force sample."""
@@ -352,7 +378,12 @@ class GripDataCollector:
             return
         vx = u - r * self._wy[i]
         vy = v + r * self._wx[i]
-        v_wheel = vx * math.cos(delta) + vy * math.sin(delta)
+        heading = delta - self._side[i] * self.toe_in(i, rec.t)
+        ch, sh = math.cos(heading), math.sin(heading)
+        v_wheel = vx * ch + vy * sh
+        sin_alpha = 0.0
+        if c.combined_slip == "ellipse":   # alpha = atan(v_y / v_x) in the wheel's heading
+            sin_alpha = (vy * ch - vx * sh) / math.hypot(vx, vy)
         radius = c.r0 - rec.fz / c.kt if c.radius_mode == "load" else c.r0
         v_roll = omega * radius
         denom = max(v_roll, v_wheel)
@@ -370,12 +401,27 @@ class GripDataCollector:
             self.counters.dropped["slip_range"] += 1
             return
         if c.average_window > 0.0:
-            self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho, denom)
+            self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho, denom, sin_alpha)
         else:
-            self._store(i, rec.t, slip, mu, 0.0, 1, var_fx + var_fz)
+            self._store(i, rec.t, slip, mu, 0.0, 1, var_fx + var_fz, abs(sin_alpha) / c.lateral_ratio)
+
+    def toe_in(self, wheel: int, t: float) -> float:
+        """Toe-in (rad) of ``wheel`` at ``t``: the description's toe table at the wheel travel, front
+        L (pitch - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase plus the rear
+        suspension's and the tires' deflection under the longitudinal load transfer; the static toe when no IMU
+        sample is bracketed), rear 0 (its travel is small beside the front's: the rear springs are stiffer)."""
+        z, toe = self._toe[wheel]
+        if z.size == 1:
+            return float(toe[0])
+        travel = 0.0
+        if wheel < 2:
+            p = self._pitch.at(t, self.config.sync_tolerance, (0, 1))
+            if p is not None:
+                travel = self._wheelbase * (p[0] - self.config.pitch_at_rest) + self.config.travel_per_ax * p[1]
+        return float(np.interp(travel, z, toe))
 
     def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
-               mu_var: float = 0.0) -> None:
+               mu_var: float = 0.0, lat: float = 0.0) -> None:
         """Put one (block-averaged) friction sample of ``n`` raw samples into its scope's buffer."""
         c = self.config
         scope = c.scope_of(wheel)
@@ -386,7 +432,7 @@ class GripDataCollector:
             if c.braking == "separate":
                 scope = f"{scope}_braking"
             slip, mu = -slip, -mu
-        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var)):
+        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var, lat)):
             self.counters.accepted += n
         else:
             self.counters.dropped["out_of_order"] += n
@@ -408,7 +454,7 @@ class GripDataCollector:
                     slip, mu, var = block.mean_var()
                     noise = self._slip_noise(i, var, block.n, block.speed / block.n)
                     self._store(i, (self._block_key + 0.5) * w, slip, mu, noise, block.n,
-                                block.mu_var())
+                                block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio)
             block.clear()
             self._block_seen[i] = 0
         self._block_key = key
@@ -441,7 +487,8 @@ class GripDataCollector:
 
     def snapshot(self, scope: str) -> ScopeData:
         a = self._buffers[scope].array()
-        return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4])
+        return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
+                         lat=a[:, 5])
 
     def fill(self) -> dict[str, int]:
         """Samples currently buffered per scope."""

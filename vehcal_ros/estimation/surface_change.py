@@ -84,16 +84,23 @@ class PredictiveReference:
         return cls(theta, 0.5 * (cov + cov.T), sigma, float(stamp))
 
     def z_scores(self, slip: np.ndarray, mu: np.ndarray, slip_var: np.ndarray | None = None,
-                 mu_var: np.ndarray | None = None) -> np.ndarray:
-        """Standardised posterior-predictive residuals of samples (module docstring); NaN where undefined."""
+                 mu_var: np.ndarray | None = None, lat: np.ndarray | None = None) -> np.ndarray:
+        """Standardised posterior-predictive residuals of samples (module docstring); NaN where undefined.
+        ``lat`` (|sin alpha| / rho per sample): the prediction is the friction ellipse's longitudinal share
+        (pacejka.combined); the parameter-uncertainty term keeps the pure curve's Jacobian."""
         s = np.ascontiguousarray(slip, dtype=float)
         f = pacejka.mf_curve(s, self.theta)
+        slope = pacejka.slope(s, self.theta)
+        if lat is not None and np.any(lat > 0.0):
+            d = max(float(self.theta[2] + self.theta[5]), 1e-6)   # the curve's maximum, as pacejka.gauss_nll_lat
+            for i in np.flatnonzero(lat > 0.0):
+                f[i], slope[i] = pacejka.combined(float(s[i]), float(f[i]), float(slope[i]), float(lat[i]) / d)
         jac = pacejka.jacobian(s, self.theta)
         var = self.sigma ** 2 + np.einsum("ij,jk,ik->i", jac, self.theta_cov, jac)
         if mu_var is not None:
             var = var + mu_var
         if slip_var is not None:
-            var = var + pacejka.slope(s, self.theta) ** 2 * slip_var
+            var = var + slope ** 2 * slip_var
         with np.errstate(invalid="ignore", divide="ignore"):
             z = (np.asarray(mu, dtype=float) - f) / np.sqrt(var)
         return np.where(np.isfinite(z) & (var > 0.0), z, np.nan)
@@ -134,7 +141,7 @@ def cusum_change(t: np.ndarray, z: np.ndarray, threshold: float, drift: float) -
 
 def detect_surface_change(config: SurfaceChangeConfig, reference: PredictiveReference | None, t: np.ndarray,
                           slip: np.ndarray, mu: np.ndarray, slip_var: np.ndarray | None = None,
-                          mu_var: np.ndarray | None = None) -> SurfaceChange | None:
+                          mu_var: np.ndarray | None = None, lat: np.ndarray | None = None) -> SurfaceChange | None:
     """Test the samples newer than ``reference.stamp`` against its posterior predictive (module docstring);
     None when there is no change (or no reference, or the test is off). A pure function of its arguments: a
     replay that fits in other processes gets the same answer."""
@@ -144,7 +151,7 @@ def detect_surface_change(config: SurfaceChangeConfig, reference: PredictiveRefe
     if not np.any(new):
         return None
     z = reference.z_scores(slip[new], mu[new], None if slip_var is None else slip_var[new],
-                           None if mu_var is None else mu_var[new])
+                           None if mu_var is None else mu_var[new], None if lat is None else lat[new])
     found = cusum_change(t[new], z, config.threshold, config.drift)
     if found is None:
         return None

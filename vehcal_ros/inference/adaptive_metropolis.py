@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll, mf, peak_slip_at_most, sse
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat, mf, peak_slip_at_most, sse
 
 TARGET_ACCEPTANCE = 0.234
 
@@ -208,11 +208,12 @@ def from_slope_coords(x: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
+def _grip_log_target(s, mu, vs, vm, la, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                      max_peak_slip, shape) -> float:
     """Log posterior up to a constant (nats): uniform prior in the bounds (Eq. 20) [x truncation to curves
     peaking at slip <= max_peak_slip, Section 4.2.2] + the exact Gaussian errors-in-variables log likelihood
-    (:func:`~vehcal_ros.models.pacejka.gauss_nll`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i).
+    (:func:`~vehcal_ros.models.pacejka.gauss_nll_lat`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i;
+    ``la`` the samples' lateral slips, empty = pure slip).
 
     ``x`` is theta, or with ``reparam`` the slope coordinates (B C D, C, D, E, s_h, s_v); then theta is written
     to ``th`` and the log Jacobian -log(C D) of the change of variables is added (same posterior in theta).
@@ -246,11 +247,11 @@ def _grip_log_target(s, mu, vs, vm, x, th, reparam, lb, ub, sigma_mode, sigma2_f
     if sigma_mode == 2:
         return log_jac - half_n * math.log(sse(s, mu, th))
     sigma2 = math.exp(2.0 * x[N_THETA]) if sigma_mode == 0 else sigma2_fixed
-    return log_jac - gauss_nll(s, mu, th, sigma2, vs, vm)
+    return log_jac - gauss_nll_lat(s, mu, th, sigma2, vs, vm, la)
 
 
 @njit(cache=True, nogil=True)
-def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
+def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, st, draws, logp, stats):
     """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
     in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after burn-in).
@@ -262,7 +263,7 @@ def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fix
     work = np.empty(d)
     Snew = np.empty((d, d))
     th = np.empty(N_THETA)
-    lp = _grip_log_target(s, mu, vs, vm, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
+    lp = _grip_log_target(s, mu, vs, vm, la, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                           max_peak_slip, shape)
     for i in range(i_first, i_last + 1):
         _normals(st, r)
@@ -271,7 +272,7 @@ def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fix
             for k in range(j + 1):
                 acc += S[j, k] * r[k]
             prop[j] = acc
-        lpp = _grip_log_target(s, mu, vs, vm, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
+        lpp = _grip_log_target(s, mu, vs, vm, la, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
                                truncate, max_peak_slip, shape)
         valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
         if lpp == -math.inf:  # step 8
@@ -297,10 +298,10 @@ def _grip_chain(s, mu, vs, vm, reparam, theta, S, lb, ub, sigma_mode, sigma2_fix
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
+def _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
                  i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats):
     for c in prange(X.shape[0]):
-        _grip_chain(s, mu, vs, vm, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
+        _grip_chain(s, mu, vs, vm, la, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
                     shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c],
                     stats[c])
 
@@ -310,15 +311,17 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                     log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
                     max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
                     mu_var: np.ndarray | None = None, slope_coords: bool = False,
-                    shape_prior: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+                    shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
+                    lateral: np.ndarray | None = None) -> float:
     """The chains' log target at one point ``x`` (theta[6], plus log sigma with ``sigma_mode="sampled"``;
     slope coordinates with ``slope_coords``), up to the constant of the uniform prior (for tests and tools)."""
     vs, vm = _variances(s, slip_var, mu_var)
+    la = _lateral(s, lateral)
     lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
     x = np.ascontiguousarray(x, dtype=float)
     mode = SIGMA_MODES.index(sigma_mode)
     return float(_grip_log_target(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(mu, dtype=float),
-                                  vs, vm, x, np.empty(N_THETA), bool(slope_coords), lb, ub, mode,
+                                  vs, vm, la, x, np.empty(N_THETA), bool(slope_coords), lb, ub, mode,
                                   float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
                                   max_peak_slip is not None,
                                   float(max_peak_slip) if max_peak_slip is not None else 1.0,
@@ -354,6 +357,14 @@ def _variances(s: np.ndarray, slip_var: np.ndarray | None, mu_var: np.ndarray | 
             raise ValueError(f"{name} must hold one finite, non-negative variance per sample")
         out.append(v if v.size and np.any(v > 0) else np.zeros(0))
     return out[0], out[1]
+
+
+def _lateral(s: np.ndarray, lateral: np.ndarray | None) -> np.ndarray:
+    """Per-sample lateral slip |sin alpha| / rho of the friction ellipse (pacejka.gauss_nll_lat); empty = none."""
+    la = np.zeros(0) if lateral is None else np.ascontiguousarray(lateral, dtype=float)
+    if la.size and (la.shape != np.shape(s) or not np.all(np.isfinite(la)) or np.any(la < 0)):
+        raise ValueError("lateral must hold one finite, non-negative value per sample")
+    return la if la.size and np.any(la > 0) else np.zeros(0)
 
 
 def _box(bounds: np.ndarray, sigma_mode: str, log_sigma_bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -448,6 +459,7 @@ def run_grip_chains(
     shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
     until: Callable[[ChainResult], bool] | None = None,
     stop: Callable[[], bool] | None = None, stop_check_steps: int = 5_000,
+    lateral: np.ndarray | None = None,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
@@ -455,7 +467,9 @@ def run_grip_chains(
     lower Cholesky factor(s) of the initial proposal covariance (step 5), ``bounds[6, 2]`` the uniform prior
     (Eq. 20). Likelihood: the exact Gaussian errors-in-variables density of
     :func:`~vehcal_ros.models.pacejka.gauss_nll` (Eq. 22 with Var_i = sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i;
-    ``slip_var``/``mu_var`` default to zeros). ``sigma_mode``:
+    ``slip_var``/``mu_var`` default to zeros; ``lateral`` (per sample |sin alpha| / rho, default none): samples
+    taken at a slip angle, the friction ellipse of :func:`~vehcal_ros.models.pacejka.gauss_nll_lat`).
+    ``sigma_mode``:
 
     * ``"sampled"`` (default): log sigma is a seventh coordinate, uniform in ``log_sigma_bounds`` (Jeffreys
       p(sigma) ~ 1/sigma, truncated); ``sigma`` is its start; x0/S0 may have 6 or 7 columns (log sigma's
@@ -488,8 +502,9 @@ def run_grip_chains(
     s = np.ascontiguousarray(s, dtype=float)
     mu = np.ascontiguousarray(mu, dtype=float)
     vs, vm = _variances(s, slip_var, mu_var)
-    if sigma_mode == "marginal" and (vs.size or vm.size):
-        raise ValueError("sigma_mode='marginal' needs slip_var = mu_var = 0 (use 'sampled')")
+    la = _lateral(s, lateral)
+    if sigma_mode == "marginal" and (vs.size or vm.size or la.size):
+        raise ValueError("sigma_mode='marginal' needs slip_var = mu_var = 0 and no lateral slip (use 'sampled')")
     lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
     sampled = sigma_mode == "sampled"
     d = N_THETA + int(sampled)
@@ -538,7 +553,7 @@ def run_grip_chains(
         half = pilot // 2
         pdraws = np.empty((n_chains, pilot - half, d))
         plogp = np.empty((n_chains, pilot - half))
-        _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma),
+        _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma),
                      adapt, states, pdraws, plogp, stats)
         emp = np.cov(pdraws.reshape(-1, d).T) * (2.38**2 / d)
         try:
@@ -557,7 +572,7 @@ def run_grip_chains(
         i = i_next
         while i <= n_done:  # the block in pieces of `piece` steps, asking stop() between them
             j = n_done if stop is None else min(n_done, i + piece - 1)
-            _grip_chains(s, mu, vs, vm, reparam, X, S, lb, ub, *common, i, j, 0, int(thin), float(target),
+            _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, *common, i, j, 0, int(thin), float(target),
                          float(gamma), adapt, states, draws_all, logp_all, stats)
             i = j + 1
             if stop is not None and i <= n_done and stop():

@@ -92,6 +92,7 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
     slip = np.linspace(0.0, 1.0, 20001)
     mu_curve = sim.tire_mu_curve(0, slip)
     mu_peak, mu_slide = float(mu_curve.max()), float(mu_curve[-1])
+    mu_lat = _lateral_peak(sim, float(wt[0, dyn.W_FZ]))
 
     doc: dict[str, Any] = {
         "name": params.name,
@@ -105,7 +106,12 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         "roll_centre_below_cg": {"front": h - rc_height[0], "rear": h - rc_height[1]},
         "tire": {"unloaded_radius": r0_rolling, "rolling_minus_loaded": r0_rolling - params.tire.r0,
                  "vertical_stiffness_front": params.tire.kz,
-                 "vertical_stiffness_rear": params.tire.kz, "friction_peak": mu_peak, "friction_slide": mu_slide},
+                 "vertical_stiffness_rear": params.tire.kz, "friction_peak": mu_peak, "friction_slide": mu_slide,
+                 "combined_slip": "ellipse" if params.tire.combined == "ellipsis" else "none",
+                 "lateral_friction_ratio": mu_lat / mu_peak},
+        "suspension": {"toe_in_front": _toe_table(sim, 0), "toe_in_rear": _toe_table(sim, 2),
+                       "wheel_rate_front": _wheel_rate(sim, 0), "wheel_rate_rear": _wheel_rate(sim, 2),
+                       "pitch_at_rest": float(-math.asin(max(-1.0, min(1.0, R[2, 0]))))},
         "wheel": {"spin_inertia_front": params.corner_bodies(0)[3].inertia[1, 1],
                   "spin_inertia_rear": params.corner_bodies(1)[3].inertia[1, 1]},
         "torque_source": "map",
@@ -133,6 +139,56 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
             "efficiency": 1.0,
         }
     return _plain(doc)
+
+
+TOE_TRAVEL = np.round(np.arange(-0.10, 0.0601, 0.01), 3)
+"""Wheel travels (m, + = bump, from the settled pose) of the toe tables ``suspension.toe_in_*``."""
+
+
+def _toe_table(sim: Any, corner: int) -> list[list[float]]:
+    """Toe-in (rad) of ``corner``'s wheel (0 = front left, 2 = rear left) at the wheel travels ``TOE_TRAVEL`` (m,
+    + = bump: wheel centre up relative to the body, from its height at the settled pose), straight-ahead rack:
+    the suspension's kinematic toe curve (static toe + bump steer), as an alignment rig measures it. The LCA
+    rotation is swept (poses where the linkage closes) and toe and wheel-centre height interpolated onto the
+    travels."""
+    from vehcal_ros.models.hmmwv import dynamics as dyn
+    from vehcal_ros.models.hmmwv.kinematics import corner_state
+
+    y = sim.state
+    q0, sigma = float(y[dyn.Y_TH + corner]), float(y[dyn.Y_SIG])
+    z0 = corner_state(sim.geometry, corner, q0, 1.0, sigma, 0.0)["wheel_centre"][2]
+    q = q0 + np.linspace(-0.6, 0.6, 241)
+    st = [corner_state(sim.geometry, corner, float(x), 1.0, sigma, 0.0) for x in q]
+    st = [s for s in st if abs(s["residual"]) <= 1e-9]   # poses where the linkage closes
+    travel = np.array([s["wheel_centre"][2] - z0 for s in st])
+    toe = np.array([s["toe"] for s in st])
+    order = np.argsort(travel)
+    travel, toe = travel[order], toe[order]
+    keep = (TOE_TRAVEL >= travel[0]) & (TOE_TRAVEL <= travel[-1])
+    return [[float(z), float(np.interp(z, travel, toe))] for z in TOE_TRAVEL[keep]]
+
+
+def _wheel_rate(sim: Any, corner: int) -> float:
+    """Suspension wheel rate (N/m) of ``corner`` at the settled pose: spring rate (k1 + 3 k3 x^2 at its static
+    deflection x) times the squared motion ratio d(spring length)/d(wheel travel) (central differences)."""
+    from vehcal_ros.models.hmmwv import dynamics as dyn
+    from vehcal_ros.models.hmmwv.kinematics import corner_state
+
+    y = sim.state
+    q0, sigma = float(y[dyn.Y_TH + corner]), float(y[dyn.Y_SIG])
+    axle = sim.params.front if corner < 2 else sim.params.rear
+    st = [corner_state(sim.geometry, corner, q0 + dq, 1.0, sigma, 0.0) for dq in (-1e-4, 0.0, 1e-4)]
+    ratio = (st[2]["spring_length"] - st[0]["spring_length"]) / (st[2]["wheel_centre"][2] - st[0]["wheel_centre"][2])
+    x = st[1]["spring_length"] - axle.spring_free_length
+    return float((axle.spring_k1 + 3.0 * axle.spring_k3 * x * x) * ratio * ratio)
+
+
+def _lateral_peak(sim: Any, fz: float) -> float:
+    """Peak of the pure-lateral |Fy|/Fz curve of the tire at load ``fz`` on the dry road (mu DRY_MU)."""
+    from vehcal_ros.models.hmmwv.tires import fy_pure
+
+    alpha = np.linspace(0.0, 0.6, 6001)
+    return float(max(abs(fy_pure(sim._tp, fz, float(a), DRY_MU)) for a in alpha) / fz)
 
 
 def _plain(x: Any) -> Any:

@@ -61,13 +61,19 @@ _SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
     ("brake_front", "brakes.torque_front", "N m per wheel at full pedal", 0.0, 1e6, None),
     ("brake_rear", "brakes.torque_rear", "N m per wheel at full pedal", 0.0, 1e6, None),
     ("efficiency", "powertrain.efficiency", "- (0..1]", 0.01, 1.0, 1.0),
+    ("lateral_ratio", "tire.lateral_friction_ratio", "-", 0.2, 3.0, 1.0),
+    ("pitch_at_rest", "suspension.pitch_at_rest", "rad", -0.5, 0.5, 0.0),
+    ("wheel_rate_f", "suspension.wheel_rate_front", "N/m (0 = unknown)", 0.0, 1e8, 0.0),
+    ("wheel_rate_r", "suspension.wheel_rate_rear", "N/m (0 = unknown)", 0.0, 1e8, 0.0),
 )
+COMBINED_SLIP = ("none", "ellipse")
+"""``tire.combined_slip``: how the grip fit combines a sample's longitudinal and lateral slip (docs)."""
 _DC_MOTOR = (("max_torque", "powertrain.max_torque", "N m", 0.0, 1e6),
              ("max_speed", "powertrain.max_speed", "rad/s", 1.0, 1e6),
              ("ratio", "powertrain.ratio", "wheel/motor speed", 1e-4, 10.0))
 _KNOWN_TOP = {"name", "note", "gravity", "mass", "cg", "inertia", "track", "roll_centre_below_cg", "tire", "wheel",
               "driveline", "torque_source", "powertrain", "brakes", "steering", "priors", "nominal",
-              "held_fixed"}
+              "held_fixed", "suspension"}
 _REFERENCE_PRIORS_PER_LOAD = {  # derived default prior ranges (derived_priors)
     "Cx": (1.0, 40.0), "Cy": (3.0, 30.0), "kphi": (0.2, 10.0), "bphi": (0.002, 1.0), "rr": (0.0, 0.03)}
 
@@ -127,6 +133,25 @@ class VehicleDescription:
     """[tire.rolling_minus_loaded] free-rolling radius minus loaded radius (wheel-centre height), m: the tire
     rolls at ``r0 - Fz/kt`` and its force acts at ``r0 - Fz/kt - rolling_excess`` below the wheel centre (0 = the
     8-DOF paper's tire; a Pac02/Chrono tire rolls at R0 - deflection/3, ~1 cm above its loaded radius)"""
+    combined_slip: str = "none"
+    """[tire.combined_slip] none (the grip fit takes every sample as pure longitudinal slip) | ellipse (the
+    friction ellipse: the tire's longitudinal force at a slip angle, estimation/combined_slip.py)"""
+    lateral_ratio: float = 1.0
+    """[tire.lateral_friction_ratio] peak of the pure-lateral |Fy|/Fz over the peak of the pure-longitudinal
+    Fx/Fz at the static load, -"""
+    toe_front: tuple[tuple[float, float], ...] = ((0.0, 0.0),)
+    """[suspension.toe_in_front] (wheel travel m, + = bump from the static ride height; toe-in rad, + = toe-in)
+    rows in increasing travel: static toe and bump steer of a front wheel, straight-ahead steering"""
+    toe_rear: tuple[tuple[float, float], ...] = ((0.0, 0.0),)
+    """[suspension.toe_in_rear] the same for a rear wheel"""
+    pitch_at_rest: float = 0.0
+    """[suspension.pitch_at_rest] IMU pitch (rad, + = nose down) of the car standing on a level floor: the
+    reference of the front wheel travel L (pitch - pitch_at_rest) (estimation/grip_signals.py)"""
+    wheel_rate_f: float = 0.0
+    """[suspension.wheel_rate_front] suspension wheel rate at the static ride height (spring rate x motion
+    ratio^2), N/m; 0 = unknown"""
+    wheel_rate_r: float = 0.0
+    """[suspension.wheel_rate_rear] the same for a rear wheel, N/m"""
 
     # ------------------------------------------------------------------ derived quantities
     @property
@@ -251,6 +276,7 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
     if ts not in ("map", "measured"):
         raise InputError(f"{src}: torque_source = {ts!r}: expected map or measured")
     kw["torque_source"] = ts
+    kw.update(_combined_slip(doc, src))
     desc = VehicleDescription(**kw)
     priors = {**derived_priors(desc), **_priors(doc.get("priors"), f"{src}: priors")}
     nominal = {**derived_nominal(priors), **_nominal(doc.get("nominal"), f"{src}: nominal")}
@@ -260,6 +286,29 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
                          f"{', '.join(STAGES)}")
     held_fixed = {str(st): _nominal(v, f"{src}: held_fixed.{st}") for st, v in held.items()}
     return _replace(desc, priors=priors, nominal=nominal, held_fixed=held_fixed)
+
+
+def _combined_slip(doc: Mapping, src: str) -> dict[str, Any]:
+    """``tire.combined_slip`` and the toe tables ``suspension.toe_in_front`` / ``toe_in_rear``."""
+    method = _get(doc, "tire.combined_slip") or "none"
+    if method not in COMBINED_SLIP:
+        raise InputError(f"{src}: tire.combined_slip = {method!r}: expected one of {', '.join(COMBINED_SLIP)}")
+    out: dict[str, Any] = {"combined_slip": method}
+    for fname, path in (("toe_front", "suspension.toe_in_front"), ("toe_rear", "suspension.toe_in_rear")):
+        rows = _get(doc, path)
+        if rows is None:
+            continue
+        try:
+            table = tuple((float(z), float(t)) for z, t in rows)
+        except (TypeError, ValueError):
+            table = ()
+        z = [r[0] for r in table]
+        if not table or not all(math.isfinite(v) and abs(v) <= 0.5 for r in table for v in r) \
+                or any(b <= a for a, b in zip(z, z[1:])):
+            raise InputError(f"{src}: {path}: expected rows [wheel travel m, toe-in rad] with increasing travel, "
+                             "each value in [-0.5, 0.5]")
+        out[fname] = table
+    return out
 
 
 def _replace(desc: VehicleDescription, **kw: Any) -> VehicleDescription:
@@ -435,6 +484,9 @@ def to_document(desc: VehicleDescription) -> dict[str, Any]:
         pt["shift_rpm"] = [[d / RPM, u / RPM] for d, u in zip(desc.shift_down, desc.shift_up)]
         pt["final_drive"] = desc.final_drive
     doc["steering"] = {"source": desc.steering_source, "ratio": desc.steer_gain}
+    doc["tire"]["combined_slip"] = desc.combined_slip
+    doc["suspension"]["toe_in_front"] = [list(r) for r in desc.toe_front]
+    doc["suspension"]["toe_in_rear"] = [list(r) for r in desc.toe_rear]
     doc["priors"] = {k: list(v) for k, v in desc.priors.items()}
     doc["nominal"] = dict(desc.nominal)
     if desc.held_fixed:

@@ -83,25 +83,63 @@ def gauss_nll(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, s
     the effective-variance, first-order errors-in-variables likelihood). Because f' depends on theta, the
     log-variance term is part of the posterior and not a constant. ``slip_var`` / ``mu_var`` of length 0 mean
     zero (the paper's Eq. 22: 1/2 N log(2 pi sigma^2) + V / (2 sigma^2)). Units: friction^2 for sigma2 and
-    mu_var, slip^2 for slip_var.
+    mu_var, slip^2 for slip_var. Pure longitudinal slip: :func:`gauss_nll_lat` with no lateral slip.
     """
+    return gauss_nll_lat(s, mu, theta, sigma2, slip_var, mu_var, _NO_LATERAL)
+
+
+_NO_LATERAL = np.zeros(0)
+
+
+@njit(cache=True, nogil=True)
+def combined(s: float, f0: float, df0: float, lat_d: float) -> tuple[float, float]:
+    """Friction ellipse (Chrono ChPac02Tire's combination for a tire without combined-slip coefficients, the
+    ADAMS method) at small shifts: the longitudinal friction at slip ratio ``s`` of a tire running at a slip angle,
+    h = f0 |s| / sqrt(s^2 + f0^2 lat_d^2), with f0 = f(s) the pure-slip curve, ``df0`` its slope and
+    lat_d = |sin alpha| / mu_y,max = |sin alpha| / (rho D) (rho = lateral / longitudinal friction peak); and
+    dh/ds = (f0' |s|^3 + sign(s) f0^3 lat_d^2) / Q^3, Q = sqrt(s^2 + f0^2 lat_d^2). lat_d = 0: (f0, f0').
+    At small slip h = K s / sqrt(1 + K^2 lat_d^2) (K = f0 / s): the lateral slip lowers the apparent slip
+    stiffness the more, the lower the road's friction; at the curve's top the factor tends to 1."""
+    if lat_d <= 0.0:
+        return f0, df0
+    a = abs(s)
+    q2 = s * s + f0 * f0 * lat_d * lat_d
+    if q2 <= 0.0:
+        return 0.0, df0
+    q = math.sqrt(q2)
+    sg = 1.0 if s >= 0.0 else -1.0
+    return f0 * a / q, (df0 * a * a * a + sg * f0 * f0 * f0 * lat_d * lat_d) / (q2 * q)
+
+
+@njit(cache=True, nogil=True)
+def gauss_nll_lat(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+                  mu_var: np.ndarray, lat: np.ndarray) -> float:
+    """:func:`gauss_nll` of samples taken at a slip angle: f(s_i) replaced by the friction-ellipse longitudinal
+    friction :func:`combined` with lat_d = ``lat_i`` / D, ``lat_i`` = |sin alpha_i| / rho (0 = pure slip), and
+    f' by its slope. ``lat`` of length 0 = pure slip everywhere (the paper's model)."""
     n = s.shape[0]
     B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
     has_vs = slip_var.shape[0] == n
     has_vm = mu_var.shape[0] == n
-    if not (has_vs or has_vm):
+    has_lat = lat.shape[0] == n
+    peak_value = max(D + sv, 1e-6)   # the curve's maximum (C > 1): mu_x,max of the ellipse, mu_y,max = rho times it
+    if not (has_vs or has_vm or has_lat):
         return 0.5 * n * (_LOG_2PI + math.log(sigma2)) + 0.5 * sse(s, mu, theta) / sigma2
     acc = 0.0
     for i in range(n):
         u = B * (s[i] + sh)
         phi = u - E * (u - math.atan(u))
         g = C * math.atan(phi)
-        r = mu[i] - D * math.sin(g) - sv
+        sl = D * math.cos(g) * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
+        if has_lat and lat[i] > 0.0:
+            f, sl = combined(s[i], D * math.sin(g) + sv, sl, lat[i] / peak_value)
+            r = mu[i] - f
+        else:
+            r = mu[i] - D * math.sin(g) - sv
         var = sigma2
         if has_vm:
             var += mu_var[i]
         if has_vs:
-            sl = D * math.cos(g) * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
             var += sl * sl * slip_var[i]
         acc += math.log(var) + r * r / var
     return 0.5 * (n * _LOG_2PI + acc)
