@@ -14,7 +14,9 @@
 The estimator's vehicle constants are the description ``vehcal vehicle describe VEHICLE`` derives from the
 simulator's model file (what a user would measure), with the rolling-resistance lever of its tire data
 (QSY1 R0; describe writes a prior midpoint there). For the replay the grip estimator's slip geometry (axle
-positions, track, rolling radius, steering gain) comes from the same description, as a user's params file would.
+positions, track, rolling radius, steering gain) comes from the same description, as a user's params file would,
+and so do (issue 11, session 3) the toe tables, wheel rates, pitch at rest and the tire's combined-slip law that
+give each friction sample its wheel heading and slip angle (the replay's ``vehicle`` parameter is that file).
 
 Usage:  python benchmarks/bench_tire_forces.py [--vehicle hmmwv|sedan] [--scenario daily_driving] [--seed 0]
         [--torque-noise 20] [--skip-replay] [--json OUT]

@@ -9,6 +9,17 @@ interpolated at t; the wheel-centre longitudinal speed is the body velocity at t
 the slip ratio is Eq. (3) of the friction paper, s = (omega R - v) / max(omega R, v), with the rolling radius R
 either fixed or load dependent (R = r0 - Fz / kt, as the 8-DOF model), and the friction is Eq. (1), mu = Fx/Fz.
 
+Toe and slip angle (issue 11, the published sedan). The wheel heading delta_i also carries the wheel's toe from
+the vehicle description (``suspension.toe_in_front/rear``: static toe and bump steer over wheel travel; toe-in
+turns a left wheel right): delta_i = delta - side_i toe_i(z). The front wheel travel z is taken from the IMU:
+z = L (pitch - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase, plus the rear
+suspension's and the tires' deflection under the longitudinal load transfer; the rear's travel is taken as 0).
+With ``combined_slip = "ellipse"`` each sample also carries its slip angle alpha_i = atan(v_y / v_x) in the
+wheel's heading, as ``lat`` = |sin alpha| / lateral_ratio (block-averaged signed per wheel, then its modulus):
+the grip fit then models the sample's friction as the friction ellipse's longitudinal share of the pure-slip
+curve (models/pacejka.py ``combined``). On Chrono's sedan (toe-in 0.5-4 deg while driving) these angles match
+the simulator's true slip angles to ~0.05 deg (test/test_combined_slip.py).
+
 Samples are gated (finite values, speed, normal load, steering / lateral usage, |s| range) and counted by
 reason. The gated samples of each wheel are then averaged over blocks of ``average_window`` seconds (one friction
 sample per wheel and block). At everyday excitation the slip is a few 1e-3 while wheel-speed and odometry noise

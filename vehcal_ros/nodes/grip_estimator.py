@@ -159,7 +159,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "force estimator uses", read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
-    ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (accelerations for the load transfer)", read_only=True),
+    ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
+              read_only=True),
     ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
               "stiffnesses split the lateral load transfer)", read_only=True),
     ParamSpec("publish_estimated_forces", False, "publish the estimated forces (WrenchStamped per wheel)",
@@ -218,8 +219,10 @@ class GripEstimatorNode(WorkerNode):
         self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
         self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
         self._force_pub = None
+        # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
+        # wheels' toe of a description with bump steer (estimation/grip_signals.py)
+        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
         if v["force_source"] != "measured":
-            self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
             self.create_subscription(DiagnosticArray, v["model_parameters_topic"], self._on_model, latched_qos(),
                                      callback_group=group)
             if v["publish_estimated_forces"]:
