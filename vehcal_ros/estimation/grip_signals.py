@@ -312,8 +312,10 @@ class GripDataCollector:
         self._append(self._steer, rec.t, (rec.steering,))
 
     def add_imu(self, rec: ImuSample) -> None:
-        """Body pitch and longitudinal acceleration (front wheel travel, hence the toe of the bump steer)."""
-        self._append(self._pitch, rec.t, (rec.pitch, rec.ax))
+        """Body pitch and longitudinal acceleration (front wheel travel, hence the toe of the bump steer). A bad
+        sample is skipped silently here (the force estimator and the nodes' input guard count IMU rejects); the
+        toe then falls back to the last bracketing samples or to the static toe."""
+        self._pitch.buf.append(rec.t, (rec.pitch, rec.ax))
 
     def add_tire_force(self, rec: TireForce, estimated: bool = False) -> None:
         """A measured (or, ``estimated``, a force-estimator's) tire-force sample."""
