@@ -96,7 +96,7 @@ def combined(s: float, f0: float, df0: float, lat_d: float) -> tuple[float, floa
     """Friction ellipse (Chrono ChPac02Tire's combination for a tire without combined-slip coefficients, the
     ADAMS method) at small shifts: the longitudinal friction at slip ratio ``s`` of a tire running at a slip angle,
     h = f0 |s| / sqrt(s^2 + f0^2 lat_d^2), with f0 = f(s) the pure-slip curve, ``df0`` its slope and
-    lat_d = |sin alpha| / mu_y,max = |sin alpha| / (rho D) (rho = lateral / longitudinal friction peak); and
+    lat_d = |sin alpha| / mu_y,max = |sin alpha| / (rho mu_max) (rho = lateral / longitudinal friction peak); and
     dh/ds = (f0' |s|^3 + sign(s) f0^3 lat_d^2) / Q^3, Q = sqrt(s^2 + f0^2 lat_d^2). lat_d = 0: (f0, f0').
     At small slip h = K s / sqrt(1 + K^2 lat_d^2) (K = f0 / s): the lateral slip lowers the apparent slip
     stiffness the more, the lower the road's friction; at the curve's top the factor tends to 1."""
