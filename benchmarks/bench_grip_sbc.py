@@ -92,7 +92,9 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
 
 
 def one(args: tuple) -> dict:
-    """(case, k, seed, n_steps, max_steps[, n_chains]) -> the fit's ranks and interval hits for data set k."""
+    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds]]) -> the fit's ranks and interval hits for
+    data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift bounds by +-limit in BOTH the
+    simulation prior and the fit's prior (SBC needs them equal), so it is also a narrower SBC design."""
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
@@ -101,11 +103,14 @@ def one(args: tuple) -> dict:
 
     rng = np.random.default_rng([seed, k])
     b = np.asarray(DEFAULT_BOUNDS, dtype=float)
+    if len(rest) > 1 and rest[1] is not None:
+        b[4:6] = [[-rest[1][0], rest[1][0]], [-rest[1][1], rest[1][1]]]
     theta = draw_theta(rng, b)
     data = simulate(case, theta, rng)
     true_mu_max = float(peak(theta)[0])
     cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
-                     keep_negative_slip=True, n_chains=int(rest[0]) if rest else GripConfig.n_chains,
+                     keep_negative_slip=True, n_chains=int(rest[0]) if rest and rest[0] else GripConfig.n_chains,
+                     bounds=tuple(map(tuple, b.tolist())),
                      slip_prior="flat" if case == "live" else GripConfig.slip_prior)
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
     try:
@@ -196,13 +201,13 @@ def plot(results: list[dict], summ: dict, case: str, path: Path) -> None:
 
 
 def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int,
-        partial: Path | None = None) -> tuple[list[dict], dict]:
+        partial: Path | None = None, shift_bounds: tuple[float, float] | None = None) -> tuple[list[dict], dict]:
     """Fit the data sets (in ``jobs`` processes); with ``partial``, results so far are rewritten there every 10
     sets and data sets already in it are not refitted (a long run can be resumed)."""
     done: dict[int, dict] = {}
     if partial is not None and partial.exists():
         done = {r["k"]: r for r in json.loads(partial.read_text())["results"]}
-    tasks = [(case, k, seed, n_steps, max_steps) for k in range(n_sets) if k not in done]
+    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds) for k in range(n_sets) if k not in done]
     results = list(done.values())
 
     def save() -> None:
@@ -234,17 +239,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40_000, help="n_steps (live setting)")
     ap.add_argument("--max-steps", type=int, default=120_000, help="max_steps (live setting)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    ap.add_argument("--shift-bounds", type=float, nargs=2, default=None, metavar=("SH", "SV"),
+                    help="prior |s_h| <= SH, |s_v| <= SV in simulation AND fit (default: Table 3, 0.05 / 0.3)")
     args = ap.parse_args()
+    sb = args.shift_bounds
+    tag = args.case if sb is None else f"{args.case}_shift{sb[0]:g}_{sb[1]:g}"
     t0 = time.perf_counter()
     load0 = os.getloadavg()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps,
-                        partial=out / f"grip_sbc_{args.case}.partial.json")
+                        partial=out / f"grip_sbc_{tag}.partial.json", shift_bounds=args.shift_bounds)
     summ.update(wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case)
-    (out / f"grip_sbc_{args.case}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
-    plot(results, summ, args.case, out / f"grip_sbc_{args.case}.png")
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case,
+                shift_bounds=args.shift_bounds)
+    (out / f"grip_sbc_{tag}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
+    plot(results, summ, tag, out / f"grip_sbc_{tag}.png")
     print(json.dumps(summ, indent=1))
 
 
