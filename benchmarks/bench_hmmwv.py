@@ -22,9 +22,11 @@ from roofline import load_counts, machine_peaks, roofline_row
 from vehcal_ros.models.hmmwv import Hmmwv14
 
 
-def maneuver(sim: Hmmwv14, seconds: float, chunk: int = 10) -> None:
+def maneuver(sim: Hmmwv14, seconds: float, chunk: int = 10, start: float = 0.0) -> None:
+    """``seconds`` of the maneuver from time ``start`` (s), the inputs held for ``chunk`` steps."""
     n = int(round(seconds / (chunk * sim.dt)))
-    for k in range(n):
+    k0 = int(round(start / (chunk * sim.dt)))
+    for k in range(k0, k0 + n):
         t = k * chunk * sim.dt
         thr = min(0.5, 0.1 * t) if t < 10 else 0.0
         brk = 0.3 if t > 16 else 0.0

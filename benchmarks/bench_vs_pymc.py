@@ -22,6 +22,12 @@ nothing, also on draws shuffled within each chain (both sides alike); the ratio 
 Needs the optional benchmark environment (never a dependency of the package): ``make bench-peers``, or
 ``.venv-bench/bin/python benchmarks/bench_vs_pymc.py [--chains 8 --draws 1000 --seed 0 --vehcal-threads 1
 --json OUT]`` (this project's side on one thread by default, so both sides' CPU seconds are one core's).
+
+``--pymc-model pytensor``: PyMC's side is instead the model as a PyMC user writes it from the paper, the 8-DOF
+equations in pytensor (``pymc_8dof_pytensor.py``: ``pytensor.scan`` over the 369 time steps, ``pm.Normal``
+likelihood per channel; its log likelihood equals this project's to ~1e-15 relative), compiled by pytensor's C
+backend (``--pytensor-mode default``) or its numba backend (``--pytensor-mode NUMBA``). Slow: 0.7-2.3 ms per
+evaluation instead of ~0.06 ms; try a reduced ``--chains``/``--draws`` first.
 """
 
 from __future__ import annotations
@@ -114,7 +120,32 @@ def _pymc_model(problem: StageProblem, counter: list[int]):
     return model
 
 
-def side_pymc(chains: int, draws: int, seed: int, cores: int) -> dict:
+def _counting_imh(counter: list[int]):
+    """PyMC's IMH kernel counting its likelihood evaluations (for a model without a black-box Op): the kernel's
+    compiled likelihood function, once ``set_rng`` has copied it for a chain, wrapped by a counter."""
+    import pymc as pm
+
+    class CountingIMH(pm.smc.IMH):
+        def set_rng(self, rng):
+            self.likelihood_logp_func = getattr(self, "_compiled_likelihood", self.likelihood_logp_func)
+            super().set_rng(rng)
+            compiled = self._compiled_likelihood = self.likelihood_logp_func
+
+            def likelihood(x):
+                counter[0] += 1
+                return compiled(x)
+
+            self.likelihood_logp_func = likelihood
+
+    return CountingIMH
+
+
+def side_pymc(chains: int, draws: int, seed: int, cores: int, pymc_model: str = "blackbox",
+              pytensor_mode: str = "default") -> dict:
+    """PyMC's ``sample_smc`` on the stage. ``pymc_model``: "blackbox" = this project's numba log likelihood as a
+    pytensor Op; "pytensor" = the 8-DOF equations written in pytensor (``pymc_8dof_pytensor.py``: scan over the
+    time steps, ``pm.Normal`` likelihood), compiled by pytensor's ``pytensor_mode`` ("default": its C backend;
+    "NUMBA": its numba backend, ``compile_kwargs={"mode": "NUMBA"}``)."""
     import logging
 
     import pymc as pm
@@ -122,28 +153,40 @@ def side_pymc(chains: int, draws: int, seed: int, cores: int) -> dict:
     logging.getLogger("pymc").setLevel(logging.ERROR)
     problem = lateral_problem()
     counter = [0]
-    model = _pymc_model(problem, counter)
+    compile_kwargs = None
+    if pymc_model == "pytensor":
+        from pymc_8dof_pytensor import pytensor_lateral_model
+
+        model = pytensor_lateral_model(problem)
+        kernel = _counting_imh(counter)
+        if pytensor_mode != "default":
+            compile_kwargs = {"mode": pytensor_mode}
+    else:
+        model = _pymc_model(problem, counter)
+        kernel = pm.smc.IMH
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c0, w0 = _cpu_s(), time.perf_counter()
         with model:  # start-up: compile the logp functions, a tiny run
             pm.sample_smc(draws=50, chains=1, cores=1, random_seed=seed + 99, progressbar=False,
-                          compute_convergence_checks=False)
+                          compute_convergence_checks=False, compile_kwargs=compile_kwargs)
         startup_cpu, startup_wall = _cpu_s() - c0, time.perf_counter() - w0
         counter[0] = 0
         c0, w0 = _cpu_s(), time.perf_counter()
         with model:
             idata = pm.sample_smc(draws=draws, chains=chains, cores=cores, random_seed=seed, progressbar=False,
-                                  kernel=pm.smc.IMH, threshold=0.5, correlation_threshold=0.01,
-                                  compute_convergence_checks=False)
+                                  kernel=kernel, threshold=0.5, correlation_threshold=0.01,
+                                  compute_convergence_checks=False, compile_kwargs=compile_kwargs)
         wall, cpu = time.perf_counter() - w0, _cpu_s() - c0
     post = idata.posterior
     names = list(problem.prior.names)
     drawn = np.stack([post[n].values for n in names], axis=-1)
     betas = _per_chain(idata.sample_stats["beta"].values)
     acc0 = _per_chain(idata.sample_stats["accept_rate"].values)[0]
-    return {"sampler": f"PyMC {pm.__version__} sample_smc (IMH)", "settings": {"threshold": 0.5,
-            "correlation_threshold": 0.01, "cores": cores}, "wall_s": wall, "cpu_s": cpu,
+    label = (f"PyMC {pm.__version__} sample_smc (IMH)" if pymc_model == "blackbox" else
+             f"PyMC {pm.__version__} sample_smc (IMH), model in pytensor (scan), {pytensor_mode} backend")
+    return {"sampler": label, "settings": {"threshold": 0.5, "correlation_threshold": 0.01, "cores": cores,
+            "model": pymc_model, "pytensor_mode": pytensor_mode}, "wall_s": wall, "cpu_s": cpu,
             "cpu_s_minus_startup": max(cpu - startup_cpu, 0.0), "startup_cpu_s": startup_cpu,
             "startup_wall_s": startup_wall,
             "evaluations": counter[0] if cores == 1 else None,
@@ -182,7 +225,7 @@ def _run_side(side: str, args: argparse.Namespace) -> dict:
         out = Path(tmp) / f"{side}.json"
         cmd = [sys.executable, __file__, "--side", side, "--chains", str(args.chains), "--draws", str(args.draws),
                "--seed", str(args.seed), "--pymc-cores", str(args.pymc_cores), "--json", str(out),
-               "--roll-split", args.roll_split]
+               "--roll-split", args.roll_split, "--pymc-model", args.pymc_model, "--pytensor-mode", args.pytensor_mode]
         env = dict(os.environ)
         if side == "ours":  # numba's and the batch pool's threads (PyMC's side runs on one core, --pymc-cores)
             env["NUMBA_NUM_THREADS"] = str(args.vehcal_threads)
@@ -206,12 +249,18 @@ def main() -> None:
     ap.add_argument("--roll-split", choices=("off", "on"), default="off",
                     help="this project's lateral stage: off = kphi_f, kphi_r as PyMC samples them (same transforms); "
                          "on = the product default (total roll stiffness and front fraction, same posterior)")
+    ap.add_argument("--pymc-model", choices=("blackbox", "pytensor"), default="blackbox",
+                    help="PyMC's model: blackbox = this project's numba log likelihood as an Op (same model code); "
+                         "pytensor = the 8-DOF equations written in pytensor, as a PyMC user would (slow)")
+    ap.add_argument("--pytensor-mode", default="default",
+                    help="pytensor backend for --pymc-model pytensor: default (C) or NUMBA")
     ap.add_argument("--side", choices=("ours", "pymc"), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.side:
         res = (side_ours(args.chains, args.draws, args.seed, args.roll_split == "on") if args.side == "ours"
-               else side_pymc(args.chains, args.draws, args.seed, args.pymc_cores))
+               else side_pymc(args.chains, args.draws, args.seed, args.pymc_cores, args.pymc_model,
+                              args.pytensor_mode))
         Path(args.json).write_text(json.dumps(res))
         return
     if importlib.util.find_spec("pymc") is None:
@@ -222,11 +271,13 @@ def main() -> None:
     sides = {"vehcal": _run_side("ours", args), "pymc": _run_side("pymc", args)}
     for i, r in enumerate(sides.values()):
         r.update(_summary(np.asarray(r.pop("draws")), r["names"], args.seed + i))
-        r["ess_per_cpu_s"] = r["min_ess_bulk"] / r.get("cpu_s_minus_startup", r["cpu_s"])
+        cpu = r.get("cpu_s_minus_startup", r["cpu_s"])
+        r["ess_per_cpu_s"] = r["min_ess_bulk"] / cpu if cpu > 0.0 else float("nan")
     v, p = sides["vehcal"], sides["pymc"]
     diff_sd = {k: (v["mean"][k] - p["mean"][k]) / p["sd"][k] for k in p["mean"]}
     report = {"started": started, "chains": args.chains, "draws": args.draws, "seed": args.seed,
-              "vehcal_threads": args.vehcal_threads, "roll_split": args.roll_split,
+              "vehcal_threads": args.vehcal_threads, "roll_split": args.roll_split, "pymc_model": args.pymc_model,
+              "pytensor_mode": args.pytensor_mode,
               "cpus": os.cpu_count(), "sides": sides,
               "ratio_ess_per_cpu_s": v["ess_per_cpu_s"] / p["ess_per_cpu_s"],
               "ratio_cpu_s": p.get("cpu_s_minus_startup", p["cpu_s"]) / v["cpu_s"],

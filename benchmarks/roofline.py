@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -87,6 +88,12 @@ def machine_peaks(repeats: int = 30) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------------------------- counted execution
+def _ieee_div(a: float, b: float) -> float:
+    """a / b as the kernels' ``error_model="numpy"`` computes it (inf/nan instead of ZeroDivisionError)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(a) / np.float64(b))
+
+
 class _Count:
     flops = 0
     compares = 0
@@ -122,10 +129,23 @@ class _F(float):
         return self._op(o, lambda a, b: b * a)
 
     def __truediv__(self, o):
-        return self._op(o, lambda a, b: a / b)
+        return self._op(o, _ieee_div)
 
     def __rtruediv__(self, o):
-        return self._op(o, lambda a, b: b / a)
+        return self._op(o, lambda a, b: _ieee_div(b, a))
+
+    def __floordiv__(self, o):
+        return self._op(o, lambda a, b: a // b)
+
+    def __mod__(self, o):
+        return self._op(o, lambda a, b: a % b)
+
+    def __rpow__(self, o):
+        _Count.transcendental += 1
+        return _F(float(o) ** float(self))
+
+    def __pos__(self):
+        return self
 
     def __pow__(self, o):
         _Count.flops += 1 if float(o) == 2.0 else 0
@@ -191,11 +211,18 @@ class _Math:
         return _F(math.copysign(float(a), float(b)))
 
     @staticmethod
+    def fabs(x):
+        _Count.flops += 1
+        return _F(math.fabs(float(x)))
+
+    @staticmethod
     def isfinite(x):
         return math.isfinite(float(x))
 
     def __getattr__(self, name):
         fn = getattr(math, name)
+        if not callable(fn):
+            return fn
 
         def counted(*args):
             _Count.transcendental += 1
@@ -203,6 +230,168 @@ class _Math:
             return _F(fn(*[float(a) for a in args]))
 
         return counted
+
+
+class _NdArr:
+    """An n-d array of :class:`_F` (numpy object array) whose element loads and stores are counted; slicing gives a
+    counted view. Floats stored into it are converted to :class:`_F`; ``computed_plain`` counts stored values that were
+    plain floats other than the literals 0, 1, -1 and the simulator's per-chunk inputs (``Hmmwv14.step``), i.e.
+    results computed outside the counting type (uncounted work): it must stay 0."""
+
+    computed_plain = 0
+
+    def __init__(self, values) -> None:
+        a = np.asarray(values)
+        if a.dtype == object:
+            self.a = a
+        elif a.dtype.kind == "f":
+            self.a = np.empty(a.shape, dtype=object)
+            self.a.ravel()[:] = [_F(x) for x in a.ravel()] if a.size else []
+        else:
+            self.a = a  # integer arrays stay as they are (indices)
+
+    @property
+    def shape(self):
+        return self.a.shape
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __getitem__(self, i):
+        r = self.a[i]
+        if isinstance(r, np.ndarray):
+            return _NdArr(r)
+        _Count.loads += 1
+        return r
+
+    def __setitem__(self, i, x):
+        if isinstance(x, _NdArr):
+            x = x.a
+        if np.ndim(self.a[i]) == 0:
+            _Count.stores += 1
+            if not isinstance(x, _F) and float(x) not in (0.0, 1.0, -1.0) \
+                    and sys._getframe(1).f_code.co_name != "step":
+                _NdArr.computed_plain += 1
+            self.a[i] = _F(x) if self.a.dtype == object else x
+        else:
+            n = int(np.size(self.a[i]))
+            _Count.stores += n
+            vals = np.broadcast_to(np.asarray(x, dtype=object), np.shape(self.a[i]))
+            self.a[i] = np.vectorize(_F, otypes=[object])(vals) if self.a.dtype == object else vals
+
+    def floats(self) -> np.ndarray:
+        return np.asarray([float(x) for x in self.a.ravel()]).reshape(self.a.shape)
+
+
+class _Numpy:
+    """``numpy`` for the counted run: the kernels' own allocations (``np.empty``/``np.zeros``) are counted arrays."""
+
+    @staticmethod
+    def empty(shape, dtype=float):
+        return _NdArr(np.zeros(shape, dtype=dtype))
+
+    zeros = empty
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+def _py_funcs(modules, *, numpy_too: bool = False) -> list:
+    """Swap every numba dispatcher in ``modules`` for its Python original and ``math`` (and ``np``) for the
+    counting shims; returns what to restore."""
+    from numba.core.registry import CPUDispatcher
+
+    saved = []
+    for mod in modules:
+        for name, obj in list(vars(mod).items()):
+            if isinstance(obj, CPUDispatcher):
+                saved.append((mod, name, obj))
+                setattr(mod, name, obj.py_func)
+        if hasattr(mod, "math"):
+            saved.append((mod, "math", mod.math))
+            mod.math = _Math()
+        if numpy_too and hasattr(mod, "np"):
+            saved.append((mod, "np", mod.np))
+            mod.np = _Numpy()
+    return saved
+
+
+def _restore(saved: list) -> None:
+    for mod, name, obj in reversed(saved):
+        setattr(mod, name, obj)
+
+
+def _reset_counts() -> None:
+    for name in ("flops", "compares", "transcendental", "loads", "stores"):
+        setattr(_Count, name, 0)
+    _Count.by_name = {}
+    _NdArr.computed_plain = 0
+
+
+def _per_step(steps: int) -> dict[str, float]:
+    return {"fp_ops_per_step": _Count.flops / steps, "compares_per_step": _Count.compares / steps,
+            "transcendental_calls_per_step": _Count.transcendental / steps,
+            "transcendental_by_name_per_step": {k: v / steps for k, v in sorted(_Count.by_name.items())},
+            "bytes_loaded_per_step": 8.0 * _Count.loads / steps, "bytes_stored_per_step": 8.0 * _Count.stores / steps,
+            "steps": steps}
+
+
+def count_14dof(seconds: float = 20.0, window: float = 0.05, every: float = 0.5) -> dict[str, float]:
+    """Executed operations per semi-implicit 14-DOF step on ``bench_hmmwv.py``'s maneuver (``seconds`` of it):
+    the compiled kernel runs the maneuver, and every ``every`` seconds a ``window`` of it runs instead in the
+    Python originals of every kernel (``integrate`` and all it calls) on counted numpy object arrays of
+    :class:`_F` (the state, inputs, packed parameters and work arrays; the kernels' own ``np.empty`` likewise),
+    after which the compiled kernel continues from the counted run's state. The end state must equal that of an
+    all-compiled run (same branches, same arithmetic: no fast-math, so Python's and LLVM's IEEE operations agree)."""
+    import importlib
+
+    from bench_hmmwv import maneuver
+
+    from vehcal_ros.models.hmmwv import Hmmwv14
+
+    names = ("vec3", "road", "tires", "kinematics", "dynamics")
+    mods = [importlib.import_module(f"vehcal_ros.models.hmmwv.{n}") for n in names]
+    mods.append(importlib.import_module("vehcal_ros.models.powertrain"))
+    ref = Hmmwv14(integrator="semi_implicit")
+    ref.reset(speed=5.0)
+    maneuver(ref, seconds)
+    sim = Hmmwv14(integrator="semi_implicit")
+    sim.reset(speed=5.0)
+    plain = (sim._y, sim._u, sim._args())
+    work_bytes = 8 * (sum(a.size for a in plain[2][:-1]) + sum(a.size for a in plain[2][-1]))
+    _reset_counts()
+    computed_plain_stores = 0
+    steps, t = 0, 0.0
+    while t < seconds - 1e-9:
+        t_next = min(t + every, seconds)
+        maneuver(sim, t_next - t - window, start=t)                      # compiled
+        saved = _py_funcs(mods, numpy_too=True)
+        try:
+            sim._y, sim._u = _NdArr(plain[0]), _NdArr(plain[1])
+            sim._args_cache = tuple(_NdArr(a) for a in plain[2][:-1]) + (tuple(_NdArr(w) for w in plain[2][-1]),)
+            maneuver(sim, window, start=t_next - window)                 # counted
+            counted = (sim._y, sim._u, sim._args_cache)
+        finally:
+            _restore(saved)
+            sim._y, sim._u, sim._args_cache = plain
+        plain[0][:], plain[1][:] = counted[0].floats(), counted[1].floats()
+        for dst, src in zip(plain[2][:-1], counted[2][:-1]):
+            dst[...] = src.floats()
+        for dst, src in zip(plain[2][-1], counted[2][-1]):
+            dst[...] = src.floats()
+        computed_plain_stores += _NdArr.computed_plain
+        _NdArr.computed_plain = 0
+        steps += int(round(window / sim.dt))
+        t = t_next
+    end = sim.state
+    diff = float(np.max(np.abs(end - ref.state)))
+    if not np.allclose(end, ref.state, rtol=1e-9, atol=1e-9):
+        raise RuntimeError(f"the counted run does not reproduce the compiled kernel's end state: max |diff| {diff:.3g}")
+    return {**_per_step(steps), "computed_plain_float_stores": computed_plain_stores,
+            "parameter_and_work_bytes": work_bytes, "max_abs_end_state_difference_vs_compiled": diff,
+            "method": f"counted Python originals of integrate (semi-implicit) and its callees: {window:g} s of "
+                      f"bench_hmmwv.py's maneuver every {every:g} s over {seconds:g} s (the compiled kernel "
+                      "between), inputs held 10 steps"}
 
 
 def count_8dof() -> dict[str, float]:
@@ -287,10 +476,16 @@ def _store(key: str, value: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count-8dof", action="store_true", help="count the 8-DOF step's operations (~1 min)")
+    ap.add_argument("--count-14dof", action="store_true",
+                    help="count the semi-implicit 14-DOF step's operations (~2 min)")
+    ap.add_argument("--no-peaks", action="store_true", help="skip the machine probes")
     args = ap.parse_args()
-    print(json.dumps({"peaks": machine_peaks(), "load_average": os.getloadavg()[0]}, indent=1))
+    if not args.no_peaks:
+        print(json.dumps({"peaks": machine_peaks(), "load_average": os.getloadavg()[0]}, indent=1))
     if args.count_8dof:
         _store("8dof", count_8dof())
+    if args.count_14dof:
+        _store("14dof_semi_implicit", count_14dof())
     print(json.dumps(load_counts(), indent=1))
 
 
