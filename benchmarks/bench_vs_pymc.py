@@ -195,10 +195,12 @@ def side_pymc(chains: int, draws: int, seed: int, cores: int, pymc_model: str = 
 
 
 def _per_chain(values: np.ndarray) -> list[np.ndarray]:
-    """PyMC's per-stage sample stats, one float array per chain (``(chain, stage)`` when all chains took the same
-    number of stages, else ``(chain,)`` of lists)."""
-    return [np.asarray(np.hstack([np.ravel(x) for x in np.ravel(np.asarray(row, dtype=object))]), dtype=float)
-            for row in values]
+    """PyMC's per-stage sample stats, one float array per chain: ``(chain, stage)`` floats when all chains took the
+    same number of stages, else an object array holding one list per chain (arviz gives it shape ``(1, chain)``)."""
+    values = np.asarray(values)
+    if values.dtype == object:
+        return [np.asarray(x, dtype=float).ravel() for x in values.ravel()]
+    return [np.asarray(row, dtype=float).ravel() for row in values]
 
 
 # ---------------------------------------------------------------------------------------------------- compare
