@@ -198,7 +198,7 @@ def _per_chain(values: np.ndarray) -> list[np.ndarray]:
     """PyMC's per-stage sample stats, one float array per chain: ``(chain, stage)`` floats when all chains took the
     same number of stages, else an object array holding one list per chain (arviz gives it shape ``(1, chain)``)."""
     values = np.asarray(values)
-    if values.dtype == object:
+    if values.dtype == object and values.size and np.ndim(values.ravel()[0]) > 0:
         return [np.asarray(x, dtype=float).ravel() for x in values.ravel()]
     return [np.asarray(row, dtype=float).ravel() for row in values]
 
