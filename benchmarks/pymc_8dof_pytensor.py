@@ -40,7 +40,8 @@ def _fiala(pt, u_g, v_g, cd, sd, omega, radius, fz, cx, cy, mu_max, mu_min):
                    pt.switch(s >= 0.0, 1.0, -1.0) * (mufz - abs(mufz * mufz / (4.0 * s_safe * cx))))
     h = 1.0 - cy * ta / (3.0 * mufz)
     fy = pt.switch(ta <= 3.0 * mufz / cy, -mufz * (1.0 - h * h * h) * sgn_a, -mufz * sgn_a)
-    idle = (fz <= 0.0) | ((au <= MIN_CONTACT_SPEED) & (abs(v_g) <= MIN_CONTACT_SPEED))
+    idle = (fz <= 0.0) | ((au <= MIN_CONTACT_SPEED) & (abs(v_g) <= MIN_CONTACT_SPEED)
+                          & (abs(radius * omega) <= MIN_CONTACT_SPEED))
     return pt.switch(idle, 0.0, fx), pt.switch(idle, 0.0, fy)
 
 
@@ -54,6 +55,9 @@ def _spin_rate(pt, f, w, r, excess, jw, fx, cx, vx, vx_dot, dt):
     lam = (r - excess) * r * c / (den_safe * jw)
     ds = pt.switch(vx > 0.0, s, -s)
     out = (f + lam * (1.0 + ds) / r * dt * vx_dot) / (1.0 + dt * lam)
+    # gross slip, or the patch speed crossing zero within the step: no vx_dot coupling
+    uncoupled = (abs(s) > 1.0) | (vx * (vx + dt * vx_dot) <= 0.0)
+    out = pt.switch(uncoupled, f / (1.0 + dt * lam), out)
     return pt.switch(den < MIN_CONTACT_SPEED, f, out)
 
 
