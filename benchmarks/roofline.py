@@ -397,7 +397,6 @@ def count_14dof(seconds: float = 20.0, window: float = 0.05, every: float = 0.5)
 def count_8dof() -> dict[str, float]:
     """Executed operations per 8-DOF step on the benchmark maneuver (see the module docstring)."""
     from bench_8dof_sim import test_maneuver
-    from numba.core.registry import CPUDispatcher
 
     import vehcal_ros.models.fiala as fiala
     import vehcal_ros.models.powertrain as powertrain
@@ -410,35 +409,20 @@ def count_8dof() -> dict[str, float]:
     s0 = sim.x0.copy()
     fz0 = np.zeros(5)
     v8._initial_loads(sim.k, p, s0, fz0)
-    saved = []
+    saved = _py_funcs((v8, fiala, powertrain))
     try:
-        for mod in (v8, fiala, powertrain):
-            for name, obj in list(vars(mod).items()):
-                if isinstance(obj, CPUDispatcher):
-                    saved.append((mod, name, obj))
-                    setattr(mod, name, obj.py_func)
-            if hasattr(mod, "math"):
-                saved.append((mod, "math", mod.math))
-                mod.math = _Math()
         k, pa, s, fz = _Arr(sim.k), _Arr(p), _Arr(s0), _Arr(fz0)
-        for name in ("flops", "compares", "transcendental", "loads", "stores"):
-            setattr(_Count, name, 0)
-        _Count.by_name = {}
+        _reset_counts()
         steps = sim.inputs.shape[0]
         for i in range(steps):
             row = sim.inputs[i]
             v8._step(k, pa, s, fz, _Arr(row), _F(sim.dt))
     finally:
-        for mod, name, obj in saved:
-            setattr(mod, name, obj)
+        _restore(saved)
     ref = sim.run(p)[-1]
     if not np.allclose([float(x) for x in s.v], ref, rtol=1e-9, atol=1e-9):
         raise RuntimeError("the counted run does not reproduce the compiled kernel's end state")
-    return {"fp_ops_per_step": _Count.flops / steps, "compares_per_step": _Count.compares / steps,
-            "transcendental_calls_per_step": _Count.transcendental / steps,
-            "transcendental_by_name_per_step": {k: v / steps for k, v in sorted(_Count.by_name.items())},
-            "bytes_loaded_per_step": 8.0 * _Count.loads / steps, "bytes_stored_per_step": 8.0 * _Count.stores / steps,
-            "steps": steps, "method": "counted Python original of _step (py_func), benchmark maneuver"}
+    return {**_per_step(steps), "method": "counted Python original of _step (py_func), benchmark maneuver"}
 
 
 def roofline_row(counts: dict[str, float] | None, ns_per_step: float, peaks: dict[str, float],
