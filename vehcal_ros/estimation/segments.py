@@ -9,11 +9,28 @@ stage               qualifying window (thresholds are :class:`SegmentConfig` fie
 longitudinal        throttle applied (> ``long_min_throttle``), no brake, straight (|steering| small), speed rising
                     by at least ``long_min_speed_gain`` (Sec. 3.3: throttle ramp 0 -> 0.5 -> 0); starts up to
                     ``pad`` before the throttle onset but not before u reaches ``long_min_start_speed`` (the
-                    8-DOF model is not started from rest: its likelihood there is jagged; the paper starts at 1 s)
+                    8-DOF model is not started from rest: its likelihood there is jagged; the paper starts at 1 s);
+                    the tire force must VARY: the 0.5 s mean forward acceleration spans at least
+                    ``long_min_accel_range`` within the window (identifiability of Cx, below)
 lateral             steering (> ``lat_min_steering``) with |yaw rate| > ``lat_min_yaw_rate`` at speed
                     (u > ``lat_min_speed``), no brake, roughly steady speed (|du/dt| < ``lat_max_accel``) (Sec. 3.4)
 rolling_resistance  coast-down: throttle 0, brake 0, steering ~0, u > ``rr_min_speed``, decelerating (Sec. 3.5)
 ==================  ===========================================================================================
+
+Identifiability of the slip stiffnesses (longitudinal stage). In the Fiala tire's elastic range the wheel slip is
+``s = Fx / Cx``, and the data show it only as the wheel speeds against u. A window whose tire force hardly changes
+(a steady gentle launch under a speed controller: the 160 s daily drive's [2.25, 12.25] s, 1.0 +- 0.2 m/s^2 at
+throttle 0.08-0.10, true slip 0.0057-0.0058 throughout) holds ONE point of the slip-force curve, whose level is
+confounded with everything else that offsets the slip or the drive force: the rolling radius (measured
+(r w - u)/u = -0.028 there, 8-DOF r0 - Fz/kt against the simulated tire's), and the drive force at low throttle,
+where the not-yet-calibrated rolling-resistance torque (held 0.0175 m x Fz; the prior range [0.005, 0.03] m spans
+0.54 m/s^2 of acceleration, ``d_rr g / r``) is a third of it (the 8-DOF accelerated at 0.74 vs the data's 1.01
+m/s^2). Such windows gave confident but wrong slip stiffnesses: 1396/1368 N (Cxf at its prior bound: refused
+after a 38 CPU-s fit), 6112, 3240, 7560 N (accepted on the accel_coast bag), against 23500-37800 N from every
+window whose acceleration spans >= 2.8 m/s^2 (daily drive [30.0, 34.3], [61.1, 65.2] s; throttle_ramp; the
+14-DOF tire's own slope is ~1e5 N). A throttle step from cruise spans its whole peak acceleration (the window
+starts ``pad`` before the onset). ``long_min_accel_range`` (1.5 m/s^2, ~3x what the rolling-resistance prior
+spans) keeps such windows out before any fit; the window then reports why (``find_windows``'s reason).
 
 The buffered topics (wheel speeds, IMU, odometry, controls; each a ``(n, 1 + k)`` stamp-first array as
 :meth:`~vehcal_ros.estimation.buffers.RollingBuffer.array` returns) are resampled onto one uniform grid
@@ -27,6 +44,7 @@ w_rr``. Nothing here imports rclpy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -70,6 +88,8 @@ class SegmentConfig:
     long_min_throttle: float = 0.05   #: [-] throttle above this counts as applied, 0..1
     long_min_speed_gain: float = 2.0  #: [m/s] speed gained over the window, 0..100
     long_min_start_speed: float = 1.0  #: [m/s] longitudinal windows start once u (0.2 s mean) reaches this, 0..100
+    long_min_accel_range: float = 1.5  #: [m/s^2] the 0.5 s mean forward acceleration must span this (max - min)
+    #: within a longitudinal window: the tire force must vary for Cx to be identified (module docstring), 0..20
     lat_min_speed: float = 10.0       #: [m/s] 0..100
     lat_min_steering: float = 0.02    #: [-] |steering| peak, 0..1
     lat_min_yaw_rate: float = 0.05    #: [rad/s] |yaw rate| peak, 0..3
@@ -85,6 +105,7 @@ class SegmentConfig:
                   "max_duration": (0.5, 600.0), "initial_window": (0.0, 5.0), "rr_settle": (0.0, 10.0),
                   "pad": (0.0, 5.0),
                   "long_min_speed_gain": (0.0, 100.0), "long_min_start_speed": (0.0, 100.0),
+                  "long_min_accel_range": (0.0, 20.0),
                   "lat_min_speed": (0.0, 100.0), "lat_min_yaw_rate": (0.0, 3.0),
                   "lat_max_accel": (0.0, 20.0), "rr_min_speed": (0.0, 100.0), "rr_min_speed_drop": (0.0, 100.0)}
         for f in fields(self):
@@ -291,7 +312,16 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
             s, need = score(a, b), c.long_min_speed_gain
             label = f"speed gain {s:.2f} m/s (need >= {need:g})"
             if s >= need:  # excitation of the slip stiffnesses: the peak tire force, i.e. the peak acceleration
-                out.append(Window(stage, float(r.time[a]), float(r.time[b]), _peak_accel(u[a:b + 1], c.rate)))
+                acc = _mean_accels(u[a:b + 1], c.rate)
+                spread = float(acc.max() - acc.min())
+                if spread >= c.long_min_accel_range:
+                    out.append(Window(stage, float(r.time[a]), float(r.time[b]), float(acc.max())))
+                    continue
+                if math.inf > best_score:   # the closest miss: it qualifies but for the identifiability check
+                    best_score, best_reason = math.inf, (
+                        f"not identifying Cx: the tire force hardly varies (forward acceleration {acc.min():.2f} to "
+                        f"{acc.max():.2f} m/s^2, spread {spread:.2f} < long_min_accel_range "
+                        f"{c.long_min_accel_range:g})")
                 continue
         elif stage == "lateral":
             def score(a: int, b: int) -> float:
@@ -312,12 +342,13 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     return out, ("" if out else best_reason)
 
 
-def _peak_accel(u: np.ndarray, rate: float, span: float = 0.5) -> float:
-    """Largest mean forward acceleration over ``span`` s within the window (m/s^2)."""
+def _mean_accels(u: np.ndarray, rate: float, span: float = 0.5) -> np.ndarray:
+    """Mean forward accelerations over every ``span`` s within the window (m/s^2); its max is the window's
+    excitation score, its max - min the spread of the tire force (``long_min_accel_range``)."""
     k = max(1, int(round(span * rate)))
     if u.size <= k:
-        return float((u[-1] - u[0]) * rate / max(u.size - 1, 1))
-    return float(np.max(u[k:] - u[:-k]) * rate / k)
+        return np.array([(u[-1] - u[0]) * rate / max(u.size - 1, 1)])
+    return (u[k:] - u[:-k]) * rate / k
 
 
 def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:

@@ -151,6 +151,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_brake", 0.02, "brake below this counts as released", 0.0, 1.0),
     ParamSpec("long_min_throttle", 0.05, "throttle above this counts as applied", 0.0, 1.0),
     ParamSpec("long_min_speed_gain", 2.0, "longitudinal: speed gained over the segment, m/s", 0.0, 100.0),
+    ParamSpec("long_min_accel_range", 1.5, "longitudinal: span (max - min) of the 0.5 s mean acceleration in the "
+              "segment, m/s^2 (a steady force does not identify Cx)", 0.0, 20.0),
     ParamSpec("lat_min_speed", 10.0, "lateral: minimum speed, m/s", 0.0, 100.0),
     ParamSpec("lat_min_steering", 0.02, "lateral: |steering| excitation", 0.0, 1.0),
     ParamSpec("lat_min_yaw_rate", 0.05, "lateral: |yaw rate| excitation, rad/s", 0.0, 3.0),
