@@ -57,6 +57,63 @@ def cpu_seconds() -> float | None:
     return total
 
 
+class CoreUse:
+    """Samples, every ``period`` s in a thread, the CPU seconds of this process tree and of the whole machine:
+    how many cores the replay kept busy over time, and what the other processes took (the machine is shared)."""
+
+    def __init__(self, period: float = 1.0) -> None:
+        import threading
+
+        self.period, self.rows = period, []   # (wall s, tree CPU-s, machine busy CPU-s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _machine_busy() -> float:
+        import psutil
+
+        t = psutil.cpu_times()
+        return float(t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
+
+    def _sample(self) -> None:
+        self.rows.append((time.perf_counter(), cpu_seconds() or 0.0, self._machine_busy()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._sample()
+
+    def __enter__(self) -> CoreUse:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def summary(self, marks: dict[str, float]) -> dict:
+        """Mean cores busy (this replay / other processes), the share of wall time this replay kept fewer than
+        1.5 cores busy, and per tenth of the wall time the replay's cores (the shape of the idle phases)."""
+        import numpy as np
+
+        a = np.asarray(self.rows)
+        if a.shape[0] < 3:
+            return {}
+        dtw = np.diff(a[:, 0])
+        ours = np.diff(a[:, 1]) / dtw
+        others = np.clip(np.diff(a[:, 2]) / dtw - ours, 0.0, None)
+        t = a[1:, 0] - a[0, 0]
+        wall = float(a[-1, 0] - a[0, 0])
+        tenths = [round(float(np.average(ours[(t > wall * k / 10) & (t <= wall * (k + 1) / 10)] if np.any(
+            (t > wall * k / 10) & (t <= wall * (k + 1) / 10)) else [np.nan])), 2) for k in range(10)]
+        return {"cores_busy_mean": round(float(np.sum(ours * dtw) / wall), 2),
+                "others_cores_mean": round(float(np.sum(others * dtw) / wall), 2),
+                "wall_share_below_1.5_cores": round(float(np.sum(dtw[ours < 1.5]) / wall), 2),
+                "cores_by_tenth_of_wall": tenths,
+                **{k: round(v - a[0, 0], 1) for k, v in marks.items() if not k.startswith("_")}}
+
+
 def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> dict:
     from vehcal_ros.inference.executors import make_executor
     from vehcal_ros.io.replay import replay_bag
@@ -64,17 +121,25 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
     load0 = os.getloadavg()
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     ex = None
+    marks: dict[str, float] = {}
+
+    def progress(p) -> None:   # wall times at which the bag was read and the calibrator finished (parallel)
+        if p.read_t > marks.get("_read_t", -float("inf")) and not p.finished:
+            marks["_read_t"], marks["bag_read_at_s"] = p.read_t, time.perf_counter()
+        if "calibration done" in p.detail and "calibration_done_at_s" not in marks:
+            marks["calibration_done_at_s"] = time.perf_counter()
     if executor != "serial" and jobs != 1:
         # the pool is made here so its workers' CPU time can be read before it closes
         n = jobs or os.cpu_count() or 1
         ex = make_executor(executor, max_workers=n + (1 if calibration else 0))
     try:
-        c0 = cpu_seconds()
-        t0 = time.perf_counter()
-        res = replay_bag(bag, None, workers=jobs, executor=ex if ex is not None else "serial",
-                         calibration=calibration)
-        wall = time.perf_counter() - t0
-        c1 = cpu_seconds()
+        with CoreUse() as use:
+            c0 = cpu_seconds()
+            t0 = time.perf_counter()
+            res = replay_bag(bag, None, workers=jobs, executor=ex if ex is not None else "serial",
+                             calibration=calibration, progress=progress)
+            wall = time.perf_counter() - t0
+            c1 = cpu_seconds()
     finally:
         if ex is not None:
             ex.shutdown(wait=True)
@@ -90,6 +155,7 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
         "calibration_cycles": cnt.get("calibration_cycles"),
         "calibration_fits": sum(cnt.get("calibration_fits", {}).values()) if calibration else 0,
         "published": {s: int(g.t.size) for s, g in res.grip.items()},
+        "core_use": use.summary(marks),
     }
 
 
