@@ -201,6 +201,59 @@ def plan_only(bag: Path) -> dict:
             "grip_fits": sched.n_fits, "grip_fits_per_min": round(60.0 * sched.n_fits / bag_s, 2)}
 
 
+def chains(bag: Path) -> dict:
+    """The serial schedule (one process) with every fit's CPU time: the work each independent chain of the
+    parallel replay carries (each grip scope's fits run one after another; the calibrator's whole stream is one
+    task; the main process reads the bag and plans), hence the least wall time two idle cores can reach,
+    max(total / 2, longest chain). Run it with NUMBA_NUM_THREADS=1 for one core's CPU seconds."""
+    from vehcal_ros.estimation import calibration_pipeline as cp
+    from vehcal_ros.estimation import grip_pipeline as gp
+    from vehcal_ros.io.replay import replay_bag
+
+    per: dict[str, float] = {}
+    grip_fit, cal_fit = gp.GripPipeline.fit, cp.CalibrationPipeline.fit
+
+    def timed_grip(self, snaps):
+        out = []
+        for d in snaps:
+            c0 = time.process_time()
+            out += grip_fit(self, [d])
+            per[f"grip {d.scope}"] = per.get(f"grip {d.scope}", 0.0) + time.process_time() - c0
+        return out
+
+    def timed_cal(self, jobs):
+        c0 = time.process_time()
+        out = cal_fit(self, jobs)
+        per["calibration fits"] = per.get("calibration fits", 0.0) + time.process_time() - c0
+        return out
+
+    load0 = os.getloadavg()
+    date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    gp.GripPipeline.fit, cp.CalibrationPipeline.fit = timed_grip, timed_cal
+    try:
+        c0, t0 = time.process_time(), time.perf_counter()
+        res = replay_bag(bag, None, workers=1)
+        total, wall = time.process_time() - c0, time.perf_counter() - t0
+    finally:
+        gp.GripPipeline.fit, cp.CalibrationPipeline.fit = grip_fit, cal_fit
+    rest = total - sum(per.values())   # reading, planning, snapshots, commits (main + calibrator streams)
+    stream = plan_only(bag)["cpu_s"] or 0.0   # the main process's share of it (read + plan the grip cycles)
+    chain = {k: v for k, v in per.items() if k.startswith("grip")}
+    # the calibrator's worker reads the bag itself (about what the main stream costs) and snapshots its buffers
+    chain["calibrator (its stream + fits)"] = per.get("calibration fits", 0.0) + max(rest - stream, 0.0) + stream
+    chain["main (read + plan)"] = stream
+    work = sum(chain.values())
+    longest = max(chain.values())
+    bound = max(work / 2, longest)
+    return {"date": date, "load_before": [round(x, 2) for x in load0],
+            "load_after": [round(x, 2) for x in os.getloadavg()], "bag": str(bag),
+            "bag_s": round(res.bag_duration_s, 2), "serial_cpu_s": round(total, 1), "serial_wall_s": round(wall, 1),
+            "chains_cpu_s": {k: round(v, 1) for k, v in chain.items()}, "parallel_work_cpu_s": round(work, 1),
+            "two_core_bound_wall_s": round(bound, 1),
+            "two_core_bound_x_real_time": round(res.bag_duration_s / bound, 2),
+            "bound_by": "longest chain" if longest > work / 2 else "total work"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
@@ -214,14 +267,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--plan-only", action="store_true",
                     help="read and plan the grip cycles without fitting (streaming cost, fits per bag minute)")
+    ap.add_argument("--chains", action="store_true",
+                    help="serial run with each fit's CPU time: the parallel replay's chains and its 2-core bound")
     ap.add_argument("--json", type=Path, default=None, help="append the rows to this JSON list")
     args = ap.parse_args()
     bag = args.bag if args.bag is not None else simulate(args.scenario, args.duration, args.cache)
     command = "python benchmarks/bench_replay.py " + shlex.join(sys.argv[1:])
     rows = []
     for _ in range(args.repeat):
-        if args.plan_only:
-            row = plan_only(bag)
+        if args.plan_only or args.chains:
+            row = plan_only(bag) if args.plan_only else chains(bag)
             row["command"] = command
             rows.append(row)
             print(json.dumps(row), flush=True)
