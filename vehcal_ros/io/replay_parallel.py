@@ -19,10 +19,18 @@ Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimati
 Scopes are independent of each other and of the calibrator, so the results equal the serial replay's bit for bit
 (``test_replay_parallel.py``). Parallelism is bounded by the scopes (2 with ``scope: axle``) plus the
 calibrator; the fits themselves run numba's threads over chains and particles.
+
+Threads per task (:func:`task_threads`): with a local process pool, a task started while others keep the cores busy runs
+its numba kernels on one thread (the calibrator's stream always, as it overlaps the grip fits): three processes
+of two threads each on two cores only oversubscribe them (measured on the 160 s daily drive at load ~8: 133.7
+CPU-s with two threads per worker, 121.5 with one). A grip fit sent while nothing else runs (the last fits of
+the longest scope) gets every core. The chains and particles are independent, so the numbers do not depend on
+the thread count.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -62,11 +70,36 @@ class _Stopped(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------ worker tasks
-def fit_grip_job(scope_state: GripPipeline, cycle: int, k: int, data: ScopeData) -> FitOutcome:
+def task_threads(cores: int, others_running: int) -> int:
+    """Threads for a task's numba kernels when ``others_running`` tasks already run on ``cores`` cores: the cores
+    they leave free, at least one."""
+    return max(1, int(cores) - int(others_running))
+
+
+@contextlib.contextmanager
+def kernel_threads(n: int | None):
+    """Run this thread's numba kernels (``prange``, and the batch likelihood's chunk pool,
+    :mod:`vehcal_ros.models.chunked`, which follows ``numba.set_num_threads``) on at most ``n`` threads; None: as
+    configured. The setting is the calling thread's and is restored on exit (pool processes run later tasks)."""
+    if n is None:
+        yield
+        return
+    import numba
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+def fit_grip_job(scope_state: GripPipeline, cycle: int, k: int, data: ScopeData, threads: int | None = None
+                 ) -> FitOutcome:
     """Fit ``data`` exactly as the node's pipeline fits the ``k``-th snapshot of cycle ``cycle``: the same
     ``GripPipeline.fit`` on a copy of ``scope_state`` (a pipeline that has committed this scope's earlier
     outcomes, so its warm start and any state learnt from them are the node's), with the cycle count and the
-    seed offset set (seeds ``seed + 1000 * cycle + k``)."""
+    seed offset set (seeds ``seed + 1000 * cycle + k``); ``threads``: see :func:`kernel_threads`."""
     import copy
     import dataclasses
     import threading
@@ -75,13 +108,20 @@ def fit_grip_job(scope_state: GripPipeline, cycle: int, k: int, data: ScopeData)
     p.cancel = threading.Event()   # the pipeline's cancel flag does not travel (not picklable): a fresh one
     p.fit_config = dataclasses.replace(p.fit_config, seed=int(p.fit_config.seed) + k)
     p.cycle = cycle
-    return p.fit([data])[0]
+    with kernel_threads(threads):
+        return p.fit([data])[0]
 
 
-def calibration_stream(job: ReplayJob, control_dir: str | None = None) -> tuple[CalibrationRecorder, StreamStats]:
+def calibration_stream(job: ReplayJob, control_dir: str | None = None, threads: int | None = None
+                       ) -> tuple[CalibrationRecorder, StreamStats]:
     """The calibrator's cycles over the whole bag (the serial replay's loop without the grip estimator).
     Writes the bag time it has completed to ``control_dir/calibration_t`` and stops when ``control_dir/stop``
-    appears."""
+    appears; ``threads``: see :func:`kernel_threads`."""
+    with kernel_threads(threads):
+        return _calibration_stream(job, control_dir)
+
+
+def _calibration_stream(job: ReplayJob, control_dir: str | None) -> tuple[CalibrationRecorder, StreamStats]:
     cal = calibration_pipeline_from(job.cal_values)
     rec = CalibrationRecorder(cal)
     beat = Path(control_dir) / "calibration_t" if control_dir else None
@@ -146,9 +186,11 @@ class GripScheduler:
     """Plans the grip cycles from the data, runs each scope's fits in order on an executor, and commits the
     outcomes to ``grip`` in cycle order (module docstring)."""
 
-    def __init__(self, values: dict[str, Any], grip: GripPipeline, recorder: GripRecorder, executor: Executor
-                 ) -> None:
+    def __init__(self, values: dict[str, Any], grip: GripPipeline, recorder: GripRecorder, executor: Executor,
+                 cores: int | None = None, others: Callable[[], int] = lambda: 0) -> None:
         self.values, self.grip, self.recorder, self.executor = values, grip, recorder, executor
+        self.cores = cores            #: cores of a local pool (threads per fit: task_threads); None: as configured
+        self.others = others          #: tasks running besides the grip fits (the calibrator's stream)
         self.planner = grip_pipeline_from(values)
         scopes = self.planner.collector.scopes()
         # per scope, a pipeline that commits that scope's outcomes in order: its state (last fit, last published
@@ -209,7 +251,8 @@ class GripScheduler:
             fut.set_result(fit_grip_job(state, c.number, k, data))
         else:
             state.__dict__.pop("cancel", None)   # a threading.Event: not picklable; fit_grip_job makes a fresh one
-            fut = self.executor.submit(fit_grip_job, state, c.number, k, data)
+            threads = None if self.cores is None else task_threads(self.cores, len(self.running) + self.others())
+            fut = self.executor.submit(fit_grip_job, state, c.number, k, data, threads)
         self.running[fut] = (scope, ci, k)
 
     def done_until(self, read_t: float) -> float:
@@ -229,6 +272,19 @@ class GripScheduler:
 
 
 # ------------------------------------------------------------------------------------------ the replay
+def _local_cores(ex: Executor) -> int | None:
+    """This machine's cores when ``ex`` is a local process pool, else None: a Dask cluster's workers have their
+    own cores, and a thread pool's tasks share one process (its threads already split the cores)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    if not isinstance(ex, ProcessPoolExecutor):
+        return None
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _executor(spec: Any, workers: int | None, n_tasks: int) -> tuple[Executor, bool]:
     """(executor, owned): a given Executor is used as it is; a spec string makes one (closed at the end)."""
     if isinstance(spec, Executor):
@@ -244,8 +300,12 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
     ex, owned = _executor(executor, workers, 1 if job.cal_values is not None else 0)
     control = tempfile.mkdtemp(prefix="vehcal-replay-")
     beat = Path(control) / "calibration_t"
-    cal_future = ex.submit(calibration_stream, job, control) if job.cal_values is not None else None
-    sched = GripScheduler(job.grip_values, grip, recorder, ex)
+    cores = _local_cores(ex)
+    # the calibrator's stream overlaps the grip fits for most of its length: one thread (module docstring)
+    cal_future = ex.submit(calibration_stream, job, control, None if cores is None else 1) \
+        if job.cal_values is not None else None
+    sched = GripScheduler(job.grip_values, grip, recorder, ex, cores,
+                          lambda: int(cal_future is not None and not cal_future.done()))
     guards = replay_guards(job.grip_values, job.cal_values, sched.planner.collector.reject)  # the serial's guards
     last_truth = [-math.inf]
     ok = False

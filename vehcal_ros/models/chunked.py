@@ -24,14 +24,19 @@ _POOL_LOCK = threading.Lock()
 
 
 def n_threads() -> int:
-    """Threads of the pool: ``NUMBA_NUM_THREADS`` if set, else the CPUs this process may use."""
+    """Threads of the pool: ``NUMBA_NUM_THREADS`` if set, else the CPUs this process may use; at most what
+    ``numba.set_num_threads`` allows the calling thread (as for numba's own ``prange``)."""
+    import numba
+
     env = os.environ.get("NUMBA_NUM_THREADS")
     if env and env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        n = int(env)
+    else:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            n = os.cpu_count() or 1
+    return max(1, min(n, numba.get_num_threads()))
 
 
 def _pool() -> ThreadPoolExecutor:
