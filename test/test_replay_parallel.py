@@ -230,3 +230,40 @@ def test_dask_cluster_replay_equals_serial(grip_bag, serial):
     finally:
         cl.close()
     assert numbers(par) == numbers(serial)
+
+
+def test_task_threads_and_kernel_threads_scope():
+    """A task gets the cores the running ones leave (at least one); kernel_threads caps numba's threads and the
+    SMC chunk pool for the calling thread only while it runs, and a thread count never changes the numbers
+    (the batch likelihood on 1 thread equals it on every thread, bit for bit: independent rows)."""
+    import threading
+
+    import numba
+
+    from vehcal_ros.io.replay_parallel import kernel_threads, task_threads
+    from vehcal_ros.models import chunked
+    from vehcal_ros.models.vehicle_8dof import PARAM_INDEX, Simulator8Dof, parameter_vector
+
+    assert [task_threads(2, k) for k in (0, 1, 2, 5)] == [2, 1, 1, 1]
+    before, pool_before = numba.get_num_threads(), chunked.n_threads()
+    t = np.arange(201) / 100.0
+    x0 = np.zeros(12)
+    x0[2] = 8.0
+    x0[8:] = 8.0 / 0.45
+    sim = Simulator8Dof(x0, t, np.full_like(t, 0.3), np.zeros_like(t), np.zeros_like(t), dt=0.005, output_dt=0.01,
+                        n_out=t.size)
+    params = np.repeat(parameter_vector(None, sim.defaults)[None, :], 200, axis=0)
+    params[:, PARAM_INDEX["Cxf"]] = np.linspace(5000.0, 50000.0, 200)        # Cxf over the rows
+    chan, data = np.array([2, 8], dtype=np.int64), np.zeros((t.size, 2))
+    w = np.ones((200, 2))
+    sse_all, _ = sim.sse_bounded(params, chan, data, w, None)
+    other: list[int] = []
+    with kernel_threads(1):
+        assert numba.get_num_threads() == 1 and chunked.n_threads() == 1
+        th = threading.Thread(target=lambda: other.append(chunked.n_threads()))   # another thread: unaffected
+        th.start()
+        th.join()
+        sse_one, _ = sim.sse_bounded(params, chan, data, w, None)
+    assert other == [pool_before]
+    assert numba.get_num_threads() == before and chunked.n_threads() == pool_before
+    np.testing.assert_array_equal(sse_one, sse_all)
