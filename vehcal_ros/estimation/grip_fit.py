@@ -114,6 +114,11 @@ class GripConfig:
     std under the prior alone (the data removed less than 1 - ratio^2 of the prior variance)."""
     max_curve_draws: int = 2000
     """Retained draws (evenly subsampled) used for the curve quantiles."""
+    p_independent: float = 0.5
+    """Share of the chains' steps that are independence Metropolis-Hastings steps from a multivariate t fitted to
+    draws (run_grip_chains ``proposal_draws``): a warm-started fit's first to the previous fit's draws, every fit
+    after the pilot and at every extension to its own chains' draws so far; 0 = random-walk steps only. Each kernel
+    leaves the posterior invariant whatever the draws were, so the chains stay exact."""
     slip_prior: str = "deconvolved"
     """What the fit assumes about the true slips behind measured slips with variances ``slip_var``:
     "deconvolved" (default): their distribution is learnt from the measured slips (a Gaussian mixture deconvolved
@@ -141,6 +146,7 @@ class GripConfig:
             (0.0 < self.max_peak_slip < 1.0, "max_peak_slip must be in (0, 1)"),
             (self.prior_mode in ("posthoc", "truncated"), "prior_mode must be 'posthoc' or 'truncated'"),
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
+            (0.0 <= self.p_independent < 1.0, "p_independent must be in [0, 1)"),
             (self.slip_prior in ("deconvolved", "flat"), "slip_prior must be 'deconvolved' or 'flat'"),
             (len(self.slip_grid) == 3 and self.slip_grid[2] >= 2 and self.slip_grid[1] > self.slip_grid[0],
              "slip_grid must be (start < stop, n >= 2)"),
@@ -559,6 +565,7 @@ class GripEstimator:
             x0 = ml.theta
             starts = None
             S0 = np.linalg.cholesky(ml.proposal_cov)
+        carried = warm_start.chains.draws if warm_start is not None and warm_start.chains is not None else None
         theta_ml, sigma_ml = ml.theta, ml.sigma
         if eiv:  # the ML step on the exact errors-in-variables likelihood, from the least-squares fit
             theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds, la)
@@ -585,7 +592,7 @@ class GripEstimator:
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
-            stop=stop,
+            stop=stop, proposal_draws=carried, p_independent=cfg.p_independent,
         )
         if last.get("n_steps") != chains.n_steps:
             rule(chains)
