@@ -27,6 +27,7 @@ from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.estimation.latent_slip import true_slip_distribution
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, run_grip_chains
 from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
+from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
 from vehcal_ros.models.pacejka import (
     N_THETA,
     THETA_NAMES,
@@ -646,16 +647,15 @@ class GripEstimator:
 
     def _diagnose(self, res: ChainResult) -> dict:
         """The convergence rule on the chains' draws: split R-hat, bulk and tail ESS of every parameter (B, C,
-        D, E, s_h, s_v, sigma if sampled) and of mu_max per draw (inference.diagnostics.rhat_ess)."""
-        from vehcal_ros.inference.diagnostics import rhat_ess
-
+        D, E, s_h, s_v, sigma if sampled) and of mu_max per draw (arviz's estimators, all quantities in one
+        pass: inference.rank_diagnostics)."""
         cfg = self.config
         draws = res.draws
         n_c, n_d, d = draws.shape
         mm, sp = peak_batch(np.ascontiguousarray(draws[..., :N_THETA].reshape(-1, N_THETA)))
         allq = np.concatenate([draws, mm.reshape(n_c, n_d, 1)], axis=2)
         names = [*res.names, "mu_max"]
-        d3 = rhat_ess(allq, names)
+        d3 = dict(zip(names, zip(*(map(float, v) for v in rank_rhat_ess(np.moveaxis(allq, 2, 0))))))
         diag = {k: {"r_hat": v[0], "ess_bulk": v[1], "ess_tail": v[2]} for k, v in d3.items()}
         arr = np.array(list(d3.values()))
         finite = bool(np.all(np.isfinite(arr)))
