@@ -3,7 +3,8 @@
     NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_grip_replay.py --scenario daily_driving
 
 The bag is read once as the serial replay reads it (the grip node's input guards, its timer every
-``fit_period`` s, the ground truth kept per cycle) and the cycles' snapshots are cached (``--cache``); then one
+``fit_period`` s, the ground truth kept per cycle) and the cycles' snapshots are cached (``--cache``; ``--fresh``
+re-reads the bag, e.g. after a change to the sample construction); then one
 ``GripPipeline`` runs ``fit`` + ``commit`` on them in cycle order, exactly as ``vehcal replay --jobs 1`` does
 (io/replay._replay_serial), timing each fit with the process CPU clock. Prints one line per sampled fit and a
 summary row (date, load, CPU seconds of the fits, windows sampled / skipped, fits at max_steps, estimates
@@ -113,6 +114,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a grip_estimator parameter (YAML value)")
     ap.add_argument("--quiet", action="store_true", help="summary row only")
+    ap.add_argument("--fresh", action="store_true",
+                    help="re-read the bag (the cached cycles come from the collector code that recorded them)")
     ap.add_argument("--json", type=Path, default=None, help="append the row to this JSON list")
     args = ap.parse_args()
     from vehcal_ros.io import replay as rp
@@ -123,7 +126,7 @@ def main() -> None:
         k, v = kv.split("=", 1)
         values[k] = yaml.safe_load(v)
     snap_file = args.cache / f"{Path(bag).name}.grip_cycles.pkl"
-    if snap_file.exists() and snap_file.stat().st_mtime > Path(bag).stat().st_mtime:
+    if not args.fresh and snap_file.exists() and snap_file.stat().st_mtime > Path(bag).stat().st_mtime:
         cycles = pickle.loads(snap_file.read_bytes())
     else:
         cycles = record_cycles(bag, values)
