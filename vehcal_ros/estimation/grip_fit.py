@@ -116,10 +116,12 @@ class GripConfig:
     max_curve_draws: int = 2000
     """Retained draws (evenly subsampled) used for the curve quantiles."""
     p_independent: float = 0.5
-    """Share of the chains' steps that are independence Metropolis-Hastings steps from a multivariate t fitted to
-    draws (run_grip_chains ``proposal_draws``): a warm-started fit's first to the previous fit's draws, every fit
-    after the pilot and at every extension to its own chains' draws so far; 0 = random-walk steps only. Each kernel
-    leaves the posterior invariant whatever the draws were, so the chains stay exact."""
+    """Warm-started fits (with the previous fit's chains): share of the chains' steps that are independence
+    Metropolis-Hastings steps from a multivariate t fitted to draws (run_grip_chains ``proposal_draws``): first the
+    previous fit's, after the pilot and at every extension the chains' own so far; 0 = random-walk steps only. Each
+    kernel leaves the posterior invariant whatever the draws were, so the chains stay exact. Cold fits use
+    random-walk steps only (from a cold start the pilot's draws can be too narrow a proposal, and the random walk
+    then adapts on half the steps)."""
     slip_prior: str = "deconvolved"
     """What the fit assumes about the true slips behind measured slips with variances ``slip_var``:
     "deconvolved" (default): their distribution is learnt from the measured slips (a Gaussian mixture deconvolved
@@ -593,7 +595,7 @@ class GripEstimator:
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
-            stop=stop, proposal_draws=carried, p_independent=cfg.p_independent,
+            stop=stop, proposal_draws=carried, p_independent=cfg.p_independent if carried is not None else 0.0,
         )
         if last.get("n_steps") != chains.n_steps:
             rule(chains)
