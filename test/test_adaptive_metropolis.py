@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -202,49 +204,84 @@ def test_chain_log_target_is_the_exact_gaussian_density():
     assert abs((old(steep) - old(TRUE)) - new_diff) > 10.0
 
 
+_BG, _DG = np.linspace(5, 30, 201), np.linspace(0.2, 2, 201)
+_PIN = 1e-9
+#: B and D free, C, E, s_h, s_v pinned by bounds of width 2e-9 (sigma fixed at 0.01)
+_PINNED = np.array([(5, 30), (1.6 - _PIN, 1.6 + _PIN), (0.2, 2), (-1.09 - _PIN, -1.09 + _PIN), (-_PIN, _PIN),
+                    (-_PIN, _PIN)])
+
+
+@functools.lru_cache(maxsize=2)
+def _grid_moments(log_term: bool) -> list[tuple[float, float]]:
+    """(mean, std) of B and D under a 201 x 201 grid posterior of the independent density of :func:`_eiv_case`
+    (sigma 0.01; ``log_term`` False: the old target without the log-variance term)."""
+    from scipy.stats import norm
+
+    s, mu, vs, vm = _eiv_case()
+    lp = np.empty((_BG.size, _DG.size))
+    h = 1e-7
+    for i, B in enumerate(_BG):
+        for j, D in enumerate(_DG):
+            th = TRUE.copy()
+            th[0], th[2] = B, D
+            f = mf_curve(s, th)
+            sl = (mf_curve(s + h, th) - mf_curve(s - h, th)) / (2 * h)
+            sd = np.sqrt(0.01**2 + vm + sl**2 * vs)
+            lp[i, j] = norm.logpdf(mu, f, sd).sum() if log_term else np.sum(-0.5 * ((mu - f) / sd) ** 2)
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    out = []
+    for g, p in ((_BG, w.sum(1)), (_DG, w.sum(0))):
+        m = float(p @ g)
+        out.append((m, float(np.sqrt(p @ g**2 - m * m))))
+    return out
+
+
+def _assert_matches_grid(res, old_differs: bool = True) -> None:
+    summ = summarize_draws(res.draws[..., [0, 2]], ["B", "D"])
+    for (m, sd), (m_old, _), name, dg in zip(_grid_moments(True), _grid_moments(False), ("B", "D"),
+                                             (_BG[1] - _BG[0], _DG[1] - _DG[0])):
+        got = summ[name]
+        assert got.r_hat < 1.01
+        assert abs(got.mean - m) < 5 * got.mcse_mean + dg, (name, got.mean, m)
+        assert abs(got.std - sd) < 5 * sd / np.sqrt(2 * got.ess_bulk) + dg, (name, got.std, sd)
+        if old_differs:
+            assert abs(m_old - m) > 20 * got.mcse_mean + dg  # the old target's posterior is elsewhere
+
+
 def test_two_parameter_posterior_matches_a_brute_force_grid():
     """B and D free (C, E, s_h, s_v pinned by bounds of width 2e-9), sigma fixed: the chains' posterior mean and
     std of B and D agree with a 201 x 201 grid posterior of the independent density within 5 Monte Carlo
     standard errors (+ grid resolution); the grid posterior of the old target (no log term) is far off, so this
     test fails on it."""
     s, mu, vs, vm = _eiv_case()
-    sigma = 0.01
-    Bg, Dg = np.linspace(5, 30, 201), np.linspace(0.2, 2, 201)
+    res = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), np.diag([2.0, 1e-10, 0.1, 1e-10, 1e-10, 1e-10]), _PINNED,
+                          0.01, 40_000, 10_000, 10, sigma_mode="fixed", slip_var=vs, mu_var=vm, seed=1)
+    _assert_matches_grid(res)
 
-    def grid_moments(log_term: bool):
-        from scipy.stats import norm
 
-        lp = np.empty((Bg.size, Dg.size))
-        h = 1e-7
-        for i, B in enumerate(Bg):
-            for j, D in enumerate(Dg):
-                th = TRUE.copy()
-                th[0], th[2] = B, D
-                f = mf_curve(s, th)
-                sl = (mf_curve(s + h, th) - mf_curve(s - h, th)) / (2 * h)
-                sd = np.sqrt(sigma**2 + vm + sl**2 * vs)
-                lp[i, j] = norm.logpdf(mu, f, sd).sum() if log_term else np.sum(-0.5 * ((mu - f) / sd) ** 2)
-        w = np.exp(lp - lp.max())
-        w /= w.sum()
-        out = []
-        for g, p in ((Bg, w.sum(1)), (Dg, w.sum(0))):
-            m = float(p @ g)
-            out.append((m, float(np.sqrt(p @ g**2 - m * m))))
-        return out
-
-    ref = grid_moments(True)
-    old = grid_moments(False)
-    eps = 1e-9
-    b = np.array([(5, 30), (1.6 - eps, 1.6 + eps), (0.2, 2), (-1.09 - eps, -1.09 + eps), (-eps, eps), (-eps, eps)])
-    res = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), np.diag([2.0, 1e-10, 0.1, 1e-10, 1e-10, 1e-10]), b, sigma,
-                          40_000, 10_000, 10, sigma_mode="fixed", slip_var=vs, mu_var=vm, seed=1)
-    summ = summarize_draws(res.draws[..., [0, 2]], ["B", "D"])
-    for (m, sd), (m_old, _), name, dg in zip(ref, old, ("B", "D"), (Bg[1] - Bg[0], Dg[1] - Dg[0])):
-        got = summ[name]
-        assert got.r_hat < 1.01
-        assert abs(got.mean - m) < 5 * got.mcse_mean + dg, (name, got.mean, m)
-        assert abs(got.std - sd) < 5 * sd / np.sqrt(2 * got.ess_bulk) + dg, (name, got.std, sd)
-        assert abs(m_old - m) > 20 * got.mcse_mean + dg  # the old target's posterior is elsewhere
+def test_independence_steps_from_another_posterior_keep_the_grid_posterior():
+    """Half the steps are independence steps from a t fitted to draws of ANOTHER posterior (B and D shifted by
+    about one posterior std and half as wide: a previous window's), refitted to the chains' own draws at every
+    extension: the chains still sample the grid posterior (mean and std within 5 MCSE), the independence steps
+    are used (accepted in >= 5 % of tries) and the run is deterministic."""
+    s, mu, vs, vm = _eiv_case()
+    (mb, sb), (md, sd) = _grid_moments(True)
+    rng = np.random.default_rng(3)
+    other = np.tile(TRUE, (4000, 1))
+    other[:, 0] = mb + sb + 0.5 * sb * rng.standard_normal(4000)
+    other[:, 2] = md - sd + 0.5 * sd * rng.standard_normal(4000)
+    other[:, [1, 3, 4, 5]] += 3e-10 * rng.standard_normal((4000, 4))
+    run = dict(sigma_mode="fixed", slip_var=vs, mu_var=vm, seed=1, proposal_draws=other, p_independent=0.5,
+               max_steps=40_000, until=lambda r: False)
+    res = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), np.diag([2.0, 1e-10, 0.1, 1e-10, 1e-10, 1e-10]), _PINNED,
+                          0.01, 20_000, 5_000, 10, **run)
+    assert res.n_steps == 40_000 and res.extra["p_independent"] == 0.5
+    assert res.extra["independence_acceptance"] >= 0.05
+    _assert_matches_grid(res, old_differs=False)
+    again = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), np.diag([2.0, 1e-10, 0.1, 1e-10, 1e-10, 1e-10]),
+                            _PINNED, 0.01, 20_000, 5_000, 10, **run)
+    np.testing.assert_array_equal(res.draws, again.draws)
 
 
 def test_shape_prior_adds_a_gaussian_on_slope_shape_and_curvature():

@@ -27,6 +27,7 @@ from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.estimation.latent_slip import true_slip_distribution
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, run_grip_chains
 from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
+from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
 from vehcal_ros.models.pacejka import (
     N_THETA,
     THETA_NAMES,
@@ -114,6 +115,13 @@ class GripConfig:
     std under the prior alone (the data removed less than 1 - ratio^2 of the prior variance)."""
     max_curve_draws: int = 2000
     """Retained draws (evenly subsampled) used for the curve quantiles."""
+    p_independent: float = 0.5
+    """Warm-started fits (with the previous fit's chains): share of the chains' steps that are independence
+    Metropolis-Hastings steps from a multivariate t fitted to draws (run_grip_chains ``proposal_draws``): first the
+    previous fit's, after the pilot and at every extension the chains' own so far; 0 = random-walk steps only. Each
+    kernel leaves the posterior invariant whatever the draws were, so the chains stay exact. Cold fits use
+    random-walk steps only (from a cold start the pilot's draws can be too narrow a proposal, and the random walk
+    then adapts on half the steps)."""
     slip_prior: str = "deconvolved"
     """What the fit assumes about the true slips behind measured slips with variances ``slip_var``:
     "deconvolved" (default): their distribution is learnt from the measured slips (a Gaussian mixture deconvolved
@@ -141,6 +149,7 @@ class GripConfig:
             (0.0 < self.max_peak_slip < 1.0, "max_peak_slip must be in (0, 1)"),
             (self.prior_mode in ("posthoc", "truncated"), "prior_mode must be 'posthoc' or 'truncated'"),
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
+            (0.0 <= self.p_independent < 1.0, "p_independent must be in [0, 1)"),
             (self.slip_prior in ("deconvolved", "flat"), "slip_prior must be 'deconvolved' or 'flat'"),
             (len(self.slip_grid) == 3 and self.slip_grid[2] >= 2 and self.slip_grid[1] > self.slip_grid[0],
              "slip_grid must be (start < stop, n >= 2)"),
@@ -559,6 +568,7 @@ class GripEstimator:
             x0 = ml.theta
             starts = None
             S0 = np.linalg.cholesky(ml.proposal_cov)
+        carried = warm_start.chains.draws if warm_start is not None and warm_start.chains is not None else None
         theta_ml, sigma_ml = ml.theta, ml.sigma
         if eiv:  # the ML step on the exact errors-in-variables likelihood, from the least-squares fit
             theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds, la)
@@ -585,7 +595,7 @@ class GripEstimator:
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
-            stop=stop,
+            stop=stop, proposal_draws=carried, p_independent=cfg.p_independent if carried is not None else 0.0,
         )
         if last.get("n_steps") != chains.n_steps:
             rule(chains)
@@ -639,16 +649,15 @@ class GripEstimator:
 
     def _diagnose(self, res: ChainResult) -> dict:
         """The convergence rule on the chains' draws: split R-hat, bulk and tail ESS of every parameter (B, C,
-        D, E, s_h, s_v, sigma if sampled) and of mu_max per draw (inference.diagnostics.rhat_ess)."""
-        from vehcal_ros.inference.diagnostics import rhat_ess
-
+        D, E, s_h, s_v, sigma if sampled) and of mu_max per draw (arviz's estimators, all quantities in one
+        pass: inference.rank_diagnostics)."""
         cfg = self.config
         draws = res.draws
         n_c, n_d, d = draws.shape
         mm, sp = peak_batch(np.ascontiguousarray(draws[..., :N_THETA].reshape(-1, N_THETA)))
         allq = np.concatenate([draws, mm.reshape(n_c, n_d, 1)], axis=2)
         names = [*res.names, "mu_max"]
-        d3 = rhat_ess(allq, names)
+        d3 = dict(zip(names, zip(*(map(float, v) for v in rank_rhat_ess(np.moveaxis(allq, 2, 0))))))
         diag = {k: {"r_hat": v[0], "ess_bulk": v[1], "ess_tail": v[2]} for k, v in d3.items()}
         arr = np.array(list(d3.values()))
         finite = bool(np.all(np.isfinite(arr)))

@@ -252,10 +252,15 @@ def _grip_log_target(s, mu, vs, vm, la, x, th, reparam, lb, ub, sigma_mode, sigm
 
 @njit(cache=True, nogil=True)
 def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
-                i_first, i_last, burn_in, thin, target, gamma, adapt_steps, st, draws, logp, stats):
+                i_first, i_last, burn_in, thin, target, gamma, adapt_steps, st, draws, logp, stats, ind):
     """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
-    in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after burn-in).
-    """
+    in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after
+    burn-in, independence steps tried, independence steps accepted).
+
+    ``ind`` (see :func:`independence_proposal`): with ind[0] = p > 0, each step is, with probability p, an
+    independence Metropolis-Hastings step from the fixed multivariate t proposal packed in ``ind`` instead of
+    the adaptive random-walk step (a mixture of two kernels that each leave the posterior invariant; the
+    random-walk factor S adapts on its own steps only)."""
     d = theta.shape[0]
     half_n = 0.5 * s.shape[0]
     prop = np.empty(d)
@@ -265,30 +270,58 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
     th = np.empty(N_THETA)
     lp = _grip_log_target(s, mu, vs, vm, la, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                           max_peak_slip, shape)
+    p_ind = ind[0]
+    df = ind[1]
+    n_chi = int(df)
+    z = np.empty(max(n_chi, 1))
+    lq = _t_log_density(ind, theta, work) if p_ind > 0.0 else 0.0
     for i in range(i_first, i_last + 1):
-        _normals(st, r)
-        for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
-            acc = theta[j]
-            for k in range(j + 1):
-                acc += S[j, k] * r[k]
-            prop[j] = acc
+        independent = p_ind > 0.0 and _uniform(st) < p_ind
+        if independent:  # x* ~ t_df(m, L L^T): x* = m + L r / sqrt(chi2_df / df)
+            _normals(st, r)
+            _normals(st, z)
+            chi = 0.0
+            for j in range(n_chi):
+                chi += z[j] * z[j]
+            scale = math.sqrt(df / chi) if chi > 0.0 else 1.0
+            for j in range(d):
+                acc = ind[2 + j]
+                for k in range(j + 1):
+                    acc += ind[2 + d + j * d + k] * r[k] * scale
+                prop[j] = acc
+            lqp = _t_log_density(ind, prop, work)
+        else:
+            _normals(st, r)
+            for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
+                acc = theta[j]
+                for k in range(j + 1):
+                    acc += S[j, k] * r[k]
+                prop[j] = acc
+            lqp = 0.0
         lpp = _grip_log_target(s, mu, vs, vm, la, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
                                truncate, max_peak_slip, shape)
         valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
+        ratio = lpp - lp + (lq - lqp if independent else 0.0)
         if lpp == -math.inf:  # step 8
             alpha = 0.0
-        elif lp == -math.inf or lpp >= lp:
+        elif lp == -math.inf or ratio >= 0.0:
             alpha = 1.0
         else:
-            alpha = math.exp(lpp - lp)
+            alpha = math.exp(ratio)
+        if independent:
+            stats[2] += 1
         if _uniform(st) < alpha:  # steps 9-10
             for j in range(d):
                 theta[j] = prop[j]
             lp = lpp
+            if p_ind > 0.0:
+                lq = lqp if independent else _t_log_density(ind, theta, work)
             stats[0] += 1
+            if independent:
+                stats[3] += 1
             if i > burn_in:
                 stats[1] += 1
-        if i <= adapt_steps and valid_start:  # step 11
+        if i <= adapt_steps and valid_start and not independent:  # step 11
             ram_adapt(S, r, _eta(i, d, gamma) * (alpha - target), work, Snew)
         if i > burn_in and (i - burn_in) % thin == 0:  # step 12
             k = (i - burn_in) // thin - 1
@@ -299,11 +332,53 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
 
 @njit(cache=True, nogil=True, parallel=True)
 def _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
-                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats):
+                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats, ind):
     for c in prange(X.shape[0]):
         _grip_chain(s, mu, vs, vm, la, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
                     shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states[c], draws[c], logp[c],
-                    stats[c])
+                    stats[c], ind)
+
+
+@njit(cache=True, nogil=True)
+def _t_log_density(ind: np.ndarray, x: np.ndarray, work: np.ndarray) -> float:
+    """Log density (up to its constant) of the multivariate t packed in ``ind`` at ``x``: -(df + d)/2
+    log(1 + |L^-1 (x - m)|^2 / df), by forward substitution (L lower triangular)."""
+    d = x.shape[0]
+    df = ind[1]
+    q = 0.0
+    for j in range(d):
+        acc = x[j] - ind[2 + j]
+        for k in range(j):
+            acc -= ind[2 + d + j * d + k] * work[k]
+        work[j] = acc / ind[2 + d + j * d + j]
+        q += work[j] * work[j]
+    return -0.5 * (df + d) * math.log1p(q / df)
+
+
+def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: int = 5, inflate: float = 1.5
+                          ) -> np.ndarray:
+    """The packed proposal of the chains' independence steps: [p, df, mean[d], L[d, d] row-major], a
+    multivariate t with ``df`` degrees of freedom, the mean of ``draws[n, d]`` (the sampler's coordinates) and
+    ``inflate``^2 times their covariance (heavier tails and a wider body than the draws, so the proposal covers
+    a posterior that moved a little). ``draws`` None, too few or degenerate: p = 0 (random-walk steps only)."""
+    out = np.zeros(2 + d + d * d)
+    if draws is None or p <= 0.0:
+        return out
+    x = np.asarray(draws, dtype=float).reshape(-1, d)
+    x = x[np.all(np.isfinite(x), axis=1)]
+    if x.shape[0] < 4 * d:
+        return out
+    cov = np.cov(x.T) * inflate**2
+    try:
+        L = np.linalg.cholesky(cov + 1e-12 * np.diag(np.diag(cov) + 1e-300))
+    except np.linalg.LinAlgError:
+        return out
+    if not (np.all(np.isfinite(L)) and np.all(np.diag(L) > 0)):
+        return out
+    out[0], out[1] = float(p), float(df)
+    out[2:2 + d] = x.mean(axis=0)
+    out[2 + d:] = L.ravel()
+    return out
 
 
 def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.ndarray, *,
@@ -460,6 +535,7 @@ def run_grip_chains(
     until: Callable[[ChainResult], bool] | None = None,
     stop: Callable[[], bool] | None = None, stop_check_steps: int = 5_000,
     lateral: np.ndarray | None = None,
+    proposal_draws: np.ndarray | None = None, p_independent: float = 0.0,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
@@ -497,6 +573,12 @@ def run_grip_chains(
     ``stop()`` (e.g. a node shutting down) is asked every ``stop_check_steps`` steps: true ends the chains there
     (the result then holds the steps done so far; ``until`` is not asked). The pieces continue the same chains
     and RNG streams, so without a stop the draws are those of one uninterrupted run.
+    ``proposal_draws`` ``[..., d]`` (draws of a nearby posterior in the returned convention, e.g. the previous
+    window's fit): with probability ``p_independent`` a step is an independence Metropolis-Hastings step from a
+    multivariate t fitted to them (:func:`independence_proposal`, in the sampler's coordinates) instead of a
+    random-walk step. Both kernels leave the posterior invariant and the proposal is fixed during the run, so
+    the chains are exact for any such draws; when they describe the new posterior well, a chain jumps across it
+    in a few steps instead of diffusing along its curved ridges.
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
@@ -540,7 +622,8 @@ def run_grip_chains(
     total_max = int(max(n_steps, max_steps or n_steps))
     draws_all = np.full((n_chains, total_max // thin, d), np.nan)
     logp_all = np.full((n_chains, total_max // thin), np.nan)
-    stats = np.zeros((n_chains, 2), dtype=np.int64)
+    stats = np.zeros((n_chains, 4), dtype=np.int64)
+    ind = independence_proposal(_sampler_coords(proposal_draws, d, reparam, sampled), d, p_independent)
     truncate = max_peak_slip is not None
     common = (SIGMA_MODES.index(sigma_mode), float(sigma) ** 2 if sigma_mode == "fixed" else 1.0,
               truncate, float(max_peak_slip) if truncate else 1.0, _shape_array(shape_prior))
@@ -554,7 +637,7 @@ def run_grip_chains(
         pdraws = np.empty((n_chains, pilot - half, d))
         plogp = np.empty((n_chains, pilot - half))
         _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target), float(gamma),
-                     adapt, states, pdraws, plogp, stats)
+                     adapt, states, pdraws, plogp, stats, ind)
         emp = np.cov(pdraws.reshape(-1, d).T) * (2.38**2 / d)
         try:
             L = np.linalg.cholesky(emp + 1e-12 * np.diag(np.diag(emp) + 1e-300))
@@ -562,6 +645,7 @@ def run_grip_chains(
                 S[:] = L
         except np.linalg.LinAlgError:
             pass  # keep the adapted factors
+        ind = _refit(ind, pdraws, d, p_independent)
         i_next = pilot + 1
     burn_frac = burn_in / n_steps
     n_done = int(n_steps)
@@ -573,7 +657,7 @@ def run_grip_chains(
         while i <= n_done:  # the block in pieces of `piece` steps, asking stop() between them
             j = n_done if stop is None else min(n_done, i + piece - 1)
             _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, *common, i, j, 0, int(thin), float(target),
-                         float(gamma), adapt, states, draws_all, logp_all, stats)
+                         float(gamma), adapt, states, draws_all, logp_all, stats, ind)
             i = j + 1
             if stop is not None and i <= n_done and stop():
                 n_done, stopped = j, True
@@ -594,11 +678,40 @@ def run_grip_chains(
             elapsed_s=time.perf_counter() - t0,
             extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size or vm.size),
                    "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
-                   "gamma": float(gamma), "target": float(target), "n_keep_first": n_keep0},
+                   "gamma": float(gamma), "target": float(target), "n_keep_first": n_keep0,
+                   "p_independent": float(ind[0]),
+                   "independence_acceptance": float(stats[:, 3].sum() / max(1, stats[:, 2].sum()))},
         )
         if stopped or until is None or n_done >= total_max or until(result):
             return result
+        ind = _refit(ind, draws_all[:, k0:k1], d, p_independent)
         n_done = min(total_max, n_done + block)
+
+
+def _refit(ind: np.ndarray, x: np.ndarray, d: int, p: float) -> np.ndarray:
+    """The independence proposal refitted to the chains' own draws ``x`` (sampler coordinates), or ``ind``
+    unchanged when they give none (p = 0, too few or degenerate draws)."""
+    if p <= 0.0:
+        return ind
+    new = independence_proposal(x.reshape(-1, d), d, p)
+    return new if new[0] > 0.0 else ind
+
+
+def _sampler_coords(draws: np.ndarray | None, d: int, reparam: bool, sampled: bool) -> np.ndarray | None:
+    """Draws in the returned convention (theta, sigma) -> the chains' coordinates (slope coordinates, log sigma);
+    None when absent or of another dimension."""
+    if draws is None:
+        return None
+    x = np.asarray(draws, dtype=float).reshape(-1, np.shape(draws)[-1])
+    if x.shape[1] != d:
+        return None
+    x = x.copy()
+    if reparam:
+        x[:, :N_THETA] = to_slope_coords(x[:, :N_THETA])
+    if sampled:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x[:, N_THETA] = np.log(x[:, N_THETA])
+    return x
 
 
 def run_ram(
