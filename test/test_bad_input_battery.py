@@ -156,7 +156,7 @@ def _garbage(veh: Vehicle, t: float, case: str, expected: dict[str, dict[str, in
                 part, field = path.split(".")
                 setattr(getattr(imu, part), field, bad)
                 veh.send("imu", imu)
-                count(c, "nonfinite")
+                count(g, "nonfinite"), count(c, "nonfinite")   # the grip node reads the IMU too (pitch, toe)
             for i in range(3):
                 joy = Joy(axes=[0.2, 0.0, 0.0])
                 joy.axes[i] = bad
@@ -196,13 +196,13 @@ def _garbage(veh: Vehicle, t: float, case: str, expected: dict[str, dict[str, in
         joy = Joy(axes=[1e30, 0.0, 0.0])   # float32 axes: 1e300 would arrive as inf
         joy.header.stamp = _stamp(t)
         veh.send("controls", joy)
-        count(g, "implausible", 3)       # wheel speeds, odometry, controls
+        count(g, "implausible", 4)       # wheel speeds, odometry, IMU, controls
         count(c, "implausible", 4)       # wheel speeds, odometry, IMU, controls
     elif case in ("backwards", "zero_stamp", "day_ahead"):
         ts = {"backwards": t - 0.5, "zero_stamp": 0.0, "day_ahead": t + 86400.0}[case]
         reason = {"backwards": "out_of_order", "zero_stamp": "zero_stamp", "day_ahead": "stamp_jump"}[case]
         veh.step(ts, s, mu)
-        count(g, reason, 7)              # wheel speeds, odometry, controls, 4 forces
+        count(g, reason, 8)              # wheel speeds, odometry, IMU, controls, 4 forces
         count(c, reason, 4)              # wheel speeds, odometry, IMU, controls
     elif case == "names":
         w = WrenchStamped()
@@ -230,7 +230,7 @@ def _duplicate_last_step(veh: Vehicle, expected: dict) -> None:
     assert [tp for tp, _ in step] == ["wheel_speeds", "odom", "imu", "controls", *["tire_forces"] * 4]
     for topic, msg in step:
         veh.send(topic, msg)
-    expected["grip"]["duplicate"] = expected["grip"].get("duplicate", 0) + 7
+    expected["grip"]["duplicate"] = expected["grip"].get("duplicate", 0) + 8
     expected["cal"]["duplicate"] = expected["cal"].get("duplicate", 0) + 4
 
 
@@ -291,8 +291,7 @@ def test_bad_input_battery_over_dds(tmp_path, rclpy_context) -> None:
         return grip_ok and cal_ok
 
     try:
-        assert spin_until(ex, lambda: all(p.get_subscription_count() >= (2 if t != "tire_forces" and t != "imu"
-                                                                          else 1)
+        assert spin_until(ex, lambda: all(p.get_subscription_count() >= (2 if t != "tire_forces" else 1)
                                           for t, p in veh.pubs.items()), 60.0), "nodes did not subscribe"
         assert spin_until(ex, lambda: (tick(), "grip_estimator: inputs" in probe.diag)[1], 60.0), log.read_text()
 
