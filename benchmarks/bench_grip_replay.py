@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_replay import simulate  # noqa: E402  (the same cached bags)
+from bench_replay import add_bag_arguments, simulate  # noqa: E402  (the same cached bags and options)
 
 
 def record_cycles(bag: Path, values: dict) -> list[tuple[float, list, dict]]:
@@ -106,11 +106,7 @@ def run_fits(cycles: list, values: dict, verbose: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--scenario", help="built-in scenario to simulate (daily_driving, long_drive, ...)")
-    src.add_argument("--bag", type=Path, help="an existing bag")
-    ap.add_argument("--duration", type=float, default=None, help="s, cut the scenario (default: its duration)")
-    ap.add_argument("--cache", type=Path, default=Path("/tmp/vehcal-bench-bags"))
+    add_bag_arguments(ap)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a grip_estimator parameter (YAML value)")
     ap.add_argument("--quiet", action="store_true", help="summary row only")

@@ -254,13 +254,18 @@ def chains(bag: Path) -> dict:
             "bound_by": "longest chain" if longest > work / 2 else "total work"}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_bag_arguments(ap: argparse.ArgumentParser) -> None:
+    """The bag source options shared by the replay benchmarks: a scenario simulated into the cache, or a bag."""
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", help="built-in scenario to simulate (daily_driving, long_drive, ...)")
     src.add_argument("--bag", type=Path, help="an existing bag")
     ap.add_argument("--duration", type=float, default=None, help="s, cut the scenario (default: its duration)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/vehcal-bench-bags"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_bag_arguments(ap)
     ap.add_argument("--jobs", type=int, default=None, help="worker processes (default: one per core; 1 = serial)")
     ap.add_argument("--executor", default="local", help="local | threads | serial | dask://HOST:PORT")
     ap.add_argument("--no-calibration", action="store_true")
