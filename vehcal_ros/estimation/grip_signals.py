@@ -41,6 +41,7 @@ Nothing here imports rclpy: nodes and bag replay feed the same :class:`GripDataC
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -138,6 +139,17 @@ class GripSignalConfig:
         if self.scope == "vehicle":
             return "vehicle"
         return "front_axle" if wheel < 2 else "rear_axle"
+
+
+def _interp(x: float, xs: tuple[float, ...], ys: tuple[float, ...]) -> float:
+    """``np.interp`` for one scalar on a short increasing table (held at the ends), without numpy objects."""
+    k = bisect.bisect_right(xs, x)
+    if k == 0:
+        return ys[0]
+    if k == len(xs):
+        return ys[-1]
+    x0, x1 = xs[k - 1], xs[k]
+    return ys[k - 1] + (ys[k] - ys[k - 1]) * (x - x0) / (x1 - x0)
 
 
 @dataclass
@@ -258,7 +270,9 @@ class GripDataCollector:
         self._odom = _Series(("u", "v", "r"), capacity=2048, max_gap=c.max_gap)
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
         self._pitch = _Series(("pitch", "ax"), capacity=512, max_gap=c.max_gap)
-        self._toe = [np.asarray(c.toe_front if i < 2 else c.toe_rear, dtype=float).T for i in range(4)]
+        self._toe = [tuple(tuple(float(x) for x in col)
+                           for col in np.asarray(c.toe_front if i < 2 else c.toe_rear, dtype=float).T)
+                     for i in range(4)]   # (travel, toe) as Python floats: read per sample without numpy
         self._side = [1.0 if y >= 0.0 else -1.0 for y in c.wheel_y]
         self._wheelbase = max(c.wheel_x) - min(c.wheel_x)
         self._pending: deque[TireForce] = deque(maxlen=8192)
@@ -424,14 +438,14 @@ class GripDataCollector:
         suspension's and the tires' deflection under the longitudinal load transfer; the static toe when no IMU
         sample is bracketed), rear 0 (its travel is small beside the front's: the rear springs are stiffer)."""
         z, toe = self._toe[wheel]
-        if z.size == 1:
-            return float(toe[0])
+        if len(z) == 1:
+            return toe[0]
         travel = 0.0
         if wheel < 2:
             p = self._pitch.at(t, self.config.sync_tolerance, (0, 1))
             if p is not None:
                 travel = self._wheelbase * (p[0] - self.config.pitch_at_rest) + self.config.travel_per_ax * p[1]
-        return float(np.interp(travel, z, toe))
+        return _interp(travel, z, toe)
 
     def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
                mu_var: float = 0.0, lat: float = 0.0) -> None:
