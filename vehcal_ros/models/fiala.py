@@ -109,21 +109,33 @@ def fiala_forces(s: float, alpha: float, fz: float, cx: float, cy: float,
 def fiala_tire(u_g: float, v_g: float, cos_d: float, sin_d: float, omega: float, radius: float, fz: float,
                cx: float, cy: float, mu_max: float, mu_min: float) -> tuple[float, float]:
     """Tire-frame ``(Fx, Fy)`` (N) straight from the contact-patch velocity: :func:`fiala_slips` followed by
-    :func:`fiala_forces`, without inverse trigonometry (the hot-loop form used by the 8-DOF kernels).
+    :func:`fiala_forces`, without inverse trigonometry (the hot-loop form, :func:`fiala_tire_slip`)."""
+    fx, fy, _, _, _ = fiala_tire_slip(u_g, v_g, cos_d, sin_d, omega, radius, fz, cx, cy, mu_max, mu_min)
+    return fx, fy
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def fiala_tire_slip(u_g: float, v_g: float, cos_d: float, sin_d: float, omega: float, radius: float, fz: float,
+                    cx: float, cy: float, mu_max: float, mu_min: float
+                    ) -> tuple[float, float, float, float, float]:
+    """:func:`fiala_tire` and what the 8-DOF's implicit wheel spin needs of the same tire: ``(Fx, Fy, s, 1/d, c)``
+    with ``s`` the longitudinal slip, ``d = max(|vx_wheel|, MIN_CONTACT_SPEED)`` its denominator, and ``c`` the
+    slope of Fx in s (``Cx`` in the elastic range, else the secant ``Fx / s`` clamped to [0, Cx]).
 
     ``tan(alpha) = (v_g cos d - |u_g| sin d) / (|u_g| cos d + v_g sin d)``, and sign(alpha) is the sign of the
-    numerator; a non-positive denominator means |alpha| >= pi/2 (full sliding).
+    numerator; a non-positive denominator means |alpha| >= pi/2 (full sliding). Written with as few divisions as
+    the formulas allow (one reciprocal of d for s, tan(alpha) and the spin; the regime tests multiplied out):
+    a divide is ~10x a multiply's cost and the 8-DOF step is bound by them (benchmarks/README.md, Roofline).
     """
-    if fz <= 0.0:
-        return 0.0, 0.0
-    if (abs(u_g) <= MIN_CONTACT_SPEED and abs(v_g) <= MIN_CONTACT_SPEED
-            and abs(radius * omega) <= MIN_CONTACT_SPEED):
-        return 0.0, 0.0
     vx_wheel = u_g * cos_d + v_g * sin_d
     denom = abs(vx_wheel)
     if denom < MIN_CONTACT_SPEED:
         denom = MIN_CONTACT_SPEED
-    s = (radius * omega - vx_wheel) / denom
+    inv_den = 1.0 / denom
+    s = (radius * omega - vx_wheel) * inv_den
+    if fz <= 0.0 or (abs(u_g) <= MIN_CONTACT_SPEED and abs(v_g) <= MIN_CONTACT_SPEED
+                     and abs(radius * omega) <= MIN_CONTACT_SPEED):
+        return 0.0, 0.0, s, inv_den, (0.0 if abs(s) > 1e-9 else cx)
     au = abs(u_g)
     num = v_g * cos_d - au * sin_d
     den = au * cos_d + v_g * sin_d
@@ -133,7 +145,7 @@ def fiala_tire(u_g: float, v_g: float, cos_d: float, sin_d: float, omega: float,
     elif num < 0.0:
         sgn_a = -1.0
     if den > 0.0:
-        ta = abs(num) / den
+        ta = abs(num) * inv_den if den == denom else abs(num) / den
         ss = math.sqrt(s * s + ta * ta)
         if ss > 1.0:
             ss = 1.0
@@ -142,14 +154,20 @@ def fiala_tire(u_g: float, v_g: float, cos_d: float, sin_d: float, omega: float,
         ss = 1.0
     mu = mu_max - (mu_max - mu_min) * ss
     mufz = mu * fz
-    s_crit = abs(mufz / (2.0 * cx))
-    if abs(s) < s_crit:
+    c = cx
+    if abs(s) * abs(2.0 * cx) < mufz:   # |s| < s_crit = mu Fz / (2 Cx): elastic
         fx = cx * s
     else:
         fx = math.copysign(1.0, s) * (mufz - abs(mufz * mufz / (4.0 * s * cx)))
-    if ta <= 3.0 * mufz / cy:
+        if abs(s) > 1e-9:
+            c = fx / s
+            if c > cx:
+                c = cx
+            elif c < 0.0:
+                c = 0.0
+    if ta * cy <= 3.0 * mufz:           # |tan alpha| <= 3 mu Fz / Cy: elastic
         h = 1.0 - cy * ta / (3.0 * mufz)
         fy = -mufz * (1.0 - h * h * h) * sgn_a
     else:
         fy = -mufz * sgn_a
-    return fx, fy
+    return fx, fy, s, inv_den, c

@@ -53,7 +53,7 @@ from numba import njit, prange
 
 from vehcal_ros.models.borrowed import borrowed
 from vehcal_ros.models.chunked import run_chunked
-from vehcal_ros.models.fiala import FASTMATH, MIN_CONTACT_SPEED, MU_MAX, MU_MIN, fiala_tire
+from vehcal_ros.models.fiala import FASTMATH, MIN_CONTACT_SPEED, MU_MAX, MU_MIN, fiala_tire_slip
 from vehcal_ros.models.powertrain import (
     GEAR_RATIO,
     MAX_BRAKE_TORQUE,
@@ -61,7 +61,6 @@ from vehcal_ros.models.powertrain import (
     MAX_MOTOR_TORQUE,
     STEERING_GAIN,
     brake_torque,
-    dc_motor_torque,
     engine_map_torque,
     initial_gear,
     pack_powertrain,
@@ -96,6 +95,9 @@ PT_OFFSET = _N_CONST
 N_INPUTS = 7
 """Columns of the per-step input array: throttle, brake, steering, then the measured per-wheel net torque
 (drive + brake, N m) in state order lf, lr, rf, rr (used when the constants' measured flag is set)."""
+_N_COLUMNS = N_INPUTS + 2
+"""The kernels' per-step rows: the ``N_INPUTS`` inputs, then cos and sin of the road-wheel steer angle (the
+same for every parameter set: computed once per maneuver, :func:`_steer_trig`, not in every run's step)."""
 
 
 @dataclass(frozen=True)
@@ -236,27 +238,76 @@ class VehicleConstants:
         return k
 
 
+# Derived constants of a run (``q``, filled by _derived before the time loop): reciprocals, so that the step
+# multiplies where the equations divide by a constant (a divide costs ~10x a multiply and the step was bound by
+# its ~80 divides: benchmarks/README.md, Roofline), and the loads' constant terms.
+_Q_INV_JW = 0          # 1 / Jw (front wheels)
+_Q_INV_JW_R = 1        # 1 / Jw_r (rear wheels)
+_Q_INV_MT = 2          # 1 / m_t
+_Q_INV_KTF = 3         # 1 / kt front
+_Q_INV_KTR = 4         # 1 / kt rear
+_Q_STAT_F = 5          # static load of a front wheel, N
+_Q_STAT_R = 6          # static load of a rear wheel, N
+_Q_INV_2L = 7          # 1 / (2 L)
+_Q_LAT_F = 8           # m b (h - hrcf) / L
+_Q_LAT_R = 9           # m a (h - hrcr) / L
+_Q_INV_CF = 10         # 1 / c_f
+_Q_INV_CR = 11         # 1 / c_r
+_Q_MH = 12             # m h
+_Q_INV_RATIO = 13      # 1 / motor gear ratio (dc_motor)
+_Q_INV_MAX_SPEED = 14  # 1 / motor no-load speed (dc_motor)
+N_DERIVED = 15
+
+
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _normal_loads(k: np.ndarray, p: np.ndarray, phi: float, wx: float, ax: float, ay: float,
-                  r_f: float, r_r: float, fz: np.ndarray) -> None:
-    """Quasi-static normal loads (N) into ``fz`` = [lf, lr, rf, rr] (Eqs. 10-13, derived; see module doc)."""
+def _derived(k: np.ndarray, q: np.ndarray) -> None:
+    """The run's derived constants into ``q`` (``N_DERIVED``; indices ``_Q_*``) from the packed constants."""
     m = k[0]
-    muf = k[1]
-    mur = k[2]
     a = k[3]
     b = k[4]
     h = k[5]
-    cf = k[6]
-    cr = k[7]
-    hrcf = k[14]
-    hrcr = k[15]
     g = k[17]
     L = a + b
-    stat_f = m * g * b / (2.0 * L) + muf * g
-    stat_r = m * g * a / (2.0 * L) + mur * g
-    f_c = (m * h + 2.0 * muf * r_f + 2.0 * mur * r_r) * ax / (2.0 * L)
-    f_f = (m * b * (h - hrcf) / L + 2.0 * muf * r_f) * ay / cf + (p[4] * phi + p[6] * wx) / cf
-    f_r = (m * a * (h - hrcr) / L + 2.0 * mur * r_r) * ay / cr + (p[5] * phi + p[7] * wx) / cr
+    q[_Q_INV_JW] = 1.0 / k[16]
+    q[_Q_INV_JW_R] = 1.0 / k[35]
+    q[_Q_INV_MT] = 1.0 / k[21]
+    q[_Q_INV_KTF] = 1.0 / k[12]
+    q[_Q_INV_KTR] = 1.0 / k[13]
+    q[_Q_STAT_F] = m * g * b / (2.0 * L) + k[1] * g
+    q[_Q_STAT_R] = m * g * a / (2.0 * L) + k[2] * g
+    q[_Q_INV_2L] = 1.0 / (2.0 * L)
+    q[_Q_LAT_F] = m * b * (h - k[14]) / L
+    q[_Q_LAT_R] = m * a * (h - k[15]) / L
+    q[_Q_INV_CF] = 1.0 / k[6]
+    q[_Q_INV_CR] = 1.0 / k[7]
+    q[_Q_MH] = m * h
+    ratio = k[PT_OFFSET + 3]
+    max_speed = k[PT_OFFSET + 2]
+    q[_Q_INV_RATIO] = 1.0 / ratio if ratio != 0.0 else 0.0
+    q[_Q_INV_MAX_SPEED] = 1.0 / max_speed if max_speed != 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _dc_motor(k: np.ndarray, q: np.ndarray, throttle: float, wheel_speed: float, share: float) -> float:
+    """:func:`~vehcal_ros.models.powertrain.dc_motor_torque` (the paper's motor, N m at one wheel) with the
+    run's reciprocals of the gear ratio and the no-load speed (multiplies instead of its three divides)."""
+    o = PT_OFFSET
+    motor_speed = wheel_speed * q[_Q_INV_RATIO]
+    motor_torque = (k[o + 1] - k[o + 1] * motor_speed * q[_Q_INV_MAX_SPEED]) * throttle
+    return motor_torque * q[_Q_INV_RATIO] * k[o + 4] * share
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _normal_loads(k: np.ndarray, q: np.ndarray, p: np.ndarray, phi: float, wx: float, ax: float, ay: float,
+                  r_f: float, r_r: float, fz: np.ndarray) -> None:
+    """Quasi-static normal loads (N) into ``fz`` = [lf, lr, rf, rr] (Eqs. 10-13, derived; see module doc)."""
+    muf = k[1]
+    mur = k[2]
+    stat_f = q[_Q_STAT_F]
+    stat_r = q[_Q_STAT_R]
+    f_c = (q[_Q_MH] + 2.0 * muf * r_f + 2.0 * mur * r_r) * ax * q[_Q_INV_2L]
+    f_f = ((q[_Q_LAT_F] + 2.0 * muf * r_f) * ay + (p[4] * phi + p[6] * wx)) * q[_Q_INV_CF]
+    f_r = ((q[_Q_LAT_R] + 2.0 * mur * r_r) * ay + (p[5] * phi + p[7] * wx)) * q[_Q_INV_CR]
     fz[0] = max(stat_f - f_f - f_c, 0.0)   # lf
     fz[1] = max(stat_r - f_r + f_c, 0.0)   # lr
     fz[2] = max(stat_f + f_f - f_c, 0.0)   # rf
@@ -264,11 +315,11 @@ def _normal_loads(k: np.ndarray, p: np.ndarray, phi: float, wx: float, ax: float
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _initial_loads(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray) -> None:
+def _initial_loads(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray) -> None:
     """Loads at the initial state: steady cornering a_y = wz u, no longitudinal acceleration."""
     r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12] - k[37]
     r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13] - k[37]
-    _normal_loads(k, p, s[5], s[6], 0.0, s[7] * s[2], r_f, r_r, fz)
+    _normal_loads(k, q, p, s[5], s[6], 0.0, s[7] * s[2], r_f, r_r, fz)
     fz[4] = k[38] - 1.0 if k[38] > 0.0 else initial_gear(k, PT_OFFSET, _driven_speed(k, s))
 
 
@@ -284,18 +335,20 @@ def _driven_speed(k: np.ndarray, s: np.ndarray) -> float:
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")  # numba-inlined into the time loops
-def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.ndarray, dt: float) -> None:
+def _step(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.ndarray,
+          dt: float, xy: bool) -> None:
     """One half-implicit Euler step of Eqs. (4)-(13), in place on state ``s`` (12,) and loads ``fz`` (5,: the
-    four loads, then the automatic's gear); ``inp`` one row of the ``N_INPUTS`` input columns."""
+    four loads, then the automatic's gear); ``q`` the run's derived constants (:func:`_derived`); ``inp`` one row
+    of the ``_N_COLUMNS`` input columns. ``xy`` False
+    leaves the position ``x, y`` as it is (nothing else depends on it; a likelihood that does not observe it
+    saves the two libm calls of the yaw rotation)."""
     throttle = inp[0]
     brake = inp[1]
-    steering = inp[2]
     a = k[3]
     b = k[4]
     cf = k[6]
     cr = k[7]
     r0 = k[11]
-    jw = k[16]
     g = k[17]
     mu_max = k[18]
     mu_min = k[19]
@@ -312,24 +365,23 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
     phi = s[5]
     wx = s[6]
     wz = s[7]
-    delta = steering * k[20]
-    cd = math.cos(delta)
-    sd = math.sin(delta)
+    cd = inp[N_INPUTS]       # cos, sin of the steer angle steering * k[20] (_steer_trig)
+    sd = inp[N_INPUTS + 1]
 
-    r_lf = r0 - fz[0] / k[12]
-    r_lr = r0 - fz[1] / k[13]
-    r_rf = r0 - fz[2] / k[12]
-    r_rr = r0 - fz[3] / k[13]
+    r_lf = r0 - fz[0] * q[_Q_INV_KTF]
+    r_lr = r0 - fz[1] * q[_Q_INV_KTR]
+    r_rf = r0 - fz[2] * q[_Q_INV_KTF]
+    r_rr = r0 - fz[3] * q[_Q_INV_KTR]
 
-    # tire forces (tire frame), wheels lf, lr, rf, rr
-    fxt_lf, fyt_lf = fiala_tire(u - wz * cf / 2.0, v + wz * a, cd, sd, s[8], r_lf, fz[0], p[0], p[2],
-                                mu_max, mu_min)
-    fxt_lr, fyt_lr = fiala_tire(u - wz * cr / 2.0, v - wz * b, 1.0, 0.0, s[9], r_lr, fz[1], p[1], p[3],
-                                mu_max, mu_min)
-    fxt_rf, fyt_rf = fiala_tire(u + wz * cf / 2.0, v + wz * a, cd, sd, s[10], r_rf, fz[2], p[0], p[2],
-                                mu_max, mu_min)
-    fxt_rr, fyt_rr = fiala_tire(u + wz * cr / 2.0, v - wz * b, 1.0, 0.0, s[11], r_rr, fz[3], p[1], p[3],
-                                mu_max, mu_min)
+    # tire forces (tire frame), wheels lf, lr, rf, rr, and each tire's slip, 1/|vx| and slope for the spin
+    fxt_lf, fyt_lf, s_lf, id_lf, c_lf = fiala_tire_slip(u - wz * cf / 2.0, v + wz * a, cd, sd, s[8], r_lf, fz[0],
+                                                        p[0], p[2], mu_max, mu_min)
+    fxt_lr, fyt_lr, s_lr, id_lr, c_lr = fiala_tire_slip(u - wz * cr / 2.0, v - wz * b, 1.0, 0.0, s[9], r_lr, fz[1],
+                                                        p[1], p[3], mu_max, mu_min)
+    fxt_rf, fyt_rf, s_rf, id_rf, c_rf = fiala_tire_slip(u + wz * cf / 2.0, v + wz * a, cd, sd, s[10], r_rf, fz[2],
+                                                        p[0], p[2], mu_max, mu_min)
+    fxt_rr, fyt_rr, s_rr, id_rr, c_rr = fiala_tire_slip(u + wz * cr / 2.0, v - wz * b, 1.0, 0.0, s[11], r_rr,
+                                                        fz[3], p[1], p[3], mu_max, mu_min)
 
     # body-frame ("global" in the paper) contact forces
     fxg_lf = fxt_lf * cd - fyt_lf * sd
@@ -344,7 +396,7 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
     # chassis, Eqs. (4)-(7)
     sum_fx = fxg_lf + fxg_rf + fxg_lr + fxg_rr
     sum_fy = fyg_lf + fyg_rf + fyg_lr + fyg_rr
-    u_dot = wz * v + (sum_fx + (muf * a - mur * b) * wz * wz - 2.0 * hrc * m * wz * wx) / mt
+    u_dot = wz * v + (sum_fx + (muf * a - mur * b) * wz * wz - 2.0 * hrc * m * wz * wx) * q[_Q_INV_MT]
     e1 = -mt * wz * u + sum_fy
     e2 = ((fyg_lf + fyg_rf) * a - (fyg_lr + fyg_rr) * b + (fxg_rf - fxg_lf) * cf / 2.0
           + (fxg_rr - fxg_lr) * cr / 2.0 + a1 * wz * u)
@@ -356,7 +408,8 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
     # wheel spin: drive + brake (per-wheel brake gain, N m at full pedal) or the measured net torque, rolling
     # resistance, tire force
     rr = p[8]
-    jw_r = k[35]
+    inv_jw = q[_Q_INV_JW]
+    inv_jw_r = q[_Q_INV_JW_R]
     if k[36] > 0.0:
         t_lf = inp[3]
         t_lr = inp[4]
@@ -368,42 +421,47 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
         share_r = 0.5 * (1.0 - k[o + 5])
         gear = fz[4]
         if k[o] == 0.0:   # the paper's motor: each wheel's own speed
-            d_lf = dc_motor_torque(k, o, throttle, s[8], share_f)
-            d_lr = dc_motor_torque(k, o, throttle, s[9], share_r)
-            d_rf = dc_motor_torque(k, o, throttle, s[10], share_f)
-            d_rr = dc_motor_torque(k, o, throttle, s[11], share_r)
+            d_lf = _dc_motor(k, q, throttle, s[8], share_f)
+            d_lr = _dc_motor(k, q, throttle, s[9], share_r)
+            d_rf = _dc_motor(k, q, throttle, s[10], share_f)
+            d_rr = _dc_motor(k, q, throttle, s[11], share_r)
         else:             # engine map through the gearbox: the driven wheels' mean speed
             w_d = _driven_speed(k, s)
             d_lf = engine_map_torque(k, o, throttle, w_d, gear, share_f)
             d_rf = d_lf
             d_lr = engine_map_torque(k, o, throttle, w_d, gear, share_r)
             d_rr = d_lr
-        t_lf = d_lf + brake_torque(brake * p[9] / MAX_BRAKE_TORQUE, s[8])
-        t_lr = d_lr + brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, s[9])
-        t_rf = d_rf + brake_torque(brake * p[10] / MAX_BRAKE_TORQUE, s[10])
-        t_rr = d_rr + brake_torque(brake * p[12] / MAX_BRAKE_TORQUE, s[11])
+        t_lf = d_lf
+        t_lr = d_lr
+        t_rf = d_rf
+        t_rr = d_rr
+        if brake != 0.0:   # (no brake adds exactly nothing: the four divides skipped)
+            t_lf += brake_torque(brake * p[9] / MAX_BRAKE_TORQUE, s[8])
+            t_lr += brake_torque(brake * p[11] / MAX_BRAKE_TORQUE, s[9])
+            t_rf += brake_torque(brake * p[10] / MAX_BRAKE_TORQUE, s[10])
+            t_rr += brake_torque(brake * p[12] / MAX_BRAKE_TORQUE, s[11])
     # the tire force acts at the loaded radius (wheel-centre height), rolling_excess below the rolling radius
     xs = k[37]
     w = s[8]
-    dw_lf = (t_lf - rr * fz[0] * _sign(w) - fxt_lf * (r_lf - xs)) / jw
+    dw_lf = (t_lf - rr * fz[0] * _sign(w) - fxt_lf * (r_lf - xs)) * inv_jw
     w = s[9]
-    dw_lr = (t_lr - rr * fz[1] * _sign(w) - fxt_lr * (r_lr - xs)) / jw_r
+    dw_lr = (t_lr - rr * fz[1] * _sign(w) - fxt_lr * (r_lr - xs)) * inv_jw_r
     w = s[10]
-    dw_rf = (t_rf - rr * fz[2] * _sign(w) - fxt_rf * (r_rf - xs)) / jw
+    dw_rf = (t_rf - rr * fz[2] * _sign(w) - fxt_rf * (r_rf - xs)) * inv_jw
     w = s[11]
-    dw_rr = (t_rr - rr * fz[3] * _sign(w) - fxt_rr * (r_rr - xs)) / jw_r
+    dw_rr = (t_rr - rr * fz[3] * _sign(w) - fxt_rr * (r_rr - xs)) * inv_jw_r
     # linearly implicit spin against the wheel's own tire force (see _spin_rate): the contact patches' forward
     # speed changes over this step by dt x its acceleration
     vxa_f = (v + wz * a) * sd
     vxd_f = (v_dot + wz_dot * a) * sd
-    dw_lf = _spin_rate(dw_lf, s[8], r_lf, xs, jw, fxt_lf, p[0], (u - wz * cf / 2.0) * cd + vxa_f,
-                       (u_dot - wz_dot * cf / 2.0) * cd + vxd_f, dt)
-    dw_rf = _spin_rate(dw_rf, s[10], r_rf, xs, jw, fxt_rf, p[0], (u + wz * cf / 2.0) * cd + vxa_f,
-                       (u_dot + wz_dot * cf / 2.0) * cd + vxd_f, dt)
-    dw_lr = _spin_rate(dw_lr, s[9], r_lr, xs, jw_r, fxt_lr, p[1], u - wz * cr / 2.0, u_dot - wz_dot * cr / 2.0,
-                       dt)
-    dw_rr = _spin_rate(dw_rr, s[11], r_rr, xs, jw_r, fxt_rr, p[1], u + wz * cr / 2.0, u_dot + wz_dot * cr / 2.0,
-                       dt)
+    dw_lf = _spin_rate(dw_lf, r_lf, xs, inv_jw, (u - wz * cf / 2.0) * cd + vxa_f,
+                       (u_dot - wz_dot * cf / 2.0) * cd + vxd_f, dt, s_lf, id_lf, c_lf)
+    dw_rf = _spin_rate(dw_rf, r_rf, xs, inv_jw, (u + wz * cf / 2.0) * cd + vxa_f,
+                       (u_dot + wz_dot * cf / 2.0) * cd + vxd_f, dt, s_rf, id_rf, c_rf)
+    dw_lr = _spin_rate(dw_lr, r_lr, xs, inv_jw_r, u - wz * cr / 2.0, u_dot - wz_dot * cr / 2.0, dt,
+                       s_lr, id_lr, c_lr)
+    dw_rr = _spin_rate(dw_rr, r_rr, xs, inv_jw_r, u + wz * cr / 2.0, u_dot + wz_dot * cr / 2.0, dt,
+                       s_rr, id_rr, c_rr)
 
     # velocities first ...
     u = u + dt * u_dot
@@ -415,8 +473,9 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
     s[10] += dt * dw_rf
     s[11] += dt * dw_rr
     # ... then positions with the new velocities
-    s[0] += dt * (u * math.cos(psi) - v * math.sin(psi))
-    s[1] += dt * (u * math.sin(psi) + v * math.cos(psi))
+    if xy:
+        s[0] += dt * (u * math.cos(psi) - v * math.sin(psi))
+        s[1] += dt * (u * math.sin(psi) + v * math.cos(psi))
     s[4] = psi + dt * wz
     s[5] = phi + dt * wx
     s[2] = u
@@ -424,20 +483,21 @@ def _step(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inp: np.n
     s[6] = wx
     s[7] = wz
     # loads for the next step from this step's accelerations
-    _normal_loads(k, p, s[5], wx, u_dot - wz * v, v_dot + wz * u, 0.5 * (r_lf + r_rf) - xs,
+    _normal_loads(k, q, p, s[5], wx, u_dot - wz * v, v_dot + wz * u, 0.5 * (r_lf + r_rf) - xs,
                   0.5 * (r_lr + r_rr) - xs, fz)
     if k[PT_OFFSET] != 0.0 and k[36] == 0.0:
         fz[4] = shift_gear(k, PT_OFFSET, fz[4], _driven_speed(k, s))
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _spin_rate(f: float, w: float, r: float, excess: float, jw: float, fx: float, cx: float, vx: float,
-               vx_dot: float, dt: float) -> float:
+def _spin_rate(f: float, r: float, excess: float, inv_jw: float, vx: float, vx_dot: float, dt: float,
+               s: float, inv_den: float, c: float) -> float:
     """Wheel spin acceleration (rad/s^2) for a linearly implicit (backward Euler) update of the stiff slip mode.
 
     ``f`` = the explicit ``(T - T_rr - r Fx) / Jw``. The tire force depends on the wheel's slip
     ``s = (r w - vx) / |vx|`` with slope ``c = dFx/ds`` (``Cx`` in the elastic range, the secant ``Fx / s``
-    beyond it), so ``df/dw = -lam``, ``lam = r_l r c / (|vx| Jw)`` (``r`` rolling radius, ``r_l = r - excess``
+    beyond it; ``s``, ``1/|vx|`` and ``c`` come from the tire, :func:`~vehcal_ros.models.fiala.fiala_tire_slip`),
+    so ``df/dw = -lam``, ``lam = r_l r c / (|vx| Jw)`` (``r`` rolling radius, ``r_l = r - excess``
     the force's lever), and ``df/dvx = lam (1 + s) / r`` (vx > 0). Backward
     Euler in both: ``w_dot = (f + lam (1 + s) / r * dt vx_dot) / (1 + dt lam)``. For a light wheel on a stiff tire
     at low speed (the sedan's rear: lam ~ 10^3 1/s at 5 m/s) the explicit update (``f`` alone) is unstable at
@@ -445,25 +505,27 @@ def _spin_rate(f: float, w: float, r: float, excess: float, jw: float, fx: float
     which a stiff tire turns into a spurious force ``Cx dt a_x / |vx|``; the ``vx_dot`` term removes that lag.
     Where ``dt lam`` is small (the HMMWV) this equals the explicit update to O(dt lam).
     """
-    den = abs(vx)
-    if den < MIN_CONTACT_SPEED:
+    if abs(vx) < MIN_CONTACT_SPEED:
         return f
-    s = (r * w - vx) / den
-    c = cx
-    if abs(s) > 1e-9:
-        c = fx / s
-        if c > cx:
-            c = cx
-        elif c < 0.0:
-            c = 0.0
-    lam = (r - excess) * r * c / (den * jw)
+    lam_r = (r - excess) * c * inv_jw * inv_den   # lam / r
+    lam = lam_r * r
+    g = 1.0 / (1.0 + dt * lam)
     if abs(s) > 1.0 or vx * (vx + dt * vx_dot) <= 0.0:
         # gross slip, or the contact patch's speed crosses zero within the step (starting from rest, rolling
         # back): s is far from linear in vx there, and the vx_dot term (which assumes it is) flips the wheel's
         # spin every step while the car chatters about vx = 0 (seen: a launch from 0.1 m/s that never left)
-        return f / (1.0 + dt * lam)
+        return f * g
     ds = s if vx > 0.0 else -s   # d s / d vx = -(1 + s sign(vx)) / |vx|
-    return (f + lam * (1.0 + ds) / r * dt * vx_dot) / (1.0 + dt * lam)
+    return (f + lam_r * (1.0 + ds) * dt * vx_dot) * g
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _steer_trig(inputs: np.ndarray, gain: float) -> None:
+    """Columns ``N_INPUTS``, ``N_INPUTS + 1`` of ``inputs`` = cos, sin of the steer angle ``steering * gain``."""
+    for i in range(inputs.shape[0]):
+        delta = inputs[i, 2] * gain
+        inputs[i, N_INPUTS] = math.cos(delta)
+        inputs[i, N_INPUTS + 1] = math.sin(delta)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -480,22 +542,24 @@ def _sign(x: float) -> float:
 # ``*_one`` wrappers allocate the state and loads. The step's branches on the powertrain kind and the
 # measured-torque flag are taken the same way at every step (predicted; measured as free).
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _simulate_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inputs: np.ndarray, dt: float,
-                   n_sub: int, out: np.ndarray) -> None:
+def _simulate_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inputs: np.ndarray,
+                   dt: float, n_sub: int, out: np.ndarray) -> None:
     """Trajectory from state ``s`` (in place): ``out[j]`` = state after ``j * n_sub`` steps."""
     k = borrowed(k)
+    q = borrowed(q)
     p = borrowed(p)
     s = borrowed(s)
     fz = borrowed(fz)
     inputs = borrowed(inputs)
     out = borrowed(out)
-    _initial_loads(k, p, s, fz)
+    _derived(k, q)
+    _initial_loads(k, q, p, s, fz)
     n_out = out.shape[0]
     out[0, :] = s
     step = 0
     for j in range(1, n_out):
         for _ in range(n_sub):
-            _step(k, p, s, fz, inputs[step], dt)
+            _step(k, q, p, s, fz, inputs[step], dt, True)
             step += 1
         out[j, :] = s
 
@@ -504,7 +568,7 @@ def _simulate_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, 
 def _simulate_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                   out: np.ndarray) -> None:
     """Trajectory of one parameter set: ``out[j]`` = state after ``j * n_sub`` steps (``out[0]`` = x0)."""
-    _simulate_loop(k, p, x0.copy(), np.zeros(5), inputs, dt, n_sub, out)
+    _simulate_loop(k, np.empty(N_DERIVED), p, x0.copy(), np.zeros(5), inputs, dt, n_sub, out)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -515,9 +579,9 @@ def _simulate_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: n
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
-def _wsse_bounded_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray, inputs: np.ndarray,
-                       dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float,
-                       sse: np.ndarray) -> int:
+def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray,
+                       inputs: np.ndarray, dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, w: np.ndarray,
+                       budget: float, sse: np.ndarray) -> int:
     """Per-channel sums of squared residuals ``sse[c]`` (``data[j, c]`` vs state ``chan[c]`` at output j) of the
     run from state ``s`` (in place), stopping as soon as the weighted sum ``sum_c w[c] sse[c]`` exceeds ``budget``.
 
@@ -526,6 +590,7 @@ def _wsse_bounded_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarr
     Returns the integration steps taken (the work done).
     """
     k = borrowed(k)
+    q = borrowed(q)
     p = borrowed(p)
     s = borrowed(s)
     fz = borrowed(fz)
@@ -534,8 +599,12 @@ def _wsse_bounded_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarr
     data = borrowed(data)
     w = borrowed(w)
     sse = borrowed(sse)
-    _initial_loads(k, p, s, fz)
+    _derived(k, q)
+    _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
+    xy = False
+    for c in range(n_ch):
+        xy = xy or chan[c] < 2
     tot = 0.0
     for c in range(n_ch):
         r = s[chan[c]] - data[0, c]
@@ -545,7 +614,7 @@ def _wsse_bounded_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarr
     if tot <= budget:
         for j in range(1, data.shape[0]):
             for _ in range(n_sub):
-                _step(k, p, s, fz, inputs[step], dt)
+                _step(k, q, p, s, fz, inputs[step], dt, xy)
                 step += 1
             for c in range(n_ch):
                 r = s[chan[c]] - data[j, c]
@@ -564,7 +633,8 @@ def _wsse_bounded_loop(k: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarr
 def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                       chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float, sse: np.ndarray) -> int:
     """:func:`_wsse_bounded_loop` of one parameter set from ``x0``; returns the steps taken."""
-    return _wsse_bounded_loop(k, p, x0.copy(), np.zeros(5), inputs, dt, n_sub, chan, data, w, budget, sse)
+    return _wsse_bounded_loop(k, np.empty(N_DERIVED), p, x0.copy(), np.zeros(5), inputs, dt, n_sub, chan, data,
+                              w, budget, sse)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
@@ -591,8 +661,10 @@ def _loads_batch(k: np.ndarray, params: np.ndarray, states: np.ndarray, ax: np.n
                  out: np.ndarray) -> None:
     r_f = k[11] - (k[0] * k[17] * k[4] / (2.0 * (k[3] + k[4])) + k[1] * k[17]) / k[12] - k[37]
     r_r = k[11] - (k[0] * k[17] * k[3] / (2.0 * (k[3] + k[4])) + k[2] * k[17]) / k[13] - k[37]
+    q = np.empty(N_DERIVED)
+    _derived(k, q)
     for i in range(states.shape[0]):
-        _normal_loads(k, params[i], states[i, 5], states[i, 6], ax[i], ay[i], r_f, r_r, out[i])
+        _normal_loads(k, q, params[i], states[i, 5], states[i, 6], ax[i], ay[i], r_f, r_r, out[i])
 
 
 def normal_loads(params: Mapping[str, float] | np.ndarray, state: np.ndarray, ax: float = 0.0, ay: float = 0.0,
@@ -684,7 +756,9 @@ class Simulator8Dof:
             self.k[36] = 1.0
         else:
             cols += [np.zeros(n_steps)] * 4
-        self.inputs = np.ascontiguousarray(np.column_stack(cols)).reshape(n_steps, N_INPUTS)
+        cols += [np.zeros(n_steps)] * 2
+        self.inputs = np.ascontiguousarray(np.column_stack(cols)).reshape(n_steps, _N_COLUMNS)
+        _steer_trig(self.inputs, float(self.k[20]))
         self.initial_gear = initial_gear
 
     @property
