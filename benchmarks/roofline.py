@@ -96,6 +96,7 @@ def _ieee_div(a: float, b: float) -> float:
 
 class _Count:
     flops = 0
+    divisions = 0
     compares = 0
     transcendental = 0
     by_name: dict[str, int] = {}
@@ -129,9 +130,11 @@ class _F(float):
         return self._op(o, lambda a, b: b * a)
 
     def __truediv__(self, o):
+        _Count.divisions += 1
         return self._op(o, _ieee_div)
 
     def __rtruediv__(self, o):
+        _Count.divisions += 1
         return self._op(o, lambda a, b: _ieee_div(b, a))
 
     def __floordiv__(self, o):
@@ -322,14 +325,15 @@ def _restore(saved: list) -> None:
 
 
 def _reset_counts() -> None:
-    for name in ("flops", "compares", "transcendental", "loads", "stores"):
+    for name in ("flops", "divisions", "compares", "transcendental", "loads", "stores"):
         setattr(_Count, name, 0)
     _Count.by_name = {}
     _NdArr.computed_plain = 0
 
 
 def _per_step(steps: int) -> dict[str, float]:
-    return {"fp_ops_per_step": _Count.flops / steps, "compares_per_step": _Count.compares / steps,
+    return {"fp_ops_per_step": _Count.flops / steps, "divisions_per_step": _Count.divisions / steps,
+            "compares_per_step": _Count.compares / steps,
             "transcendental_calls_per_step": _Count.transcendental / steps,
             "transcendental_by_name_per_step": {k: v / steps for k, v in sorted(_Count.by_name.items())},
             "bytes_loaded_per_step": 8.0 * _Count.loads / steps, "bytes_stored_per_step": 8.0 * _Count.stores / steps,
@@ -408,15 +412,17 @@ def count_8dof() -> dict[str, float]:
                              "kphi_r": 26439, "bphi_f": 3863, "bphi_r": 3863, "rr": 0.0131})
     s0 = sim.x0.copy()
     fz0 = np.zeros(5)
-    v8._initial_loads(sim.k, p, s0, fz0)
+    q0 = np.empty(v8.N_DERIVED)   # the run's derived constants (reciprocals): once per run, not per step
+    v8._derived(sim.k, q0)
+    v8._initial_loads(sim.k, q0, p, s0, fz0)
     saved = _py_funcs((v8, fiala, powertrain))
     try:
-        k, pa, s, fz = _Arr(sim.k), _Arr(p), _Arr(s0), _Arr(fz0)
+        k, q, pa, s, fz = _Arr(sim.k), _Arr(q0), _Arr(p), _Arr(s0), _Arr(fz0)
         _reset_counts()
         steps = sim.inputs.shape[0]
         for i in range(steps):
             row = sim.inputs[i]
-            v8._step(k, pa, s, fz, _Arr(row), _F(sim.dt))
+            v8._step(k, q, pa, s, fz, _Arr(row), _F(sim.dt), True)
     finally:
         _restore(saved)
     ref = sim.run(p)[-1]
