@@ -13,10 +13,14 @@ paper used PyMC's ``sample_smc``). Per stage:
    already target ``p_n`` and the fit sees no resampling duplicates; PyMC fits the resampled ones), or a
    Gaussian random walk with the particle covariance scaled by ``2.38 / sqrt(d)`` and tuned toward acceptance
    0.234 (``kernel="rw"``). The IMH proposal is a mixture of ``imh_components`` (default 3) Gaussians fitted by
-   EM (at most one component per ``10 d`` particles; 1 = PyMC's single Gaussian): the tempered posteriors
-   between prior and posterior are skewed in the unconstrained space (logit-uniform prior, log sigmas), where
-   one Gaussian accepts ~0.27 of its proposals and the mixture ~0.45-0.5 (Chrono lateral stage, issue 13: 42 %
-   fewer evaluations for the same ESS).
+   EM (at most one component per ``30 d`` particles, each covariance shrunk a little toward the single fit's),
+   plus the single Gaussian fit as a defensive component of weight 0.25 (the mixture's tails are never thinner
+   than a quarter of that fit's); ``imh_components=1`` is PyMC's single Gaussian. The tempered posteriors between
+   prior and posterior are skewed in the unconstrained space (logit-uniform prior, log sigmas): on the Chrono
+   lateral stage one Gaussian accepts ~0.27 of its proposals in the middle stages, the mixture ~0.45, and the
+   run takes ~43 % fewer evaluations for about the same ESS (issue 13, benchmarks/README.md). With fewer
+   particles per component the EM fit follows the particles' noise: at 100 per component in 9 dimensions (4 x 300
+   on a synthetic lateral drive) the runs disagreed (R-hat 1.26); hence the ``30 d`` rule.
 
 How many MH steps (``mutation_rule``): the steps only buy ESS while they replace the copies that resampling
 made, so the default rule ``"distinct"`` stops as soon as ``min_distinct`` (0.95) of the particles sit at
@@ -315,7 +319,8 @@ def _mixture_fit(x: np.ndarray, weights: np.ndarray | None, k: int, iters: int =
 
     Deterministic: the components start as ``k`` equal-weight slices of the particles along their first principal
     axis; at most ``iters`` EM steps, fewer once no responsibility moves by 0.01. A component left with less than
-    ``2 d`` particles' worth of weight is dropped."""
+    ``2 d`` particles' worth of weight is dropped; covariances are shrunk toward the single fit's (``SHRINK``);
+    ``defensive`` > 0 appends that single fit as a component of that weight."""
     n, d = x.shape
     w = np.full(n, 1.0 / n) if weights is None else weights / weights.sum()
     mean0 = w @ x
@@ -379,8 +384,10 @@ def _mixture_terms(x: np.ndarray, pis: np.ndarray, means: np.ndarray, chols: np.
 
 MIXTURE_PARTICLES_PER_DIM = 30
 SHRINK = 2.0
-"""A run fits an IMH mixture component per ``10 d`` particles at most (``d`` parameters), else fewer components:
-a component's covariance has ``d (d + 1) / 2`` entries to estimate."""
+"""Each EM component's covariance is shrunk toward the single fit's with the weight of ``SHRINK d`` particles."""
+"""A run fits an IMH mixture component per ``30 d`` particles at most (``d`` parameters), else fewer components:
+a component's covariance has ``d (d + 1) / 2`` entries to estimate (at 10 d the 4 x 300 synthetic lateral runs
+disagreed, R-hat 1.26)."""
 
 
 @dataclass(frozen=True)
@@ -566,7 +573,7 @@ def run_smc(log_likelihood: LogLikelihoodBatch, prior: Prior, *, n_particles: in
     multivariate t; ``weighted_fit``: fit the IMH proposal to the importance-weighted particles before
     resampling (False: to the resampled ones, as PyMC); ``refit_proposal``: refit it to the current particles
     before every further step of a stage; ``imh_components``: Gaussians in the IMH proposal's mixture (1: one
-    Gaussian, as PyMC; fewer than asked when a run has under ``10 d`` particles per component; a t proposal,
+    Gaussian, as PyMC; fewer than asked when a run has under ``30 d`` particles per component; a t proposal,
     ``imh_df``, is always one component); ``space``: ``"unconstrained"`` or ``"bounded"``.
     Runs are seeded from one ``SeedSequence(seed)``, so a seed fixes every number. Raises
     :class:`EstimationError` when the likelihood is nowhere finite. ``stop()`` true before a round of
