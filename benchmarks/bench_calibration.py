@@ -3,6 +3,10 @@ R-hat < 1.01, bulk ESS > 400; the paper's PyMC SMC took 7343 s).
 
 Data: the paper's Chrono HMMWV ramp-steer run (shared data/chrono_hmmwv, rows 700-1069) with the paper's
 Section 3.1 noise added (fixed seed). Run: .venv/bin/python benchmarks/bench_calibration.py [--chains 8 --draws 1000]
+
+``--kernel``: instead, the stage's log likelihood alone (the 8-DOF batch kernel, no bound) on 2000 prior draws,
+best of 7 CPU timings: microseconds per simulation and nanoseconds per integration step (use
+``NUMBA_NUM_THREADS=1`` for one core's figure).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from vehcal_ros.estimation.calibration import Segment, calibrate_stage
+import numpy as np
+
+from vehcal_ros.estimation.calibration import Segment, StageProblem, _base_parameters, calibrate_stage, stage_spec
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CHRONO = SHARED / "data" / "chrono_hmmwv"
@@ -34,12 +40,34 @@ def chrono_segment(stage: str, seed: int = 0) -> Segment:
     return Segment.from_chrono(CHRONO / csv, CHRONO / drv, a, b).with_noise(NOISE, seed)
 
 
+def kernel_timing(seed: int = 0, n: int = 2000, repeats: int = 7) -> dict:
+    """CPU time of the lateral stage's log likelihood on ``n`` prior draws (best of ``repeats``)."""
+    spec = stage_spec("lateral")
+    problem = StageProblem(chrono_segment("lateral", seed), spec, _base_parameters(spec, None))
+    theta = problem.prior.sample(np.random.default_rng(1), n)
+    problem.log_likelihood(theta[:10])   # numba cache warm
+    best = float("inf")
+    for _ in range(repeats):
+        c0 = time.process_time()
+        problem.log_likelihood(theta)
+        best = min(best, time.process_time() - c0)
+    steps = problem.sim.steps_per_run
+    return {"what": "lateral log likelihood, prior draws", "draws": n, "steps_per_run": steps,
+            "us_per_simulation": best / n * 1e6, "ns_per_step": best / n / steps * 1e9,
+            "numba_threads": os.environ.get("NUMBA_NUM_THREADS", "all"), "load_average": os.getloadavg()[0],
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--chains", type=int, default=8)
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kernel", action="store_true", help="time the stage's log likelihood alone")
     args = ap.parse_args()
+    if args.kernel:
+        print(json.dumps(kernel_timing(args.seed), indent=2))
+        return
     seg = chrono_segment("lateral", args.seed)
     # warm the numba cache so the timing is the sampler's
     calibrate_stage(seg, "lateral", n_chains=1, n_draws=50, seed=99, predictive_draws=2)
