@@ -112,9 +112,13 @@ def test_mixture_proposal_skewed_posterior_against_grid() -> None:
     aa, bb = np.meshgrid(ga, gb, indexing="ij")
     ll = _skewed_ll(np.column_stack([aa.ravel(), bb.ravel()])).reshape(aa.shape)
     dens = np.exp(ll)
-    z = np.trapezoid(np.trapezoid(dens, gb, axis=1), ga)
-    mean = [np.trapezoid(np.trapezoid(dens * v, gb, axis=1), ga) / z for v in (aa, bb)]
-    sd = [math.sqrt(np.trapezoid(np.trapezoid(dens * (v - m) ** 2, gb, axis=1), ga) / z) for v, m in zip((aa, bb), mean)]
+
+    def integral(f: np.ndarray) -> float:
+        return float(np.trapezoid(np.trapezoid(f, gb, axis=1), ga))
+
+    z = integral(dens)
+    mean = [integral(dens * v) / z for v in (aa, bb)]
+    sd = [math.sqrt(integral(dens * (v - m) ** 2) / z) for v, m in zip((aa, bb), mean)]
     log_z = math.log(z / (10.0 * 15.0))
     runs = {k: run_smc(_skewed_ll, prior, n_particles=1000, n_chains=4, seed=11, imh_components=k) for k in (1, 3)}
     for res in runs.values():
