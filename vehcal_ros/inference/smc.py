@@ -312,6 +312,14 @@ def _gaussian_fit(x: np.ndarray, imh_df: float | None, weights: np.ndarray | Non
     return mean, chol, log_q
 
 
+MIXTURE_PARTICLES_PER_DIM = 30
+"""A run fits an IMH mixture component per ``30 d`` particles at most (``d`` parameters), else fewer components:
+a component's covariance has ``d (d + 1) / 2`` entries to estimate (at 10 d the 4 x 300 synthetic lateral runs
+disagreed, R-hat 1.26)."""
+SHRINK = 2.0
+"""Each EM component's covariance is shrunk toward the single fit's with the weight of ``SHRINK d`` particles."""
+
+
 def _mixture_fit(x: np.ndarray, weights: np.ndarray | None, k: int, iters: int = 12, defensive: float = 0.25
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable]:
     """A ``k``-component Gaussian mixture fitted to the (importance-weighted) particles ``x`` by EM: weights,
@@ -380,14 +388,6 @@ def _mixture_terms(x: np.ndarray, pis: np.ndarray, means: np.ndarray, chols: np.
         r = (x - means[j]) @ np.linalg.inv(chols[j]).T
         out[:, j] = np.log(pis[j]) - np.log(np.diag(chols[j])).sum() - 0.5 * np.einsum("ij,ij->i", r, r)
     return out
-
-
-MIXTURE_PARTICLES_PER_DIM = 30
-SHRINK = 2.0
-"""Each EM component's covariance is shrunk toward the single fit's with the weight of ``SHRINK d`` particles."""
-"""A run fits an IMH mixture component per ``30 d`` particles at most (``d`` parameters), else fewer components:
-a component's covariance has ``d (d + 1) / 2`` entries to estimate (at 10 d the 4 x 300 synthetic lateral runs
-disagreed, R-hat 1.26)."""
 
 
 @dataclass(frozen=True)
