@@ -240,7 +240,7 @@ class VehicleConstants:
 
 # Derived constants of a run (``q``, filled by _derived before the time loop): reciprocals, so that the step
 # multiplies where the equations divide by a constant (a divide costs ~10x a multiply and the step was bound by
-# its ~80 divides: benchmarks/README.md, Roofline), and the loads' constant terms.
+# its 89 divides: benchmarks/README.md, Roofline), and the loads' constant terms.
 _Q_INV_JW = 0          # 1 / Jw (front wheels)
 _Q_INV_JW_R = 1        # 1 / Jw_r (rear wheels)
 _Q_INV_MT = 2          # 1 / m_t
