@@ -9,7 +9,7 @@ import pytest
 from numba import njit
 
 from vehcal_ros.models.borrowed import borrowed
-from vehcal_ros.models.fiala import fiala_forces, fiala_slips, fiala_tire
+from vehcal_ros.models.fiala import MIN_CONTACT_SPEED, fiala_forces, fiala_slips, fiala_tire, fiala_tire_slip
 from vehcal_ros.models.vehicle_8dof import (
     DEFAULT_PARAMETERS,
     STATE_INDEX,
@@ -47,6 +47,28 @@ def test_fiala_fast_form_equals_reference_form() -> None:
         ref = fiala_forces(s, al, fz, cx, cy)
         fast = fiala_tire(u, v, np.cos(d), np.sin(d), w, r, fz, cx, cy, K.mu_max, K.mu_min)
         np.testing.assert_allclose(fast, ref, rtol=1e-9, atol=1e-6)
+
+
+def test_fiala_tire_slip_hands_the_spin_the_reference_slip_and_slope() -> None:
+    # what the 8-DOF's implicit wheel spin takes from the tire: the slip of Eq. 8 (reference form), 1 / its
+    # denominator, and the slope dFx/ds (Cx while elastic, else the secant Fx / s of the reference forces, in [0, Cx])
+    rng = np.random.default_rng(2)
+    for _ in range(2000):
+        u, v = rng.normal(10, 8), rng.normal(0, 2)
+        d = rng.uniform(-0.6, 0.6)
+        w, r, fz = rng.normal(u / 0.46, 3), 0.46, rng.uniform(1.0, 9000)
+        cx, cy = rng.uniform(1e3, 5e4), rng.uniform(2e4, 8e4)
+        fx, fy, s, inv_den, c = fiala_tire_slip(u, v, np.cos(d), np.sin(d), w, r, fz, cx, cy, K.mu_max, K.mu_min)
+        s_ref, al = fiala_slips(u, v, d, w, r)
+        fx_ref, _ = fiala_forces(s_ref, al, fz, cx, cy)
+        vx = u * np.cos(d) + v * np.sin(d)
+        np.testing.assert_allclose(s, s_ref, rtol=1e-12, atol=1e-12)
+        assert inv_den * max(abs(vx), MIN_CONTACT_SPEED) == pytest.approx(1.0, rel=1e-14)
+        mu_fz = (K.mu_max - (K.mu_max - K.mu_min) * min(1.0, np.hypot(s_ref, np.tan(al)))) * fz
+        if abs(s_ref) < mu_fz / (2 * cx) * (1 - 1e-9):
+            assert c == cx
+        elif abs(s_ref) > mu_fz / (2 * cx) * (1 + 1e-9) and abs(s_ref) > 1e-9:
+            assert c == pytest.approx(min(max(fx_ref / s_ref, 0.0), cx), rel=1e-9)
 
 
 def test_fiala_regimes() -> None:
