@@ -25,7 +25,7 @@ import numpy as np
 
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.estimation.latent_slip import true_slip_distribution
-from vehcal_ros.inference.adaptive_metropolis import ChainResult, run_grip_chains
+from vehcal_ros.inference.adaptive_metropolis import ChainResult, carried_log_ratio, run_grip_chains, tempered_weights
 from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
 from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
 from vehcal_ros.models.pacejka import (
@@ -122,6 +122,20 @@ class GripConfig:
     kernel leaves the posterior invariant whatever the draws were, so the chains stay exact. Cold fits use
     random-walk steps only (from a cold start the pilot's draws can be too narrow a proposal, and the random walk
     then adapts on half the steps)."""
+    carry_reweight: bool = True
+    """Warm-started fits: the previous fit's draws are first reweighted to the new window's posterior (importance
+    weights p_new / p_old, tempered so their effective sample size stays >= half the draws: sequential Monte
+    Carlo's reweighting step) and each chain starts at a draw of its own previous chain picked by those weights;
+    the independence proposal is fitted to the weighted draws. A start and a proposal only, so the chains stay
+    exact and the convergence rule decides as before. False: each chain goes on from its last draw and the
+    proposal is fitted to the unweighted draws."""
+    extend_by_need: bool = True
+    """Chains that fail the convergence rule are extended by the steps the rule's shortfall predicts (ESS grows
+    and split R-hat - 1 shrinks about in proportion to the chain length: ``GripEstimator.steps_needed``), at
+    least n_steps/4 and at most the fixed block of ``max_steps``' docstring, instead of always by that block."""
+    carry_draws: int = 250
+    """At most this many of each previous chain's draws (evenly spaced) are reweighted (each costs one log-target
+    evaluation)."""
     slip_prior: str = "deconvolved"
     """What the fit assumes about the true slips behind measured slips with variances ``slip_var``:
     "deconvolved" (default): their distribution is learnt from the measured slips (a Gaussian mixture deconvolved
@@ -150,6 +164,7 @@ class GripConfig:
             (self.prior_mode in ("posthoc", "truncated"), "prior_mode must be 'posthoc' or 'truncated'"),
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
             (0.0 <= self.p_independent < 1.0, "p_independent must be in [0, 1)"),
+            (self.carry_draws >= 1, "carry_draws must be >= 1"),
             (self.slip_prior in ("deconvolved", "flat"), "slip_prior must be 'deconvolved' or 'flat'"),
             (len(self.slip_grid) == 3 and self.slip_grid[2] >= 2 and self.slip_grid[1] > self.slip_grid[0],
              "slip_grid must be (start < stop, n >= 2)"),
@@ -577,6 +592,10 @@ class GripEstimator:
         sigma_ml = float(np.clip(sigma_ml, *cfg.sigma_bounds))
         if truncated and not peak_slip_at_most(x0, cfg.max_peak_slip):
             x0 = self._truncated_start(s, m, ml, np.random.default_rng(ss_start))
+        carried_w, carry_lam = None, float("nan")
+        if carried is not None and cfg.carry_reweight and cfg.prior_mode == "truncated":
+            carried, carried_w, carry_lam, starts = self._reweighted(warm_start.chains, starts, s, m, b, sigma_ml, vs,
+                                                                     vm, la, ss_start.spawn(1)[0])
         t_ml = time.perf_counter() - t0
 
         burn = cfg.burn_steps
@@ -596,8 +615,11 @@ class GripEstimator:
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
             stop=stop, proposal_draws=carried, p_independent=cfg.p_independent if carried is not None else 0.0,
+            proposal_weights=carried_w,
+            extend=(lambda res: self.steps_needed(last, res.n_steps)) if cfg.extend_by_need else None,
         )
-        if last.get("n_steps") != chains.n_steps:
+        chains.extra["carry_lambda"] = carry_lam
+        if (last.get("n_steps"), last.get("burn_in")) != (chains.n_steps, chains.burn_in):
             rule(chains)
         t_mcmc = chains.elapsed_s
 
@@ -647,6 +669,58 @@ class GripEstimator:
             elapsed_mcmc_s=t_mcmc, curve=GripCurve(slip=grid, q05=q05, q50=q50, q95=q95), chains=chains,
         )
 
+    def _reweighted(self, prev: ChainResult, starts: np.ndarray | None, s, m, b, sigma_ml, vs, vm, la,
+                    seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None]:
+        """The previous fit's draws carried to this window (``carry_reweight``): (draws [n_chains, k, d], their
+        tempered importance weights [n_chains, k], the tempering exponent, the chains' starts). Chain c starts
+        at one of its own previous draws picked with probability ~ its weight (each chain keeps to its own part
+        of the old posterior, so the starts stay as spread as the old chains), in (theta, log sigma); where a
+        chain's weights are all 0, or the chains do not match, the ``starts`` given are kept."""
+        cfg = self.config
+        draws, logp = prev.draws, prev.logp
+        n_c, n_d = logp.shape
+        idx = np.unique(np.round(np.linspace(0, n_d - 1, min(n_d, cfg.carry_draws))).astype(int))
+        draws = np.ascontiguousarray(draws[:, idx])
+        lr = carried_log_ratio(
+            draws, logp[:, idx], s, m, b, sigma_mode=cfg.sigma_mode, sigma=sigma_ml,
+            log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
+            max_peak_slip=cfg.max_peak_slip, slip_var=vs, mu_var=vm, slope_coords=cfg.slope_coords,
+            shape_prior=cfg.shape_prior, lateral=la)
+        w, lam = tempered_weights(lr)
+        if n_c != cfg.n_chains or draws.shape[2] != N_THETA + int(cfg.sigma_mode == "sampled"):
+            return draws, w, lam, starts
+        rng = np.random.default_rng(seed)
+        out = np.full((n_c, draws.shape[2]), np.nan)
+        if starts is not None and starts.shape == out.shape:
+            out[:] = starts
+        for c in range(n_c):
+            wc = w[c]
+            total = wc.sum()
+            if not total > 0.0:
+                continue
+            x = draws[c, rng.choice(wc.size, p=wc / total)].copy()
+            if cfg.sigma_mode == "sampled":
+                x[N_THETA] = math.log(x[N_THETA])
+            out[c, :x.size] = x
+        if not np.all(np.isfinite(out)):   # a chain with no start of either kind: all at the mean as before
+            return draws, w, lam, starts
+        return draws, w, lam, np.ascontiguousarray(out)
+
+    def steps_needed(self, diag: dict, n_steps: int) -> int:
+        """Steps to add to chains of ``n_steps`` steps that failed the rule (``diag``: :meth:`_diagnose` of their
+        draws), predicted from its shortfall:
+        bulk and tail ESS grow and split R-hat - 1 shrinks about in proportion to the (post burn-in) chain length
+        (Vehtari et al. 2021, Sections 3-4), so the chains need the factor f = max(ESS threshold / ESS, (R-hat -
+        1) / (threshold - 1)) of their length; 25 % is added for the scatter of the estimates. The sampler clamps
+        it to its extension limits (:func:`~vehcal_ros.inference.adaptive_metropolis.run_grip_chains`
+        ``extend``). Non-finite diagnostics: a very large number (the sampler's largest block)."""
+        cfg = self.config
+        r, b, t = diag["r_hat_max"], diag["ess_bulk_min"], diag["ess_tail_min"]
+        if not (math.isfinite(r) and b > 0.0 and t > 0.0):
+            return 1 << 40
+        f = max(cfg.ess_threshold / b, cfg.ess_tail_threshold / t, (r - 1.0) / (cfg.r_hat_threshold - 1.0))
+        return int(math.ceil(n_steps * max(f - 1.0, 0.0) * 1.25))
+
     def _diagnose(self, res: ChainResult) -> dict:
         """The convergence rule on the chains' draws: split R-hat, bulk and tail ESS of every parameter (B, C,
         D, E, s_h, s_v, sigma if sampled) and of mu_max per draw (arviz's estimators, all quantities in one
@@ -666,4 +740,4 @@ class GripEstimator:
         t_min = float(arr[:, 2].min()) if finite else float("nan")
         ok = finite and r_max <= cfg.r_hat_threshold and b_min >= cfg.ess_threshold and t_min >= cfg.ess_tail_threshold
         return {"converged": bool(ok), "r_hat_max": r_max, "ess_bulk_min": b_min, "ess_tail_min": t_min,
-                "diagnostics": diag, "mu_max": mm, "s_peak": sp, "n_steps": res.n_steps}
+                "diagnostics": diag, "mu_max": mm, "s_peak": sp, "n_steps": res.n_steps, "burn_in": res.burn_in}

@@ -355,20 +355,28 @@ def _t_log_density(ind: np.ndarray, x: np.ndarray, work: np.ndarray) -> float:
     return -0.5 * (df + d) * math.log1p(q / df)
 
 
-def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: int = 5, inflate: float = 1.5
-                          ) -> np.ndarray:
+def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: int = 5, inflate: float = 1.5,
+                          weights: np.ndarray | None = None) -> np.ndarray:
     """The packed proposal of the chains' independence steps: [p, df, mean[d], L[d, d] row-major], a
     multivariate t with ``df`` degrees of freedom, the mean of ``draws[n, d]`` (the sampler's coordinates) and
     ``inflate``^2 times their covariance (heavier tails and a wider body than the draws, so the proposal covers
-    a posterior that moved a little). ``draws`` None, too few or degenerate: p = 0 (random-walk steps only)."""
+    a posterior that moved a little); with ``weights[n]`` (importance weights, e.g. :func:`tempered_weights`) the
+    weighted mean and covariance. ``draws`` None, too few (effective) or degenerate: p = 0 (random-walk steps
+    only)."""
     out = np.zeros(2 + d + d * d)
     if draws is None or p <= 0.0:
         return out
     x = np.asarray(draws, dtype=float).reshape(-1, d)
-    x = x[np.all(np.isfinite(x), axis=1)]
-    if x.shape[0] < 4 * d:
+    w = None if weights is None else np.asarray(weights, dtype=float).reshape(-1)
+    ok = np.all(np.isfinite(x), axis=1)
+    if w is not None:
+        ok &= np.isfinite(w) & (w > 0.0)
+        w = w[ok]
+    x = x[ok]
+    n_eff = x.shape[0] if w is None else (w.sum() ** 2 / np.sum(w * w) if w.size else 0.0)
+    if x.shape[0] < 4 * d or n_eff < 4 * d:
         return out
-    cov = np.cov(x.T) * inflate**2
+    cov = (np.cov(x.T) if w is None else np.cov(x.T, aweights=w)) * inflate**2
     try:
         L = np.linalg.cholesky(cov + 1e-12 * np.diag(np.diag(cov) + 1e-300))
     except np.linalg.LinAlgError:
@@ -376,9 +384,84 @@ def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: 
     if not (np.all(np.isfinite(L)) and np.all(np.diag(L) > 0)):
         return out
     out[0], out[1] = float(p), float(df)
-    out[2:2 + d] = x.mean(axis=0)
+    out[2:2 + d] = x.mean(axis=0) if w is None else (w[:, None] * x).sum(axis=0) / w.sum()
     out[2 + d:] = L.ravel()
     return out
+
+
+@njit(cache=True, nogil=True)
+def _grip_log_target_rows(s, mu, vs, vm, la, X, reparam, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
+                          shape, out):
+    """:func:`_grip_log_target` at every row of ``X`` [n, d] (sampler coordinates) into ``out`` [n]."""
+    th = np.empty(N_THETA)
+    half_n = 0.5 * s.shape[0]
+    for i in range(X.shape[0]):
+        out[i] = _grip_log_target(s, mu, vs, vm, la, X[i], th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
+                                  truncate, max_peak_slip, shape)
+
+
+def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, s: np.ndarray, mu: np.ndarray, bounds: np.ndarray, *,
+                      sigma_mode: str = "sampled", sigma: float = float("nan"),
+                      log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
+                      max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
+                      mu_var: np.ndarray | None = None, slope_coords: bool = False,
+                      shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
+                      lateral: np.ndarray | None = None) -> np.ndarray:
+    """log p_new(x_i) - logp_i for draws ``x_i`` of an earlier fit (``draws[..., d]`` in the returned convention
+    (theta, sigma), ``logp[...]`` their log target under that fit, as :class:`ChainResult` holds them): the log
+    importance weights that turn them into draws of this target (the data of the new window; sequential Monte
+    Carlo's reweighting step, Del Moral, Doucet & Jasra 2006). Both log targets are in the sampler's coordinates
+    (their Jacobians cancel); -inf where the new target is zero (outside the bounds or the physical prior)."""
+    sampled = sigma_mode == "sampled"
+    d = N_THETA + int(sampled)
+    x = _sampler_coords(draws, d, bool(slope_coords), sampled)
+    if x is None:
+        raise ValueError(f"draws must have {d} columns")
+    s = np.ascontiguousarray(s, dtype=float)
+    vs, vm = _variances(s, slip_var, mu_var)
+    la = _lateral(s, lateral)
+    lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
+    mode = SIGMA_MODES.index(sigma_mode)
+    out = np.empty(x.shape[0])
+    with np.errstate(invalid="ignore"):
+        _grip_log_target_rows(s, np.ascontiguousarray(mu, dtype=float), vs, vm, la, np.ascontiguousarray(x),
+                              bool(slope_coords), lb, ub, mode, float(sigma) ** 2 if mode == 1 else 1.0,
+                              max_peak_slip is not None, float(max_peak_slip) if max_peak_slip is not None else 1.0,
+                              _shape_array(shape_prior), out)
+        lr = out - np.asarray(logp, dtype=float).reshape(-1)
+    lr[~np.isfinite(lr)] = -math.inf
+    return lr.reshape(np.shape(logp))
+
+
+def tempered_weights(log_ratio: np.ndarray, min_ess_frac: float = 0.5) -> tuple[np.ndarray, float]:
+    """(normalised weights w_i ~ exp(lam log_ratio_i), lam): the largest lam in [0, 1] whose weights keep an
+    effective sample size (sum w)^2 / sum w^2 of at least ``min_ess_frac`` of the draws with finite log ratio
+    (adaptive tempering, as the calibrator's SMC chooses its next temperature; Jasra et al. 2011), by bisection.
+    lam = 1 is the full reweighting to the new target; a smaller lam stops part-way between the old posterior and
+    the new one when the new data move it too far for the old draws to represent it. All weights 0 when no
+    log ratio is finite."""
+    lr = np.asarray(log_ratio, dtype=float)
+    fin = np.isfinite(lr)
+    w = np.zeros(lr.shape)
+    if not fin.any():
+        return w, 0.0
+    z = lr[fin] - lr[fin].max()
+    target = min_ess_frac * z.size
+
+    def ess(lam: float) -> float:
+        v = np.exp(lam * z)
+        return float(v.sum() ** 2 / np.sum(v * v))
+
+    lam = 1.0
+    if ess(1.0) < target:
+        lo, hi = 0.0, 1.0
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if ess(mid) >= target else (lo, mid)
+        lam = lo
+    v = np.exp(lam * z)
+    w[fin] = v / v.sum()
+    return w, lam
 
 
 def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.ndarray, *,
@@ -536,6 +619,7 @@ def run_grip_chains(
     stop: Callable[[], bool] | None = None, stop_check_steps: int = 5_000,
     lateral: np.ndarray | None = None,
     proposal_draws: np.ndarray | None = None, p_independent: float = 0.0,
+    proposal_weights: np.ndarray | None = None, extend: Callable[[ChainResult], int] | None = None,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
@@ -569,7 +653,9 @@ def run_grip_chains(
     ``until`` (with ``max_steps`` > n_steps): after n_steps, ``until(result)`` is asked whether the draws are
     good enough (e.g. the convergence rule); if not, every chain continues by max(n_steps/2, (max_steps -
     n_steps)/10) steps at a time (same chains, same RNG streams) until it says yes or ``max_steps`` is
-    reached; burn-in stays the same fraction burn_in/n_steps of the (longer) chains.
+    reached; burn-in stays the same fraction burn_in/n_steps of the (longer) chains. ``extend(result)`` (steps,
+    e.g. predicted from the rule's shortfall) sets each extension instead, clamped to [n_steps/4, that block]
+    and rounded up to a multiple of ``thin``.
     ``stop()`` (e.g. a node shutting down) is asked every ``stop_check_steps`` steps: true ends the chains there
     (the result then holds the steps done so far; ``until`` is not asked). The pieces continue the same chains
     and RNG streams, so without a stop the draws are those of one uninterrupted run.
@@ -578,7 +664,9 @@ def run_grip_chains(
     multivariate t fitted to them (:func:`independence_proposal`, in the sampler's coordinates) instead of a
     random-walk step. Both kernels leave the posterior invariant and the proposal is fixed during the run, so
     the chains are exact for any such draws; when they describe the new posterior well, a chain jumps across it
-    in a few steps instead of diffusing along its curved ridges.
+    in a few steps instead of diffusing along its curved ridges. ``proposal_weights`` (one per draw, e.g. the
+    importance weights of :func:`tempered_weights` that carry the previous window's draws to this target): the
+    t's mean and covariance are the weighted ones.
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
@@ -623,7 +711,8 @@ def run_grip_chains(
     draws_all = np.full((n_chains, total_max // thin, d), np.nan)
     logp_all = np.full((n_chains, total_max // thin), np.nan)
     stats = np.zeros((n_chains, 4), dtype=np.int64)
-    ind = independence_proposal(_sampler_coords(proposal_draws, d, reparam, sampled), d, p_independent)
+    ind = independence_proposal(_sampler_coords(proposal_draws, d, reparam, sampled), d, p_independent,
+                                weights=proposal_weights)
     truncate = max_peak_slip is not None
     common = (SIGMA_MODES.index(sigma_mode), float(sigma) ** 2 if sigma_mode == "fixed" else 1.0,
               truncate, float(max_peak_slip) if truncate else 1.0, _shape_array(shape_prior))
@@ -648,6 +737,9 @@ def run_grip_chains(
         ind = _refit(ind, pdraws, d, p_independent)
         i_next = pilot + 1
     burn_frac = burn_in / n_steps
+    extra = {"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size or vm.size),
+             "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot, "gamma": float(gamma),
+             "target": float(target), "n_keep_first": n_keep0, "p_independent": float(ind[0])}
     n_done = int(n_steps)
     block = max(thin, n_steps // 2, (total_max - n_steps) // 10)  # at most ~10 extensions (checks cost ~0.1 s)
     piece = max(int(thin), int(stop_check_steps) // int(thin) * int(thin))
@@ -663,29 +755,31 @@ def run_grip_chains(
                 n_done, stopped = j, True
                 break
         i_next = n_done + 1
-        k0 = int(math.ceil(burn_frac * n_done / thin))
         k1 = n_done // thin
-        draws = draws_all[:, k0:k1].copy()
-        if reparam:
-            draws = from_slope_coords(draws)
-        if sampled:
-            draws[..., N_THETA] = np.exp(draws[..., N_THETA])
-        burn = k0 * thin
-        result = ChainResult(
-            draws=draws, logp=logp_all[:, k0:k1].copy(), acceptance=stats[:, 0] / float(n_done),
-            acceptance_all=stats[:, 0] / float(n_done), S=S.copy(),
-            names=THETA_NAMES + (("sigma",) if sampled else ()), n_steps=n_done, burn_in=burn, thin=int(thin),
-            elapsed_s=time.perf_counter() - t0,
-            extra={"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size or vm.size),
-                   "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot,
-                   "gamma": float(gamma), "target": float(target), "n_keep_first": n_keep0,
-                   "p_independent": float(ind[0]),
-                   "independence_acceptance": float(stats[:, 3].sum() / max(1, stats[:, 2].sum()))},
-        )
+        k0 = int(math.ceil(burn_frac * n_done / thin))
+        result = _chain_result(draws_all, logp_all, k0, k1, n_done, stats, S, reparam, sampled, thin, t0, extra)
         if stopped or until is None or n_done >= total_max or until(result):
             return result
         ind = _refit(ind, draws_all[:, k0:k1], d, p_independent)
-        n_done = min(total_max, n_done + block)
+        extra["p_independent"] = float(ind[0])
+        step = block if extend is None else min(block, max(int(n_steps) // 4, int(extend(result))))
+        n_done = min(total_max, n_done + -(-step // int(thin)) * int(thin))
+
+
+def _chain_result(draws_all: np.ndarray, logp_all: np.ndarray, k0: int, k1: int, n_done: int, stats: np.ndarray,
+                  S: np.ndarray, reparam: bool, sampled: bool, thin: int, t0: float, extra: dict) -> ChainResult:
+    """The kept draws k0..k1 (thinned indices) of chains run for ``n_done`` steps, in the returned convention."""
+    draws = draws_all[:, k0:k1].copy()
+    if reparam:
+        draws = from_slope_coords(draws)
+    if sampled:
+        draws[..., N_THETA] = np.exp(draws[..., N_THETA])
+    return ChainResult(
+        draws=draws, logp=logp_all[:, k0:k1].copy(), acceptance=stats[:, 0] / float(n_done),
+        acceptance_all=stats[:, 0] / float(n_done), S=S.copy(),
+        names=THETA_NAMES + (("sigma",) if sampled else ()), n_steps=n_done, burn_in=k0 * thin, thin=int(thin),
+        elapsed_s=time.perf_counter() - t0,
+        extra={**extra, "independence_acceptance": float(stats[:, 3].sum() / max(1, stats[:, 2].sum()))})
 
 
 def _refit(ind: np.ndarray, x: np.ndarray, d: int, p: float) -> np.ndarray:

@@ -130,12 +130,17 @@ def gauss_nll_lat(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: floa
         u = B * (s[i] + sh)
         phi = u - E * (u - math.atan(u))
         g = C * math.atan(phi)
-        sl = D * math.cos(g) * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
+        sg = math.sin(g)
+        # cos g from sin g (one libm call fewer per sample; issue 13): negative only beyond |g| = pi/2
+        cg = math.sqrt(max(0.0, 1.0 - sg * sg))
+        if abs(g) > 0.5 * math.pi:
+            cg = -cg
+        sl = D * cg * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
         if has_lat and lat[i] > 0.0:
-            f, sl = combined(s[i], D * math.sin(g) + sv, sl, lat[i] / peak_value)
+            f, sl = combined(s[i], D * sg + sv, sl, lat[i] / peak_value)
             r = mu[i] - f
         else:
-            r = mu[i] - D * math.sin(g) - sv
+            r = mu[i] - D * sg - sv
         var = sigma2
         if has_vm:
             var += mu_var[i]
