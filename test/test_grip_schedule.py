@@ -90,3 +90,75 @@ def test_warm_start_off_starts_every_fit_afresh():
 def test_grip_config_is_untouched_by_the_schedule():
     # the schedule's settings live in the pipeline; GripConfig's defaults are the cold fit's
     assert GripConfig().n_steps == 40_000 and GripPipeline().warm_steps < GripConfig().n_steps
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 13, session 4: nothing recomputed that did not change
+# ---------------------------------------------------------------------------------------------------------------
+def test_extension_by_the_rules_shortfall():
+    """steps_needed: ESS grows and R-hat - 1 shrinks in proportion to the chain length, so the chains need the
+    factor f = max(400 / ESS, (R-hat - 1) / 0.01) of their length, + 25 %; the sampler clamps each extension to
+    [n_steps / 4, its fixed block] and asks the rule after each."""
+    est = GripEstimator(GripConfig())
+    diag = {"r_hat_max": 1.02, "ess_bulk_min": 800.0, "ess_tail_min": 600.0}
+    assert est.steps_needed(diag, 10_000) == 12_500                   # R-hat: f = 2 -> 1.25 x 10 000
+    assert est.steps_needed({**diag, "r_hat_max": 1.005, "ess_tail_min": 200.0}, 10_000) == 12_500   # tail ESS
+    assert est.steps_needed({**diag, "r_hat_max": 1.011}, 40_000) == 5_000   # f = 1.1
+    assert est.steps_needed({**diag, "r_hat_max": float("nan")}, 10_000) >= 1 << 40
+    # the sampler: asked with a shortfall of 1 step -> n_steps/4; of 10^9 -> the block (n_steps/2 here)
+    from vehcal_ros.inference.adaptive_metropolis import run_grip_chains
+    from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, multistart_fit
+
+    w = _window(0.0, 0.15, seed=3)
+    s, mu = w.slip, w.mu
+    ml = multistart_fit(s, mu, n_starts=4, rng=0)
+    S0 = np.linalg.cholesky(ml.proposal_cov)
+    for ask, expect in ((1, [4000, 5000, 6000, 7000]), (10**9, [4000, 6000])):
+        calls = []
+        r = run_grip_chains(s, mu, np.tile(THETA, (4, 1)), S0, np.asarray(DEFAULT_BOUNDS), ml.sigma, n_steps=4000,
+                            burn_in=2000, thin=5, seed=7, max_steps=8000,
+                            until=lambda res, c=calls: c.append(res.n_steps) is None, extend=lambda res, a=ask: a)
+        assert calls == expect and r.n_steps == 8000
+
+
+def test_tempered_weights_keep_half_the_draws_effective():
+    """Closed form: log ratios z ~ N(0, s^2) give weights whose ESS fraction at exponent lam is exp(-lam^2 s^2)
+    (large n), so half the draws stay effective at lam = sqrt(ln 2) / s; small spreads keep lam = 1."""
+    from vehcal_ros.inference.adaptive_metropolis import tempered_weights
+
+    z = np.random.default_rng(0).standard_normal(200_000)
+    for spread in (2.0, 4.0):
+        w, lam = tempered_weights(spread * z)
+        assert abs(lam - np.sqrt(np.log(2.0)) / spread) < 0.02 / spread
+        assert abs(1.0 / np.sum(w * w) / z.size - 0.5) < 0.01 and abs(w.sum() - 1.0) < 1e-12
+    w, lam = tempered_weights(0.1 * z)
+    assert lam == 1.0
+    w, lam = tempered_weights(np.where(z > 0, -np.inf, z))                  # outside the new support: weight 0
+    assert np.all(w[z > 0] == 0.0) and lam > 0.0
+    assert tempered_weights(np.full(5, -np.inf))[0].sum() == 0.0
+
+
+def test_carried_draws_are_reweighted_by_the_new_windows_likelihood():
+    """carried_log_ratio = log p(new data | theta, sigma) - log p(old data | theta, sigma) at each previous draw
+    (priors and Jacobians cancel), checked against scipy's normal density; a warm fit then starts each chain at
+    one of its own previous draws and still meets the rule."""
+    from scipy.stats import norm
+
+    from vehcal_ros.inference.adaptive_metropolis import carried_log_ratio
+
+    old, new = _window(0.0, 0.15, seed=7), _window(5.0, 0.12, seed=8)
+    prev = GripEstimator(FAST).fit(old.slip, old.mu)
+    ch = prev.chains
+    lr = carried_log_ratio(ch.draws, ch.logp, new.slip, new.mu, np.asarray(FAST.bounds), max_peak_slip=0.1,
+                           slope_coords=True)
+    x = ch.draws.reshape(-1, 7)
+    ref = np.array([norm.logpdf(new.mu, mf_curve(new.slip, t[:6]), t[6]).sum()
+                    - norm.logpdf(old.mu, mf_curve(old.slip, t[:6]), t[6]).sum() for t in x])
+    np.testing.assert_allclose(lr.reshape(-1) - ref, (lr.reshape(-1) - ref).mean(), atol=1e-7)  # up to a constant
+    e = GripEstimator(FAST).fit(new.slip, new.mu, warm_start=prev)
+    lam = e.chains.extra["carry_lambda"]
+    assert 0.0 < lam <= 1.0 and e.warm_started and e.converged
+    off = GripEstimator(dataclasses.replace(FAST, carry_reweight=False)).fit(new.slip, new.mu, warm_start=prev)
+    assert np.isnan(off.chains.extra["carry_lambda"])
+    again = GripEstimator(FAST).fit(new.slip, new.mu, warm_start=prev)   # same seed, same numbers
+    np.testing.assert_array_equal(again.chains.draws, e.chains.draws)
