@@ -8,7 +8,9 @@ re-reads the bag, e.g. after a change to the sample construction); then one
 ``GripPipeline`` runs ``fit`` + ``commit`` on them in cycle order, exactly as ``vehcal replay --jobs 1`` does
 (io/replay._replay_serial), timing each fit with the process CPU clock. Prints one line per sampled fit and a
 summary row (date, load, CPU seconds of the fits, windows sampled / skipped, fits at max_steps, estimates
-published, published 90 % intervals containing the true mu_max). ``--set NAME=VALUE`` overrides a grip_estimator
+published, published 90 % intervals containing the true mu_max, CPU seconds per sampled fit and microseconds per
+chain step (the fits' CPU over steps x chains: the log target plus the step's own work and the checks), the median
+tempering exponent of the carried draws (grip_fit ``carry_reweight``)). ``--set NAME=VALUE`` overrides a grip_estimator
 parameter (e.g. ``--set warm_steps=0``); ``--json OUT`` appends the row to a JSON list.
 """
 
@@ -24,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,7 +75,7 @@ def run_fits(cycles: list, values: dict, verbose: bool) -> dict:
     from vehcal_ros.io import replay as rp
 
     grip = rp.grip_pipeline_from(values)
-    cpu_fits, n_sampled, n_skipped, n_max, n_pub, n_in, steps = 0.0, 0, 0, 0, 0, 0, []
+    cpu_fits, n_sampled, n_skipped, n_max, n_pub, n_in, steps, lams = 0.0, 0, 0, 0, 0, 0, [], []
     max_steps = grip.fit_config.max_steps
     for t_now, snaps, truths in cycles:
         c0 = time.process_time()
@@ -84,6 +87,9 @@ def run_fits(cycles: list, values: dict, verbose: bool) -> dict:
                 n_sampled += 1
                 n_max += int(o.estimate.n_steps_used >= max_steps)
                 steps.append(o.estimate.n_steps_used)
+                lam = o.estimate.chains.extra.get("carry_lambda", float("nan"))
+                if lam == lam:   # warm fits whose previous draws were reweighted to this window
+                    lams.append(lam)
         updated = grip.commit(outcomes)
         for o in outcomes:
             e = o.estimate
@@ -101,7 +107,10 @@ def run_fits(cycles: list, values: dict, verbose: bool) -> dict:
                       f"{'PUB' if pub else '   '}{' in' if pub and inside else ''}", flush=True)
     return {"cpu_s_fits": round(cpu_fits, 1), "windows": sum(len(s) for _, s, _ in cycles),
             "sampled": n_sampled, "skipped_pre_gate": n_skipped, "at_max_steps": n_max,
-            "mean_steps": round(sum(steps) / max(1, len(steps))), "published": n_pub, "published_contain_truth": n_in}
+            "mean_steps": round(sum(steps) / max(1, len(steps))), "published": n_pub, "published_contain_truth": n_in,
+            "cpu_s_per_sampled_fit": round(cpu_fits / max(1, n_sampled), 3),
+            "us_per_chain_step": round(1e6 * cpu_fits / max(1, sum(steps) * grip.fit_config.n_chains), 2),
+            "carry_lambda_median": round(float(np.median(lams)), 3) if lams else None}
 
 
 def main() -> None:

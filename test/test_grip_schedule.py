@@ -117,7 +117,7 @@ def test_extension_by_the_rules_shortfall():
         calls = []
         r = run_grip_chains(s, mu, np.tile(THETA, (4, 1)), S0, np.asarray(DEFAULT_BOUNDS), ml.sigma, n_steps=4000,
                             burn_in=2000, thin=5, seed=7, max_steps=8000,
-                            until=lambda res, c=calls: c.append(res.n_steps) is None, extend=lambda res, a=ask: a)
+                            until=lambda res, c=calls: c.append(res.n_steps) is not None, extend=lambda res, a=ask: a)
         assert calls == expect and r.n_steps == 8000
 
 
