@@ -545,8 +545,10 @@ class GripEstimator:
         the rule as it stands on the steps done.
 
         Warm start: one local TRF fit from the previous posterior mean gives theta_ML and sigma (Eq. 17); the
-        chains start at the previous posterior mean with the previous posterior covariance as initial proposal
-        (falling back to the ML proposal if it is not positive definite).
+        previous posterior covariance is the initial proposal (falling back to the ML proposal if it is not
+        positive definite); each chain starts at one of its own previous draws picked by their importance weights
+        for the new data (``carry_reweight``, :meth:`_reweighted`), else at its last draw (:func:`chain_ends`),
+        else at the previous posterior mean; the previous draws (weighted) give the first independence proposal.
         """
         cfg = self.config
         t0 = time.perf_counter()
