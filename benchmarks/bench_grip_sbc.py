@@ -20,6 +20,13 @@ Cases (``--case``):
 * ``live_latent``: as ``live`` but generated as the vehicle does: true slips t_i, measured s_i = t_i + noise,
   mu_i = f(t_i) + noise. The fit's Gaussian errors-in-variables likelihood is then an approximation (it
   assumes t_i | s_i ~ N(s_i, sd_s^2), i.e. a flat prior on the true slip); this case measures what that costs.
+* ``live_window`` (issue 11, session 4): as ``live_latent`` but a whole window of the live pipeline, 600 blocks
+  (cruise 420, acceleration 100, ramp 80: mostly unexcited, as a window of everyday driving), fitted as the
+  pipeline fits it: ``grip_pipeline.subsample`` to ``max_fit_points`` = 100 (chosen by |slip|, each slip's
+  posterior under the slip distribution deconvolved from all 600), then the fit with ``slip_prior="flat"``. The
+  subsample itself is under test: if choosing on the slips biased the posterior, the ranks would show it.
+
+``--e-upper X`` sets the prior's upper bound on E (Table 3: 0) in simulation AND fit.
 
     NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_grip_sbc.py --case paper --sets 200 --jobs 2
 """
@@ -76,7 +83,7 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
     s0 = slip_at_friction(theta, 0.0) if mf_curve(np.zeros(1), theta)[0] < 0.0 else 0.0
     a = slip_at_friction(theta, max(mf_curve(np.zeros(1), theta)[0], 0.0) + rng.uniform(0.3, 0.8) * (
         level - max(mf_curve(np.zeros(1), theta)[0], 0.0)))
-    n_cruise, n_acc, n_ramp = 35, 35, 30
+    n_cruise, n_acc, n_ramp = (420, 100, 80) if case == "live_window" else (35, 35, 30)
     t = np.concatenate([np.full(n_cruise, s0) + 2e-4 * rng.standard_normal(n_cruise),
                         np.full(n_acc, a) + 2e-4 * rng.standard_normal(n_acc),
                         rng.uniform(s0, s_lim, n_ramp)])
@@ -92,9 +99,10 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
 
 
 def one(args: tuple) -> dict:
-    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds]]) -> the fit's ranks and interval hits for
-    data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift bounds by +-limit in BOTH the
-    simulation prior and the fit's prior (SBC needs them equal), so it is also a narrower SBC design."""
+    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds[, e_upper]]]) -> the fit's ranks and interval
+    hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift bounds by +-limit in
+    BOTH the simulation prior and the fit's prior (SBC needs them equal), so it is also a narrower SBC design;
+    ``e_upper`` likewise replaces the upper bound of E."""
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
@@ -105,13 +113,25 @@ def one(args: tuple) -> dict:
     b = np.asarray(DEFAULT_BOUNDS, dtype=float)
     if len(rest) > 1 and rest[1] is not None:
         b[4:6] = [[-rest[1][0], rest[1][0]], [-rest[1][1], rest[1][1]]]
+    if len(rest) > 2 and rest[2] is not None:
+        b[3, 1] = rest[2]
     theta = draw_theta(rng, b)
     data = simulate(case, theta, rng)
+    slip_prior = "flat" if case == "live" else GripConfig.slip_prior
+    if case == "live_window":   # the pipeline's subsample of the window (module docstring)
+        from vehcal_ros.estimation.grip_pipeline import subsample
+        from vehcal_ros.estimation.grip_signals import ScopeData
+
+        n = data["slip"].size
+        chosen = subsample(ScopeData("front_axle", np.arange(n) * 0.05, data["slip"], data["mu"],
+                                     data["slip_var"]), N_POINTS)
+        data = {"slip": chosen.slip, "mu": chosen.mu, "slip_var": chosen.slip_var}
+        slip_prior = "flat" if chosen.slip_is_latent else slip_prior
     true_mu_max = float(peak(theta)[0])
     cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
                      keep_negative_slip=True, n_chains=int(rest[0]) if rest and rest[0] else GripConfig.n_chains,
                      bounds=tuple(map(tuple, b.tolist())),
-                     slip_prior="flat" if case == "live" else GripConfig.slip_prior)
+                     slip_prior=slip_prior)
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
     try:
         e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"))
@@ -201,13 +221,14 @@ def plot(results: list[dict], summ: dict, case: str, path: Path) -> None:
 
 
 def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int,
-        partial: Path | None = None, shift_bounds: tuple[float, float] | None = None) -> tuple[list[dict], dict]:
+        partial: Path | None = None, shift_bounds: tuple[float, float] | None = None,
+        e_upper: float | None = None) -> tuple[list[dict], dict]:
     """Fit the data sets (in ``jobs`` processes); with ``partial``, results so far are rewritten there every 10
     sets and data sets already in it are not refitted (a long run can be resumed)."""
     done: dict[int, dict] = {}
     if partial is not None and partial.exists():
         done = {r["k"]: r for r in json.loads(partial.read_text())["results"]}
-    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds) for k in range(n_sets) if k not in done]
+    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds, e_upper) for k in range(n_sets) if k not in done]
     results = list(done.values())
 
     def save() -> None:
@@ -230,9 +251,15 @@ def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: i
     return results, summarise(results)
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished worker processes (the --jobs pool)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=("paper", "live", "live_latent"), default="paper")
+    ap.add_argument("--case", choices=("paper", "live", "live_latent", "live_window"), default="paper")
     ap.add_argument("--sets", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=2018)
@@ -241,18 +268,23 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
     ap.add_argument("--shift-bounds", type=float, nargs=2, default=None, metavar=("SH", "SV"),
                     help="prior |s_h| <= SH, |s_v| <= SV in simulation AND fit (default: Table 3, 0.05 / 0.3)")
+    ap.add_argument("--e-upper", type=float, default=None,
+                    help="prior E <= this in simulation AND fit (default: Table 3, 0; Pacejka's limit is 1)")
     args = ap.parse_args()
     sb = args.shift_bounds
     tag = args.case if sb is None else f"{args.case}_shift{sb[0]:g}_{sb[1]:g}"
+    tag += "" if args.e_upper is None else f"_E{args.e_upper:g}"
     t0 = time.perf_counter()
+    cpu0 = _cpu_s()
     load0 = os.getloadavg()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps,
-                        partial=out / f"grip_sbc_{tag}.partial.json", shift_bounds=args.shift_bounds)
-    summ.update(wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
+                        partial=out / f"grip_sbc_{tag}.partial.json", shift_bounds=args.shift_bounds,
+                        e_upper=args.e_upper)
+    summ.update(wall_s=time.perf_counter() - t0, cpu_s=_cpu_s() - cpu0, load_start=load0, load_end=os.getloadavg(),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case,
-                shift_bounds=args.shift_bounds)
+                shift_bounds=args.shift_bounds, e_upper=args.e_upper)
     (out / f"grip_sbc_{tag}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
     plot(results, summ, tag, out / f"grip_sbc_{tag}.png")
     print(json.dumps(summ, indent=1))

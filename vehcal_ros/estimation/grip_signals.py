@@ -163,6 +163,8 @@ class ScopeData:
     slip_var: np.ndarray | None = None   #: variance of each slip (block averages; 0 = unknown)
     mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
     lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
+    slip_is_latent: bool = False         #: slip/slip_var are already each true slip's posterior mean/variance
+    #: (deconvolved over the whole window by grip_pipeline.subsample): the fit must not deconvolve again
 
     @property
     def t_end(self) -> float:
