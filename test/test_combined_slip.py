@@ -121,6 +121,30 @@ def test_fit_with_slip_angles_contains_the_true_mu_max(dry_drive):
     assert old.upper < mu_max, (old, mu_max)   # the pure-slip fit of the scrubbed samples: far too low
 
 
+def test_mf2002_weighting_equals_the_simulators_tire():
+    """The HMMWV's Pac02 combines by the MF2002 weighting functions: the weight grip_signals divides each
+    sample's friction by (coefficients from `vehcal vehicle describe`) equals Fx / Fx0 of the simulator's tire
+    (models/hmmwv/tires.py, an independent code) over slips, slip angles, roads and loads; and it is 1 at zero
+    slip angle. The describe'd description reads back (combined_slip mf and its 5 coefficients)."""
+    from vehcal_ros.estimation.grip_signals import combined_weight
+
+    desc = describe_vehicle("hmmwv")
+    assert desc.combined_slip == "mf" and len(desc.combined_coefficients) == 5
+    sim = Hmmwv14(load_vehicle_params("hmmwv"), RoadMap.uniform(0.9))
+    sim.reset(speed=0.0)
+    tp = sim._tp
+    fz0 = float(sim._work[12][0, dyn.W_FZ])
+    for fz in (0.7 * fz0, fz0):   # REX2 dfz (0.0017 dfz) is left out: within 1e-3 at +-30 % load
+        for mu_road in (0.3, 0.9):
+            for kappa in (-0.02, 0.001, 0.01, 0.04):
+                for alpha in (0.0, 0.005, -0.0185, 0.03):
+                    truth = combined_forces(tp, fz, kappa, alpha, mu_road)[0] / fx_pure(tp, fz, kappa, mu_road)
+                    got = combined_weight(desc.combined_coefficients, kappa, alpha)
+                    assert got == pytest.approx(truth, rel=1e-3), (fz, mu_road, kappa, alpha)
+    assert combined_weight(desc.combined_coefficients, 0.01, 0.0) == 1.0
+    assert combined_weight(desc.combined_coefficients, 0.0, math.radians(1.06)) < 0.98   # the front's static toe
+
+
 @pytest.mark.parametrize("vehicle", ["sedan", "sedan_zero_bump_steer"])
 def test_shipped_toe_and_tire_fields_are_describes(vehicle):
     """The shipped descriptions' suspension section and combined-slip fields come from `vehcal vehicle describe`

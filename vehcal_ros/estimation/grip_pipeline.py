@@ -530,7 +530,8 @@ def vehicle_signal_config(config: GripSignalConfig, vehicle: Any = None) -> Grip
         travel_per_ax = transfer * (1.0 / v.wheel_rate_r + 1.0 / v.ktf + 1.0 / v.ktr)
     config = dataclasses.replace(config, toe_front=tuple(v.toe_front), toe_rear=tuple(v.toe_rear),
                                  pitch_at_rest=float(v.pitch_at_rest), travel_per_ax=travel_per_ax,
-                                 combined_slip=v.combined_slip, lateral_ratio=float(v.lateral_ratio))
+                                 combined_slip=v.combined_slip, lateral_ratio=float(v.lateral_ratio),
+                                 combined_coefficients=tuple(getattr(v, "combined_coefficients", ())))
     config.validate()
     return config
 

@@ -19,6 +19,14 @@ wheel's heading, as ``lat`` = |sin alpha| / lateral_ratio (block-averaged signed
 the grip fit then models the sample's friction as the friction ellipse's longitudinal share of the pure-slip
 curve (models/pacejka.py ``combined``). On Chrono's sedan (toe-in 0.5-4 deg while driving) these angles match
 the simulator's true slip angles to ~0.05 deg (test/test_combined_slip.py).
+With ``combined_slip = "mf"`` (a tire with MF2002 combined-slip coefficients, the HMMWV's Pac02) the friction
+of each raw sample is divided by the tire's longitudinal weighting at its slip angle and slip ratio,
+G_xa = cos(C_xa atan(B_xa (alpha + S_Hxa) - E_xa (...))) / cos(C_xa atan(B_xa S_Hxa - E_xa (...))),
+B_xa = r_Bx1 / sqrt(1 + (r_Bx2 kappa)^2) (Pacejka, Tire and Vehicle Dynamics, 3rd ed., Eqs. 4.E50-E57 with
+r_Bx3 = 0; :func:`combined_weight`), and its variance by G_xa^2: the weighting does not depend on the road, so the
+sample becomes a pure-slip sample and the fit's model is the paper's. The HMMWV's static toe (1.06 deg front)
+alone makes G_xa = 0.975: without it every front sample sits 2.5 % below the pure-slip curve, and where the
+data reach the peak (snow) the intervals were narrow and low (0.290 [0.286, 0.295] vs 0.299).
 
 Samples are gated (finite values, speed, normal load, steering / lateral usage, |s| range) and counted by
 reason. The gated samples of each wheel are then averaged over blocks of ``average_window`` seconds (one friction
@@ -93,7 +101,8 @@ class GripSignalConfig:
     toe_rear: tuple[tuple[float, float], ...] = ((0.0, 0.0),)   #: the same, rear (travel taken as 0)
     pitch_at_rest: float = 0.0            #: rad, IMU pitch standing on a level floor (front travel reference)
     travel_per_ax: float = 0.0            #: m per m/s^2: front travel beyond L (pitch - pitch_at_rest) per a_x
-    combined_slip: str = "none"           #: "none" or "ellipse": samples carry |sin alpha| / lateral_ratio
+    combined_slip: str = "none"           #: "none", "ellipse" (samples carry |sin alpha| / lateral_ratio) or "mf"
+    combined_coefficients: tuple[float, ...] = ()  #: "mf": (r_Bx1, r_Bx2, r_Cx1, r_Ex1, r_Hx1) of the tire
     lateral_ratio: float = 1.0            #: the tire's lateral / longitudinal friction peak
 
     def validate(self) -> None:
@@ -115,8 +124,12 @@ class GripSignalConfig:
             (1.0 <= self.window <= 3600.0, f"window must be in [1, 3600] s, got {self.window}"),
             (10 <= self.capacity <= 1_000_000, f"capacity must be in [10, 1e6], got {self.capacity}"),
             (0.0 <= self.average_window <= 1.0, f"average_window must be in [0, 1] s, got {self.average_window}"),
-            (self.combined_slip in ("none", "ellipse"),
-             f"combined_slip must be none or ellipse, got {self.combined_slip!r}"),
+            (self.combined_slip in COMBINED_SLIP,
+             f"combined_slip must be one of {', '.join(COMBINED_SLIP)}, got {self.combined_slip!r}"),
+            (self.combined_slip != "mf" or (len(self.combined_coefficients) == 5
+                                            and all(map(math.isfinite, self.combined_coefficients))),
+             "combined_coefficients must be 5 finite values (r_Bx1, r_Bx2, r_Cx1, r_Ex1, r_Hx1) with "
+             "combined_slip mf"),
             (0.2 <= self.lateral_ratio <= 3.0, f"lateral_ratio must be in [0.2, 3], got {self.lateral_ratio}"),
             (-0.5 <= self.pitch_at_rest <= 0.5, f"pitch_at_rest must be in [-0.5, 0.5] rad, got {self.pitch_at_rest}"),
             (0.0 <= self.travel_per_ax <= 0.1, f"travel_per_ax must be in [0, 0.1] m s^2/m, got {self.travel_per_ax}"),
@@ -169,6 +182,25 @@ class ScopeData:
     @property
     def t_end(self) -> float:
         return float(self.t[-1]) if self.t.size else float("nan")
+
+
+COMBINED_SLIP = ("none", "ellipse", "mf")
+"""How a sample's slip angle enters: not at all, the friction ellipse in the fit, or MF2002 weights on the data."""
+
+
+def combined_weight(coefficients: tuple[float, ...], kappa: float, alpha: float) -> float:
+    """MF2002 longitudinal combined-slip weighting G_xa(kappa, alpha) = Fx / Fx0 (Pacejka, Tire and Vehicle
+    Dynamics, 3rd ed., Eqs. 4.E50-E57; r_Bx3 = 0, r_Ex2 = 0): ``coefficients`` = (r_Bx1, r_Bx2, r_Cx1, r_Ex1,
+    r_Hx1); alpha in rad. 1 at alpha = 0; independent of the road's friction."""
+    rbx1, rbx2, rcx1, rex1, rhx1 = coefficients
+    b = rbx1 / math.sqrt(1.0 + (rbx2 * kappa) ** 2)
+    return _weight_shape(b, rcx1, rex1, alpha + rhx1) / _weight_shape(b, rcx1, rex1, rhx1)
+
+
+def _weight_shape(b: float, c: float, e: float, x: float) -> float:
+    """cos(C atan(B x - E (B x - atan(B x)))): the MF2002 weighting's shape."""
+    bx = b * x
+    return math.cos(c * math.atan(bx - e * (bx - math.atan(bx))))
 
 
 GATE_REASONS = ("nonfinite", "low_speed", "low_load", "steering", "lateral", "slip_range", "braking_dropped",
@@ -411,7 +443,7 @@ class GripDataCollector:
         ch, sh = math.cos(heading), math.sin(heading)
         v_wheel = vx * ch + vy * sh
         sin_alpha = 0.0
-        if c.combined_slip == "ellipse":   # alpha = atan(v_y / v_x) in the wheel's heading
+        if c.combined_slip != "none":   # alpha = atan(v_y / v_x) in the wheel's heading
             sin_alpha = (vy * ch - vx * sh) / math.hypot(vx, vy)
         radius = c.r0 - rec.fz / c.kt if c.radius_mode == "load" else c.r0
         v_roll = omega * radius
@@ -423,6 +455,9 @@ class GripDataCollector:
         mu = rec.fx / rec.fz
         inv_fz2 = 1.0 / (rec.fz * rec.fz)
         var_fx, var_fz = rec.fx_var * inv_fz2, mu * mu * rec.fz_var * inv_fz2   # delta method, Var(mu) parts
+        if c.combined_slip == "mf":   # the pure-slip friction of the sample (module docstring)
+            g = combined_weight(c.combined_coefficients, slip, math.asin(max(-1.0, min(1.0, sin_alpha))))
+            mu, var_fx, var_fz, sin_alpha = mu / g, var_fx / (g * g), var_fz / (g * g), 0.0
         if not (math.isfinite(slip) and math.isfinite(mu)):
             self.counters.dropped["nonfinite"] += 1
             return

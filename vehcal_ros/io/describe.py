@@ -107,7 +107,7 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         "tire": {"unloaded_radius": r0_rolling, "rolling_minus_loaded": r0_rolling - params.tire.r0,
                  "vertical_stiffness_front": params.tire.kz,
                  "vertical_stiffness_rear": params.tire.kz, "friction_peak": mu_peak, "friction_slide": mu_slide,
-                 "combined_slip": "ellipse" if params.tire.combined == "ellipsis" else "none",
+                 "combined_slip": "ellipse" if params.tire.combined == "ellipsis" else "mf",
                  "lateral_friction_ratio": mu_lat / mu_peak},
         "suspension": {"toe_in_front": _toe_table(sim, 0), "toe_in_rear": _toe_table(sim, 2),
                        "wheel_rate_front": _wheel_rate(sim, 0), "wheel_rate_rear": _wheel_rate(sim, 2),
@@ -120,6 +120,10 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         # the rolling-resistance lever (8-DOF rr, m): the tire's QSY1 x R0 (a tire data sheet / coast-down value)
         "nominal": {"rr": params.tire.qsy1 * params.tire.r0},
     }
+    if params.tire.combined != "ellipsis":   # MF2002 weighting functions (estimation/grip_signals.py)
+        t = params.tire
+        doc["tire"]["combined_coefficients"] = {"RBX1": t.rbx1, "RBX2": t.rbx2, "RCX1": t.rcx1, "REX1": t.rex1,
+                                                "RHX1": t.rhx1}
     pt = params.powertrain
     if pt is None:  # the 8-DOF paper's motor map on all four wheels (models/powertrain.py)
         doc["driveline"] = {"driven_axles": ["front", "rear"], "front_share": 0.5}

@@ -66,7 +66,7 @@ _SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
     ("wheel_rate_f", "suspension.wheel_rate_front", "N/m (0 = unknown)", 0.0, 1e8, 0.0),
     ("wheel_rate_r", "suspension.wheel_rate_rear", "N/m (0 = unknown)", 0.0, 1e8, 0.0),
 )
-COMBINED_SLIP = ("none", "ellipse")
+COMBINED_SLIP = ("none", "ellipse", "mf")
 """``tire.combined_slip``: how the grip fit combines a sample's longitudinal and lateral slip (docs)."""
 _DC_MOTOR = (("max_torque", "powertrain.max_torque", "N m", 0.0, 1e6),
              ("max_speed", "powertrain.max_speed", "rad/s", 1.0, 1e6),
@@ -135,7 +135,10 @@ class VehicleDescription:
     8-DOF paper's tire; a Pac02/Chrono tire rolls at R0 - deflection/3, ~1 cm above its loaded radius)"""
     combined_slip: str = "none"
     """[tire.combined_slip] none (the grip fit takes every sample as pure longitudinal slip) | ellipse (the
-    friction ellipse: the tire's longitudinal force at a slip angle, estimation/combined_slip.py)"""
+    friction ellipse: the tire's longitudinal force at a slip angle, estimation/combined_slip.py) | mf (the
+    MF2002 weighting functions of a Pac02 file with combined-slip coefficients: ``combined_coefficients``)"""
+    combined_coefficients: tuple[float, ...] = ()
+    """[tire.combined_coefficients] mf: the tire's RBX1, RBX2, RCX1, REX1, RHX1 (Pac02 file; -, -, -, -, rad)"""
     lateral_ratio: float = 1.0
     """[tire.lateral_friction_ratio] peak of the pure-lateral |Fy|/Fz over the peak of the pure-longitudinal
     Fx/Fz at the static load, -"""
@@ -294,6 +297,17 @@ def _combined_slip(doc: Mapping, src: str) -> dict[str, Any]:
     if method not in COMBINED_SLIP:
         raise InputError(f"{src}: tire.combined_slip = {method!r}: expected one of {', '.join(COMBINED_SLIP)}")
     out: dict[str, Any] = {"combined_slip": method}
+    if method == "mf":
+        coef = _get(doc, "tire.combined_coefficients") or {}
+        names = ("RBX1", "RBX2", "RCX1", "REX1", "RHX1")
+        try:
+            values = tuple(float(coef[k]) for k in names)
+        except (KeyError, TypeError, ValueError):
+            values = ()
+        if len(values) != 5 or not all(math.isfinite(v) and abs(v) <= 1e3 for v in values):
+            raise InputError(f"{src}: tire.combined_coefficients: expected {{{', '.join(names)}}} (finite numbers, "
+                             "the tire file's MF2002 combined-slip coefficients) with tire.combined_slip mf")
+        out["combined_coefficients"] = values
     for fname, path in (("toe_front", "suspension.toe_in_front"), ("toe_rear", "suspension.toe_in_rear")):
         rows = _get(doc, path)
         if rows is None:
@@ -485,6 +499,9 @@ def to_document(desc: VehicleDescription) -> dict[str, Any]:
         pt["final_drive"] = desc.final_drive
     doc["steering"] = {"source": desc.steering_source, "ratio": desc.steer_gain}
     doc["tire"]["combined_slip"] = desc.combined_slip
+    if desc.combined_slip == "mf":
+        doc["tire"]["combined_coefficients"] = dict(zip(("RBX1", "RBX2", "RCX1", "REX1", "RHX1"),
+                                                        desc.combined_coefficients))
     doc["suspension"]["toe_in_front"] = [list(r) for r in desc.toe_front]
     doc["suspension"]["toe_in_rear"] = [list(r) for r in desc.toe_rear]
     doc["priors"] = {k: list(v) for k, v in desc.priors.items()}
