@@ -99,10 +99,11 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
 
 
 def one(args: tuple) -> dict:
-    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds[, e_upper]]]) -> the fit's ranks and interval
-    hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift bounds by +-limit in
+    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds[, e_upper[, window_rule]]]]) -> the fit's
+    ranks and interval hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift bounds by +-limit in
     BOTH the simulation prior and the fit's prior (SBC needs them equal), so it is also a narrower SBC design;
-    ``e_upper`` likewise replaces the upper bound of E."""
+    ``e_upper`` likewise replaces the upper bound of E; ``window_rule`` "even" (case live_window) takes the 100
+    samples evenly in time as before issue 11's session 4 (a control)."""
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
@@ -123,8 +124,12 @@ def one(args: tuple) -> dict:
         from vehcal_ros.estimation.grip_signals import ScopeData
 
         n = data["slip"].size
-        chosen = subsample(ScopeData("front_axle", np.arange(n) * 0.05, data["slip"], data["mu"],
-                                     data["slip_var"]), N_POINTS)
+        window = ScopeData("front_axle", np.arange(n) * 0.05, data["slip"], data["mu"], data["slip_var"])
+        if len(rest) > 3 and rest[3] == "even":   # the former rule: evenly in time, deconvolved in the fit
+            idx = np.unique(np.round(np.linspace(0, n - 1, N_POINTS)).astype(int))
+            chosen = ScopeData("front_axle", window.t[idx], window.slip[idx], window.mu[idx], window.slip_var[idx])
+        else:
+            chosen = subsample(window, N_POINTS)
         data = {"slip": chosen.slip, "mu": chosen.mu, "slip_var": chosen.slip_var}
         slip_prior = "flat" if chosen.slip_is_latent else slip_prior
     true_mu_max = float(peak(theta)[0])
@@ -222,13 +227,14 @@ def plot(results: list[dict], summ: dict, case: str, path: Path) -> None:
 
 def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int,
         partial: Path | None = None, shift_bounds: tuple[float, float] | None = None,
-        e_upper: float | None = None) -> tuple[list[dict], dict]:
+        e_upper: float | None = None, window_rule: str = "excitation") -> tuple[list[dict], dict]:
     """Fit the data sets (in ``jobs`` processes); with ``partial``, results so far are rewritten there every 10
     sets and data sets already in it are not refitted (a long run can be resumed)."""
     done: dict[int, dict] = {}
     if partial is not None and partial.exists():
         done = {r["k"]: r for r in json.loads(partial.read_text())["results"]}
-    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds, e_upper) for k in range(n_sets) if k not in done]
+    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds, e_upper, window_rule)
+             for k in range(n_sets) if k not in done]
     results = list(done.values())
 
     def save() -> None:
@@ -270,10 +276,13 @@ def main() -> None:
                     help="prior |s_h| <= SH, |s_v| <= SV in simulation AND fit (default: Table 3, 0.05 / 0.3)")
     ap.add_argument("--e-upper", type=float, default=None,
                     help="prior E <= this in simulation AND fit (default: Table 3, 0; Pacejka's limit is 1)")
+    ap.add_argument("--window-subsample", choices=("excitation", "even"), default="excitation",
+                    help="live_window: the pipeline's subsample (default) or evenly in time (the former rule)")
     args = ap.parse_args()
     sb = args.shift_bounds
     tag = args.case if sb is None else f"{args.case}_shift{sb[0]:g}_{sb[1]:g}"
     tag += "" if args.e_upper is None else f"_E{args.e_upper:g}"
+    tag += "" if args.window_subsample == "excitation" else f"_{args.window_subsample}"
     t0 = time.perf_counter()
     cpu0 = _cpu_s()
     load0 = os.getloadavg()
@@ -281,7 +290,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps,
                         partial=out / f"grip_sbc_{tag}.partial.json", shift_bounds=args.shift_bounds,
-                        e_upper=args.e_upper)
+                        e_upper=args.e_upper, window_rule=args.window_subsample)
     summ.update(wall_s=time.perf_counter() - t0, cpu_s=_cpu_s() - cpu0, load_start=load0, load_end=os.getloadavg(),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case,
                 shift_bounds=args.shift_bounds, e_upper=args.e_upper)
