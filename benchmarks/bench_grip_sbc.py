@@ -100,8 +100,9 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
 
 def one(args: tuple) -> dict:
     """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds[, e_upper[, window_rule]]]]) -> the fit's
-    ranks and interval hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift bounds by +-limit in
-    BOTH the simulation prior and the fit's prior (SBC needs them equal), so it is also a narrower SBC design;
+    ranks and interval hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift
+    bounds by +-limit in BOTH the simulation prior and the fit's prior (SBC needs them equal), so it is also a
+    narrower SBC design;
     ``e_upper`` likewise replaces the upper bound of E; ``window_rule`` "even" (case live_window) takes the 100
     samples evenly in time as before issue 11's session 4 (a control)."""
     case, k, seed, n_steps, max_steps, *rest = args
