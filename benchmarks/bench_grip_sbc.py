@@ -126,11 +126,7 @@ def one(args: tuple) -> dict:
 
         n = data["slip"].size
         window = ScopeData("front_axle", np.arange(n) * 0.05, data["slip"], data["mu"], data["slip_var"])
-        if len(rest) > 3 and rest[3] == "even":   # the former rule: evenly in time, deconvolved in the fit
-            idx = np.unique(np.round(np.linspace(0, n - 1, N_POINTS)).astype(int))
-            chosen = ScopeData("front_axle", window.t[idx], window.slip[idx], window.mu[idx], window.slip_var[idx])
-        else:
-            chosen = subsample(window, N_POINTS)
+        chosen = subsample(window, N_POINTS, rest[3] if len(rest) > 3 else "excitation")
         data = {"slip": chosen.slip, "mu": chosen.mu, "slip_var": chosen.slip_var}
         slip_prior = "flat" if chosen.slip_is_latent else slip_prior
     true_mu_max = float(peak(theta)[0])

@@ -15,6 +15,7 @@ from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.latent_slip import true_slip_distribution
 
 N, N_ACC, N_MAX = 602, 80, 100
+EXC = "excitation"   # the rule under test (the pipeline's default is "even": see its docstring)
 SD_S = 5e-4   # block slip noise
 
 
@@ -34,8 +35,9 @@ def test_indices_do_not_depend_on_the_friction():
     rng = np.random.default_rng(9)
     for mu in (rng.standard_normal(N), 3.0 * a.mu, a.mu[rng.permutation(N)]):
         b = ScopeData(a.scope, a.t, a.slip, mu, a.slip_var, a.mu_var, a.lat)
-        assert np.array_equal(subsample(a, N_MAX).t, subsample(b, N_MAX).t)
-        assert np.array_equal(subsample(a, N_MAX, deconvolve=False).t, subsample(b, N_MAX, deconvolve=False).t)
+        assert np.array_equal(subsample(a, N_MAX, EXC).t, subsample(b, N_MAX, EXC).t)
+        assert np.array_equal(subsample(a, N_MAX, EXC, deconvolve=False).t,
+                              subsample(b, N_MAX, EXC, deconvolve=False).t)
 
 
 def test_excited_blocks_and_the_newest_sample_are_kept():
@@ -44,7 +46,7 @@ def test_excited_blocks_and_the_newest_sample_are_kept():
     for seed in range(3):
         d = _window(seed)
         for deconvolve in (True, False):
-            out = subsample(d, N_MAX, deconvolve=deconvolve)
+            out = subsample(d, N_MAX, EXC, deconvolve=deconvolve)
             assert N_MAX - 1 <= out.t.size <= N_MAX
             assert out.t[-1] == d.t[-1]
             assert np.all(np.diff(out.t) > 0)                      # time order, no duplicates
@@ -67,7 +69,7 @@ def test_slips_are_posteriors_under_the_whole_window():
     (checked against that mixture evaluated directly), and the fit is told not to deconvolve again; the tight
     acceleration cluster is resolved (posterior SD well below the noise)."""
     d = _window(2)
-    out = subsample(d, N_MAX)
+    out = subsample(d, N_MAX, EXC)
     assert out.slip_is_latent and not d.slip_is_latent
     mix = true_slip_distribution(d.slip, d.slip_var)
     idx = np.searchsorted(d.t, out.t)
@@ -77,6 +79,16 @@ def test_slips_are_posteriors_under_the_whole_window():
     acc = out.t < d.t[N_ACC]
     assert np.median(np.sqrt(out.slip_var[acc])) < 0.5 * SD_S
     np.testing.assert_array_equal(out.mu, d.mu[idx])               # frictions untouched
-    flat = subsample(d, N_MAX, deconvolve=False)
+    flat = subsample(d, N_MAX, EXC, deconvolve=False)
     assert not flat.slip_is_latent and np.array_equal(flat.slip, d.slip[np.searchsorted(d.t, flat.t)])
-    assert subsample(d, N) is d                                    # a window within the budget is fitted whole
+    assert subsample(d, N, EXC) is d                                    # a window within the budget is fitted whole
+
+
+def test_default_rule_is_even_in_time_with_the_newest_sample():
+    """The pipeline's default (``even``): evenly spaced in time, the newest kept, the slips as measured."""
+    d = _window(3)
+    out = subsample(d, N_MAX)
+    idx = np.unique(np.round(np.linspace(0, N - 1, N_MAX)).astype(int))
+    np.testing.assert_array_equal(out.t, d.t[idx])
+    np.testing.assert_array_equal(out.slip, d.slip[idx])
+    assert out.t[-1] == d.t[-1] and not out.slip_is_latent
