@@ -331,17 +331,19 @@ class GripPipeline:
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
-            excitation = excitation_of(data)   # the whole window on the current surface
-            outcome = FitOutcome(scope=data.scope, stamp=t_end, excitation=excitation, surface_change=change,
-                                 n_points=min(int(data.mu.size), self.max_fit_points))
+            window = data
+            data = subsample(data, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
+            if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
+                config = dataclasses.replace(config, slip_prior="flat")
+            # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
+            # window when the subsample leans to its excited blocks
+            excitation = excitation_of(data if self.subsample_rule == "even" else window)
+            outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
+                                 excitation=excitation, surface_change=change)
             previous = self.warm_start_of(data.scope)
             if self.pre_gate(outcome):
                 outcomes.append(outcome)
                 continue
-            data = subsample(data, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
-            outcome.n_points = int(data.mu.size)
-            if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
-                config = dataclasses.replace(config, slip_prior="flat")
             if previous is not None:
                 config = self.warm_config(config)
             t0 = time.perf_counter()
