@@ -118,7 +118,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("fit_period", 5.0, "time between estimation cycles, s (ROS clock)", 0.05, 3600.0, read_only=True),
     ParamSpec("min_new_points", 20, "a scope is refitted only after this many new samples", 0, 1_000_000),
     ParamSpec("min_points", 30, "fewest samples for a fit", 8, 1_000_000),
-    ParamSpec("max_fit_points", 100, "samples used per fit (chosen by slip excitation, docs/grip.md)", 8, 100_000),
+    ParamSpec("max_fit_points", 100, "samples used per fit (the newest, subsampled evenly)", 8, 100_000),
     ParamSpec("n_ml_starts", 20, "maximum-likelihood starts (Algorithm 1, step 1)", 1, 100_000),
     ParamSpec("n_chains", 8, "adaptive Metropolis chains", 2, 256),
     ParamSpec("n_steps", 40000, "steps per chain before the first convergence check", 500, 10_000_000),
