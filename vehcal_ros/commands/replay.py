@@ -149,6 +149,8 @@ def print_summary(result, out) -> None:
             for name, s in c.final.parameters.items():
                 print(f"  {stage:<20}{name:<12}{s['mean']:>12.5g}{s['std']:>11.3g}{s['hdi_low']:>12.5g}"
                       f"{s['hdi_high']:>12.5g}{s['r_hat']:>8.4f}{s['ess_bulk']:>10.0f}", file=out)
+            print(f"  {stage:<20}{c.n_fits} fits, {c.n_confirmed} windows confirmed the model without a fit",
+                  file=out)
     if r.calibration_note:
         print(f"  note: {r.calibration_note}", file=out)
 

@@ -41,6 +41,7 @@ from vehcal_ros.estimation.calibration import (
     paper_prior_ranges,
     stage_spec,
 )
+from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
     SOURCE_COLUMNS,
@@ -121,6 +122,11 @@ class CalibrationPipelineConfig:
     replace_min_score: float = 0.9     #: a converged refit replaces the accepted result of its stage only if its
     #: segment's excitation score is at least this share of the accepted one's (a gentle speed-controlled
     #: acceleration must not overwrite a fit on a throttle ramp; such a segment is not fitted); 0 = always replace
+    confirm_max_shift: float = DEFAULT_THRESHOLD
+    """[sd] a due refit of a stage that has an accepted result first fits the new window by least squares around
+    the accepted model (estimation/recalibration_check.py): if that best fit lies within this Mahalanobis distance
+    of the accepted posterior mean (covariance: the posterior's plus the best fit's), the model is *confirmed*
+    (counted, no SMC); otherwise the stage is refitted. 0: always refit (no check)."""
     priors: Mapping[str, tuple[float, float]] | None = None
     """uniform prior ranges {name: (lower, upper)} replacing the paper's (Eq. 14; names as
     :data:`MODEL_PARAMETERS`); None or absent names: the paper's ranges (calibration.paper_prior_ranges)."""
@@ -143,6 +149,9 @@ class CalibrationPipelineConfig:
         if not (isinstance(self.noise_prior_factor, (int, float)) and 0.1 <= self.noise_prior_factor <= 1000.0):
             raise InputError(f"calibration config: noise_prior_factor = {self.noise_prior_factor!r} is out of range "
                              "[0.1, 1000]")
+        if not (isinstance(self.confirm_max_shift, (int, float)) and 0.0 <= self.confirm_max_shift <= 100.0):
+            raise InputError(f"calibration config: confirm_max_shift = {self.confirm_max_shift!r} is out of range "
+                             "[0, 100]")
         if not (isinstance(self.replace_min_score, (int, float)) and 0.0 <= self.replace_min_score <= 10.0):
             raise InputError(f"calibration config: replace_min_score = {self.replace_min_score!r} is out of range "
                              "[0, 10]")
@@ -168,6 +177,8 @@ class StageJob:
     cycle: int
     waits_for: tuple[str, ...] = ()
     """earlier stages with no accepted result yet: this job runs only if they are accepted earlier in the batch."""
+    accepted: CalibrationResult | None = field(default=None, repr=False)
+    """the stage's accepted result when the window is first checked against it (confirm_max_shift > 0)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +193,12 @@ class StageOutcome:
     error: str | None = None
     wall_s: float = 0.0
     segment: Segment | None = field(default=None, repr=False)   #: the data fitted (for reports)
+    check: WindowCheck | None = None   #: the recalibration check of the window (None: not checked)
+
+    @property
+    def confirmed(self) -> bool:
+        """The window was consistent with the accepted model: no fit ran."""
+        return self.result is None and self.error is None and self.check is not None and self.check.consistent
 
 
 @dataclass
@@ -198,6 +215,9 @@ class StageStatus:
     n_failed: int = 0                              #: fits that raised or failed their diagnostics
     n_not_converged: int = 0
     n_rejected: int = 0                            #: segments refused by the plausibility check before a fit
+    n_confirmed: int = 0                           #: windows that confirmed the accepted model (no fit ran)
+    last_confirmed: tuple[float, float] | None = None   #: the newest confirming window (t0, t1)
+    last_check: str = ""                           #: the newest recalibration check's figures and decision
     last_fit_s: float = float("nan")               #: wall time of the last fit (s)
     segment: tuple[float, float] | None = None     #: last segment fitted or checked (t0, t1)
     excitation: float = float("nan")               #: the last window's score (segments.Window.score)
@@ -383,7 +403,7 @@ class CalibrationPipeline:
                 continue
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
-                                 waits_for=waits))
+                                 waits_for=waits, accepted=st.result if c.confirm_max_shift > 0 else None))
             planned.append(stage)
         return jobs
 
@@ -423,6 +443,11 @@ class CalibrationPipeline:
                                              error=f"skipped: stage {missing[0]} has no accepted result"))
                 continue
             t0 = time.perf_counter()
+            check = self._check(job, chained)
+            if check is not None and check.consistent:   # the accepted model explains the new window: no SMC
+                outcomes.append(StageOutcome(job.stage, job.window, job.cycle, wall_s=time.perf_counter() - t0,
+                                             segment=job.segment, check=check))
+                continue
             result, error = None, None
             try:
                 result = calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
@@ -444,8 +469,20 @@ class CalibrationPipeline:
                 chained.update(result.posterior_means())
                 accepted_now.add(job.stage)
             outcomes.append(StageOutcome(job.stage, job.window, job.cycle, result, ok, error,
-                                         time.perf_counter() - t0, segment=job.segment))
+                                         time.perf_counter() - t0, segment=job.segment, check=check))
         return outcomes
+
+    def _check(self, job: StageJob, chained: Mapping[str, float]) -> WindowCheck | None:
+        """The recalibration check of ``job``'s window against its stage's accepted result (None: no accepted
+        result, check off, or the check could not run: then the stage is refitted)."""
+        c = self.config
+        if job.accepted is None or c.confirm_max_shift <= 0:
+            return None
+        try:
+            return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
+                                priors=c.priors, vehicle=c.vehicle, dt=c.dt)
+        except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
+            return None
 
     def commit(self, outcomes: list[StageOutcome]) -> list[str]:
         """Record the outcomes; return the stages whose accepted result changed."""
@@ -458,6 +495,17 @@ class CalibrationPipeline:
                 st.last_reason = o.error
                 if st.result is None:
                     st.level, st.message = WARN, o.error
+                continue
+            if o.check is not None:
+                st.last_check = f"[{o.window.t_start:.2f}, {o.window.t_end:.2f}] s: {o.check.describe()}" + (
+                    ": confirmed, not refitted" if o.confirmed else ": refitted")
+            if o.confirmed:
+                st.n_confirmed += 1
+                st.last_confirmed = (o.window.t_start, o.window.t_end)
+                st.level, st.last_reason = OK, ""
+                st.message = (f"{self._summary(o.stage)}; confirmed by [{o.window.t_start:.2f}, "
+                              f"{o.window.t_end:.2f}] s (its best fit {o.check.shift:.3g} sd from the model <= "
+                              f"{o.check.threshold:g}; {st.n_confirmed} confirmations)")
                 continue
             st.n_fits += 1
             st.last_fit_s = o.wall_s
@@ -716,7 +764,7 @@ PRIOR_PREFIX = "prior."
 """model_calibrator parameters ``prior.<name>`` (lower case) = [lower, upper] uniform prior ranges."""
 
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
-               "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0")
+               "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift")
 HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
                         "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
 """The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,

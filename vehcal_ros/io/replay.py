@@ -273,6 +273,7 @@ class CalibrationSeries:
     message: str = ""
     n_fits: int = 0
     n_failed: int = 0
+    n_confirmed: int = 0   #: windows that confirmed the accepted model (no fit ran; recalibration_check)
 
     def to_dict(self) -> dict:
         final = None
@@ -283,7 +284,7 @@ class CalibrationSeries:
             "parameters": {k: {f: _fl(a) for f, a in v.items()} for k, v in self.parameters.items()},
             "converged": [bool(x) for x in self.converged], "final": final,
             "status": {"level": int(self.level), "message": self.message, "n_fits": self.n_fits,
-                       "n_failed": self.n_failed},
+                       "n_failed": self.n_failed, "n_confirmed": self.n_confirmed},
         }
 
 
@@ -482,7 +483,7 @@ class CalibrationRecorder:
                 converged=np.asarray([r[1] for r in rows], dtype=bool), final=getattr(st, "result", None),
                 segment=self.segments.get(stage), level=int(getattr(st, "level", 1)),
                 message=str(getattr(st, "message", "")), n_fits=int(getattr(st, "n_fits", 0)),
-                n_failed=int(getattr(st, "n_failed", 0)))
+                n_failed=int(getattr(st, "n_failed", 0)), n_confirmed=int(getattr(st, "n_confirmed", 0)))
         return out
 
 
@@ -744,6 +745,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         model_params = {k: float(v) for k, v in cal_rec.cal.model_parameters().items()}
         counter_doc["calibration_fits"] = {s: c.n_fits for s, c in cal_series.items()}
         counter_doc["calibration_failed"] = {s: c.n_failed for s, c in cal_series.items()}
+        counter_doc["calibration_confirmed"] = {s: c.n_confirmed for s, c in cal_series.items()}
         cal_counters = cal_rec.cal.counters
         counter_doc["calibration_samples_dropped"] = {k: int(v) for k, v in cal_counters.dropped.items()}
         outputs += cal_rec.outputs

@@ -132,6 +132,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("calibration_period", 5.0, "time between calibration cycles, s (ROS clock)", 0.05, 86400.0,
               read_only=True),
     ParamSpec("recalibration_period", 60.0, "data time between two fits of one stage, s", 0.0, 86400.0),
+    ParamSpec("confirm_max_shift", 3.5, "a due refit first fits the new window by least squares around the "
+              "accepted model: within this many sd (Mahalanobis) the model is confirmed and no SMC runs; 0 = always "
+              "refit (estimation/recalibration_check.py)", 0.0, 100.0),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
     ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
               read_only=True),
@@ -460,6 +463,7 @@ class ModelCalibratorNode(WorkerNode):
                 st = self.pipeline.status[stage]
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged, "n_rejected": st.n_rejected,
+                                      "n_confirmed": st.n_confirmed, "last_check": st.last_check,
                                       "last_fit_s": st.last_fit_s, "excitation": st.excitation,
                                       "last_reason": st.last_reason}
                 if st.segment:
