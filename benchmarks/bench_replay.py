@@ -123,11 +123,10 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
     ex = None
     marks: dict[str, float] = {}
 
-    def progress(p) -> None:   # wall times at which the bag was read and the calibrator finished (parallel)
+    def progress(p) -> None:   # wall time at which the bag was read (parallel); the last progress line
+        marks["_line"] = f"{p.done_t:.1f} of {p.t_last:.1f} s, {p.speed:.2f}x, {p.time_left:.0f} s left; {p.detail}"
         if p.read_t > marks.get("_read_t", -float("inf")) and not p.finished:
             marks["_read_t"], marks["bag_read_at_s"] = p.read_t, time.perf_counter()
-        if "calibration done" in p.detail and "calibration_done_at_s" not in marks:
-            marks["calibration_done_at_s"] = time.perf_counter()
     if executor != "serial" and jobs != 1:
         # the pool is made here so its workers' CPU time can be read before it closes
         n = jobs or os.cpu_count() or 1
@@ -154,6 +153,7 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
         "grip_cycles": cnt.get("grip_cycles"), "grip_fits": sum(cnt.get("grip_fits", {}).values()),
         "calibration_cycles": cnt.get("calibration_cycles"),
         "calibration_fits": sum(cnt.get("calibration_fits", {}).values()) if calibration else 0,
+        "calibration_confirmed": sum(cnt.get("calibration_confirmed", {}).values()) if calibration else 0,
         "published": {s: int(g.t.size) for s, g in res.grip.items()},
         "core_use": use.summary(marks),
     }
@@ -203,8 +203,9 @@ def plan_only(bag: Path) -> dict:
 
 def chains(bag: Path) -> dict:
     """The serial schedule (one process) with every fit's CPU time: the work each independent chain of the
-    parallel replay carries (each grip scope's fits run one after another; the calibrator's whole stream is one
-    task; the main process reads the bag and plans), hence the least wall time two idle cores can reach,
+    parallel replay carries (each grip scope's fits run one after another; the calibrator's fits one after
+    another; the main process reads the bag once, plans the grip cycles and keeps the calibrator's buffers and
+    snapshots), hence the least wall time two idle cores can reach,
     max(total / 2, longest chain). Run it with NUMBA_NUM_THREADS=1 for one core's CPU seconds."""
     from vehcal_ros.estimation import calibration_pipeline as cp
     from vehcal_ros.estimation import grip_pipeline as gp
@@ -236,12 +237,10 @@ def chains(bag: Path) -> dict:
         total, wall = time.process_time() - c0, time.perf_counter() - t0
     finally:
         gp.GripPipeline.fit, cp.CalibrationPipeline.fit = grip_fit, cal_fit
-    rest = total - sum(per.values())   # reading, planning, snapshots, commits (main + calibrator streams)
-    stream = plan_only(bag)["cpu_s"] or 0.0   # the main process's share of it (read + plan the grip cycles)
+    rest = total - sum(per.values())   # reading, planning, the calibrator's buffers and snapshots: the main process
     chain = {k: v for k, v in per.items() if k.startswith("grip")}
-    # the calibrator's worker reads the bag itself (about what the main stream costs) and snapshots its buffers
-    chain["calibrator (its stream + fits)"] = per.get("calibration fits", 0.0) + max(rest - stream, 0.0) + stream
-    chain["main (read + plan)"] = stream
+    chain["calibration fits (checks + SMC)"] = per.get("calibration fits", 0.0)
+    chain["main (read once, plan grip, calibrator buffers + snapshots)"] = rest
     work = sum(chain.values())
     longest = max(chain.values())
     bound = max(work / 2, longest)

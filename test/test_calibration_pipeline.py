@@ -90,8 +90,9 @@ def test_not_converging_config_is_reported_and_last_model_kept(calibrated, recor
     good = {s: p.status[s].result for s in ORDER}
     before = p.model_parameters()
     # tiny runs cannot reach the ESS floor: the fit is reported and not accepted
+    # (confirm_max_shift 0: refit even though the new drive is the same vehicle, recalibration_check.py)
     p.config = CalibrationPipelineConfig(stages=ORDER, n_chains=2, n_draws=30, seed=9, min_ess=400.0,
-                                         recalibration_period=0.0)
+                                         recalibration_period=0.0, confirm_max_shift=0.0)
     for rec in drive_records(seed=5, t0=200.0, duration=10.0):  # a new drive: rr + longitudinal windows
         p.add(rec)
     assert p.counters.clock_jumps >= 1                         # 100 s forward jump restarted the buffers

@@ -451,11 +451,18 @@ class CalibrationRecorder:
 
     def cycle(self, t_now: float, final: bool = False) -> None:
         """One timer tick of the model_calibrator at bag time ``t_now`` (snapshot, fit, commit)."""
+        jobs = self.snapshot(final)
+        if jobs:  # none: the node's timer submits no work (and the pipeline's cycle count stays)
+            self.committed(t_now, jobs, self.cal.fit(jobs))
+
+    def snapshot(self, final: bool = False) -> list:
+        """The tick's jobs (the pipeline's snapshot; ``final``: the end of the bag)."""
+        return self.cal.snapshot(final=True) if final and self.takes_final else self.cal.snapshot()
+
+    def committed(self, t_now: float, jobs: list, outcomes: list) -> None:
+        """Commit the outcomes of the tick at ``t_now`` and record what changed."""
         cal = self.cal
-        jobs = cal.snapshot(final=True) if final and self.takes_final else cal.snapshot()
-        if not jobs:  # the node's timer submits no work then (and the pipeline's cycle count stays)
-            return
-        updated = cal.commit(cal.fit(jobs))
+        updated = cal.commit(outcomes)
         self.n_cycles += 1
         for stage in updated:
             res = cal.status[stage].result

@@ -34,14 +34,11 @@ import contextlib
 import copy
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import EstimationError
@@ -63,10 +60,6 @@ from vehcal_ros.io.replay_guard import replay_guards
 
 POLL_S = 0.5
 """s between progress reports while waiting for fits after the bag has been read."""
-
-
-class _Stopped(RuntimeError):
-    """The parent asked a calibration stream to stop (it failed or was interrupted)."""
 
 
 # ------------------------------------------------------------------------------------------ worker tasks
@@ -112,40 +105,16 @@ def fit_grip_job(scope_state: GripPipeline, cycle: int, k: int, data: ScopeData,
         return p.fit([data])[0]
 
 
-def calibration_stream(job: ReplayJob, control_dir: str | None = None, threads: int | None = None
-                       ) -> tuple[CalibrationRecorder, StreamStats]:
-    """The calibrator's cycles over the whole bag (the serial replay's loop without the grip estimator).
-    Writes the bag time it has completed to ``control_dir/calibration_t`` and stops when ``control_dir/stop``
-    appears; ``threads``: see :func:`kernel_threads`."""
+def fit_calibration_jobs(state: Any, jobs: list, threads: int | None = None) -> list:
+    """The calibrator's fit of one tick's jobs, exactly as the node's worker thread runs it: ``CalibrationPipeline.fit``
+    on ``state``, a copy of the pipeline without its buffers (fit reads its configuration and the accepted
+    results only); ``threads``: see :func:`kernel_threads`."""
+    import threading
+
+    p = copy.copy(state)
+    p.cancel = threading.Event()
     with kernel_threads(threads):
-        return _calibration_stream(job, control_dir)
-
-
-def _calibration_stream(job: ReplayJob, control_dir: str | None) -> tuple[CalibrationRecorder, StreamStats]:
-    cal = calibration_pipeline_from(job.cal_values)
-    rec = CalibrationRecorder(cal)
-    beat = Path(control_dir) / "calibration_t" if control_dir else None
-    stop = Path(control_dir) / "stop" if control_dir else None
-    guards = replay_guards(job.grip_values, job.cal_values, None, cal.reject)   # the serial replay's guards
-
-    def feed(topic: str, r: Any) -> None:
-        if not isinstance(r, GroundTruth) and guards.lets_in(1, topic, r):
-            cal.add(r)
-        guards.fed(r)
-
-    def on_progress(_st: StreamStats, t: float) -> None:
-        if stop is not None and stop.exists():
-            raise _Stopped("calibration stream stopped")
-        if beat is not None:
-            _write_float(beat, t)
-
-    stats = stream_bag(job.path, job.tmap, job.frames, [Timer(job.cal_period, rec.cycle)], feed, on_progress,
-                       job.progress_every, admit=guards.admit)
-    if job.final_cycle and stats.n:
-        rec.cycle(stats.t_end, final=True)
-    if beat is not None:
-        _write_float(beat, math.inf)
-    return rec, stats
+        return p.fit(jobs)
 
 
 def _result_of(fut: Future) -> Any:
@@ -157,19 +126,6 @@ def _result_of(fut: Future) -> Any:
             raise EstimationError(f"a replay worker process died ({type(exc).__name__}: {exc}); the replay "
                                   "stopped (run with --jobs 1 to keep everything in one process)") from exc
         raise
-
-
-def _write_float(path: Path, x: float) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(repr(float(x)))
-    os.replace(tmp, path)
-
-
-def _read_float(path: Path, default: float) -> float:
-    try:
-        return float(path.read_text())
-    except (OSError, ValueError):
-        return default
 
 
 # ------------------------------------------------------------------------------------------ grip schedule
@@ -271,6 +227,56 @@ class GripScheduler:
         self.pump()
 
 
+# ------------------------------------------------------------------------------------------ calibrator schedule
+class CalibrationScheduler:
+    """The calibrator in the main process, on the one bag read: records go to its buffers as they are read; a
+    tick takes the node's snapshot and sends the fits (if any) to the executor; the next tick first waits for
+    them and commits (the calibrator's next snapshot depends on its results: stage order, accepted values), so
+    the cycles are the serial replay's. Most ticks have nothing to fit, and a fit is mostly a recalibration
+    check (estimation/recalibration_check.py); the SMC runs rarely, beside the grip fits."""
+
+    def __init__(self, values: dict[str, Any], executor: Executor, cores: int | None,
+                 others: Callable[[], int]) -> None:
+        self.recorder = CalibrationRecorder(calibration_pipeline_from(values))
+        self.executor, self.cores, self.others = executor, cores, others
+        self.pending: tuple[float, list, Future] | None = None
+        self.done_t = -math.inf   #: bag time of the newest tick committed (or with nothing to fit)
+
+    def add(self, record: Any) -> None:
+        self.recorder.cal.add(record)
+
+    def reject(self, source: str, reason: str = "undecodable") -> None:
+        self.recorder.cal.reject(source, reason)
+
+    @property
+    def busy(self) -> bool:
+        return self.pending is not None and not self.pending[2].done()
+
+    def tick(self, t_now: float, wait_for: Callable[[Future], None], final: bool = False) -> None:
+        """The model_calibrator's timer at bag time ``t_now``; ``wait_for(future)`` waits (a while) for a fit."""
+        self.settle(wait_for)
+        jobs = self.recorder.snapshot(final)
+        if not jobs:
+            self.done_t = t_now
+            return
+        state = copy.copy(self.recorder.cal)
+        state.buffers = {}                       # fit does not read them: not sent
+        state.__dict__.pop("cancel", None)       # a threading.Event (not picklable); the task makes a fresh one
+        threads = None if self.cores is None else task_threads(self.cores, self.others())
+        self.pending = (t_now, jobs, self.executor.submit(fit_calibration_jobs, state, jobs, threads))
+
+    def settle(self, wait_for: Callable[[Future], None]) -> None:
+        """Wait for the pending fit (if any) and commit it."""
+        if self.pending is None:
+            return
+        t_now, jobs, fut = self.pending
+        while not fut.done():
+            wait_for(fut)
+        self.pending = None
+        self.recorder.committed(t_now, jobs, _result_of(fut))
+        self.done_t = t_now
+
+
 # ------------------------------------------------------------------------------------------ the replay
 def _local_cores(ex: Executor) -> int | None:
     """This machine's cores when ``ex`` is a local process pool, else None: a Dask cluster's workers have their
@@ -298,61 +304,74 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
     """The parallel schedule of :func:`vehcal_ros.io.replay.replay_bag` (module docstring). Returns the main
     stream's stats, the calibration recorder (None without calibration) and the grip collector's counters."""
     ex, owned = _executor(executor, workers, 1 if job.cal_values is not None else 0)
-    control = tempfile.mkdtemp(prefix="vehcal-replay-")
-    beat = Path(control) / "calibration_t"
     cores = _local_cores(ex)
-    # the calibrator's stream overlaps the grip fits for most of its length: one thread (module docstring)
-    cal_future = ex.submit(calibration_stream, job, control, None if cores is None else 1) \
-        if job.cal_values is not None else None
-    sched = GripScheduler(job.grip_values, grip, recorder, ex, cores,
-                          lambda: int(cal_future is not None and not cal_future.done()))
-    guards = replay_guards(job.grip_values, job.cal_values, sched.planner.collector.reject)  # the serial's guards
+    cal: CalibrationScheduler | None = None
+    sched = GripScheduler(job.grip_values, grip, recorder, ex, cores, lambda: int(cal is not None and cal.busy))
+    if job.cal_values is not None:
+        cal = CalibrationScheduler(job.cal_values, ex, cores, lambda: len(sched.running))
+    guards = replay_guards(job.grip_values, job.cal_values, sched.planner.collector.reject,  # the serial's guards
+                           cal.reject if cal is not None else None)
     last_truth = [-math.inf]
+    read = [-math.inf, 0]   # bag time and records read so far
     ok = False
 
     def feed(topic: str, rec: Any) -> None:
         if isinstance(rec, GroundTruth):
             last_truth[0] = recorder.add_truth(rec, last_truth[0])
-        elif guards.lets_in(0, topic, rec):
-            sched.add(rec)
+        else:
+            if guards.lets_in(0, topic, rec):
+                sched.add(rec)
+            if cal is not None and guards.lets_in(1, topic, rec):
+                cal.add(rec)
         guards.fed(rec)
 
     def progress(read_t: float, n: int) -> None:
+        read[:] = [read_t, n]
         sched.pump()
         if report is None:
             return
         done_t = sched.done_until(read_t)
         detail = f"grip fits {sched.n_done}/{sched.n_fits}"
-        if cal_future is not None:
-            cal_t = _read_float(beat, -math.inf)
+        if cal is not None:
+            cal_t = cal.done_t if cal.pending is not None else read_t
             done_t = min(done_t, cal_t)
-            detail += ", calibration " + ("done" if math.isinf(cal_t) and cal_t > 0 else
-                                          f"at {cal_t:.0f} s" if math.isfinite(cal_t) else "starting")
+            detail += ", calibration " + ("fitting" if cal.busy else f"at {cal_t:.0f} s" if math.isfinite(cal_t)
+                                          else "starting")
         report(done_t, read_t, n, detail)
 
+    def wait_for(fut: Future) -> None:   # the calibrator waits for its fit: keep the grip fits going meanwhile
+        wait([fut, *sched.running], timeout=POLL_S, return_when=FIRST_COMPLETED)
+        if read[1]:
+            progress(*read)
+        else:
+            sched.pump()
+
+    def cal_tick(t_now: float) -> None:
+        cal.tick(t_now, wait_for)
+
+    timers = [Timer(job.grip_period, sched.plan)] + ([Timer(job.cal_period, cal_tick)] if cal is not None else [])
     try:
-        stats = stream_bag(job.path, job.tmap, job.frames, [Timer(job.grip_period, sched.plan)], feed,
-                           lambda st, t: progress(t, st.n), job.progress_every, admit=guards.admit)
+        stats = stream_bag(job.path, job.tmap, job.frames, timers, feed, lambda st, t: progress(t, st.n),
+                           job.progress_every, admit=guards.admit)
+        read[:] = [stats.t_end, stats.n]
         if job.final_cycle and stats.n:
             sched.plan(stats.t_end)
+            if cal is not None:
+                cal.tick(stats.t_end, wait_for, final=True)
+        if cal is not None:
+            cal.settle(wait_for)
         t_last = time.monotonic()
-        while not sched.idle or (cal_future is not None and not cal_future.done()):
-            if sched.idle:
-                wait([cal_future], timeout=POLL_S)
-            else:
-                sched.wait(POLL_S)
+        while not sched.idle:
+            sched.wait(POLL_S)
             if time.monotonic() - t_last >= POLL_S:
                 progress(stats.t_end, stats.n)
                 t_last = time.monotonic()
         sched.pump()
-        cal_rec = _result_of(cal_future)[0] if cal_future is not None else None
         ok = True
-        return stats, cal_rec, sched.planner.collector.counters
+        return stats, cal.recorder if cal is not None else None, sched.planner.collector.counters
     finally:
         if not ok:
-            Path(control, "stop").touch()
-            for f in sched.running:
+            for f in [*sched.running, *([cal.pending[2]] if cal is not None and cal.pending else [])]:
                 f.cancel()
         if owned:
             ex.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(control, ignore_errors=True)
