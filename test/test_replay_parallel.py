@@ -188,11 +188,14 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
 
 @pytest.mark.slow
 def test_parallel_calibration_stream_equals_serial(tmp_path):
-    """The calibrator's cycle stream in a worker process gives the serial replay's calibration."""
+    """The calibrator in the parallel replay (main process + fits on the workers) gives the serial replay's
+    calibration, including the windows of a second, identical drive that confirm the accepted model instead of
+    being refitted (estimation/recalibration_check.py)."""
     pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
-    from calibration_drive import drive_records
+    from calibration_drive import DURATION, drive_records
 
-    bags.write_bag(tmp_path / "cal", [(None, r) for r in drive_records(seed=1)], storage="mcap")
+    records = drive_records(seed=1) + drive_records(seed=2, t0=100.0 + DURATION + 0.01)
+    bags.write_bag(tmp_path / "cal", [(None, r) for r in records], storage="mcap")
     params = {"grip_estimator": {"fit_period": 8.0},
               "model_calibrator": {"stages": ["rolling_resistance", "longitudinal", "lateral"], "n_chains": 2,
                                    "n_draws": 100, "min_ess": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
@@ -202,6 +205,9 @@ def test_parallel_calibration_stream_equals_serial(tmp_path):
     assert a.counters["calibration_cycles"] >= 1 and any(c.final is not None for c in a.calibration.values())
     assert numbers(b) == numbers(a)
     assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]
+    assert sum(a.counters["calibration_confirmed"].values()) >= 1
+    assert b.counters["calibration_confirmed"] == a.counters["calibration_confirmed"]
+    assert b.counters["calibration_fits"] == a.counters["calibration_fits"]
 
 
 def test_bad_bag_with_workers_is_one_line_and_exit_2(grip_bag, tmp_path, capsys):

@@ -13,15 +13,18 @@ Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimati
   its previous one returns, with the state its outcome left), scopes in parallel, and the outcomes are committed
   to the real pipeline in cycle order, as the node commits them.
 * The calibrator's schedule depends on its results (stage order, accepted values, excitation of the accepted
-  fit), so its whole cycle stream runs in one worker process that reads the bag itself: the same loop and
-  ticks as the serial replay, overlapping the grip work.
+  fit), so its cycles stay in order: it runs in the main process on the same (single) read of the bag
+  (:class:`CalibrationScheduler`: records into its buffers, the node's snapshot at each of its ticks); only its
+  fits go to the executor, and its next tick first waits for them and commits, as the node's next cycle does.
+  Most ticks have nothing to fit and most due refits end in the recalibration check
+  (estimation/recalibration_check.py), so the wait is rare.
 
 Scopes are independent of each other and of the calibrator, so the results equal the serial replay's bit for bit
 (``test_replay_parallel.py``). Parallelism is bounded by the scopes (2 with ``scope: axle``) plus the
 calibrator; the fits themselves run numba's threads over chains and particles.
 
 Threads per task (:func:`task_threads`): with a local process pool, a task started while others keep the cores busy runs
-its numba kernels on one thread (the calibrator's stream always, as it overlaps the grip fits): three processes
+its numba kernels on the cores they leave free (at least one): three processes
 of two threads each on two cores only oversubscribe them (measured on the 160 s daily drive at load ~8: 133.7
 CPU-s with two threads per worker, 121.5 with one). A grip fit sent while nothing else runs (the last fits of
 the longest scope) gets every core. The chains and particles are independent, so the numbers do not depend on
