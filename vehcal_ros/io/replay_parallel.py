@@ -242,8 +242,7 @@ class CalibrationScheduler:
                  others: Callable[[], int]) -> None:
         self.recorder = CalibrationRecorder(calibration_pipeline_from(values))
         self.executor, self.cores, self.others = executor, cores, others
-        self.pending: tuple[float, list, Future] | None = None
-        self.done_t = -math.inf   #: bag time of the newest tick committed (or with nothing to fit)
+        self.pending: tuple[float, list, Future] | None = None   #: (tick's bag time, jobs, fit) not committed yet
 
     def add(self, record: Any) -> None:
         self.recorder.cal.add(record)
@@ -260,7 +259,6 @@ class CalibrationScheduler:
         self.settle(wait_for)
         jobs = self.recorder.snapshot(final)
         if not jobs:
-            self.done_t = t_now
             return
         state = copy.copy(self.recorder.cal)
         state.buffers = {}                       # fit does not read them: not sent
@@ -277,7 +275,6 @@ class CalibrationScheduler:
             wait_for(fut)
         self.pending = None
         self.recorder.committed(t_now, jobs, _result_of(fut))
-        self.done_t = t_now
 
 
 # ------------------------------------------------------------------------------------------ the replay
@@ -336,7 +333,7 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
         done_t = sched.done_until(read_t)
         detail = f"grip fits {sched.n_done}/{sched.n_fits}"
         if cal is not None:
-            cal_t = cal.done_t if cal.pending is not None else read_t
+            cal_t = cal.pending[0] if cal.pending is not None else read_t   # its first uncommitted tick
             done_t = min(done_t, cal_t)
             detail += ", calibration " + ("fitting" if cal.busy else f"at {cal_t:.0f} s" if math.isfinite(cal_t)
                                           else "starting")
