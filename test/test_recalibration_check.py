@@ -47,11 +47,13 @@ def accepted():
                            predictive_draws=5)
 
 
-@pytest.mark.parametrize("seed", [2, 3, 4])
-def test_same_vehicle_window_confirms(accepted, seed: int) -> None:
-    c = check_window(longitudinal_window(seed), accepted, HELD, DEFAULT_THRESHOLD)
-    assert c.consistent, c.describe()
-    assert max(c.ratio.values()) < 1.2, c.ratio   # the accepted model leaves the new window's noise level
+def test_same_vehicle_windows_confirm(accepted) -> None:
+    """Ten new noise realisations of the same vehicle: at most one refit (nominal rate 0.22 %; conditional on this
+    accepted fit, itself 1.5-1.9 sd off the truth, measured 0 of 30 for seeds 2-31, max shift 3.49)."""
+    checks = [check_window(longitudinal_window(seed), accepted, HELD, DEFAULT_THRESHOLD) for seed in range(2, 12)]
+    refits = [c.describe() for c in checks if not c.consistent]
+    assert len(refits) <= 1, refits
+    assert max(max(c.ratio.values()) for c in checks) < 1.2   # the accepted model leaves the windows' noise level
 
 
 @pytest.mark.parametrize("change", ["Cx +25 %", "Cx -25 %", "mass +20 %"])
