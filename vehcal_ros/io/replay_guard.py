@@ -45,9 +45,9 @@ def replay_guards(grip_values: Mapping[str, Any], cal_values: Mapping[str, Any] 
                   grip_reject: Callable[[str, str], None] | None = None,
                   cal_reject: Callable[[str, str], None] | None = None) -> ArrivalGuards:
     """The guards of the nodes a replay runs (grip first, then the calibrator when ``cal_values`` is given).
-    Every stream of one replay (serial, or the parallel replay's main and calibration streams) builds the same
-    set, so each admits the same records and its timers tick on the same stamps; a stream counts the refusals
-    only of the estimator it feeds (the other ``reject`` None)."""
+    A replay (serial or parallel) reads the bag once and feeds both estimators from that one stream, so both see
+    the records and ticks the live nodes would; a ``reject`` of None counts an estimator's refusals only here
+    (``refused``)."""
     guards = ArrivalGuards()
     guards.add(grip_guard(grip_values), grip_topics(grip_values), grip_reject)
     if cal_values is not None:
