@@ -234,7 +234,7 @@ def spin_node(node_factory: Callable[[], Node], args: Sequence[str] | None = Non
         node = node_factory()
         executor = make_executor(node.context)
         executor.add_node(node)
-        while rclpy.ok(context=node.context):
+        while rclpy.ok(context=node.context) and not getattr(node, "interrupted", False):
             # spin_once in a loop: this rclpy's EventsExecutor.spin() neither fires timers nor returns on shutdown
             executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -65,6 +65,7 @@ class WorkerNode(Node):
         self.guard = InputGuard()               # subclasses set its jump threshold from their parameters
         self._lost_at_diag: dict[str, int] = {}
         self._closing = False
+        self.interrupted = False                # SIGINT arrived inside a timer callback (nodes.common.spin_node)
         self.enabled = True                     # ~/enable: False pauses inputs and cycles, state kept
         self.paused_messages = 0                # messages ignored while disabled
         self._diag_wall = time.monotonic()      # wall time of the last /diagnostics (fallback timer)
@@ -100,6 +101,10 @@ class WorkerNode(Node):
             return
         try:
             work()
+        except KeyboardInterrupt:
+            # SIGINT raised inside the callback (Python's handler runs between bytecodes of this thread): the
+            # executor would log it as a FATAL callback exception; end the node instead (spin_node checks this)
+            self.interrupted = True
         except Exception:
             if self._closing or not self.context.ok():
                 return
