@@ -36,13 +36,19 @@ def test_constants_match_reference_yaml() -> None:
     assert MT == pytest.approx(2097.85 + 2 * 127.866 + 2 * 129.98)
 
 
-def test_fiala_fast_form_equals_reference_form() -> None:
-    rng = np.random.default_rng(0)
-    for _ in range(2000):
+def _random_tire_states(seed: int, fz_low: float, n: int = 2000):
+    """(u, v, delta, omega, r, fz, cx, cy): random tire states over both Fiala regimes."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
         u, v = rng.normal(10, 8), rng.normal(0, 2)
         d = rng.uniform(-0.6, 0.6)
-        w, r, fz = rng.normal(u / 0.46, 3), 0.46, rng.uniform(0, 9000)
+        w, r, fz = rng.normal(u / 0.46, 3), 0.46, rng.uniform(fz_low, 9000)
         cx, cy = rng.uniform(1e3, 5e4), rng.uniform(2e4, 8e4)
+        yield u, v, d, w, r, fz, cx, cy
+
+
+def test_fiala_fast_form_equals_reference_form() -> None:
+    for u, v, d, w, r, fz, cx, cy in _random_tire_states(0, 0.0):
         s, al = fiala_slips(u, v, d, w, r)
         ref = fiala_forces(s, al, fz, cx, cy)
         fast = fiala_tire(u, v, np.cos(d), np.sin(d), w, r, fz, cx, cy, K.mu_max, K.mu_min)
@@ -52,12 +58,7 @@ def test_fiala_fast_form_equals_reference_form() -> None:
 def test_fiala_tire_slip_hands_the_spin_the_reference_slip_and_slope() -> None:
     # what the 8-DOF's implicit wheel spin takes from the tire: the slip of Eq. 8 (reference form), 1 / its
     # denominator, and the slope dFx/ds (Cx while elastic, else the secant Fx / s of the reference forces, in [0, Cx])
-    rng = np.random.default_rng(2)
-    for _ in range(2000):
-        u, v = rng.normal(10, 8), rng.normal(0, 2)
-        d = rng.uniform(-0.6, 0.6)
-        w, r, fz = rng.normal(u / 0.46, 3), 0.46, rng.uniform(1.0, 9000)
-        cx, cy = rng.uniform(1e3, 5e4), rng.uniform(2e4, 8e4)
+    for u, v, d, w, r, fz, cx, cy in _random_tire_states(2, 1.0):
         fx, fy, s, inv_den, c = fiala_tire_slip(u, v, np.cos(d), np.sin(d), w, r, fz, cx, cy, K.mu_max, K.mu_min)
         s_ref, al = fiala_slips(u, v, d, w, r)
         fx_ref, _ = fiala_forces(s_ref, al, fz, cx, cy)

@@ -122,19 +122,18 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     n = data.t.size
     if n <= n_max:
         return data
+    key = latent = None
     if rule == "even":
         idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
-        return dataclasses.replace(data, **{f.name: getattr(data, f.name)[idx] for f in dataclasses.fields(data)
-                                            if isinstance(getattr(data, f.name), np.ndarray)})
-    key = np.abs(data.slip)
-    latent = None
-    v = data.slip_var
-    if deconvolve and v is not None and np.any(v > 0.0):
-        ok = np.flatnonzero(np.isfinite(data.slip) & np.isfinite(v) & (v >= 0.0))
-        m, w = np.array(data.slip, dtype=float), np.array(v, dtype=float)
-        m[ok], w[ok] = latent_slip(m[ok], w[ok])
-        latent, key = (m, w), np.abs(m)
-    idx = stratified_indices(local_excitation(np.where(np.isfinite(key), key, 0.0)), n_max)
+    else:
+        key = np.abs(data.slip)
+        v = data.slip_var
+        if deconvolve and v is not None and np.any(v > 0.0):
+            ok = np.flatnonzero(np.isfinite(data.slip) & np.isfinite(v) & (v >= 0.0))
+            m, w = np.array(data.slip, dtype=float), np.array(v, dtype=float)
+            m[ok], w[ok] = latent_slip(m[ok], w[ok])
+            latent, key = (m, w), np.abs(m)
+        idx = stratified_indices(local_excitation(np.where(np.isfinite(key), key, 0.0)), n_max)
     arrays = {f.name: getattr(data, f.name)[idx] for f in dataclasses.fields(data)
               if isinstance(getattr(data, f.name), np.ndarray)}   # t, slip, mu, slip_var, mu_var, lat
     if latent is not None:
