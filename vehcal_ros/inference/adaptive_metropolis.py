@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
+from vehcal_ros.inference.smc import _next_temperature
 from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat, mf, peak_slip_at_most, sse
 
 TARGET_ACCEPTANCE = 0.234
@@ -446,19 +447,7 @@ def tempered_weights(log_ratio: np.ndarray, min_ess_frac: float = 0.5) -> tuple[
     if not fin.any():
         return w, 0.0
     z = lr[fin] - lr[fin].max()
-    target = min_ess_frac * z.size
-
-    def ess(lam: float) -> float:
-        v = np.exp(lam * z)
-        return float(v.sum() ** 2 / np.sum(v * v))
-
-    lam = 1.0
-    if ess(1.0) < target:
-        lo, hi = 0.0, 1.0
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if ess(mid) >= target else (lo, mid)
-        lam = lo
+    lam = _next_temperature(z, 0.0, min_ess_frac)   # the calibrator's SMC temperature step, from 0
     v = np.exp(lam * z)
     w[fin] = v / v.sum()
     return w, lam
