@@ -116,12 +116,26 @@ class GripConfig:
     max_curve_draws: int = 2000
     """Retained draws (evenly subsampled) used for the curve quantiles."""
     p_independent: float = 0.5
-    """Warm-started fits (with the previous fit's chains): share of the chains' steps that are independence
-    Metropolis-Hastings steps from a multivariate t fitted to draws (run_grip_chains ``proposal_draws``): first the
-    previous fit's, after the pilot and at every extension the chains' own so far; 0 = random-walk steps only. Each
-    kernel leaves the posterior invariant whatever the draws were, so the chains stay exact. Cold fits use
-    random-walk steps only (from a cold start the pilot's draws can be too narrow a proposal, and the random walk
-    then adapts on half the steps)."""
+    """Share of the chains' steps that are independence Metropolis-Hastings steps (run_grip_chains
+    ``proposal_draws``) instead of random-walk steps, from a mixture of multivariate t fitted to draws
+    (``proposal_components``): warm-started fits first to the previous fit's draws (reweighted to the new window,
+    ``carry_reweight``), refitted to the chains' own draws after the pilot and at the end of the burn-in; every
+    fit refits it at each extension (cold fits: ``cold_independent``). 0 = random-walk steps only (Algorithm 1
+    as published). Each kernel leaves the posterior invariant whatever the draws were, and within the kept part of
+    a leg the proposal is fixed, so the chains stay exact; the convergence rule judges them as before. At low
+    excitation the posterior is a curved ridge (the data fix the initial slope and leave the peak free) that the
+    random walk follows slowly; an independence step crosses it at once when accepted (issue 13, session 5:
+    benchmarks/README_grip.md)."""
+    cold_independent: bool = True
+    """Cold fits take independence steps (``p_independent``) in their extensions, from a proposal fitted to the
+    first leg's kept draws (the first leg stays Algorithm 1: random-walk steps only; fitted to the pilot's draws,
+    which have barely left theta_ML, the proposal made the chains stick on a very narrow posterior). False: cold
+    fits use random-walk steps only."""
+    proposal_components: int = 3
+    """Components of the independence proposal: up to this many multivariate t fitted by EM to the draws, plus
+    the single inflated t as a defensive component of weight 0.25
+    (:func:`~vehcal_ros.inference.adaptive_metropolis.independence_proposal`); 1 = the single t alone. On the
+    daily drive's fits the mixture's steps are accepted ~0.08-0.19 of the time, the single t's ~0.01-0.10."""
     carry_reweight: bool = True
     """Warm-started fits: the previous fit's draws are first reweighted to the new window's posterior (importance
     weights p_new / p_old, tempered so their effective sample size stays >= half the draws: sequential Monte
@@ -165,6 +179,7 @@ class GripConfig:
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
             (0.0 <= self.p_independent < 1.0, "p_independent must be in [0, 1)"),
             (self.carry_draws >= 1, "carry_draws must be >= 1"),
+            (1 <= self.proposal_components <= 8, "proposal_components must be in [1, 8]"),
             (self.slip_prior in ("deconvolved", "flat"), "slip_prior must be 'deconvolved' or 'flat'"),
             (len(self.slip_grid) == 3 and self.slip_grid[2] >= 2 and self.slip_grid[1] > self.slip_grid[0],
              "slip_grid must be (start < stop, n >= 2)"),
@@ -616,8 +631,9 @@ class GripEstimator:
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
             pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
-            stop=stop, proposal_draws=carried, p_independent=cfg.p_independent if carried is not None else 0.0,
-            proposal_weights=carried_w,
+            stop=stop, proposal_draws=carried,
+            p_independent=cfg.p_independent if carried is not None or cfg.cold_independent else 0.0,
+            proposal_weights=carried_w, proposal_components=cfg.proposal_components,
             extend=(lambda res: self.steps_needed(last, res.n_steps)) if cfg.extend_by_need else None,
         )
         chains.extra["carry_lambda"] = carry_lam

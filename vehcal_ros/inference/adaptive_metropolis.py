@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-from vehcal_ros.inference.smc import _next_temperature
+from vehcal_ros.inference.smc import MIXTURE_PARTICLES_PER_DIM, _mixture_fit, _next_temperature
 from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat, mf, peak_slip_at_most, sse
 
 TARGET_ACCEPTANCE = 0.234
@@ -272,25 +272,13 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
     lp = _grip_log_target(s, mu, vs, vm, la, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                           max_peak_slip, shape)
     p_ind = ind[0]
-    df = ind[1]
-    n_chi = int(df)
-    z = np.empty(max(n_chi, 1))
-    lq = _t_log_density(ind, theta, work) if p_ind > 0.0 else 0.0
+    z = np.empty(max(int(ind[1]), 1))
+    lq = _mixture_log_density(ind, theta, work) if p_ind > 0.0 else 0.0
     for i in range(i_first, i_last + 1):
         independent = p_ind > 0.0 and _uniform(st) < p_ind
-        if independent:  # x* ~ t_df(m, L L^T): x* = m + L r / sqrt(chi2_df / df)
-            _normals(st, r)
-            _normals(st, z)
-            chi = 0.0
-            for j in range(n_chi):
-                chi += z[j] * z[j]
-            scale = math.sqrt(df / chi) if chi > 0.0 else 1.0
-            for j in range(d):
-                acc = ind[2 + j]
-                for k in range(j + 1):
-                    acc += ind[2 + d + j * d + k] * r[k] * scale
-                prop[j] = acc
-            lqp = _t_log_density(ind, prop, work)
+        if independent:
+            _mixture_draw(ind, st, r, z, prop)
+            lqp = _mixture_log_density(ind, prop, work)
         else:
             _normals(st, r)
             for j in range(d):  # step 7: theta* = theta + S r (S lower triangular)
@@ -316,7 +304,7 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
                 theta[j] = prop[j]
             lp = lpp
             if p_ind > 0.0:
-                lq = lqp if independent else _t_log_density(ind, theta, work)
+                lq = lqp if independent else _mixture_log_density(ind, theta, work)
             stats[0] += 1
             if independent:
                 stats[3] += 1
@@ -340,33 +328,85 @@ def _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, sigma_mode, sigma2_fi
                     stats[c], ind)
 
 
+IND_HEAD = 3
+"""Packed independence proposal (:func:`independence_proposal`): [p, df, k] then per component j
+[pi_j, c_j, mean_j[d], L_j[d, d] row-major], c_j = log pi_j - log det L_j."""
+
+
 @njit(cache=True, nogil=True)
-def _t_log_density(ind: np.ndarray, x: np.ndarray, work: np.ndarray) -> float:
-    """Log density (up to its constant) of the multivariate t packed in ``ind`` at ``x``: -(df + d)/2
-    log(1 + |L^-1 (x - m)|^2 / df), by forward substitution (L lower triangular)."""
+def _mixture_draw(ind: np.ndarray, st: np.ndarray, r: np.ndarray, z: np.ndarray, out: np.ndarray) -> None:
+    """``out`` ~ the mixture of multivariate t packed in ``ind``: a component j by its weight, then
+    x* = m_j + L_j r / sqrt(chi2_df / df)."""
+    d = out.shape[0]
+    df = ind[1]
+    k = int(ind[2])
+    size = 2 + d + d * d
+    u = _uniform(st)
+    j0 = k - 1
+    cum = 0.0
+    for j in range(k):
+        cum += ind[IND_HEAD + j * size]
+        if u < cum:
+            j0 = j
+            break
+    base = IND_HEAD + j0 * size
+    _normals(st, r)
+    _normals(st, z)
+    chi = 0.0
+    for j in range(int(df)):
+        chi += z[j] * z[j]
+    scale = math.sqrt(df / chi) if chi > 0.0 else 1.0
+    for j in range(d):
+        acc = ind[base + 2 + j]
+        for m in range(j + 1):
+            acc += ind[base + 2 + d + j * d + m] * r[m] * scale
+        out[j] = acc
+
+
+@njit(cache=True, nogil=True)
+def _mixture_log_density(ind: np.ndarray, x: np.ndarray, work: np.ndarray) -> float:
+    """Log density (up to a constant shared by all components) of the mixture of multivariate t packed in
+    ``ind`` at ``x``: log sum_j exp(c_j - (df + d)/2 log(1 + |L_j^-1 (x - m_j)|^2 / df)), by forward
+    substitution (L_j lower triangular)."""
     d = x.shape[0]
     df = ind[1]
-    q = 0.0
-    for j in range(d):
-        acc = x[j] - ind[2 + j]
-        for k in range(j):
-            acc -= ind[2 + d + j * d + k] * work[k]
-        work[j] = acc / ind[2 + d + j * d + j]
-        q += work[j] * work[j]
-    return -0.5 * (df + d) * math.log1p(q / df)
+    k = int(ind[2])
+    size = 2 + d + d * d
+    best = -math.inf
+    terms = 0.0
+    for j in range(k):
+        base = IND_HEAD + j * size
+        q = 0.0
+        for a in range(d):
+            acc = x[a] - ind[base + 2 + a]
+            for m in range(a):
+                acc -= ind[base + 2 + d + a * d + m] * work[m]
+            work[a] = acc / ind[base + 2 + d + a * d + a]
+            q += work[a] * work[a]
+        t = ind[base + 1] - 0.5 * (df + d) * math.log1p(q / df)
+        if t > best:   # running log-sum-exp
+            terms = terms * math.exp(best - t) + 1.0
+            best = t
+        else:
+            terms += math.exp(t - best)
+    return best + math.log(terms)
 
 
 def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: int = 5, inflate: float = 1.5,
-                          weights: np.ndarray | None = None) -> np.ndarray:
-    """The packed proposal of the chains' independence steps: [p, df, mean[d], L[d, d] row-major], a
-    multivariate t with ``df`` degrees of freedom, the mean of ``draws[n, d]`` (the sampler's coordinates) and
-    ``inflate``^2 times their covariance (heavier tails and a wider body than the draws, so the proposal covers
-    a posterior that moved a little); with ``weights[n]`` (importance weights, e.g. :func:`tempered_weights`) the
-    weighted mean and covariance. ``draws`` None, too few (effective) or degenerate: p = 0 (random-walk steps
-    only)."""
-    out = np.zeros(2 + d + d * d)
+                          weights: np.ndarray | None = None, components: int = 1) -> np.ndarray:
+    """The packed proposal of the chains' independence steps (layout: ``IND_HEAD``): a mixture of multivariate
+    t with ``df`` degrees of freedom fitted to ``draws[n, d]`` (the sampler's coordinates; with ``weights[n]``,
+    importance weights such as :func:`tempered_weights`, the weighted fit). ``components`` = 1: one t with the
+    draws' mean and ``inflate``^2 times their covariance (heavier tails and a wider body than the draws, so the
+    proposal covers a posterior that moved a little). ``components`` > 1: up to that many t components fitted by
+    EM to the draws (:func:`~vehcal_ros.inference.smc._mixture_fit`, at most one per ``30 d`` draws, their
+    covariances shrunk toward the single fit's) with weight 0.75, plus the single inflated t above with weight
+    0.25 (a defensive component: the mixture's tails are never thinner than a quarter of it). A curved
+    posterior, as the magic formula's at low excitation, is matched far better by the mixture: its steps are
+    accepted several times as often. ``draws`` None, too few (effective) or degenerate: p = 0 (random-walk steps
+    only; fewer than ``30 d`` (effective) draws count as too few)."""
     if draws is None or p <= 0.0:
-        return out
+        return np.zeros(IND_HEAD)
     x = np.asarray(draws, dtype=float).reshape(-1, d)
     w = None if weights is None else np.asarray(weights, dtype=float).reshape(-1)
     ok = np.all(np.isfinite(x), axis=1)
@@ -375,19 +415,26 @@ def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: 
         w = w[ok]
     x = x[ok]
     n_eff = x.shape[0] if w is None else (w.sum() ** 2 / np.sum(w * w) if w.size else 0.0)
-    if x.shape[0] < 4 * d or n_eff < 4 * d:
-        return out
-    cov = (np.cov(x.T) if w is None else np.cov(x.T, aweights=w)) * inflate**2
-    try:
-        L = np.linalg.cholesky(cov + 1e-12 * np.diag(np.diag(cov) + 1e-300))
-    except np.linalg.LinAlgError:
-        return out
-    if not (np.all(np.isfinite(L)) and np.all(np.diag(L) > 0)):
-        return out
-    out[0], out[1] = float(p), float(df)
-    out[2:2 + d] = x.mean(axis=0) if w is None else (w[:, None] * x).sum(axis=0) / w.sum()
-    out[2 + d:] = L.ravel()
-    return out
+    if x.shape[0] < MIXTURE_PARTICLES_PER_DIM * d or n_eff < MIXTURE_PARTICLES_PER_DIM * d:
+        return np.zeros(IND_HEAD)   # a covariance from fewer draws can be far too narrow in some direction
+    wn = np.full(x.shape[0], 1.0 / x.shape[0]) if w is None else w / w.sum()
+    mean = wn @ x
+    cov = np.cov(x.T, aweights=wn) * inflate**2
+    parts = [(1.0, mean, cov)]
+    k = int(min(components, n_eff // (MIXTURE_PARTICLES_PER_DIM * d)))
+    if k > 1:
+        pis, means, chols, _ = _mixture_fit(x, wn, k, defensive=0.0)
+        parts = [(0.75 * pi, m, L @ L.T) for pi, m, L in zip(pis, means, chols)] + [(0.25, mean, cov)]
+    out = [float(p), float(df), float(len(parts))]
+    for pi, m, c in parts:
+        try:
+            L = np.linalg.cholesky(c + 1e-12 * np.diag(np.diag(c) + 1e-300))
+        except np.linalg.LinAlgError:
+            return np.zeros(IND_HEAD)
+        if not (np.all(np.isfinite(L)) and np.all(np.diag(L) > 0)):
+            return np.zeros(IND_HEAD)
+        out += [float(pi), math.log(pi) - float(np.log(np.diag(L)).sum()), *m.tolist(), *L.ravel().tolist()]
+    return np.asarray(out)
 
 
 @njit(cache=True, nogil=True)
@@ -609,6 +656,7 @@ def run_grip_chains(
     lateral: np.ndarray | None = None,
     proposal_draws: np.ndarray | None = None, p_independent: float = 0.0,
     proposal_weights: np.ndarray | None = None, extend: Callable[[ChainResult], int] | None = None,
+    proposal_components: int = 1,
 ) -> ChainResult:
     """Algorithm 1, steps 4-12 on the magic-formula posterior (Eqs. 20-23), all chains in numba.
 
@@ -651,11 +699,14 @@ def run_grip_chains(
     ``proposal_draws`` ``[..., d]`` (draws of a nearby posterior in the returned convention, e.g. the previous
     window's fit): with probability ``p_independent`` a step is an independence Metropolis-Hastings step from a
     multivariate t fitted to them (:func:`independence_proposal`, in the sampler's coordinates) instead of a
-    random-walk step. Both kernels leave the posterior invariant and the proposal is fixed during the run, so
-    the chains are exact for any such draws; when they describe the new posterior well, a chain jumps across it
-    in a few steps instead of diffusing along its curved ridges. ``proposal_weights`` (one per draw, e.g. the
-    importance weights of :func:`tempered_weights` that carry the previous window's draws to this target): the
-    t's mean and covariance are the weighted ones.
+    random-walk step; the proposal is refitted to the chains' own draws after the pilot, at the end of the
+    burn-in and at every extension (without ``proposal_draws`` but with ``p_independent`` > 0: at the extensions
+    only, from the kept draws). Both kernels leave the posterior invariant and the proposal is fixed within the
+    kept part of each leg, so the chains are exact for any such draws; when they describe the new posterior
+    well, a chain jumps across it in a few steps instead of diffusing along its curved ridges.
+    ``proposal_weights`` (one per draw, e.g. the importance weights of :func:`tempered_weights` that carry the
+    previous window's draws to this target): the fit is weighted. ``proposal_components`` > 1: the proposal is a
+    mixture of up to that many t fitted by EM plus the single inflated t (:func:`independence_proposal`).
     """
     t0 = time.perf_counter()
     s = np.ascontiguousarray(s, dtype=float)
@@ -701,7 +752,8 @@ def run_grip_chains(
     logp_all = np.full((n_chains, total_max // thin), np.nan)
     stats = np.zeros((n_chains, 4), dtype=np.int64)
     ind = independence_proposal(_sampler_coords(proposal_draws, d, reparam, sampled), d, p_independent,
-                                weights=proposal_weights)
+                                weights=proposal_weights, components=proposal_components)
+    given = ind[0] > 0.0   # without draws to start from (a cold start) the first proposal comes at an extension
     truncate = max_peak_slip is not None
     common = (SIGMA_MODES.index(sigma_mode), float(sigma) ** 2 if sigma_mode == "fixed" else 1.0,
               truncate, float(max_peak_slip) if truncate else 1.0, _shape_array(shape_prior))
@@ -723,8 +775,17 @@ def run_grip_chains(
                 S[:] = L
         except np.linalg.LinAlgError:
             pass  # keep the adapted factors
-        ind = _refit(ind, pdraws, d, p_independent)
+        if given:
+            ind = _refit(ind, pdraws, d, p_independent, proposal_components)
         i_next = pilot + 1
+    if given and burn_in - i_next >= 8 * thin:
+        # the rest of the burn-in, then the independence proposal refitted to its second half (the chains have
+        # moved from the previous posterior's draws toward this one); the kept draws use a fixed proposal
+        _grip_chains(s, mu, vs, vm, la, reparam, X, S, lb, ub, *common, i_next, burn_in, 0, int(thin), float(target),
+                     float(gamma), adapt, states, draws_all, logp_all, stats, ind)
+        ind = _refit(ind, draws_all[:, (i_next + burn_in) // 2 // thin:burn_in // thin], d, p_independent,
+                     proposal_components)
+        i_next = burn_in + 1
     burn_frac = burn_in / n_steps
     extra = {"sigma_mode": sigma_mode, "sigma": float(sigma), "errors_in_variables": bool(vs.size or vm.size),
              "slope_coords": reparam, "max_peak_slip": max_peak_slip, "pilot_steps": pilot, "gamma": float(gamma),
@@ -749,7 +810,7 @@ def run_grip_chains(
         result = _chain_result(draws_all, logp_all, k0, k1, n_done, stats, S, reparam, sampled, thin, t0, extra)
         if stopped or until is None or n_done >= total_max or until(result):
             return result
-        ind = _refit(ind, draws_all[:, k0:k1], d, p_independent)
+        ind = _refit(ind, draws_all[:, k0:k1], d, p_independent, proposal_components)
         extra["p_independent"] = float(ind[0])
         step = block if extend is None else min(block, max(int(n_steps) // 4, int(extend(result))))
         n_done = min(total_max, n_done + -(-step // int(thin)) * int(thin))
@@ -771,12 +832,12 @@ def _chain_result(draws_all: np.ndarray, logp_all: np.ndarray, k0: int, k1: int,
         extra={**extra, "independence_acceptance": float(stats[:, 3].sum() / max(1, stats[:, 2].sum()))})
 
 
-def _refit(ind: np.ndarray, x: np.ndarray, d: int, p: float) -> np.ndarray:
+def _refit(ind: np.ndarray, x: np.ndarray, d: int, p: float, components: int = 1) -> np.ndarray:
     """The independence proposal refitted to the chains' own draws ``x`` (sampler coordinates), or ``ind``
     unchanged when they give none (p = 0, too few or degenerate draws)."""
     if p <= 0.0:
         return ind
-    new = independence_proposal(x.reshape(-1, d), d, p)
+    new = independence_proposal(x.reshape(-1, d), d, p, components=components)
     return new if new[0] > 0.0 else ind
 
 
