@@ -17,7 +17,8 @@ estimated ones otherwise. Every friction sample carries ``mu_var`` (0 for measur
 
 Road changes (``surface_change``): each fit first tests its samples newer than the scope's published estimate
 against that estimate's posterior predictive (:mod:`~vehcal_ros.estimation.surface_change`); from a detected
-change on, the scope's fits use only the samples after the estimated change time.
+change on, the scope's fits use only the samples after the estimated change time (and, of the older ones, those
+in pure longitudinal slip below the change's friction level: :meth:`GripPipeline.current_surface`).
 """
 
 from __future__ import annotations
@@ -197,6 +198,21 @@ def excitation_of(data: ScopeData) -> float:
     """The span of |mu| the samples cover (95th - 5th percentile), friction: a curve is only identified by data
     that climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits."""
     return float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
+
+
+def pure_slip(data: ScopeData) -> np.ndarray:
+    """Per sample: True when it was taken in pure longitudinal slip (``lat`` 0, or no ``lat`` at all), i.e. its
+    friction follows the pure-slip curve, whose low part (the slip stiffness) a road change barely moves. A
+    sample at a slip angle under the friction ellipse (``lat`` > 0) follows the combined curve, whose apparent
+    slip stiffness K / sqrt(1 + (K lat / mu_max)^2) falls with the road's friction at every slip
+    (:func:`~vehcal_ros.models.pacejka.combined`): after a road change it does not follow the new surface's
+    curve however low its friction (on the sedan's daily drive, the dry road's samples at |mu| 0.02-0.2 sit
+    +0.3 to +0.6 SD above the wet posterior predictive, the wet samples -0.25 to +0.14 SD;
+    benchmarks/README_tire_forces.md, session 5), so :meth:`GripPipeline.current_surface` drops it."""
+    lat = getattr(data, "lat", None)
+    if lat is None:
+        return np.ones(data.t.size, dtype=bool)
+    return ~(np.asarray(lat) > 0.0)
 
 
 @dataclass
@@ -411,9 +427,10 @@ class GripPipeline:
     def current_surface(self, data: ScopeData) -> tuple[ScopeData, SurfaceChange | None]:
         """(the samples of ``data`` on the scope's current road surface, a change detected now or None): tests
         the samples newer than the published estimate against its posterior predictive
-        (estimation/surface_change.py) and drops the older ones at friction levels where the last detected change
-        showed (|mu| >= its ``level``). Reads the scope's status, changes nothing (runs in :meth:`fit`);
-        :meth:`commit` records a detected change."""
+        (estimation/surface_change.py) and drops the older ones, except those in pure longitudinal slip
+        (:func:`pure_slip`) at friction levels below where the last detected change showed (|mu| < its
+        ``level``): only there do the two surfaces share the curve. Reads the scope's status, changes nothing
+        (runs in :meth:`fit`); :meth:`commit` records a detected change."""
         st = self.status[data.scope]
         reference = None
         if st.estimate is not None and st.estimate_stamp > st.last_surface_change:  # not an old surface's
@@ -423,7 +440,7 @@ class GripPipeline:
         keep_from, level = st.last_surface_change, st.surface_change_level
         if change is not None:
             keep_from, level = change.time, change.level
-        keep = (data.t >= keep_from) | (np.abs(data.mu) < level)
+        keep = (data.t >= keep_from) | ((np.abs(data.mu) < level) & pure_slip(data))
         if keep.all():
             return data, change
         return dataclasses.replace(data, **{f.name: getattr(data, f.name)[keep] for f in dataclasses.fields(data)
