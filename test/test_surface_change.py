@@ -165,3 +165,34 @@ def test_old_surface_samples_at_a_slip_angle_are_not_kept():
     # the premise, on the dropped samples: at a slip angle the dry road's low friction sits above the wet curve
     dropped = wet.z_scores(s_old[n:], mu[n:2 * n], lat=np.full(n, lat))
     assert np.mean(dropped) > 4.0 / math.sqrt(n), np.mean(dropped)
+
+
+def test_require_new_excitation_skips_a_window_whose_peak_rests_on_old_data():
+    """A published estimate from an excited window; then only cruise samples (|mu| ~ 0) arrive: with
+    ``require_new_excitation`` the next window is not fitted (its peak would rest on the old maneuver, on a road
+    that may have changed unseen) and the estimate stays; without it (the default) the window is fitted. Once
+    an excited maneuver arrives the window is fitted again."""
+    rng = np.random.default_rng(5)
+
+    def window(t, s):
+        mu = pacejka.mf_curve(s, DRY) + NOISE * rng.standard_normal(s.size)
+        return ScopeData("front_axle", t, s, mu, np.zeros_like(s), np.zeros_like(s))
+
+    excited = (np.linspace(0.0, 10.0, 60), rng.uniform(0.0, 0.15, 60))
+    cruise = (np.linspace(10.1, 15.0, 40), 1e-4 * rng.standard_normal(40))
+    again = (np.linspace(15.1, 20.0, 40), rng.uniform(0.0, 0.15, 40))
+    pipelines = {}
+    for require in (True, False):
+        p = pipelines[require] = GripPipeline(require_new_excitation=require)
+        assert p.commit(p.fit([window(*excited)])) == ["front_axle"]
+        first = p.status["front_axle"].estimate
+        stale = window(np.concatenate([excited[0], cruise[0]]), np.concatenate([excited[1], cruise[1]]))
+        assert p.new_excitation(stale) < p.min_excitation <= p.new_excitation(window(*again))
+        (o,) = p.fit([stale])
+        p.commit([o])
+        assert o.skipped is require and (o.estimate is None) is require, (require, o.error)
+        if require:
+            assert "no new excitation" in o.error and p.status["front_axle"].estimate is first
+    p = pipelines[True]
+    (o,) = p.fit([window(*(np.concatenate(x) for x in zip(excited, cruise, again)))])
+    assert not o.skipped and o.estimate is not None

@@ -88,6 +88,7 @@ class FitOutcome:
     wall_s: float = 0.0
     surface_change: SurfaceChange | None = None   #: a road change detected in this fit's data
     skipped: bool = False    #: True when the window could never publish and the sampler was not run (pre-gate)
+    new_excitation: float = math.inf   #: excitation of the samples newer than the published estimate's data
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -237,6 +238,9 @@ class GripPipeline:
     shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
+    #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
+    #: (:meth:`pre_gate`; opt-in, measured in benchmarks/README_tire_forces.md, session 5)
+    require_new_excitation: bool = False
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -354,7 +358,8 @@ class GripPipeline:
             # window when the subsample leans to its excited blocks
             excitation = excitation_of(data if self.subsample_rule == "even" else window)
             outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
-                                 excitation=excitation, surface_change=change)
+                                 excitation=excitation, surface_change=change,
+                                 new_excitation=self.new_excitation(window))
             previous = self.warm_start_of(data.scope)
             if self.pre_gate(outcome):
                 outcomes.append(outcome)
@@ -449,13 +454,32 @@ class GripPipeline:
     def pre_gate(self, o: FitOutcome) -> bool:
         """True (and ``o`` marked skipped, with the reason as its error) when the window cannot be published
         whatever the chains give, so the sampler is not run: its excitation is below ``min_excitation`` (the
-        same gate :meth:`_withheld` applies after a fit). The scope keeps its last good estimate."""
-        if o.excitation >= self.min_excitation:
-            return False
-        o.skipped = True
-        o.error = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on the "
-                   "linear part of the curve; not fitted")
-        return True
+        same gate :meth:`_withheld` applies after a fit); with ``require_new_excitation``, also when the samples
+        that arrived since the published estimate's data do not reach it: the window's peak then rests on older
+        maneuvers, and a road change since them is invisible to the surface-change test (it sees a change only
+        where the new surface's samples leave the old curve, not on its linear part), so a new stamp would claim
+        what the data cannot show. The scope keeps its last good estimate."""
+        if o.excitation < self.min_excitation:
+            o.skipped = True
+            o.error = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on "
+                       "the linear part of the curve; not fitted")
+            return True
+        if self.require_new_excitation and o.new_excitation < self.min_excitation:
+            o.skipped = True
+            o.error = (f"no new excitation since the published estimate (excitation {o.new_excitation:.2f} < "
+                       f"min_excitation {self.min_excitation:.2f}): the peak rests on older data, on a road that may "
+                       "have changed unseen; not fitted")
+            return True
+        return False
+
+    def new_excitation(self, data: ScopeData) -> float:
+        """:func:`excitation_of` the samples of ``data`` (the current surface's) newer than the scope's published
+        estimate's data; inf before the first estimate."""
+        st = self.status[data.scope]
+        if st.estimate is None or not math.isfinite(st.estimate_stamp):
+            return math.inf
+        new = data.t > st.estimate_stamp
+        return excitation_of(dataclasses.replace(data, mu=data.mu[new])) if np.any(new) else 0.0
 
     def warm_start_of(self, scope: str) -> GripEstimate | None:
         """The fit a new fit of ``scope`` starts from (``warm_start`` on): its last sampled one if its chains met
@@ -617,6 +641,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
                         min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
                         shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
+                        require_new_excitation=bool(values.get("require_new_excitation",
+                                                               GripPipeline.require_new_excitation)),
                         surface_change=surface_change_config_from(values))
 
 
