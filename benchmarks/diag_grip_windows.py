@@ -11,9 +11,9 @@ averaged over the block's 100 Hz samples; the wheel is the one whose true fricti
   not the body's at the wheel during load-transfer transients;
 * for the windows named by ``--refit T,...``: the fit (the pipeline's configuration, its even subsample of
   ``max_fit_points``, seed 0) of the window as recorded, and with parts of it replaced by the truth: the slips,
-  the friction, the slips of the transient blocks only (|jerk| > ``--jerk``), and the true slips plus fresh white
-  noise of the stated variance (``--noise-seeds`` draws). Windows after a detected road change are refitted on
-  their samples from the change on only.
+  the friction, the slips of the transient blocks only (|jerk| > ``--jerk``), the true slips plus fresh white
+  noise of the stated variance (``--noise-seeds`` draws), and the recorded window with the flat slip prior.
+  Windows after a detected road change are refitted on their samples from the change on only.
 
 Usage: python benchmarks/diag_grip_windows.py --vehicle V --bag DIR [--scope rear_axle] [--refit 49.9,59.9]
 Not a test: a diagnosis aid whose figures benchmarks/README_tire_forces.md quotes (session 5).
@@ -162,11 +162,13 @@ def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu
             noisy = tb[:, 0] + np.sqrt(k.slip_var) * np.random.default_rng(s).standard_normal(k.t.size)
             variants.append((f"true slip + white noise #{s}", dataclasses.replace(k, slip=noisy)))
         config = dataclasses.replace(pipeline.fit_config, seed=0)
+        variants.append(("flat slip prior", k))
         print(f"{scope} window ending {r['t_end']:.1f} s ({k.t.size} samples since {r['since']:.2f} s, "
               f"{transient.sum()} transient):")
         for name, d in variants:
-            d = gp.subsample(d, pipeline.max_fit_points, "even", config.slip_prior == "deconvolved")
-            e = GripEstimator(config).fit(d.slip, d.mu, slip_var=d.slip_var, mu_var=d.mu_var, lateral=d.lat)
+            cfg = dataclasses.replace(config, slip_prior="flat") if name == "flat slip prior" else config
+            d = gp.subsample(d, pipeline.max_fit_points, "even", cfg.slip_prior == "deconvolved")
+            e = GripEstimator(cfg).fit(d.slip, d.mu, slip_var=d.slip_var, mu_var=d.mu_var, lateral=d.lat)
             print(f"  {name:30s} {show(e)}")
 
 
