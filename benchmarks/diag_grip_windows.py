@@ -80,13 +80,18 @@ def read_signals(bag: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(truth), np.array(imu), np.array(odom)
 
 
-def block_truth(truth: np.ndarray, t: np.ndarray, mu: np.ndarray, wheels: list[int], rho: float) -> np.ndarray:
-    """Per sample (true slip, true friction, true |sin alpha| / rho) of its block (t - 0.1, t], of the wheel whose
-    true friction is nearer the sample's."""
+BLOCK = 0.1
+"""s, the collector's ``average_window`` (the bench's): a block stamped t holds the samples of [t - 0.05, t + 0.05)."""
+
+
+def block_truth(truth: np.ndarray, t: np.ndarray, mu: np.ndarray, wheels: list[int], rho: float,
+                shift: float = 0.0) -> np.ndarray:
+    """Per sample (true slip, true friction, true |sin alpha| / rho) of its block [t - 0.05, t + 0.05) moved by
+    ``shift`` s, of the wheel whose true friction is nearer the sample's."""
     T = truth[:, 0]
     out = np.zeros((t.size, 3))
     for j, tj in enumerate(t):
-        m = (T > tj - 0.1 + 1e-9) & (T <= tj + 1e-9)
+        m = (T >= tj + shift - BLOCK / 2 - 1e-9) & (T < tj + shift + BLOCK / 2 - 1e-9)
         cand = [(truth[m, 1 + w].mean(), (truth[m, 9 + w] / truth[m, 13 + w]).mean(),
                  np.abs(np.sin(truth[m, 5 + w])).mean() / rho) for w in wheels]
         out[j] = min(cand, key=lambda c: abs(c[1] - mu[j]))
@@ -94,10 +99,11 @@ def block_truth(truth: np.ndarray, t: np.ndarray, mu: np.ndarray, wheels: list[i
 
 
 def jerk_at(imu: np.ndarray, t: np.ndarray, reduce=np.mean) -> np.ndarray:
-    """d a_x / dt (a_x smoothed over 9 samples) reduced over each block (t - 0.1, t]."""
+    """d a_x / dt (a_x smoothed over 9 samples) reduced over each block [t - 0.05, t + 0.05)."""
     ax = np.convolve(imu[:, 1], np.ones(9) / 9, "same")
     jerk = np.gradient(ax, imu[:, 0])
-    return np.array([reduce(jerk[(imu[:, 0] > tj - 0.1 + 1e-9) & (imu[:, 0] <= tj + 1e-9)]) for tj in t])
+    return np.array([reduce(jerk[(imu[:, 0] >= tj - BLOCK / 2 - 1e-9) & (imu[:, 0] < tj + BLOCK / 2 - 1e-9)])
+                     for tj in t])
 
 
 def sample_errors(rec: list[dict], scope: str, truth, imu, odom, rho: float) -> None:
@@ -119,6 +125,14 @@ def sample_errors(rec: list[dict], scope: str, truth, imu, odom, rho: float) -> 
         print(f"  {name:10s} slip err {np.mean(es[m]):+.5f} sd {np.std(es[m]):.5f} "
               f"(z-SD {np.std(es[m] / np.sqrt(a[m, 3])):.2f}) | mu err {np.mean(em[m]):+.4f} sd {np.std(em[m]):.4f} "
               f"(z-SD {np.std(em[m] / np.sqrt(a[m, 4])):.2f})")
+    excited = np.abs(tb[:, 1]) > 0.05
+    rms = {}
+    for shift in np.arange(-0.06, 0.0601, 0.01):
+        sh = block_truth(truth, a[excited, 0], a[excited, 2], wheels, rho, shift)
+        rms[round(float(shift), 2)] = (np.sqrt(np.mean((a[excited, 2] - sh[:, 1]) ** 2)),
+                                       np.sqrt(np.mean((a[excited, 1] - sh[:, 0]) ** 2)))
+    print("  RMS error of the excited samples (|mu| > 0.05) against the truth moved by shift s (mu, slip): "
+          + ", ".join(f"{k:+.2f}: {v[0]:.4f} / {v[1]:.5f}" for k, v in rms.items()))
     stamps, idx = np.unique(np.round(a[:, 0], 3), return_inverse=True)
     pairs = [np.flatnonzero(idx == k) for k in range(stamps.size)]
     pairs = [p for p in pairs if p.size == 2]
