@@ -175,12 +175,13 @@ def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu
         for s in range(noise_seeds):
             noisy = tb[:, 0] + np.sqrt(k.slip_var) * np.random.default_rng(s).standard_normal(k.t.size)
             variants.append((f"true slip + white noise #{s}", dataclasses.replace(k, slip=noisy)))
+            variants.append((f"true slip + white noise #{s}, flat", dataclasses.replace(k, slip=noisy)))
         config = dataclasses.replace(pipeline.fit_config, seed=0)
         variants.append(("flat slip prior", k))
         print(f"{scope} window ending {r['t_end']:.1f} s ({k.t.size} samples since {r['since']:.2f} s, "
               f"{transient.sum()} transient):")
         for name, d in variants:
-            cfg = dataclasses.replace(config, slip_prior="flat") if name == "flat slip prior" else config
+            cfg = dataclasses.replace(config, slip_prior="flat") if "flat" in name else config
             d = gp.subsample(d, pipeline.max_fit_points, "even", cfg.slip_prior == "deconvolved")
             e = GripEstimator(cfg).fit(d.slip, d.mu, slip_var=d.slip_var, mu_var=d.mu_var, lateral=d.lat)
             print(f"  {name:30s} {show(e)}")

@@ -568,6 +568,8 @@ def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -
     if "max_steps" in changes or "n_steps" in changes:
         changes["max_steps"] = max(int(changes.get("max_steps", base.max_steps)),
                                    int(changes.get("n_steps", base.n_steps)))
+    if "slip_prior" in values:   # replay/bench only (not a node parameter): "deconvolved" (default) or "flat"
+        changes["slip_prior"] = str(values["slip_prior"])
     if "theta_lower" in values and "theta_upper" in values:
         changes["bounds"] = tuple((float(a), float(b)) for a, b in zip(values["theta_lower"], values["theta_upper"]))
     return dataclasses.replace(base, **changes)
