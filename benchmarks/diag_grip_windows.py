@@ -12,7 +12,8 @@ averaged over the block's 100 Hz samples; the wheel is the one whose true fricti
 * for the windows named by ``--refit T,...``: the fit (the pipeline's configuration, its even subsample of
   ``max_fit_points``, seed 0) of the window as recorded, and with parts of it replaced by the truth: the slips,
   the friction, the slips of the transient blocks only (|jerk| > ``--jerk``), the true slips plus fresh white
-  noise of the stated variance (``--noise-seeds`` draws), and the recorded window with the flat slip prior.
+  noise of the stated variance (``--noise-seeds`` draws; ``--split``: also with the latent slips at the cruise or
+  the excited blocks only), and the recorded window with the flat slip prior.
   Windows after a detected road change are refitted on their samples from the change on only.
 
 Usage: python benchmarks/diag_grip_windows.py --vehicle V --bag DIR [--scope rear_axle] [--refit 49.9,59.9]
@@ -33,6 +34,7 @@ import bench_tire_forces as bench  # noqa: E402
 
 from vehcal_ros.estimation import grip_pipeline as gp  # noqa: E402
 from vehcal_ros.estimation.grip_fit import GripEstimator  # noqa: E402
+from vehcal_ros.estimation.latent_slip import latent_slip  # noqa: E402
 from vehcal_ros.estimation.signals import GroundTruth, ImuSample, OdomSample  # noqa: E402
 from vehcal_ros.io import bags  # noqa: E402
 from vehcal_ros.io import replay as rp  # noqa: E402
@@ -150,7 +152,7 @@ def sample_errors(rec: list[dict], scope: str, truth, imu, odom, rho: float) -> 
 
 
 def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu, rho: float, jerk: float,
-           noise_seeds: int) -> None:
+           noise_seeds: int, split: bool = False) -> None:
     """Refit the named windows with parts replaced by the truth (module docstring)."""
     wheels = [0, 1] if scope.startswith("front") else [2, 3]
 
@@ -178,6 +180,16 @@ def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu
             variants.append((f"true slip + white noise #{s}, flat", dataclasses.replace(k, slip=noisy)))
         config = dataclasses.replace(pipeline.fit_config, seed=0)
         variants.append(("flat slip prior", k))
+        if split:   # which samples' deconvolution moves the fit: latent slips at |true mu| < 0.05 or >= 0.05 only
+            for s in range(noise_seeds):
+                noisy = tb[:, 0] + np.sqrt(k.slip_var) * np.random.default_rng(s).standard_normal(k.t.size)
+                d = gp.subsample(dataclasses.replace(k, slip=noisy), pipeline.max_fit_points, "even", False)
+                low = np.abs(block_truth(truth, d.t, d.mu, wheels, rho)[:, 1]) < 0.05
+                m, w = latent_slip(d.slip, d.slip_var)
+                for part, where in (("cruise", low), ("excited", ~low)):
+                    variants.append((f"noise #{s}, deconvolved at {part} only, flat",
+                                     dataclasses.replace(d, slip=np.where(where, m, d.slip),
+                                                         slip_var=np.where(where, w, d.slip_var))))
         print(f"{scope} window ending {r['t_end']:.1f} s ({k.t.size} samples since {r['since']:.2f} s, "
               f"{transient.sum()} transient):")
         for name, d in variants:
@@ -195,6 +207,9 @@ def main() -> int:
     ap.add_argument("--refit", default="", help="stamps (s) of windows to refit, comma separated")
     ap.add_argument("--jerk", type=float, default=2.0, help="m/s^3: a block with |d a_x/dt| above is transient")
     ap.add_argument("--noise-seeds", type=int, default=2)
+    ap.add_argument("--split", action="store_true",
+                    help="also refit the noisy true slips with the latent slips at the cruise (|true mu| < 0.05) or "
+                         "the excited blocks only (the other samples as measured, flat prior)")
     args = ap.parse_args()
     import tempfile
 
@@ -207,7 +222,7 @@ def main() -> int:
     sample_errors(rec, args.scope, truth, imu, odom, rho)
     if args.refit:
         refits(rec, args.scope, [float(x) for x in args.refit.split(",")], pipeline, truth, imu, rho, args.jerk,
-               args.noise_seeds)
+               args.noise_seeds, args.split)
     return 0
 
 
