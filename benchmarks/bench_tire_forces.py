@@ -19,7 +19,7 @@ and so do (issue 11, session 3) the toe tables, wheel rates, pitch at rest and t
 give each friction sample its wheel heading and slip angle (the replay's ``vehicle`` parameter is that file).
 
 Usage:  python benchmarks/bench_tire_forces.py [--vehicle hmmwv|sedan] [--scenario daily_driving] [--seed 0]
-        [--torque-noise 20] [--skip-replay] [--json OUT]
+        [--torque-noise 20] [--skip-replay] [--json OUT] [--bag DIR]
 Prints the figures and one markdown row for benchmarks/README_tire_forces.md (with date and load).
 """
 
@@ -200,17 +200,20 @@ def main() -> int:
                     help="extra grip_estimator parameter for the replay (YAML value), e.g. surface_change_threshold=0")
     ap.add_argument("--jobs", type=int, default=1, help="replay worker processes (1: in this process, CPU s measured)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--bag", default=None, metavar="DIR",
+                    help="keep the simulated bag here, or reuse it if it exists (same vehicle, scenario and seed)")
     args = ap.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        bag = Path(tmp) / "drive"
+        bag = Path(args.bag) if args.bag else Path(tmp) / "drive"
         scenario = load_scenario(args.scenario, vehicle=args.vehicle)
         spec = scenario.sensors["wheel_speeds"]
         torque_noise = args.torque_noise if args.torque_noise is not None else float(spec.noise_std.get("torque", 0.0))
         omega_noise = float(spec.noise_std.get("omega", 0.0)) or 1e-3
         desc_path, veh, geometry = description_file(args.vehicle, Path(tmp) / "vehicle.yaml")
-        sim_s = simulate(args.scenario, args.vehicle, args.seed, bag)
-        print(f"simulated {scenario.name} on {args.vehicle} (seed {args.seed}, tire-force topic off) in {sim_s:.1f} s;"
+        sim_s = simulate(args.scenario, args.vehicle, args.seed, bag) if not bag.exists() else 0.0
+        done = "reused" if sim_s == 0.0 else "simulated"
+        print(f"{done} {scenario.name} on {args.vehicle} (seed {args.seed}, tire-force topic off) in {sim_s:.1f} s;"
               f" estimator: torque_noise {torque_noise} N m, wheel_speed_noise {omega_noise} rad/s")
         config = TireForceConfig(vehicle=veh, torque_std=torque_noise, wheel_speed_std=omega_noise)
         acc = force_accuracy(bag, config)

@@ -187,3 +187,6 @@ def test_pipeline_withholds_estimates_below_the_excitation_gate():
     assert cfg.bounds[0] == (5.0, 45.0)
     with pytest.raises(InputError, match="bounds"):
         fit_config_from({"theta_lower": [50, 0.5, 0.2, -2, -0.05, -0.3], "theta_upper": [45, 2, 2, 0, 0.05, 0.3]})
+    assert fit_config_from({"slip_prior": "flat"}).slip_prior == "flat"    # replay/bench only (issue 11 session 5)
+    with pytest.raises(InputError, match="slip_prior"):
+        fit_config_from({"slip_prior": "none"})

@@ -122,3 +122,77 @@ def test_pipeline_drops_the_previous_surface():
     assert on.estimate is not None and on.estimate.mu_max_lower <= 0.3 <= on.estimate.mu_max_upper
     off, _ = results["off"]
     assert off.surface_change is None and off.n_points == 70
+
+
+WET_SAME_STIFFNESS = np.array([15.0, 1.65, 0.6, -0.5, 0.0, 0.0])   # peak 0.6, the DRY curve's slip stiffness B C D
+
+
+def _ellipse_friction(slip: np.ndarray, theta: np.ndarray, lat: float) -> np.ndarray:
+    """Longitudinal friction of a tire at a slip angle (lat = |sin alpha| / rho) under the friction ellipse."""
+    f0, df0 = pacejka.mf_curve(slip, theta), pacejka.slope(slip, theta)
+    d = theta[2] + theta[5]
+    return np.array([pacejka.combined(float(s), float(f), float(g), lat / d)[0] for s, f, g in zip(slip, f0, df0)])
+
+
+def test_old_surface_samples_at_a_slip_angle_are_not_kept():
+    """After a detected dry -> wet change the pipeline keeps the dry samples below the change's friction level
+    only if they follow the wet curve: in pure slip they do (same slip stiffness), under the friction ellipse at
+    a slip angle they do not (the apparent stiffness falls with the road's peak). Known truth: the wet curve;
+    the kept samples' posterior-predictive residuals under it must be N(0, 1)-like (mean within 4 standard
+    errors of 0), and the dry pure-slip samples must stay."""
+    rng = np.random.default_rng(11)
+    n, lat, level = 150, 0.035, 0.12            # lat: a 2 deg slip angle, rho 1
+    s_old = rng.uniform(0.001, 0.007, 2 * n)    # |mu| up to ~0.1, below the level
+    mu_old = np.concatenate([pacejka.mf_curve(s_old[:n], DRY), _ellipse_friction(s_old[n:], DRY, lat)])
+    s_new = rng.uniform(0.0, 0.02, n)
+    mu_new = _ellipse_friction(s_new, WET_SAME_STIFFNESS, lat)
+    t = np.concatenate([np.linspace(0.0, 9.9, 2 * n), np.linspace(10.0, 20.0, n)])
+    slip = np.concatenate([s_old, s_new])
+    mu = np.concatenate([mu_old, mu_new]) + NOISE * rng.standard_normal(3 * n)
+    lat_all = np.concatenate([np.zeros(n), np.full(2 * n, lat)])   # old pure slip, old at a slip angle, new
+    data = ScopeData("front_axle", t, slip, mu, np.zeros(3 * n), np.zeros(3 * n), lat=lat_all)
+    assert np.all(np.abs(mu_old) < level)
+    p = GripPipeline()
+    st = p.status["front_axle"]
+    st.last_surface_change, st.surface_change_level = 10.0, level
+    kept, change = p.current_surface(data)
+    assert change is None                        # no published estimate: nothing to test against
+    old_kept = kept.t < 10.0
+    assert np.sum(kept.t >= 10.0) == n and np.sum(old_kept) == n and np.all(kept.lat[old_kept] == 0.0)
+    wet = PredictiveReference(WET_SAME_STIFFNESS.copy(), np.zeros((6, 6)), NOISE, stamp=-1.0)
+    z = wet.z_scores(kept.slip, kept.mu, lat=kept.lat)
+    assert abs(np.mean(z)) < 4.0 / math.sqrt(z.size), np.mean(z)
+    # the premise, on the dropped samples: at a slip angle the dry road's low friction sits above the wet curve
+    dropped = wet.z_scores(s_old[n:], mu[n:2 * n], lat=np.full(n, lat))
+    assert np.mean(dropped) > 4.0 / math.sqrt(n), np.mean(dropped)
+
+
+def test_require_new_excitation_skips_a_window_whose_peak_rests_on_old_data():
+    """A published estimate from an excited window; then only cruise samples (|mu| ~ 0) arrive: with
+    ``require_new_excitation`` the next window is not fitted (its peak would rest on the old maneuver, on a road
+    that may have changed unseen) and the estimate stays; without it (the default) the window is fitted. Once
+    an excited maneuver arrives the window is fitted again."""
+    rng = np.random.default_rng(5)
+
+    def window(t, s):
+        mu = pacejka.mf_curve(s, DRY) + NOISE * rng.standard_normal(s.size)
+        return ScopeData("front_axle", t, s, mu, np.zeros_like(s), np.zeros_like(s))
+
+    excited = (np.linspace(0.0, 10.0, 60), rng.uniform(0.0, 0.15, 60))
+    cruise = (np.linspace(10.1, 15.0, 40), 1e-4 * rng.standard_normal(40))
+    again = (np.linspace(15.1, 20.0, 40), rng.uniform(0.0, 0.15, 40))
+    pipelines = {}
+    for require in (True, False):
+        p = pipelines[require] = GripPipeline(require_new_excitation=require)
+        assert p.commit(p.fit([window(*excited)])) == ["front_axle"]
+        first = p.status["front_axle"].estimate
+        stale = window(np.concatenate([excited[0], cruise[0]]), np.concatenate([excited[1], cruise[1]]))
+        assert p.new_excitation(stale) < p.min_excitation <= p.new_excitation(window(*again))
+        (o,) = p.fit([stale])
+        p.commit([o])
+        assert o.skipped is require and (o.estimate is None) is require, (require, o.error)
+        if require:
+            assert "no new excitation" in o.error and p.status["front_axle"].estimate is first
+    p = pipelines[True]
+    (o,) = p.fit([window(*(np.concatenate(x) for x in zip(excited, cruise, again)))])
+    assert not o.skipped and o.estimate is not None

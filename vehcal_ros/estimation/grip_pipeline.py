@@ -17,7 +17,8 @@ estimated ones otherwise. Every friction sample carries ``mu_var`` (0 for measur
 
 Road changes (``surface_change``): each fit first tests its samples newer than the scope's published estimate
 against that estimate's posterior predictive (:mod:`~vehcal_ros.estimation.surface_change`); from a detected
-change on, the scope's fits use only the samples after the estimated change time.
+change on, the scope's fits use only the samples after the estimated change time (and, of the older ones, those
+in pure longitudinal slip below the change's friction level: :meth:`GripPipeline.current_surface`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class FitOutcome:
     wall_s: float = 0.0
     surface_change: SurfaceChange | None = None   #: a road change detected in this fit's data
     skipped: bool = False    #: True when the window could never publish and the sampler was not run (pre-gate)
+    new_excitation: float = math.inf   #: excitation of the samples newer than the published estimate's data
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -199,6 +201,21 @@ def excitation_of(data: ScopeData) -> float:
     return float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
 
 
+def pure_slip(data: ScopeData) -> np.ndarray:
+    """Per sample: True when it was taken in pure longitudinal slip (``lat`` 0, or no ``lat`` at all), i.e. its
+    friction follows the pure-slip curve, whose low part (the slip stiffness) a road change barely moves. A
+    sample at a slip angle under the friction ellipse (``lat`` > 0) follows the combined curve, whose apparent
+    slip stiffness K / sqrt(1 + (K lat / mu_max)^2) falls with the road's friction at every slip
+    (:func:`~vehcal_ros.models.pacejka.combined`): after a road change it does not follow the new surface's
+    curve however low its friction (on the sedan's daily drive, the dry road's samples at |mu| 0.02-0.2 sit
+    +0.3 to +0.6 SD above the wet posterior predictive, the wet samples -0.25 to +0.14 SD;
+    benchmarks/README_tire_forces.md, session 5), so :meth:`GripPipeline.current_surface` drops it."""
+    lat = getattr(data, "lat", None)
+    if lat is None:
+        return np.ones(data.t.size, dtype=bool)
+    return ~(np.asarray(lat) > 0.0)
+
+
 @dataclass
 class GripPipeline:
     """Signals in, per-scope grip estimates out; see the module docstring for the cycle."""
@@ -221,6 +238,9 @@ class GripPipeline:
     shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
+    #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
+    #: (:meth:`pre_gate`; opt-in, measured in benchmarks/README_tire_forces.md, session 5)
+    require_new_excitation: bool = False
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -338,7 +358,8 @@ class GripPipeline:
             # window when the subsample leans to its excited blocks
             excitation = excitation_of(data if self.subsample_rule == "even" else window)
             outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
-                                 excitation=excitation, surface_change=change)
+                                 excitation=excitation, surface_change=change,
+                                 new_excitation=self.new_excitation(window))
             previous = self.warm_start_of(data.scope)
             if self.pre_gate(outcome):
                 outcomes.append(outcome)
@@ -411,9 +432,10 @@ class GripPipeline:
     def current_surface(self, data: ScopeData) -> tuple[ScopeData, SurfaceChange | None]:
         """(the samples of ``data`` on the scope's current road surface, a change detected now or None): tests
         the samples newer than the published estimate against its posterior predictive
-        (estimation/surface_change.py) and drops the older ones at friction levels where the last detected change
-        showed (|mu| >= its ``level``). Reads the scope's status, changes nothing (runs in :meth:`fit`);
-        :meth:`commit` records a detected change."""
+        (estimation/surface_change.py) and drops the older ones, except those in pure longitudinal slip
+        (:func:`pure_slip`) at friction levels below where the last detected change showed (|mu| < its
+        ``level``): only there do the two surfaces share the curve. Reads the scope's status, changes nothing
+        (runs in :meth:`fit`); :meth:`commit` records a detected change."""
         st = self.status[data.scope]
         reference = None
         if st.estimate is not None and st.estimate_stamp > st.last_surface_change:  # not an old surface's
@@ -423,7 +445,7 @@ class GripPipeline:
         keep_from, level = st.last_surface_change, st.surface_change_level
         if change is not None:
             keep_from, level = change.time, change.level
-        keep = (data.t >= keep_from) | (np.abs(data.mu) < level)
+        keep = (data.t >= keep_from) | ((np.abs(data.mu) < level) & pure_slip(data))
         if keep.all():
             return data, change
         return dataclasses.replace(data, **{f.name: getattr(data, f.name)[keep] for f in dataclasses.fields(data)
@@ -432,13 +454,32 @@ class GripPipeline:
     def pre_gate(self, o: FitOutcome) -> bool:
         """True (and ``o`` marked skipped, with the reason as its error) when the window cannot be published
         whatever the chains give, so the sampler is not run: its excitation is below ``min_excitation`` (the
-        same gate :meth:`_withheld` applies after a fit). The scope keeps its last good estimate."""
-        if o.excitation >= self.min_excitation:
-            return False
-        o.skipped = True
-        o.error = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on the "
-                   "linear part of the curve; not fitted")
-        return True
+        same gate :meth:`_withheld` applies after a fit); with ``require_new_excitation``, also when the samples
+        that arrived since the published estimate's data do not reach it: the window's peak then rests on older
+        maneuvers, and a road change since them is invisible to the surface-change test (it sees a change only
+        where the new surface's samples leave the old curve, not on its linear part), so a new stamp would claim
+        what the data cannot show. The scope keeps its last good estimate."""
+        if o.excitation < self.min_excitation:
+            o.skipped = True
+            o.error = (f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on "
+                       "the linear part of the curve; not fitted")
+            return True
+        if self.require_new_excitation and o.new_excitation < self.min_excitation:
+            o.skipped = True
+            o.error = (f"no new excitation since the published estimate (excitation {o.new_excitation:.2f} < "
+                       f"min_excitation {self.min_excitation:.2f}): the peak rests on older data, on a road that may "
+                       "have changed unseen; not fitted")
+            return True
+        return False
+
+    def new_excitation(self, data: ScopeData) -> float:
+        """:func:`excitation_of` the samples of ``data`` (the current surface's) newer than the scope's published
+        estimate's data; inf before the first estimate."""
+        st = self.status[data.scope]
+        if st.estimate is None or not math.isfinite(st.estimate_stamp):
+            return math.inf
+        new = data.t > st.estimate_stamp
+        return excitation_of(dataclasses.replace(data, mu=data.mu[new])) if np.any(new) else 0.0
 
     def warm_start_of(self, scope: str) -> GripEstimate | None:
         """The fit a new fit of ``scope`` starts from (``warm_start`` on): its last sampled one if its chains met
@@ -527,6 +568,8 @@ def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -
     if "max_steps" in changes or "n_steps" in changes:
         changes["max_steps"] = max(int(changes.get("max_steps", base.max_steps)),
                                    int(changes.get("n_steps", base.n_steps)))
+    if "slip_prior" in values:   # replay/bench only (not a node parameter): "deconvolved" (default) or "flat"
+        changes["slip_prior"] = str(values["slip_prior"])
     if "theta_lower" in values and "theta_upper" in values:
         changes["bounds"] = tuple((float(a), float(b)) for a, b in zip(values["theta_lower"], values["theta_upper"]))
     return dataclasses.replace(base, **changes)
@@ -600,6 +643,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
                         min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
                         shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
+                        require_new_excitation=bool(values.get("require_new_excitation",
+                                                               GripPipeline.require_new_excitation)),
                         surface_change=surface_change_config_from(values))
 
 

@@ -23,11 +23,13 @@ optimal for a shift of delta standard deviations); h sets the false-alarm rate. 
 as the stamp of the first sample of the run that crossed h (the sample after the statistic was last zero),
 the maximum-likelihood change point of the CUSUM. The grip pipeline then drops the samples before it from
 the scope's fits -- those at friction levels |mu| where the change showed: the old surface's samples below the
-lowest |mu| of the samples that drove the CUSUM run (``level``) are kept, since there the new surface's samples
-followed the old curve (a tire's slip stiffness barely depends on the road, and without those low-slip samples
-the first fit after a change sees one maneuver only) -- and waits for the next published estimate as its new
-reference. :func:`detect_surface_change` is a pure function of the data and the reference, so a replay whose
-fits run in other processes (io/replay_parallel.py) detects the same changes as the live node.
+lowest |mu| of the samples that drove the CUSUM run (``level``) are kept if they were taken in pure
+longitudinal slip, since there the new surface's samples followed the old curve (a tire's pure-slip stiffness
+barely depends on the road, and without those low-slip samples the first fit after a change sees one maneuver
+only); samples taken at a slip angle under the friction ellipse are dropped at every level, their apparent slip
+stiffness depending on the road's friction (grip_pipeline.pure_slip) -- and waits for the next published
+estimate as its new reference. :func:`detect_surface_change` is a pure function of the data and the reference,
+so a replay whose fits run in other processes (io/replay_parallel.py) detects the same changes as the live node.
 
 What it cannot see: in the linear part of the curve the slip stiffness (B C D) of a tire barely changes with
 the road (the simulator's Pac02 scales the peak only), so a change is detected when the new surface's samples
@@ -113,7 +115,7 @@ class SurfaceChange:
     time: float         #: estimated change time (s): the first sample of the CUSUM run that crossed the threshold
     detected_at: float  #: stamp of the sample that crossed it (s)
     level: float        #: |mu| of the lowest sample that drove the run: below it the new surface's samples agreed
-    #: with the old curve, so the old surface's samples below it are kept (module docstring)
+    #: with the old curve, so the old surface's pure-slip samples below it are kept (module docstring)
 
 
 def cusum_change(t: np.ndarray, z: np.ndarray, threshold: float, drift: float) -> tuple[float, float, int] | None:
