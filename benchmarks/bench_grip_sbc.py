@@ -25,6 +25,13 @@ Cases (``--case``):
   pipeline fits it: ``grip_pipeline.subsample`` to ``max_fit_points`` = 100 (chosen by |slip|, each slip's
   posterior under the slip distribution deconvolved from all 600), then the fit with ``slip_prior="flat"``. The
   subsample itself is under test: if choosing on the slips biased the posterior, the ranks would show it.
+* ``live_warm`` (issue 13, session 5): the warm-started fit, as the pipeline runs most fits. Two ``live_latent``
+  data sets A and B from the same theta; a cold fit on A (the previous window), then the fit of the next window
+  (A without its first ``WARM_SHIFT`` samples, plus B's first ``WARM_SHIFT``: one sixth of the window changed,
+  as after a 5 s cycle of a 30 s window) warm-started from it exactly as ``GripPipeline`` does it (its
+  ``warm_steps`` and ``warm_burn_in``; carried draws, independence proposal, end-of-burn-in refit). The ranks are
+  those of the second fit: the warm start only chooses starts and proposals, so its posterior is still the
+  posterior of its own window's data, and the ranks must be uniform.
 
 ``--e-upper X`` sets the prior's upper bound on E (Table 3: 0) in simulation AND fit.
 
@@ -43,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 N_POINTS = 100
+WARM_SHIFT = 17   # samples of a 100-sample window that change from one cycle to the next (case live_warm)
 SIGMA_PAPER = 2.53e-2
 MAX_PEAK_SLIP = 0.1
 L_RANK = 99  # ranks in 0..99: 100 possible values
@@ -99,12 +107,13 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
 
 
 def one(args: tuple) -> dict:
-    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds[, e_upper[, window_rule]]]]) -> the fit's
-    ranks and interval hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces Table 3's shift
-    bounds by +-limit in BOTH the simulation prior and the fit's prior (SBC needs them equal), so it is also a
-    narrower SBC design;
+    """(case, k, seed, n_steps, max_steps[, n_chains[, shift_bounds[, e_upper[, window_rule[, warm_steps]]]]])
+    -> the fit's ranks and interval hits for data set k. ``shift_bounds`` = (s_h limit, s_v limit) replaces
+    Table 3's shift bounds by +-limit in BOTH the simulation prior and the fit's prior (SBC needs them equal), so
+    it is also a narrower SBC design;
     ``e_upper`` likewise replaces the upper bound of E; ``window_rule`` "even" (case live_window) takes the 100
-    samples evenly in time as before issue 11's session 4 (a control)."""
+    samples evenly in time as before issue 11's session 4 (a control); ``warm_steps`` (case live_warm) replaces
+    the pipeline's ``warm_steps``."""
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
@@ -118,7 +127,11 @@ def one(args: tuple) -> dict:
     if len(rest) > 2 and rest[2] is not None:
         b[3, 1] = rest[2]
     theta = draw_theta(rng, b)
-    data = simulate(case, theta, rng)
+    data = simulate("live_latent" if case == "live_warm" else case, theta, rng)
+    previous = None
+    if case == "live_warm":   # the window before: A; this window: A shifted by WARM_SHIFT samples of B
+        previous, later = data, simulate("live_latent", theta, rng)
+        data = {key: np.concatenate([previous[key][WARM_SHIFT:], later[key][:WARM_SHIFT]]) for key in previous}
     slip_prior = "flat" if case == "live" else GripConfig.slip_prior
     if case == "live_window":   # the pipeline's subsample of the window (module docstring)
         from vehcal_ros.estimation.grip_pipeline import subsample
@@ -136,7 +149,17 @@ def one(args: tuple) -> dict:
                      slip_prior=slip_prior)
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
     try:
-        e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"))
+        warm = None
+        if previous is not None:
+            import dataclasses
+
+            from vehcal_ros.estimation.grip_pipeline import GripPipeline
+
+            warm = GripEstimator(cfg).fit(previous["slip"], previous["mu"], slip_var=previous["slip_var"])
+            warm_steps = rest[4] if len(rest) > 4 and rest[4] else GripPipeline.warm_steps
+            cfg = dataclasses.replace(cfg, seed=k + 1_000_000, n_steps=int(warm_steps),
+                                      burn_in=GripPipeline.warm_burn_in)
+        e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"), warm_start=warm)
     except EstimationError as exc:
         out["failed"] = str(exc)
         return out
@@ -224,13 +247,14 @@ def plot(results: list[dict], summ: dict, case: str, path: Path) -> None:
 
 def run(case: str, n_sets: int, jobs: int, seed: int, n_steps: int, max_steps: int,
         partial: Path | None = None, shift_bounds: tuple[float, float] | None = None,
-        e_upper: float | None = None, window_rule: str = "excitation") -> tuple[list[dict], dict]:
+        e_upper: float | None = None, window_rule: str = "excitation",
+        warm_steps: int | None = None) -> tuple[list[dict], dict]:
     """Fit the data sets (in ``jobs`` processes); with ``partial``, results so far are rewritten there every 10
     sets and data sets already in it are not refitted (a long run can be resumed)."""
     done: dict[int, dict] = {}
     if partial is not None and partial.exists():
         done = {r["k"]: r for r in json.loads(partial.read_text())["results"]}
-    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds, e_upper, window_rule)
+    tasks = [(case, k, seed, n_steps, max_steps, None, shift_bounds, e_upper, window_rule, warm_steps)
              for k in range(n_sets) if k not in done]
     results = list(done.values())
 
@@ -262,7 +286,7 @@ def _cpu_s() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=("paper", "live", "live_latent", "live_window"), default="paper")
+    ap.add_argument("--case", choices=("paper", "live", "live_latent", "live_window", "live_warm"), default="paper")
     ap.add_argument("--sets", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=2018)
@@ -275,11 +299,14 @@ def main() -> None:
                     help="prior E <= this in simulation AND fit (default: Table 3, 0; Pacejka's limit is 1)")
     ap.add_argument("--window-subsample", choices=("excitation", "even"), default="excitation",
                     help="live_window: the pipeline's subsample (default) or evenly in time (the former rule)")
+    ap.add_argument("--warm-steps", type=int, default=None,
+                    help="live_warm: steps before the warm fit's first check (default: the pipeline's warm_steps)")
     args = ap.parse_args()
     sb = args.shift_bounds
     tag = args.case if sb is None else f"{args.case}_shift{sb[0]:g}_{sb[1]:g}"
     tag += "" if args.e_upper is None else f"_E{args.e_upper:g}"
     tag += "" if args.window_subsample == "excitation" else f"_{args.window_subsample}"
+    tag += "" if args.warm_steps is None else f"_warm{args.warm_steps}"
     t0 = time.perf_counter()
     cpu0 = _cpu_s()
     load0 = os.getloadavg()
@@ -287,7 +314,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results, summ = run(args.case, args.sets, args.jobs, args.seed, args.steps, args.max_steps,
                         partial=out / f"grip_sbc_{tag}.partial.json", shift_bounds=args.shift_bounds,
-                        e_upper=args.e_upper, window_rule=args.window_subsample)
+                        e_upper=args.e_upper, window_rule=args.window_subsample, warm_steps=args.warm_steps)
     summ.update(wall_s=time.perf_counter() - t0, cpu_s=_cpu_s() - cpu0, load_start=load0, load_end=os.getloadavg(),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), case=args.case,
                 shift_bounds=args.shift_bounds, e_upper=args.e_upper)
