@@ -1,11 +1,13 @@
 """launch/estimate.launch.py with the real ROS 2 ``launch`` / ``launch_ros`` packages.
 
 Those are not on PyPI (the PyPI project called ``launch`` is an unrelated 2017 tool), so in the pip environment
-these tests are reported as skipped with the reason; on a ROS 2 install (``source /opt/ros/<distro>/setup.bash``
-after ``colcon build``) they run: the structural tests (arguments, nodes, namespace, per-vehicle clock remap)
-always; launch's own LaunchService running the package built into a colcon-style prefix (namespace:=truck7
-sim:=true scenario:=coast_down) where ``launch`` is importable; the ``ros2 launch`` smoke test when ros2cli is
-there and the package is installed in the sourced workspace.
+these tests are reported as skipped with the reason; where ``launch`` and ``launch_ros`` are importable (a
+sourced ROS 2 install) they run against the package built into a colcon-style prefix (first on
+AMENT_PREFIX_PATH): the structural tests (arguments, nodes, namespace, per-vehicle clock remap); launch's own
+LaunchService running it (namespace:=truck7 sim:=true scenario:=coast_down); the ``ros2 launch`` smoke test when
+ros2cli is there too. Checked outside CI on 2026-11-25 with ros2/launch 3.7.1, launch_ros 0.28.0 and ros2cli
+built from their sources beside the pip rclpy (composition_interfaces, which launch_ros imports for composable
+node containers only, replaced by an empty placeholder): all four pass.
 """
 
 from __future__ import annotations
@@ -23,8 +25,26 @@ LAUNCH_FILE = ROOT / "launch" / "estimate.launch.py"
 
 launch = pytest.importorskip("launch", reason="ROS 2's launch package is not installed (not on PyPI)")
 if not hasattr(launch, "LaunchDescription"):
-    pytest.skip("the installed 'launch' is not ROS 2's launch package", allow_module_level=True)
+    pytest.skip("ROS 2's launch package is not installed ('launch' is only this repository's launch/ folder; "
+                "launch is not on PyPI)", allow_module_level=True)
 launch_ros = pytest.importorskip("launch_ros", reason="ROS 2's launch_ros package is not installed")
+
+
+@pytest.fixture(scope="module")
+def built_prefix() -> Path:
+    """The package built into a colcon-style prefix (test_install_layout.install_prefix), once per module."""
+    from test_install_layout import install_prefix
+
+    return install_prefix()
+
+
+@pytest.fixture
+def package_index(built_prefix, monkeypatch) -> Path:
+    """That prefix first on AMENT_PREFIX_PATH: the launch file's default params_file (FindPackageShare) resolves
+    to the built package even where no ROS 2 workspace is sourced."""
+    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join(
+        [str(built_prefix), *filter(None, [os.environ.get("AMENT_PREFIX_PATH")])]))
+    return built_prefix
 
 
 def _description(**arguments: str):
@@ -51,7 +71,7 @@ def _nodes(ld, context) -> dict[str, object]:
     return out
 
 
-def test_launch_declares_the_documented_arguments_and_nodes() -> None:
+def test_launch_declares_the_documented_arguments_and_nodes(package_index) -> None:
     ld, context = _description(params_file=str(ROOT / "config" / "estimate.yaml"))
     names = {a.name for a in ld.entities if isinstance(a, launch.actions.DeclareLaunchArgument)}
     assert names == {"params_file", "namespace", "sim", "use_sim_time", "scenario"}
@@ -63,7 +83,7 @@ def test_launch_declares_the_documented_arguments_and_nodes() -> None:
         assert f"{exe} = vehcal_ros.nodes.{exe}:main" in setup or f"{exe}=vehcal_ros.nodes.{exe}:main" in setup
 
 
-def test_namespace_and_per_vehicle_clock() -> None:
+def test_namespace_and_per_vehicle_clock(package_index) -> None:
     """namespace:=truck7 reaches every node; with sim:=true /clock is remapped to clock (/truck7/clock) so two
     simulated vehicles keep separate clocks; without the simulator the remap is a no-op."""
     for sim, clock in (("true", "clock"), ("false", "/clock")):
@@ -75,15 +95,11 @@ def test_namespace_and_per_vehicle_clock() -> None:
 
 
 @pytest.mark.slow
-def test_ros2_launch_starts_the_estimators(tmp_path) -> None:
+def test_ros2_launch_starts_the_estimators(tmp_path, package_index) -> None:
+    """`ros2 launch vehcal_ros estimate.launch.py` on the package built into a colcon-style prefix (first on
+    AMENT_PREFIX_PATH; a sourced workspace's own build of it comes after): both estimators start."""
     if shutil.which("ros2") is None:
-        pytest.skip("no ros2 command (source a ROS 2 install with this package built)")
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-
-    try:
-        get_package_share_directory("vehcal_ros")
-    except PackageNotFoundError:
-        pytest.skip("vehcal_ros is not installed in the sourced workspace (colcon build first)")
+        pytest.skip("no ros2 command (ros2cli is not on PyPI: source a ROS 2 install)")
     env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_DOMAIN_ID": "93",
            "ROS_LOG_DIR": str(tmp_path)}
     proc = subprocess.Popen(["ros2", "launch", "vehcal_ros", "estimate.launch.py"], env=env,
@@ -111,7 +127,7 @@ sys.exit(service.run())
 
 @pytest.mark.slow
 @pytest.mark.ros
-def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclpy_context) -> None:
+def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclpy_context, built_prefix) -> None:
     """The launch file of a colcon-style install prefix (test_install_layout.install_prefix) run by launch's own
     LaunchService (what `ros2 launch` does, without ros2cli) with namespace:=truck7 sim:=true
     scenario:=coast_down: the simulator finds the scenario by name, both estimators subscribe under /truck7, the
@@ -122,9 +138,9 @@ def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclp
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from ros_util import spin_until, stop
-    from test_install_layout import install_prefix, installed_env
+    from test_install_layout import installed_env
 
-    prefix = install_prefix()
+    prefix = built_prefix
     env = installed_env(prefix, prefix.parent)
     # the sourced ROS 2 environment (launch, launch_ros and their dependencies) stays; the source tree goes
     kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
