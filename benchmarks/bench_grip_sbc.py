@@ -41,6 +41,7 @@ Cases (``--case``):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -151,8 +152,6 @@ def one(args: tuple) -> dict:
     try:
         warm = None
         if previous is not None:
-            import dataclasses
-
             from vehcal_ros.estimation.grip_pipeline import GripPipeline
 
             warm = GripEstimator(cfg).fit(previous["slip"], previous["mu"], slip_var=previous["slip_var"])

@@ -195,10 +195,15 @@ def stratified_indices(key: np.ndarray, n_max: int) -> np.ndarray:
     return np.unique(np.asarray(chosen, dtype=int))   # n_max, or n_max - 1 when a stratum chose the newest
 
 
+def mu_span(mu: np.ndarray) -> float:
+    """The span of |mu| (95th - 5th percentile), friction; 0 without samples."""
+    return float(np.subtract(*np.quantile(np.abs(mu), [0.95, 0.05]))) if mu.size else 0.0
+
+
 def excitation_of(data: ScopeData) -> float:
-    """The span of |mu| the samples cover (95th - 5th percentile), friction: a curve is only identified by data
-    that climb it; one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits."""
-    return float(np.subtract(*np.quantile(np.abs(data.mu), [0.95, 0.05]))) if data.mu.size else 0.0
+    """The span of |mu| the samples cover (:func:`mu_span`): a curve is only identified by data that climb it;
+    one cluster (e.g. a launch at constant acceleration) spans nothing, however high it sits."""
+    return mu_span(data.mu)
 
 
 def pure_slip(data: ScopeData) -> np.ndarray:
@@ -359,7 +364,8 @@ class GripPipeline:
             excitation = excitation_of(data if self.subsample_rule == "even" else window)
             outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
                                  excitation=excitation, surface_change=change,
-                                 new_excitation=self.new_excitation(window))
+                                 new_excitation=self.new_excitation(window) if self.require_new_excitation
+                                 else math.inf)
             previous = self.warm_start_of(data.scope)
             if self.pre_gate(outcome):
                 outcomes.append(outcome)
@@ -478,8 +484,7 @@ class GripPipeline:
         st = self.status[data.scope]
         if st.estimate is None or not math.isfinite(st.estimate_stamp):
             return math.inf
-        new = data.t > st.estimate_stamp
-        return excitation_of(dataclasses.replace(data, mu=data.mu[new])) if np.any(new) else 0.0
+        return mu_span(data.mu[data.t > st.estimate_stamp])
 
     def warm_start_of(self, scope: str) -> GripEstimate | None:
         """The fit a new fit of ``scope`` starts from (``warm_start`` on): its last sampled one if its chains met
@@ -551,7 +556,7 @@ class GripPipeline:
 # ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
 FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_steps", "max_peak_slip", "prior_mode",
-              "interval_prob", "seed")
+              "interval_prob", "seed", "slip_prior")   # slip_prior: replay/bench only, not a node parameter
 #: grip_estimator publication gates -> the GripConfig thresholds of the convergence rule (the chains are
 #: extended until the estimate passes the same gates the node publishes with)
 GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_ess_tail": "ess_tail_threshold"}
@@ -568,8 +573,6 @@ def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -
     if "max_steps" in changes or "n_steps" in changes:
         changes["max_steps"] = max(int(changes.get("max_steps", base.max_steps)),
                                    int(changes.get("n_steps", base.n_steps)))
-    if "slip_prior" in values:   # replay/bench only (not a node parameter): "deconvolved" (default) or "flat"
-        changes["slip_prior"] = str(values["slip_prior"])
     if "theta_lower" in values and "theta_upper" in values:
         changes["bounds"] = tuple((float(a), float(b)) for a, b in zip(values["theta_lower"], values["theta_upper"]))
     return dataclasses.replace(base, **changes)

@@ -57,8 +57,6 @@ ProgressFn = Callable[["ReplayProgress"], None]
 # grip_estimator parameter -> read_bag sensor key (the node subscribes to these; ground truth is replay-only)
 _GRIP_TOPIC_PARAMS = {"wheel_speeds_topic": "wheel_speeds", "tire_forces_topic": "tire_forces",
                       "odom_topic": "odom", "controls_topic": "controls"}
-_FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_peak_slip", "prior_mode",
-               "interval_prob", "seed")
 
 
 # --------------------------------------------------------------------------------------------------- params
