@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from vehcal_ros.inference.smc import MIXTURE_PARTICLES_PER_DIM, _mixture_fit, _next_temperature
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat, mf, peak_slip_at_most, sse
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat_into, mf, peak_slip_at_most, sse
 
 TARGET_ACCEPTANCE = 0.234
 
@@ -210,7 +210,7 @@ def from_slope_coords(x: np.ndarray) -> np.ndarray:
 
 @njit(cache=True, nogil=True)
 def _grip_log_target(s, mu, vs, vm, la, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
-                     max_peak_slip, shape) -> float:
+                     max_peak_slip, shape, work) -> float:
     """Log posterior up to a constant (nats): uniform prior in the bounds (Eq. 20) [x truncation to curves
     peaking at slip <= max_peak_slip, Section 4.2.2] + the exact Gaussian errors-in-variables log likelihood
     (:func:`~vehcal_ros.models.pacejka.gauss_nll_lat`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i;
@@ -222,7 +222,8 @@ def _grip_log_target(s, mu, vs, vm, la, x, th, reparam, lb, ub, sigma_mode, sigm
     p(sigma) ~ 1/sigma truncated), 1 fixed at sqrt(sigma2_fixed), 2 integrated out under p(sigma) ~ 1/sigma
     (-(N/2) log V; only without per-sample variances).
     ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
-    mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior."""
+    mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior. ``work`` [3, >= n]:
+    the likelihood's work space (:func:`~vehcal_ros.models.pacejka.gauss_nll_lat_into`)."""
     log_jac = 0.0
     if reparam:
         cd = x[1] * x[2]
@@ -248,7 +249,7 @@ def _grip_log_target(s, mu, vs, vm, la, x, th, reparam, lb, ub, sigma_mode, sigm
     if sigma_mode == 2:
         return log_jac - half_n * math.log(sse(s, mu, th))
     sigma2 = math.exp(2.0 * x[N_THETA]) if sigma_mode == 0 else sigma2_fixed
-    return log_jac - gauss_nll_lat(s, mu, th, sigma2, vs, vm, la)
+    return log_jac - gauss_nll_lat_into(s, mu, th, sigma2, vs, vm, la, work)
 
 
 @njit(cache=True, nogil=True)
@@ -269,8 +270,9 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
     work = np.empty(d)
     Snew = np.empty((d, d))
     th = np.empty(N_THETA)
+    lw = np.empty((3, s.shape[0]))
     lp = _grip_log_target(s, mu, vs, vm, la, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
-                          max_peak_slip, shape)
+                          max_peak_slip, shape, lw)
     p_ind = ind[0]
     z = np.empty(max(int(ind[1]), 1))
     lq = _mixture_log_density(ind, theta, work) if p_ind > 0.0 else 0.0
@@ -288,7 +290,7 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
                 prop[j] = acc
             lqp = 0.0
         lpp = _grip_log_target(s, mu, vs, vm, la, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
-                               truncate, max_peak_slip, shape)
+                               truncate, max_peak_slip, shape, lw)
         valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
         ratio = lpp - lp + (lq - lqp if independent else 0.0)
         if lpp == -math.inf:  # step 8
@@ -442,10 +444,11 @@ def _grip_log_target_rows(s, mu, vs, vm, la, X, reparam, lb, ub, sigma_mode, sig
                           shape, out):
     """:func:`_grip_log_target` at every row of ``X`` [n, d] (sampler coordinates) into ``out`` [n]."""
     th = np.empty(N_THETA)
+    lw = np.empty((3, s.shape[0]))
     half_n = 0.5 * s.shape[0]
     for i in range(X.shape[0]):
         out[i] = _grip_log_target(s, mu, vs, vm, la, X[i], th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
-                                  truncate, max_peak_slip, shape)
+                                  truncate, max_peak_slip, shape, lw)
 
 
 def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, s: np.ndarray, mu: np.ndarray, bounds: np.ndarray, *,
@@ -519,7 +522,7 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                                   float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
                                   max_peak_slip is not None,
                                   float(max_peak_slip) if max_peak_slip is not None else 1.0,
-                                  _shape_array(shape_prior)))
+                                  _shape_array(shape_prior), np.empty((3, len(s)))))
 
 
 def _shape_array(shape_prior: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:

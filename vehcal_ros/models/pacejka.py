@@ -29,6 +29,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from vehcal_ros.models.vector_math import atan as vm_atan
+from vehcal_ros.models.vector_math import sincos as vm_sincos
+
 N_THETA = 6
 THETA_NAMES = ("B", "C", "D", "E", "s_h", "s_v")
 #: slip domain [0, S_DOMAIN_MAX] over which the curve maximum is taken (the physical slip ratio is <= 1)
@@ -116,44 +119,91 @@ def gauss_nll_lat(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: floa
                   mu_var: np.ndarray, lat: np.ndarray) -> float:
     """:func:`gauss_nll` of samples taken at a slip angle: f(s_i) replaced by the friction-ellipse longitudinal
     friction :func:`combined` with lat_d = ``lat_i`` / D, ``lat_i`` = |sin alpha_i| / rho (0 = pure slip), and
-    f' by its slope. ``lat`` of length 0 = pure slip everywhere (the paper's model)."""
+    f' by its slope. ``lat`` of length 0 = pure slip everywhere (the paper's model). Allocates its work space;
+    the chains call :func:`gauss_nll_lat_into`."""
+    return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, np.empty((3, s.shape[0])))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+                       mu_var: np.ndarray, lat: np.ndarray, work: np.ndarray) -> float:
+    """:func:`gauss_nll_lat` with the caller's work space ``work`` [3, >= n]. Two passes: the per-sample terms
+    (:func:`_eiv_terms`: no calls, no branches, so LLVM vectorises it), then their sum in sample order with one
+    log per 8 variances (Var_i in [1e-10, 1e30], so a product of 8 stays finite)."""
     n = s.shape[0]
-    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
     has_vs = slip_var.shape[0] == n
     has_vm = mu_var.shape[0] == n
     has_lat = lat.shape[0] == n
-    peak_value = max(D + sv, 1e-6)   # the curve's maximum (C > 1): mu_x,max of the ellipse, mu_y,max = rho times it
     if not (has_vs or has_vm or has_lat):
         return 0.5 * n * (_LOG_2PI + math.log(sigma2)) + 0.5 * sse(s, mu, theta) / sigma2
+    if not (has_vs and has_vm):
+        work[2, :n] = 0.0
+    vs = slip_var if has_vs else work[2, :n]
+    vm = mu_var if has_vm else work[2, :n]
+    r2v, var = work[0, :n], work[1, :n]
+    if has_lat:
+        _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var)
+    else:
+        _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var)
     acc = 0.0
-    prod = 1.0   # sum log Var_i as the log of products of 8 (one log per 8 samples; Var_i in [1e-10, 1e30])
+    prod = 1.0
     for i in range(n):
-        u = B * (s[i] + sh)
-        phi = u - E * (u - math.atan(u))
-        g = C * math.atan(phi)
-        sg = math.sin(g)
-        # cos g from sin g (one libm call fewer per sample; issue 13): negative only beyond |g| = pi/2
-        cg = math.sqrt(max(0.0, 1.0 - sg * sg))
-        if abs(g) > 0.5 * math.pi:
-            cg = -cg
-        sl = D * cg * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
-        if has_lat and lat[i] > 0.0:
-            f, sl = combined(s[i], D * sg + sv, sl, lat[i] / peak_value)
-            r = mu[i] - f
-        else:
-            r = mu[i] - D * sg - sv
-        var = sigma2
-        if has_vm:
-            var += mu_var[i]
-        if has_vs:
-            var += sl * sl * slip_var[i]
-        prod *= var
+        prod *= var[i]
         if (i & 7) == 7:
             acc += math.log(prod)
             prod = 1.0
-        acc += r * r / var
+        acc += r2v[i]
     acc += math.log(prod)
     return 0.5 * (n * _LOG_2PI + acc)
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _curve_and_slope(x: float, B: float, C: float, D: float, E: float, sh: float) -> tuple[float, float]:
+    """(D sin g, f'(x)) of the magic formula (Eq. 5) without s_v, g = C atan(phi), in the vectorisable arctan
+    and sin/cos of :mod:`vector_math`."""
+    u = B * (x + sh)
+    phi = u - E * (u - vm_atan(u))
+    sg, cg = vm_sincos(C * vm_atan(phi))
+    return D * sg, D * cg * C / (1.0 + phi * phi) * ((1.0 - E) + E / (1.0 + u * u)) * B
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var) -> None:
+    """Per sample of pure slip: r_i^2 / Var_i into ``r2v``, Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i into ``var``."""
+    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    for i in range(s.shape[0]):
+        f, sl = _curve_and_slope(s[i], B, C, D, E, sh)
+        r = mu[i] - f - sv
+        v = sigma2 + vm[i] + sl * sl * vs[i]
+        r2v[i] = r * r / v
+        var[i] = v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var) -> None:
+    """:func:`_eiv_terms` under the friction ellipse (:func:`combined`, written as selects) where lat_i > 0."""
+    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    peak_value = max(D + sv, 1e-6)   # the curve's maximum (C > 1): mu_x,max of the ellipse, mu_y,max = rho times it
+    for i in range(s.shape[0]):
+        x = s[i]
+        f, sl = _curve_and_slope(x, B, C, D, E, sh)
+        f0 = f + sv
+        ld = lat[i] / peak_value
+        a = abs(x)
+        q2 = x * x + f0 * f0 * ld * ld
+        q = math.sqrt(q2)
+        sgn = 1.0 if x >= 0.0 else -1.0
+        fe = f0 * a / q
+        se = (sl * a * a * a + sgn * f0 * f0 * f0 * ld * ld) / (q2 * q)
+        ellipse = ld > 0.0
+        fe = fe if q2 > 0.0 else 0.0
+        se = se if q2 > 0.0 else sl
+        f0 = fe if ellipse else f0
+        sl = se if ellipse else sl
+        r = mu[i] - f0
+        v = sigma2 + vm[i] + sl * sl * vs[i]
+        r2v[i] = r * r / v
+        var[i] = v
 
 
 @njit(cache=True, nogil=True)
