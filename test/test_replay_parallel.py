@@ -13,6 +13,8 @@ Synthetic data for speed: a known magic-formula curve (friction paper Section 4.
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -207,6 +209,52 @@ def test_parallel_calibration_stream_equals_serial(tmp_path):
     assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]
     assert sum(a.counters["calibration_confirmed"].values()) >= 1
     assert b.counters["calibration_confirmed"] == a.counters["calibration_confirmed"]
+    assert b.counters["calibration_fits"] == a.counters["calibration_fits"]
+
+
+class _SlowCalibrationFits(ThreadPoolExecutor):
+    """A real thread pool whose calibration fits start 1 s late: longer than the rest of the bag takes to read,
+    so the calibrator's next tick finds its fit still running."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        from vehcal_ros.io.replay_parallel import fit_calibration_jobs
+
+        if fn is fit_calibration_jobs:
+            def late(*a, **k):
+                time.sleep(1.0)
+                return fn(*a, **k)
+            return super().submit(late, *args, **kwargs)
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.slow
+def test_calibrator_waiting_for_its_fit_does_not_stop_the_read(tmp_path, monkeypatch):
+    """A calibrator tick whose previous fit still runs is deferred with the records after it (issue 13, session
+    6): the read goes on, and the calibration equals the serial replay's."""
+    from calibration_drive import DURATION, drive_records
+
+    from vehcal_ros.io import replay_parallel as rpar
+
+    records = drive_records(seed=1) + drive_records(seed=1, t0=100.0 + DURATION + 0.01)
+    bags.write_bag(tmp_path / "cal", [(None, r) for r in records], storage="mcap")
+    params = {"grip_estimator": {"fit_period": 8.0},
+              "model_calibrator": {"stages": ["rolling_resistance", "longitudinal", "lateral"], "n_chains": 2,
+                                   "n_draws": 100, "min_ess": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
+                                   "calibration_period": 7.0}}
+    deferred = []
+    drain = rpar.CalibrationScheduler.drain
+
+    def watched(self, wait_for, block=False):
+        deferred.append(sum(kind == "tick" for kind, _ in self.deferred))
+        return drain(self, wait_for, block)
+
+    monkeypatch.setattr(rpar.CalibrationScheduler, "drain", watched)
+    a = replay_bag(tmp_path / "cal", params, seed=4, workers=1)
+    with _SlowCalibrationFits(max_workers=3) as ex:
+        b = replay_bag(tmp_path / "cal", params, seed=4, executor=ex)
+    assert max(deferred) >= 2          # a tick waited behind the running fit while the read went on
+    assert numbers(b) == numbers(a)
+    assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]
     assert b.counters["calibration_fits"] == a.counters["calibration_fits"]
 
 

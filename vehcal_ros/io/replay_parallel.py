@@ -236,27 +236,75 @@ class CalibrationScheduler:
     tick takes the node's snapshot and sends the fits (if any) to the executor; the next tick first waits for
     them and commits (the calibrator's next snapshot depends on its results: stage order, accepted values), so
     the cycles are the serial replay's. Most ticks have nothing to fit, and a fit is mostly a recalibration
-    check (estimation/recalibration_check.py); the SMC runs rarely, beside the grip fits."""
+    check (estimation/recalibration_check.py); the SMC runs rarely, beside the grip fits.
+
+    A tick that would wait does not stop the read: it is deferred, with every record and rejection after it, in
+    their order, and fed on (:meth:`drain`) once the fit is in, so the grip cycles keep being planned meanwhile
+    (on the 160 s daily drive the read stalled ~4 s on the first SMC with one core idle, issue 13 session 6).
+    The calibrator sees the same sequence of records, ticks and commits as before. At most ``max_deferred``
+    items wait; beyond that the read waits for the fit, as before."""
+
+    max_deferred = 200_000
 
     def __init__(self, values: dict[str, Any], executor: Executor, cores: int | None,
                  others: Callable[[], int]) -> None:
         self.recorder = CalibrationRecorder(calibration_pipeline_from(values))
         self.executor, self.cores, self.others = executor, cores, others
         self.pending: tuple[float, list, Future] | None = None   #: (tick's bag time, jobs, fit) not committed yet
+        self.deferred: deque[tuple[str, Any]] = deque()           #: ("record" | "reject" | "tick", item) in order
+        self._draining = False
 
     def add(self, record: Any) -> None:
-        self.recorder.cal.add(record)
+        if self.deferred:
+            self.deferred.append(("record", record))
+        else:
+            self.recorder.cal.add(record)
 
     def reject(self, source: str, reason: str = "undecodable") -> None:
-        self.recorder.cal.reject(source, reason)
+        if self.deferred:
+            self.deferred.append(("reject", (source, reason)))
+        else:
+            self.recorder.cal.reject(source, reason)
 
     @property
     def busy(self) -> bool:
         return self.pending is not None and not self.pending[2].done()
 
+    @property
+    def first_open_tick(self) -> float:
+        """Bag time of the first tick not committed yet (its pending fit or a deferred tick); inf if none."""
+        if self.pending is not None:
+            return self.pending[0]
+        return next((item[0] for kind, item in self.deferred if kind == "tick"), math.inf)
+
     def tick(self, t_now: float, wait_for: Callable[[Future], None], final: bool = False) -> None:
         """The model_calibrator's timer at bag time ``t_now``; ``wait_for(future)`` waits (a while) for a fit."""
-        self.settle(wait_for)
+        self.deferred.append(("tick", (t_now, final)))
+        self.drain(wait_for, block=final or len(self.deferred) > self.max_deferred)
+
+    def drain(self, wait_for: Callable[[Future], None], block: bool = False) -> None:
+        """Feed the deferred items in order; a tick whose previous fit is still running stops the feed (``block``:
+        waits for it). Not re-entered (``wait_for`` may report progress, which drains)."""
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self.deferred:
+                kind, item = self.deferred[0]
+                if kind == "tick" and self.busy and not block:
+                    return
+                self.deferred.popleft()
+                if kind == "record":
+                    self.recorder.cal.add(item)
+                elif kind == "reject":
+                    self.recorder.cal.reject(*item)
+                else:
+                    self._tick(*item, wait_for)
+        finally:
+            self._draining = False
+
+    def _tick(self, t_now: float, final: bool, wait_for: Callable[[Future], None]) -> None:
+        self._settle_pending(wait_for)
         jobs = self.recorder.snapshot(final)
         if not jobs:
             return
@@ -267,7 +315,11 @@ class CalibrationScheduler:
         self.pending = (t_now, jobs, self.executor.submit(fit_calibration_jobs, state, jobs, threads))
 
     def settle(self, wait_for: Callable[[Future], None]) -> None:
-        """Wait for the pending fit (if any) and commit it."""
+        """Feed every deferred item (waiting for fits as needed), then wait for the last fit and commit it."""
+        self.drain(wait_for, block=True)
+        self._settle_pending(wait_for)
+
+    def _settle_pending(self, wait_for: Callable[[Future], None]) -> None:
         if self.pending is None:
             return
         t_now, jobs, fut = self.pending
@@ -328,12 +380,14 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
     def progress(read_t: float, n: int) -> None:
         read[:] = [read_t, n]
         sched.pump()
+        if cal is not None:
+            cal.drain(wait_for)   # a deferred tick whose fit is in goes on now
         if report is None:
             return
         done_t = sched.done_until(read_t)
         detail = f"grip fits {sched.n_done}/{sched.n_fits}"
         if cal is not None:
-            cal_t = cal.pending[0] if cal.pending is not None else read_t   # its first uncommitted tick
+            cal_t = min(cal.first_open_tick, read_t)   # its first uncommitted tick
             done_t = min(done_t, cal_t)
             detail += ", calibration " + ("fitting" if cal.busy else f"at {cal_t:.0f} s" if math.isfinite(cal_t)
                                           else "starting")
