@@ -19,7 +19,7 @@ above stays exact up to the linearisation): a Gaussian mixture sum_k pi_k N(mu_k
 heteroscedastic noise by the extreme-deconvolution EM (Bovy, Hogg & Roweis 2011, Ann. Appl. Stat. 5, Eqs. 15-18),
 the number of components chosen by BIC. Each sample's posterior is the mixture of the components' Gaussian
 posteriors, reduced to its mean m_i and variance w_i (regression calibration, Carroll et al. 2006, ch. 4). Pure
-numpy, O(n K) per EM step; runs once per fit.
+numba, O(n K) per EM step; runs once per fit.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -68,33 +69,84 @@ class SlipMixture:
 
 
 def fit_mixture(s: np.ndarray, v: np.ndarray, k: int, n_iter: int = 300, tol: float = 1e-9) -> SlipMixture:
-    """Extreme-deconvolution EM for ``k`` components (1-D), started at the quantiles of ``s``."""
-    s = np.asarray(s, dtype=float)
-    v = np.asarray(v, dtype=float)
-    n = s.size
+    """Extreme-deconvolution EM for ``k`` components (1-D), started at the quantiles of ``s`` (the EM steps in
+    :func:`_xd_em`)."""
+    s = np.ascontiguousarray(s, dtype=float)
+    v = np.ascontiguousarray(v, dtype=float)
     means = np.quantile(s, (np.arange(k) + 0.5) / k)
-    spread = float(np.var(s))
-    variances = np.full(k, max(spread / k**2, 1e-12))
+    variances = np.full(k, max(float(np.var(s)) / k**2, 1e-12))
     weights = np.full(k, 1.0 / k)
+    ll = _xd_em(s, v, weights, means, variances, int(n_iter), float(tol))
+    return SlipMixture(weights, means, variances, float(ll))
+
+
+@njit(cache=True, nogil=True)
+def _xd_log_terms(s, v, weights, means, variances, logp, lse) -> float:
+    """log pi_k N(s_i; mu_k, tau_k^2 + v_i) into ``logp`` [n, K], their log-sum-exp per sample into ``lse``;
+    returns the log likelihood sum(lse)."""
+    n, K = logp.shape
+    logw = np.log(weights)
+    total = 0.0
+    for i in range(n):
+        mx = -math.inf
+        for j in range(K):
+            tot = variances[j] + v[i]
+            d = s[i] - means[j]
+            lp = logw[j] - 0.5 * (_LOG_2PI + math.log(tot)) - 0.5 * d * d / tot
+            logp[i, j] = lp
+            mx = max(mx, lp)
+        acc = 0.0
+        for j in range(K):
+            acc += math.exp(logp[i, j] - mx)
+        lse[i] = mx + math.log(acc)
+        total += lse[i]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _xd_em(s, v, weights, means, variances, n_iter, tol) -> float:
+    """Bovy, Hogg & Roweis (2011) Eqs. 15-18 in 1-D, in place on (weights, means, variances): per step, the
+    responsibilities r_ik, each sample's posterior b_ik = mu_k + g_ik (s_i - mu_k), g_ik = tau_k^2 / (tau_k^2 +
+    v_i), with variance g_ik v_i, then the weighted moments. Stops when the log likelihood gains less than ``tol``
+    relatively. Returns the log likelihood of the final mixture."""
+    n, K = s.shape[0], weights.shape[0]
+    logp = np.empty((n, K))
+    resp = np.empty((n, K))
+    lse = np.empty(n)
     last = -math.inf
-    mix = SlipMixture(weights, means, variances, last)
+    nk = np.empty(K)
+    sb = np.empty(K)
+    sv = np.empty(K)
     for _ in range(n_iter):
-        r, lse = mix.responsibilities(s, v)
-        ll = float(lse.sum())
-        tau2 = mix.variances[None, :]
-        gain = tau2 / (tau2 + v[:, None])
-        b = mix.means[None, :] + gain * (s[:, None] - mix.means[None, :])
-        bvar = gain * v[:, None]
-        nk = r.sum(axis=0) + 1e-300
-        weights = np.maximum(nk / n, 1e-12)
-        means = (r * b).sum(axis=0) / nk
-        variances = np.maximum((r * ((b - means[None, :]) ** 2 + bvar)).sum(axis=0) / nk, 0.0)
-        mix = SlipMixture(weights / weights.sum(), means, variances, ll)
+        ll = _xd_log_terms(s, v, weights, means, variances, logp, lse)
+        nk[:] = 0.0
+        sb[:] = 0.0
+        sv[:] = 0.0
+        for i in range(n):
+            for j in range(K):
+                r = math.exp(logp[i, j] - lse[i])
+                resp[i, j] = r
+                nk[j] += r
+                sb[j] += r * (means[j] + variances[j] / (variances[j] + v[i]) * (s[i] - means[j]))
+        for j in range(K):
+            sb[j] /= nk[j] + 1e-300          # the new means
+        for i in range(n):
+            for j in range(K):
+                g = variances[j] / (variances[j] + v[i])
+                b = means[j] + g * (s[i] - means[j])
+                sv[j] += resp[i, j] * ((b - sb[j]) ** 2 + g * v[i])
+        wsum = 0.0
+        for j in range(K):
+            weights[j] = max((nk[j] + 1e-300) / n, 1e-12)
+            wsum += weights[j]
+        for j in range(K):
+            weights[j] /= wsum
+            variances[j] = max(sv[j] / (nk[j] + 1e-300), 0.0)
+            means[j] = sb[j]
         if ll - last <= tol * (1.0 + abs(ll)):
             break
         last = ll
-    _, lse = mix.responsibilities(s, v)
-    return SlipMixture(mix.weights, mix.means, mix.variances, float(lse.sum()))
+    return _xd_log_terms(s, v, weights, means, variances, logp, lse)
 
 
 def true_slip_distribution(s: np.ndarray, v: np.ndarray, max_components: int = 6) -> SlipMixture:
