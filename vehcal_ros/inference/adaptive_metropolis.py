@@ -34,7 +34,8 @@ import numpy as np
 from numba import njit, prange
 
 from vehcal_ros.inference.smc import MIXTURE_PARTICLES_PER_DIM, _mixture_fit, _next_temperature
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat_into, mf, peak_slip_at_most, sse
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat_into, peak_slip_at_most, sse
+from vehcal_ros.models.vector_math import atan, sincos
 
 TARGET_ACCEPTANCE = 0.234
 
@@ -78,9 +79,10 @@ def _normals(st: np.ndarray, out: np.ndarray) -> None:
         u1 = 1.0 - _uniform(st)  # (0, 1]
         u2 = _uniform(st)
         rad = math.sqrt(-2.0 * math.log(u1))
-        out[j] = rad * math.cos(2.0 * math.pi * u2)
+        sn, cs = sincos(2.0 * math.pi * u2)
+        out[j] = rad * cs
         if j + 1 < n:
-            out[j + 1] = rad * math.sin(2.0 * math.pi * u2)
+            out[j + 1] = rad * sn
         j += 2
 
 
@@ -178,7 +180,9 @@ def _theta_from_slope_coords(x: np.ndarray, th: np.ndarray) -> None:
     th[0] = B
     for j in range(1, N_THETA - 1):
         th[j] = x[j]
-    th[N_THETA - 1] = x[N_THETA - 1] - mf(0.0, B, x[1], x[2], x[3], x[4], 0.0)
+    u = B * x[4]                                   # the magic formula at s = 0 without s_v (Eq. 5)
+    sn, _ = sincos(x[1] * atan(u - x[3] * (u - atan(u))))
+    th[N_THETA - 1] = x[N_THETA - 1] - x[2] * sn
 
 
 def to_slope_coords(theta: np.ndarray) -> np.ndarray:

@@ -128,8 +128,9 @@ def gauss_nll_lat(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: floa
 def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                        mu_var: np.ndarray, lat: np.ndarray, work: np.ndarray) -> float:
     """:func:`gauss_nll_lat` with the caller's work space ``work`` [3, >= n]. Two passes: the per-sample terms
-    (:func:`_eiv_terms`: no calls, no branches, so LLVM vectorises it), then their sum in sample order with one
-    log per 8 variances (Var_i in [1e-10, 1e30], so a product of 8 stays finite)."""
+    (:func:`_eiv_terms`: no calls, no branches, so LLVM vectorises it), then their sum in sample order, sum log Var_i
+    as the log of running products renormalised beyond 1e+-150 (a log every few hundred samples instead of one
+    each; Var_i >= sigma^2 >= 1e-10 and below 1e150 keep the products finite)."""
     n = s.shape[0]
     has_vs = slip_var.shape[0] == n
     has_vm = mu_var.shape[0] == n
@@ -146,15 +147,15 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
     else:
         _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var)
     acc = 0.0
+    log_var = 0.0
     prod = 1.0
     for i in range(n):
-        prod *= var[i]
-        if (i & 7) == 7:
-            acc += math.log(prod)
-            prod = 1.0
         acc += r2v[i]
-    acc += math.log(prod)
-    return 0.5 * (n * _LOG_2PI + acc)
+        prod *= var[i]
+        if not 1e-150 < prod < 1e150:   # one log per run of variances whose product stays well inside doubles
+            log_var += math.log(prod)
+            prod = 1.0
+    return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod))
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -323,8 +324,8 @@ def peak_slip_at_most(theta: np.ndarray, s_max: float) -> bool:
         if C <= 1.0:
             return False
         u = B * (s_max + sh)
-        phi = u - E * (u - math.atan(u))
-        return C * math.atan(phi) >= 0.5 * math.pi
+        phi = u - E * (u - vm_atan(u))
+        return C * vm_atan(phi) >= 0.5 * math.pi
     return peak(theta)[1] <= s_max
 
 
