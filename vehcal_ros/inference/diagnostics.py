@@ -7,15 +7,27 @@ the 8-DOF paper reports mean, sd, 94 % HDI, MCSE, R-hat and bulk/tail ESS per pa
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-with warnings.catch_warnings():  # arviz 0.2x announces its 1.x refactor on import
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz as az
+if TYPE_CHECKING:
+    import arviz
+
+
+@functools.cache
+def _az():
+    """arviz, imported on first use: its import takes ~2 s (its plotting modules, a numba ufunc compiled at
+    import), which a process that only fits grip chains, or a replay's worker before its first calibration fit,
+    need not pay (issue 13, session 6)."""
+    with warnings.catch_warnings():  # arviz 0.2x announces its 1.x refactor on import
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz as az
+    return az
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,7 @@ class ParamSummary:
         return asdict(self)
 
 
-def to_inference_data(draws: np.ndarray, names: Sequence[str], **extra: np.ndarray) -> az.InferenceData:
+def to_inference_data(draws: np.ndarray, names: Sequence[str], **extra: np.ndarray) -> arviz.InferenceData:
     """Wrap ``draws[chain, draw, param]`` (and optional extra ``[chain, draw]`` quantities) as InferenceData."""
     draws = np.asarray(draws, dtype=float)
     if draws.ndim != 3 or draws.shape[2] != len(names):
@@ -43,7 +55,7 @@ def to_inference_data(draws: np.ndarray, names: Sequence[str], **extra: np.ndarr
     posterior = {name: draws[:, :, i] for i, name in enumerate(names)}
     for key, value in extra.items():
         posterior[key] = np.asarray(value, dtype=float)
-    return az.from_dict(posterior=posterior)
+    return _az().from_dict(posterior=posterior)
 
 
 def summarize_draws(draws: np.ndarray, names: Sequence[str], hdi_prob: float = 0.94) -> dict[str, ParamSummary]:
@@ -58,11 +70,11 @@ def summarize_draws(draws: np.ndarray, names: Sequence[str], hdi_prob: float = 0
         x = draws[:, :, i]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            hdi = az.hdi(x.ravel(), hdi_prob=hdi_prob) if x.size > 2 else (np.nan, np.nan)
-            r_hat = float(az.rhat(x)) if x.shape[1] >= 4 else float("nan")
-            ess_bulk = float(az.ess(x, method="bulk")) if x.shape[1] >= 4 else float("nan")
-            ess_tail = float(az.ess(x, method="tail")) if x.shape[1] >= 4 else float("nan")
-            mcse = float(np.ravel(az.mcse(x, method="mean"))[0]) if x.shape[1] >= 4 else float("nan")
+            hdi = _az().hdi(x.ravel(), hdi_prob=hdi_prob) if x.size > 2 else (np.nan, np.nan)
+            r_hat = float(_az().rhat(x)) if x.shape[1] >= 4 else float("nan")
+            ess_bulk = float(_az().ess(x, method="bulk")) if x.shape[1] >= 4 else float("nan")
+            ess_tail = float(_az().ess(x, method="tail")) if x.shape[1] >= 4 else float("nan")
+            mcse = float(np.ravel(_az().mcse(x, method="mean"))[0]) if x.shape[1] >= 4 else float("nan")
         out[name] = ParamSummary(
             mean=float(np.mean(x)), std=float(np.std(x, ddof=1)) if x.size > 1 else 0.0,
             hdi_low=float(hdi[0]), hdi_high=float(hdi[1]), mcse_mean=mcse,
@@ -84,6 +96,7 @@ def rhat_ess(draws: np.ndarray, names: Sequence[str]) -> dict[str, tuple[float, 
         raise ValueError(f"draws must be (chain, draw, {len(names)}), got {draws.shape}")
     if draws.shape[1] < 4:
         return {n: (float("nan"),) * 3 for n in names}
+    az = _az()
     ds = az.convert_to_dataset({n: draws[:, :, i] for i, n in enumerate(names)})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
