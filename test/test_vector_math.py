@@ -75,3 +75,7 @@ def test_likelihood_with_the_vector_functions_matches_numpy():
         var0 = sigma2 + dd**2 * vs
         ref0 = 0.5 * np.sum(np.log(2 * np.pi * var0) + (mu - ff) ** 2 / var0)
         assert abs(gauss_nll_lat(s, mu, theta, sigma2, vs, np.zeros(0), la) - ref0) <= 1e-12 * abs(ref0)
+        # without slip_var (exact slips): Var = sigma^2 + v_mu
+        var1 = sigma2 + vm
+        ref1 = 0.5 * np.sum(np.log(2 * np.pi * var1) + (mu - ff) ** 2 / var1)
+        assert abs(gauss_nll_lat(s, mu, theta, sigma2, np.zeros(0), vm, la) - ref1) <= 1e-12 * abs(ref1)
