@@ -110,6 +110,7 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
         assert (lib / exe).is_file(), sorted(p.name for p in lib.iterdir())
     installed_yaml = share / "config" / "estimate.yaml"
     assert installed_yaml.is_file() and (share / "config" / "scenarios" / "coast_down.yaml").is_file()
+    assert (share / "launch" / "estimate.launch.py").is_file()   # what `ros2 launch vehcal_ros ...` finds
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / PKG).is_file()
     extra_file = tmp_path / "launch_params.yaml"
     extra_file.write_text(yaml.safe_dump(TEST_PARAMS))
