@@ -78,12 +78,7 @@ def weighted(mm: np.ndarray, lw: np.ndarray) -> str:
 def window(rec: list[dict], scope: str, t_end: float):
     for r in rec:
         if r["scope"] == scope and abs(r["t_end"] - t_end) < 0.3:
-            k = r["kept"]
-            if np.isfinite(r["since"]):
-                keep = k.t >= r["since"]
-                k = dataclasses.replace(k, **{f.name: getattr(k, f.name)[keep] for f in dataclasses.fields(k)
-                                              if isinstance(getattr(k, f.name), np.ndarray)})
-            return r, k
+            return r, dg.since_change(r)
     raise SystemExit(f"no {scope} window ending at {t_end} s")
 
 

@@ -151,6 +151,16 @@ def sample_errors(rec: list[dict], scope: str, truth, imu, odom, rho: float) -> 
                   f"slope {slope:.4f} s^2")
 
 
+def since_change(r: dict):
+    """A recorded window's samples from its detected road change on (all of them without a change)."""
+    k = r["kept"]
+    if not np.isfinite(r["since"]):
+        return k
+    keep = k.t >= r["since"]
+    return dataclasses.replace(k, **{f.name: getattr(k, f.name)[keep] for f in dataclasses.fields(k)
+                                     if isinstance(getattr(k, f.name), np.ndarray)})
+
+
 def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu, rho: float, jerk: float,
            noise_seeds: int, split: bool = False) -> None:
     """Refit the named windows with parts replaced by the truth (module docstring)."""
@@ -162,11 +172,7 @@ def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu
     for r in rec:
         if r["scope"] != scope or not any(abs(r["t_end"] - x) < 0.3 for x in times):
             continue
-        k = r["kept"]
-        if np.isfinite(r["since"]):
-            keep = k.t >= r["since"]
-            k = dataclasses.replace(k, **{f.name: getattr(k, f.name)[keep] for f in dataclasses.fields(k)
-                                          if isinstance(getattr(k, f.name), np.ndarray)})
+        k = since_change(r)
         tb = block_truth(truth, k.t, k.mu, wheels, rho)
         transient = jerk_at(imu, k.t, lambda v: np.max(np.abs(v))) > jerk
         tiny = np.full(k.t.size, 1e-10)

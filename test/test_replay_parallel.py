@@ -188,12 +188,9 @@ def test_replay_equals_live_node_over_dds(grip_bag, serial, rclpy_context):
             assert vals_live == vals                          # bit for bit
 
 
-@pytest.mark.slow
-def test_parallel_calibration_stream_equals_serial(tmp_path):
-    """The calibrator in the parallel replay (main process + fits on the workers) gives the serial replay's
-    calibration, including a window of the same drive replayed again (same data 14.5 s later) that confirms the
-    accepted model instead of being refitted (estimation/recalibration_check.py)."""
-    pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
+def _calibration_bag(tmp_path):
+    """An 8-DOF drive and the same drive again 14.5 s later (the second window confirms the accepted model), as
+    an mcap bag, and replay parameters that calibrate it in seconds."""
     from calibration_drive import DURATION, drive_records
 
     records = drive_records(seed=1) + drive_records(seed=1, t0=100.0 + DURATION + 0.01)
@@ -202,8 +199,18 @@ def test_parallel_calibration_stream_equals_serial(tmp_path):
               "model_calibrator": {"stages": ["rolling_resistance", "longitudinal", "lateral"], "n_chains": 2,
                                    "n_draws": 100, "min_ess": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
                                    "calibration_period": 7.0}}
-    a = replay_bag(tmp_path / "cal", params, seed=4, workers=1)
-    b = replay_bag(tmp_path / "cal", params, seed=4, workers=2)
+    return tmp_path / "cal", params
+
+
+@pytest.mark.slow
+def test_parallel_calibration_stream_equals_serial(tmp_path):
+    """The calibrator in the parallel replay (main process + fits on the workers) gives the serial replay's
+    calibration, including a window of the same drive replayed again (same data 14.5 s later) that confirms the
+    accepted model instead of being refitted (estimation/recalibration_check.py)."""
+    pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
+    bag, params = _calibration_bag(tmp_path)
+    a = replay_bag(bag, params, seed=4, workers=1)
+    b = replay_bag(bag, params, seed=4, workers=2)
     assert a.counters["calibration_cycles"] >= 1 and any(c.final is not None for c in a.calibration.values())
     assert numbers(b) == numbers(a)
     assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]
@@ -231,16 +238,9 @@ class _SlowCalibrationFits(ThreadPoolExecutor):
 def test_calibrator_waiting_for_its_fit_does_not_stop_the_read(tmp_path, monkeypatch):
     """A calibrator tick whose previous fit still runs is deferred with the records after it (issue 13, session
     6): the read goes on, and the calibration equals the serial replay's."""
-    from calibration_drive import DURATION, drive_records
-
     from vehcal_ros.io import replay_parallel as rpar
 
-    records = drive_records(seed=1) + drive_records(seed=1, t0=100.0 + DURATION + 0.01)
-    bags.write_bag(tmp_path / "cal", [(None, r) for r in records], storage="mcap")
-    params = {"grip_estimator": {"fit_period": 8.0},
-              "model_calibrator": {"stages": ["rolling_resistance", "longitudinal", "lateral"], "n_chains": 2,
-                                   "n_draws": 100, "min_ess": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
-                                   "calibration_period": 7.0}}
+    bag, params = _calibration_bag(tmp_path)
     deferred = []
     drain = rpar.CalibrationScheduler.drain
 
@@ -249,9 +249,9 @@ def test_calibrator_waiting_for_its_fit_does_not_stop_the_read(tmp_path, monkeyp
         return drain(self, wait_for, block)
 
     monkeypatch.setattr(rpar.CalibrationScheduler, "drain", watched)
-    a = replay_bag(tmp_path / "cal", params, seed=4, workers=1)
+    a = replay_bag(bag, params, seed=4, workers=1)
     with _SlowCalibrationFits(max_workers=3) as ex:
-        b = replay_bag(tmp_path / "cal", params, seed=4, executor=ex)
+        b = replay_bag(bag, params, seed=4, executor=ex)
     assert max(deferred) >= 2          # a tick waited behind the running fit while the read went on
     assert numbers(b) == numbers(a)
     assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]

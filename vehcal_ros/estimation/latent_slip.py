@@ -112,6 +112,8 @@ def _xd_em(s, v, weights, means, variances, n_iter, tol) -> float:
     n, K = s.shape[0], weights.shape[0]
     logp = np.empty((n, K))
     resp = np.empty((n, K))
+    post = np.empty((n, K))     # b_ik
+    gain = np.empty((n, K))     # g_ik
     lse = np.empty(n)
     last = -math.inf
     nk = np.empty(K)
@@ -125,16 +127,16 @@ def _xd_em(s, v, weights, means, variances, n_iter, tol) -> float:
         for i in range(n):
             for j in range(K):
                 r = math.exp(logp[i, j] - lse[i])
-                resp[i, j] = r
+                g = variances[j] / (variances[j] + v[i])
+                b = means[j] + g * (s[i] - means[j])
+                resp[i, j], gain[i, j], post[i, j] = r, g, b
                 nk[j] += r
-                sb[j] += r * (means[j] + variances[j] / (variances[j] + v[i]) * (s[i] - means[j]))
+                sb[j] += r * b
         for j in range(K):
             sb[j] /= nk[j] + 1e-300          # the new means
         for i in range(n):
             for j in range(K):
-                g = variances[j] / (variances[j] + v[i])
-                b = means[j] + g * (s[i] - means[j])
-                sv[j] += resp[i, j] * ((b - sb[j]) ** 2 + g * v[i])
+                sv[j] += resp[i, j] * ((post[i, j] - sb[j]) ** 2 + gain[i, j] * v[i])
         wsum = 0.0
         for j in range(K):
             weights[j] = max((nk[j] + 1e-300) / n, 1e-12)

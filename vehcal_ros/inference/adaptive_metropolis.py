@@ -34,8 +34,8 @@ import numpy as np
 from numba import njit, prange
 
 from vehcal_ros.inference.smc import MIXTURE_PARTICLES_PER_DIM, _mixture_fit, _next_temperature
-from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat_into, peak_slip_at_most, sse
-from vehcal_ros.models.vector_math import atan, sincos
+from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, gauss_nll_lat_into, mf_and_slope, peak_slip_at_most, sse
+from vehcal_ros.models.vector_math import sincos
 
 TARGET_ACCEPTANCE = 0.234
 
@@ -180,9 +180,7 @@ def _theta_from_slope_coords(x: np.ndarray, th: np.ndarray) -> None:
     th[0] = B
     for j in range(1, N_THETA - 1):
         th[j] = x[j]
-    u = B * x[4]                                   # the magic formula at s = 0 without s_v (Eq. 5)
-    sn, _ = sincos(x[1] * atan(u - x[3] * (u - atan(u))))
-    th[N_THETA - 1] = x[N_THETA - 1] - x[2] * sn
+    th[N_THETA - 1] = x[N_THETA - 1] - mf_and_slope(0.0, B, x[1], x[2], x[3], x[4])[0]
 
 
 def to_slope_coords(theta: np.ndarray) -> np.ndarray:
@@ -226,8 +224,9 @@ def _grip_log_target(s, mu, vs, vm, la, x, th, reparam, lb, ub, sigma_mode, sigm
     p(sigma) ~ 1/sigma truncated), 1 fixed at sqrt(sigma2_fixed), 2 integrated out under p(sigma) ~ 1/sigma
     (-(N/2) log V; only without per-sample variances).
     ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
-    mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior. ``work`` [3, >= n]:
-    the likelihood's work space (:func:`~vehcal_ros.models.pacejka.gauss_nll_lat_into`)."""
+    mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior.
+    ``work`` [3, >= n], row 2 zeros: the likelihood's work space
+    (:func:`~vehcal_ros.models.pacejka.gauss_nll_lat_into`)."""
     log_jac = 0.0
     if reparam:
         cd = x[1] * x[2]
@@ -274,7 +273,7 @@ def _grip_chain(s, mu, vs, vm, la, reparam, theta, S, lb, ub, sigma_mode, sigma2
     work = np.empty(d)
     Snew = np.empty((d, d))
     th = np.empty(N_THETA)
-    lw = np.empty((3, s.shape[0]))
+    lw = np.zeros((3, s.shape[0]))
     lp = _grip_log_target(s, mu, vs, vm, la, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                           max_peak_slip, shape, lw)
     p_ind = ind[0]
@@ -448,7 +447,7 @@ def _grip_log_target_rows(s, mu, vs, vm, la, X, reparam, lb, ub, sigma_mode, sig
                           shape, out):
     """:func:`_grip_log_target` at every row of ``X`` [n, d] (sampler coordinates) into ``out`` [n]."""
     th = np.empty(N_THETA)
-    lw = np.empty((3, s.shape[0]))
+    lw = np.zeros((3, s.shape[0]))
     half_n = 0.5 * s.shape[0]
     for i in range(X.shape[0]):
         out[i] = _grip_log_target(s, mu, vs, vm, la, X[i], th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
@@ -526,7 +525,7 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                                   float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
                                   max_peak_slip is not None,
                                   float(max_peak_slip) if max_peak_slip is not None else 1.0,
-                                  _shape_array(shape_prior), np.empty((3, len(s)))))
+                                  _shape_array(shape_prior), np.zeros((3, len(s)))))
 
 
 def _shape_array(shape_prior: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:

@@ -361,22 +361,28 @@ def _local_cores(ex: Executor) -> int | None:
         return max(1, os.cpu_count() or 1)
 
 
-def _executor(spec: Any, workers: int | None, n_tasks: int) -> tuple[Executor, bool]:
-    """(executor, owned): a given Executor is used as it is; a spec string makes one (closed at the end)."""
+def _pool_size(workers: int | None, n_tasks: int) -> int:
+    """Worker processes of a replay's own pool: one per core (or ``workers``) plus ``n_tasks`` (the calibrator)."""
+    return max(1, workers or os.cpu_count() or 1) + n_tasks
+
+
+def _executor(spec: Any, size: int) -> tuple[Executor, bool]:
+    """(executor, owned): a given Executor is used as it is; a spec string makes one of ``size`` workers (closed
+    at the end)."""
     if isinstance(spec, Executor):
         return spec, False
-    n = workers or os.cpu_count() or 1
-    return make_executor(str(spec), max_workers=max(1, n) + n_tasks), True
+    return make_executor(str(spec), max_workers=size), True
 
 
 def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, workers: int | None, executor: Any,
                     report: Callable[..., None] | None) -> tuple[StreamStats, CalibrationRecorder | None, Any]:
     """The parallel schedule of :func:`vehcal_ros.io.replay.replay_bag` (module docstring). Returns the main
     stream's stats, the calibration recorder (None without calibration) and the grip collector's counters."""
-    ex, owned = _executor(executor, workers, 1 if job.cal_values is not None else 0)
+    size = _pool_size(workers, 1 if job.cal_values is not None else 0)
+    ex, owned = _executor(executor, size)
     cores = _local_cores(ex)
     if cores is not None:   # a local process pool: its workers get ready while the bag is read
-        for _ in range((workers or os.cpu_count() or 1) + (1 if job.cal_values is not None else 0)):
+        for _ in range(size):
             ex.submit(warm_worker)
     cal: CalibrationScheduler | None = None
     sched = GripScheduler(job.grip_values, grip, recorder, ex, cores, lambda: int(cal is not None and cal.busy))

@@ -94,7 +94,7 @@ def gauss_nll(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, s
 _NO_LATERAL = np.zeros(0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def combined(s: float, f0: float, df0: float, lat_d: float) -> tuple[float, float]:
     """Friction ellipse (Chrono ChPac02Tire's combination for a tire without combined-slip coefficients, the
     ADAMS method) at small shifts: the longitudinal friction at slip ratio ``s`` of a tire running at a slip angle,
@@ -102,7 +102,8 @@ def combined(s: float, f0: float, df0: float, lat_d: float) -> tuple[float, floa
     lat_d = |sin alpha| / mu_y,max = |sin alpha| / (rho mu_max) (rho = lateral / longitudinal friction peak); and
     dh/ds = (f0' |s|^3 + sign(s) f0^3 lat_d^2) / Q^3, Q = sqrt(s^2 + f0^2 lat_d^2). lat_d = 0: (f0, f0').
     At small slip h = K s / sqrt(1 + K^2 lat_d^2) (K = f0 / s): the lateral slip lowers the apparent slip
-    stiffness the more, the lower the road's friction; at the curve's top the factor tends to 1."""
+    stiffness the more, the lower the road's friction; at the curve's top the factor tends to 1. Inlined into
+    its numba callers (the likelihood's per-sample loop stays vectorisable)."""
     if lat_d <= 0.0:
         return f0, df0
     a = abs(s)
@@ -121,13 +122,14 @@ def gauss_nll_lat(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: floa
     friction :func:`combined` with lat_d = ``lat_i`` / D, ``lat_i`` = |sin alpha_i| / rho (0 = pure slip), and
     f' by its slope. ``lat`` of length 0 = pure slip everywhere (the paper's model). Allocates its work space;
     the chains call :func:`gauss_nll_lat_into`."""
-    return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, np.empty((3, s.shape[0])))
+    return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, np.zeros((3, s.shape[0])))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                        mu_var: np.ndarray, lat: np.ndarray, work: np.ndarray) -> float:
-    """:func:`gauss_nll_lat` with the caller's work space ``work`` [3, >= n]. Two passes: the per-sample terms
+    """:func:`gauss_nll_lat` with the caller's work space ``work`` [3, >= n] whose row 2 holds zeros (the variances
+    of samples without ``slip_var`` / ``mu_var``; allocate it with ``np.zeros``). Two passes: the per-sample terms
     (:func:`_eiv_terms`: no calls, no branches, so LLVM vectorises it), then their sum in sample order, sum log Var_i
     as the log of running products renormalised beyond 1e+-150 (a log every few hundred samples instead of one
     each; Var_i >= sigma^2 >= 1e-10 and below 1e150 keep the products finite)."""
@@ -137,8 +139,6 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
     has_lat = lat.shape[0] == n
     if not (has_vs or has_vm or has_lat):
         return 0.5 * n * (_LOG_2PI + math.log(sigma2)) + 0.5 * sse(s, mu, theta) / sigma2
-    if not (has_vs and has_vm):
-        work[2, :n] = 0.0
     vs = slip_var if has_vs else work[2, :n]
     vm = mu_var if has_vm else work[2, :n]
     r2v, var = work[0, :n], work[1, :n]
@@ -159,9 +159,9 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _curve_and_slope(x: float, B: float, C: float, D: float, E: float, sh: float) -> tuple[float, float]:
+def mf_and_slope(x: float, B: float, C: float, D: float, E: float, sh: float) -> tuple[float, float]:
     """(D sin g, f'(x)) of the magic formula (Eq. 5) without s_v, g = C atan(phi), in the vectorisable arctan
-    and sin/cos of :mod:`vector_math`."""
+    and sin/cos of :mod:`vector_math` (inlined: the likelihood's per-sample loop, the chains' slope coordinates)."""
     u = B * (x + sh)
     phi = u - E * (u - vm_atan(u))
     sg, cg = vm_sincos(C * vm_atan(phi))
@@ -173,7 +173,7 @@ def _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var) -> None:
     """Per sample of pure slip: r_i^2 / Var_i into ``r2v``, Var_i = sigma^2 + v_mu_i + f'(s_i)^2 v_s_i into ``var``."""
     B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
     for i in range(s.shape[0]):
-        f, sl = _curve_and_slope(s[i], B, C, D, E, sh)
+        f, sl = mf_and_slope(s[i], B, C, D, E, sh)
         r = mu[i] - f - sv
         v = sigma2 + vm[i] + sl * sl * vs[i]
         r2v[i] = r * r / v
@@ -182,26 +182,13 @@ def _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var) -> None:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var) -> None:
-    """:func:`_eiv_terms` under the friction ellipse (:func:`combined`, written as selects) where lat_i > 0."""
+    """:func:`_eiv_terms` under the friction ellipse (:func:`combined`) where lat_i > 0."""
     B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
     peak_value = max(D + sv, 1e-6)   # the curve's maximum (C > 1): mu_x,max of the ellipse, mu_y,max = rho times it
     for i in range(s.shape[0]):
-        x = s[i]
-        f, sl = _curve_and_slope(x, B, C, D, E, sh)
-        f0 = f + sv
-        ld = lat[i] / peak_value
-        a = abs(x)
-        q2 = x * x + f0 * f0 * ld * ld
-        q = math.sqrt(q2)
-        sgn = 1.0 if x >= 0.0 else -1.0
-        fe = f0 * a / q
-        se = (sl * a * a * a + sgn * f0 * f0 * f0 * ld * ld) / (q2 * q)
-        ellipse = ld > 0.0
-        fe = fe if q2 > 0.0 else 0.0
-        se = se if q2 > 0.0 else sl
-        f0 = fe if ellipse else f0
-        sl = se if ellipse else sl
-        r = mu[i] - f0
+        f, sl = mf_and_slope(s[i], B, C, D, E, sh)
+        f, sl = combined(s[i], f + sv, sl, lat[i] / peak_value)
+        r = mu[i] - f
         v = sigma2 + vm[i] + sl * sl * vs[i]
         r2v[i] = r * r / v
         var[i] = v
