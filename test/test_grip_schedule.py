@@ -28,6 +28,9 @@ def _window(t0: float, s_max: float, seed: int, n: int = 80) -> ScopeData:
 
 
 def _pipeline(**kw) -> GripPipeline:
+    """Windows here are refitted whatever their new samples' excitation (``require_new_excitation`` has its own
+    test in test_surface_change.py)."""
+    kw.setdefault("require_new_excitation", False)
     return GripPipeline(fit_config=FAST, max_r_hat=1.5, min_ess=10.0, min_ess_tail=10.0, **kw)
 
 

@@ -31,7 +31,7 @@ from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
 from vehcal_ros.models.pacejka import (
     N_THETA,
     THETA_NAMES,
-    gauss_nll_lat,
+    gauss_nll_shared,
     mf_batch,
     peak_batch,
     peak_slip_at_most,
@@ -156,6 +156,12 @@ class GripConfig:
     from the slip noise, :mod:`~vehcal_ros.estimation.latent_slip`) and each sample enters the likelihood at the
     posterior mean and variance of its true slip; "flat": a flat prior, i.e. the effective-variance likelihood at
     the measured slips (biased low when the true slips are clustered, as in everyday driving)."""
+    slip_mean_error: bool = False
+    """"deconvolved": True = the likelihood also integrates out the error of the deconvolved components' means,
+    which all of a component's samples share (:meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.
+    shared_loadings`, :func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); False (default): the means taken
+    as known. Measured, not the default (benchmarks/README_tire_forces.md, session 7): SBC live_latent 90.0 % /
+    50.0 % (off: 89.0 / 49.5), the daily drive's misses unchanged."""
 
     def __post_init__(self) -> None:
         b = np.asarray(self.bounds, dtype=float)
@@ -383,7 +389,7 @@ def _nan_to_none(x: float) -> float | None:
 
 def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndarray | None = None,
              mu_var: np.ndarray | None = None, bounds: tuple[float, float] = (1e-5, 1.0),
-             lateral: np.ndarray | None = None) -> float:
+             lateral: np.ndarray | None = None, shared: np.ndarray | None = None) -> float:
     """Maximum-likelihood sigma (friction) of the exact errors-in-variables likelihood at ``theta``
     (:func:`~vehcal_ros.models.pacejka.gauss_nll`, log-variance term included; no floor): a 1-D bounded
     minimisation over log sigma. Without per-sample variances this is sqrt(V/N) (Eq. 17 has N - 6)."""
@@ -392,9 +398,10 @@ def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndar
     vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
     vm = np.zeros(0) if mu_var is None else np.ascontiguousarray(mu_var, dtype=float)
     la = np.zeros(0) if lateral is None else np.ascontiguousarray(lateral, dtype=float)
+    sh = np.zeros((0, len(s))) if shared is None else np.ascontiguousarray(shared, dtype=float)
     th = np.ascontiguousarray(theta, dtype=float)
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
-    res = minimize_scalar(lambda ls: gauss_nll_lat(s, mu, th, math.exp(2.0 * ls), vs, vm, la), bounds=(lo, hi),
+    res = minimize_scalar(lambda ls: gauss_nll_shared(s, mu, th, math.exp(2.0 * ls), vs, vm, la, sh), bounds=(lo, hi),
                           method="bounded", options={"xatol": 1e-6})
     return float(math.exp(res.x))
 
@@ -402,7 +409,7 @@ def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndar
 def ml_refine(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma: float, bounds: np.ndarray,
               slip_var: np.ndarray | None, mu_var: np.ndarray | None,
               sigma_bounds: tuple[float, float] = (1e-5, 1.0),
-              lateral: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+              lateral: np.ndarray | None = None, shared: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """(theta, sigma) maximising the exact errors-in-variables likelihood, from the least-squares theta_ML
     (L-BFGS-B in the bounds; with zero per-sample variances least squares already is that maximum)."""
     from scipy.optimize import minimize
@@ -410,15 +417,16 @@ def ml_refine(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma: float, bo
     vs = np.zeros(0) if slip_var is None else np.ascontiguousarray(slip_var, dtype=float)
     vm = np.zeros(0) if mu_var is None else np.ascontiguousarray(mu_var, dtype=float)
     la = np.zeros(0) if lateral is None else np.ascontiguousarray(lateral, dtype=float)
+    sh = np.zeros((0, len(s))) if shared is None else np.ascontiguousarray(shared, dtype=float)
     b = np.asarray(bounds, dtype=float)
-    sig0 = ml_sigma(s, mu, theta, vs, vm, sigma_bounds, la)
+    sig0 = ml_sigma(s, mu, theta, vs, vm, sigma_bounds, la, sh)
     x0 = np.append(np.clip(theta, b[:, 0], b[:, 1]), math.log(sig0))
     lo = np.append(b[:, 0], math.log(sigma_bounds[0]))
     hi = np.append(b[:, 1], math.log(sigma_bounds[1]))
 
     def nll(x: np.ndarray) -> float:
-        return float(gauss_nll_lat(s, mu, np.ascontiguousarray(x[:N_THETA]), math.exp(2.0 * x[N_THETA]), vs, vm,
-                                   la))
+        return float(gauss_nll_shared(s, mu, np.ascontiguousarray(x[:N_THETA]), math.exp(2.0 * x[N_THETA]), vs,
+                                      vm, la, sh))
 
     res = minimize(nll, x0, method="L-BFGS-B", bounds=list(zip(lo, hi)), options={"maxiter": 200})
     if not (np.all(np.isfinite(res.x)) and res.fun <= nll(x0)):
@@ -569,9 +577,12 @@ class GripEstimator:
         t0 = time.perf_counter()
         s, m, vs, vm, n_nonfinite, n_braking, la = self._clean(slip, mu, slip_var, mu_var, lateral)
         n_components = 0
+        shared = None
         if vs is not None and cfg.slip_prior == "deconvolved":  # measured slips -> their true slips' posteriors
             mix = true_slip_distribution(s, vs)
             n_components = mix.n_components
+            if cfg.slip_mean_error:
+                shared = mix.shared_loadings(s, vs)
             s, vs = (np.ascontiguousarray(x) for x in mix.posterior(s, vs))
             vs = vs if np.any(vs > 0.0) else None
         ss = np.random.SeedSequence(cfg.seed)
@@ -579,7 +590,7 @@ class GripEstimator:
         rng_ml = np.random.default_rng(ss_ml)
         b = np.asarray(cfg.bounds, dtype=float)
         truncated = cfg.prior_mode == "truncated"
-        eiv = vs is not None or vm is not None or la is not None
+        eiv = vs is not None or vm is not None or la is not None or shared is not None
         if cfg.sigma_mode == "marginal" and eiv:
             raise InputError("GripConfig: sigma_mode='marginal' cannot take per-sample variances; use 'sampled'")
         if warm_start is not None:
@@ -603,7 +614,7 @@ class GripEstimator:
         carried = warm_start.chains.draws if warm_start is not None and warm_start.chains is not None else None
         theta_ml, sigma_ml = ml.theta, ml.sigma
         if eiv:  # the ML step on the exact errors-in-variables likelihood, from the least-squares fit
-            theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds, la)
+            theta_ml, sigma_ml = ml_refine(s, m, ml.theta, ml.sigma, b, vs, vm, cfg.sigma_bounds, la, shared)
             if warm_start is None:
                 x0 = theta_ml
         sigma_ml = float(np.clip(sigma_ml, *cfg.sigma_bounds))
@@ -612,7 +623,7 @@ class GripEstimator:
         carried_w, carry_lam = None, float("nan")
         if carried is not None and cfg.carry_reweight and cfg.prior_mode == "truncated":
             carried, carried_w, carry_lam, starts = self._reweighted(warm_start.chains, starts, s, m, b, sigma_ml, vs,
-                                                                     vm, la, ss_start.spawn(1)[0])
+                                                                     vm, la, shared, ss_start.spawn(1)[0])
         t_ml = time.perf_counter() - t0
 
         burn = cfg.burn_steps
@@ -629,7 +640,7 @@ class GripEstimator:
             cfg.thin,
             sigma_mode=cfg.sigma_mode, log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
             max_peak_slip=cfg.max_peak_slip if truncated else None, gamma=cfg.gamma,
-            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la,
+            pilot_steps=int(cfg.pilot * burn), seed=ss_chain, slip_var=vs, mu_var=vm, lateral=la, shared=shared,
             slope_coords=cfg.slope_coords, max_steps=cfg.max_steps, until=rule, shape_prior=cfg.shape_prior,
             stop=stop, proposal_draws=carried,
             p_independent=cfg.p_independent if carried is not None or cfg.cold_independent else 0.0,
@@ -687,7 +698,7 @@ class GripEstimator:
             elapsed_mcmc_s=t_mcmc, curve=GripCurve(slip=grid, q05=q05, q50=q50, q95=q95), chains=chains,
         )
 
-    def _reweighted(self, prev: ChainResult, starts: np.ndarray | None, s, m, b, sigma_ml, vs, vm, la,
+    def _reweighted(self, prev: ChainResult, starts: np.ndarray | None, s, m, b, sigma_ml, vs, vm, la, shared,
                     seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray, float, np.ndarray | None]:
         """The previous fit's draws carried to this window (``carry_reweight``): (draws [n_chains, k, d], their
         tempered importance weights [n_chains, k], the tempering exponent, the chains' starts). Chain c starts
@@ -703,7 +714,7 @@ class GripEstimator:
             draws, logp[:, idx], s, m, b, sigma_mode=cfg.sigma_mode, sigma=sigma_ml,
             log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
             max_peak_slip=cfg.max_peak_slip, slip_var=vs, mu_var=vm, slope_coords=cfg.slope_coords,
-            shape_prior=cfg.shape_prior, lateral=la)
+            shape_prior=cfg.shape_prior, lateral=la, shared=shared)
         w, lam = tempered_weights(lr)
         if n_c != cfg.n_chains or draws.shape[2] != N_THETA + int(cfg.sigma_mode == "sampled"):
             return draws, w, lam, starts

@@ -244,8 +244,8 @@ class GripPipeline:
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
     #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
-    #: (:meth:`pre_gate`; opt-in, measured in benchmarks/README_tire_forces.md, session 5)
-    require_new_excitation: bool = False
+    #: (:meth:`pre_gate`; the default since session 7, benchmarks/README_tire_forces.md)
+    require_new_excitation: bool = True
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -556,7 +556,7 @@ class GripPipeline:
 # ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
 FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_steps", "max_peak_slip", "prior_mode",
-              "interval_prob", "seed", "slip_prior")   # slip_prior: replay/bench only, not a node parameter
+              "interval_prob", "seed", "slip_prior", "slip_mean_error")   # the last two: replay/bench only
 #: grip_estimator publication gates -> the GripConfig thresholds of the convergence rule (the chains are
 #: extended until the estimate passes the same gates the node publishes with)
 GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_ess_tail": "ess_tail_threshold"}

@@ -158,6 +158,85 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
     return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod))
 
 
+@njit(cache=True, nogil=True)
+def gauss_nll_shared(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+                     mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray) -> float:
+    """:func:`gauss_nll_shared_into` with its own work space (tools, the ML step)."""
+    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, np.zeros((4, s.shape[0])))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+                          mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, work: np.ndarray) -> float:
+    """:func:`gauss_nll_lat_into` when the slips also share errors: slip_i = t_i + sum_k shared[k, i] delta_k +
+    e_i with delta_k ~ N(0, 1) common to all samples (e.g. the error of a deconvolved slip component's mean,
+    :meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.shared_loadings`), linearised as the per-sample slip
+    variance is: mu ~ N(f(s), D + L L^T), D = diag(Var_i), L_ik = f'(s_i) shared[k, i]. By the Woodbury identity
+    and the matrix determinant lemma, with M = I + L^T D^-1 L [K, K] and y = L^T D^-1 r:
+    -log p = (n log 2 pi + sum r_i^2 / Var_i - y^T M^-1 y + sum log Var_i + log det M) / 2, O(n K^2).
+    ``shared`` [K, n]; K = 0: :func:`gauss_nll_lat_into`. ``work`` [4, >= n], row 2 zeros."""
+    K = shared.shape[0]
+    if K == 0:
+        return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
+    n = s.shape[0]
+    vs = slip_var if slip_var.shape[0] == n else work[2, :n]
+    vm = mu_var if mu_var.shape[0] == n else work[2, :n]
+    la = lat if lat.shape[0] == n else work[2, :n]
+    r, var, sl = work[0, :n], work[1, :n], work[3, :n]
+    _eiv_residuals(s, mu, theta, sigma2, vs, vm, la, r, sl, var)
+    M = np.zeros((K, K))
+    y = np.zeros(K)
+    acc = 0.0
+    log_var = 0.0
+    prod = 1.0
+    for i in range(n):
+        iv = 1.0 / var[i]
+        acc += r[i] * r[i] * iv
+        prod *= var[i]
+        if not 1e-150 < prod < 1e150:
+            log_var += math.log(prod)
+            prod = 1.0
+        for k in range(K):
+            lk = sl[i] * shared[k, i] * iv
+            y[k] += lk * r[i]
+            for j in range(k + 1):
+                M[k, j] += lk * sl[i] * shared[j, i]
+    log_det = 0.0
+    for k in range(K):          # Cholesky of M = I + L^T D^-1 L in place (lower), then forward solve for y
+        M[k, k] += 1.0
+        for j in range(k + 1):
+            a = M[k, j]
+            for m in range(j):
+                a -= M[k, m] * M[j, m]
+            if j == k:
+                a = math.sqrt(a)
+                log_det += 2.0 * math.log(a)
+            else:
+                a /= M[j, j]
+            M[k, j] = a
+    for k in range(K):
+        a = y[k]
+        for m in range(k):
+            a -= M[k, m] * y[m]
+        y[k] = a / M[k, k]
+        acc -= y[k] * y[k]
+    return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod) + log_det)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _eiv_residuals(s, mu, theta, sigma2, vs, vm, lat, r, sl, var) -> None:
+    """Per sample: the residual mu_i - f(s_i) into ``r``, the slope f'(s_i) into ``sl`` and Var_i into ``var``
+    (:func:`_eiv_terms_lat`; lat_i = 0 is pure slip)."""
+    B, C, D, E, sh, sv = theta[0], theta[1], theta[2], theta[3], theta[4], theta[5]
+    peak_value = max(D + sv, 1e-6)
+    for i in range(s.shape[0]):
+        f, d = mf_and_slope(s[i], B, C, D, E, sh)
+        f, d = combined(s[i], f + sv, d, lat[i] / peak_value)
+        r[i] = mu[i] - f
+        sl[i] = d
+        var[i] = sigma2 + vm[i] + d * d * vs[i]
+
+
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def mf_and_slope(x: float, B: float, C: float, D: float, E: float, sh: float) -> tuple[float, float]:
     """(D sin g, f'(x)) of the magic formula (Eq. 5) without s_v, g = C atan(phi), in the vectorisable arctan

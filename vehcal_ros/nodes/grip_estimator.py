@@ -132,6 +132,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("min_excitation", 0.15,
               "publish only if the span of abs(mu) in the window (95th - 5th percentile) reaches this",
               0.0, 2.0),
+    ParamSpec("require_new_excitation", True, "refit (and re-stamp) a scope only when the samples since its published "
+              "estimate's data reach min_excitation; the last estimate keeps its older stamp meanwhile"),
     ParamSpec("theta_lower", [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "prior lower bounds of B, C, D, E, s_h, s_v",
               check=lambda v: _bounds_check("theta_lower", v)),
     ParamSpec("theta_upper", [30.0, 2.0, 2.0, 0.0, 0.05, 0.3], "prior upper bounds of B, C, D, E, s_h, s_v "
@@ -310,6 +312,7 @@ class GripEstimatorNode(WorkerNode):
             self.pipeline.min_ess_tail = self.values["min_ess_tail"]
             self.pipeline.shape_prior = self.values["shape_prior"]
             self.pipeline.min_excitation = self.values["min_excitation"]
+            self.pipeline.require_new_excitation = self.values["require_new_excitation"]
 
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
