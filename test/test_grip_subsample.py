@@ -85,10 +85,18 @@ def test_slips_are_posteriors_under_the_whole_window():
 
 
 def test_default_rule_is_even_in_time_with_the_newest_sample():
-    """The pipeline's default (``even``): evenly spaced in time, the newest kept, the slips as measured."""
+    """The pipeline's default (``even``): evenly spaced in time, the newest kept; the slips their posteriors under
+    the mixture deconvolved from the whole window (as the excitation rule's, session 7), as measured without
+    deconvolution."""
     d = _window(3)
     out = subsample(d, N_MAX)
     idx = np.unique(np.round(np.linspace(0, N - 1, N_MAX)).astype(int))
     np.testing.assert_array_equal(out.t, d.t[idx])
-    np.testing.assert_array_equal(out.slip, d.slip[idx])
-    assert out.t[-1] == d.t[-1] and not out.slip_is_latent
+    mix = true_slip_distribution(d.slip, d.slip_var)
+    m, w = mix.posterior(d.slip[idx], d.slip_var[idx])
+    np.testing.assert_allclose(out.slip, m, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out.slip_var, w, rtol=0, atol=1e-15)
+    assert out.t[-1] == d.t[-1] and out.slip_is_latent
+    raw = subsample(d, N_MAX, deconvolve=False)
+    np.testing.assert_array_equal(raw.slip, d.slip[idx])
+    assert not raw.slip_is_latent

@@ -114,7 +114,9 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     kept). The choice depends on the slips (the regressor) only, so
     the likelihood of the friction given the chosen slips is unchanged: selecting on the friction would bias it.
 
-    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), each true slip's posterior
+    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), under either rule (the even
+    one since session 7: before, the fit deconvolved its 100 samples alone, and the HMMWV's first estimates on
+    the daily drive read 0.4-0.65 against 0.90, benchmarks/README_tire_forces.md), each true slip's posterior
     (:mod:`~vehcal_ros.estimation.latent_slip`) is taken under the slip distribution deconvolved from EVERY
     sample of the window: the selected samples' distribution is the selection's, not the vehicle's (and an
     evenly-in-time share of 200 of the accel_coast window's 602 blocks merged its tight acceleration cluster
@@ -124,17 +126,17 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     n = data.t.size
     if n <= n_max:
         return data
-    key = latent = None
+    latent = None
+    v = data.slip_var
+    if deconvolve and v is not None and np.any(v > 0.0):
+        ok = np.flatnonzero(np.isfinite(data.slip) & np.isfinite(v) & (v >= 0.0))
+        m, w = np.array(data.slip, dtype=float), np.array(v, dtype=float)
+        m[ok], w[ok] = latent_slip(m[ok], w[ok])
+        latent = (m, w)
     if rule == "even":
         idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
     else:
-        key = np.abs(data.slip)
-        v = data.slip_var
-        if deconvolve and v is not None and np.any(v > 0.0):
-            ok = np.flatnonzero(np.isfinite(data.slip) & np.isfinite(v) & (v >= 0.0))
-            m, w = np.array(data.slip, dtype=float), np.array(v, dtype=float)
-            m[ok], w[ok] = latent_slip(m[ok], w[ok])
-            latent, key = (m, w), np.abs(m)
+        key = np.abs(latent[0] if latent is not None else data.slip)
         idx = stratified_indices(local_excitation(np.where(np.isfinite(key), key, 0.0)), n_max)
     arrays = {f.name: getattr(data, f.name)[idx] for f in dataclasses.fields(data)
               if isinstance(getattr(data, f.name), np.ndarray)}   # t, slip, mu, slip_var, mu_var, lat
@@ -356,20 +358,22 @@ class GripPipeline:
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
             window = data
-            data = subsample(data, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
-            if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
-                config = dataclasses.replace(config, slip_prior="flat")
             # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
-            # window when the subsample leans to its excited blocks
-            excitation = excitation_of(data if self.subsample_rule == "even" else window)
-            outcome = FitOutcome(scope=data.scope, stamp=t_end, n_points=int(data.mu.size),
-                                 excitation=excitation, surface_change=change,
+            # window when the subsample leans to its excited blocks (the frictions: no deconvolution needed)
+            even = subsample(window, self.max_fit_points, "even", False) if self.subsample_rule == "even" else window
+            outcome = FitOutcome(scope=window.scope, stamp=t_end, n_points=int(min(window.mu.size,
+                                                                                   self.max_fit_points)),
+                                 excitation=excitation_of(even), surface_change=change,
                                  new_excitation=self.new_excitation(window) if self.require_new_excitation
                                  else math.inf)
-            previous = self.warm_start_of(data.scope)
-            if self.pre_gate(outcome):
+            if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
+            data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
+            if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
+                config = dataclasses.replace(config, slip_prior="flat")
+            outcome.n_points = int(data.mu.size)
+            previous = self.warm_start_of(data.scope)
             if previous is not None:
                 config = self.warm_config(config)
             t0 = time.perf_counter()
