@@ -134,7 +134,7 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
         m[ok], w[ok] = latent_slip(m[ok], w[ok])
         latent = (m, w)
     if rule == "even":
-        idx = np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
+        idx = even_indices(n, n_max)
     else:
         key = np.abs(latent[0] if latent is not None else data.slip)
         idx = stratified_indices(local_excitation(np.where(np.isfinite(key), key, 0.0)), n_max)
@@ -143,6 +143,13 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     if latent is not None:
         arrays.update(slip=latent[0][idx], slip_var=latent[1][idx], slip_is_latent=True)
     return dataclasses.replace(data, **arrays)
+
+
+def even_indices(n: int, n_max: int) -> np.ndarray:
+    """At most ``n_max`` of ``n`` indices evenly spaced in time order, the first and the newest kept."""
+    if n <= n_max:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, n_max)).astype(int))
 
 
 EXCITATION_SPAN = 9
@@ -360,10 +367,11 @@ class GripPipeline:
             window = data
             # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
             # window when the subsample leans to its excited blocks (the frictions: no deconvolution needed)
-            even = subsample(window, self.max_fit_points, "even", False) if self.subsample_rule == "even" else window
+            gate_mu = (window.mu[even_indices(window.mu.size, self.max_fit_points)] if self.subsample_rule == "even"
+                       else window.mu)
             outcome = FitOutcome(scope=window.scope, stamp=t_end, n_points=int(min(window.mu.size,
                                                                                    self.max_fit_points)),
-                                 excitation=excitation_of(even), surface_change=change,
+                                 excitation=mu_span(gate_mu), surface_change=change,
                                  new_excitation=self.new_excitation(window) if self.require_new_excitation
                                  else math.inf)
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing

@@ -159,10 +159,19 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
 
 
 @njit(cache=True, nogil=True)
+def likelihood_work(n: int, k: int) -> np.ndarray:
+    """The work space of :func:`gauss_nll_shared_into` (and :func:`gauss_nll_lat_into`) for ``n`` samples and
+    ``k`` shared errors: zeros [5 + k, max(n, k)]; rows 0-3 per sample (row 2 stays zero), rows 4 .. 3 + k the
+    k x k system, row 4 + k its right-hand side. Allocate once per chain, not per evaluation."""
+    return np.zeros((5 + k, max(n, k)))
+
+
+@njit(cache=True, nogil=True)
 def gauss_nll_shared(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                      mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray) -> float:
     """:func:`gauss_nll_shared_into` with its own work space (tools, the ML step)."""
-    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, np.zeros((4, s.shape[0])))
+    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared,
+                                 likelihood_work(s.shape[0], shared.shape[0]))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -174,7 +183,7 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     variance is: mu ~ N(f(s), D + L L^T), D = diag(Var_i), L_ik = f'(s_i) shared[k, i]. By the Woodbury identity
     and the matrix determinant lemma, with M = I + L^T D^-1 L [K, K] and y = L^T D^-1 r:
     -log p = (n log 2 pi + sum r_i^2 / Var_i - y^T M^-1 y + sum log Var_i + log det M) / 2, O(n K^2).
-    ``shared`` [K, n]; K = 0: :func:`gauss_nll_lat_into`. ``work`` [4, >= n], row 2 zeros."""
+    ``shared`` [K, n]; K = 0: :func:`gauss_nll_lat_into`. ``work``: :func:`likelihood_work` (row 2 zeros)."""
     K = shared.shape[0]
     if K == 0:
         return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
@@ -184,8 +193,10 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     la = lat if lat.shape[0] == n else work[2, :n]
     r, var, sl = work[0, :n], work[1, :n], work[3, :n]
     _eiv_residuals(s, mu, theta, sigma2, vs, vm, la, r, sl, var)
-    M = np.zeros((K, K))
-    y = np.zeros(K)
+    M = work[4:4 + K, :K]
+    y = work[4 + K, :K]
+    M[:, :] = 0.0
+    y[:] = 0.0
     acc = 0.0
     log_var = 0.0
     prod = 1.0
