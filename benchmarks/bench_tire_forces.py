@@ -119,7 +119,7 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     import yaml
 
     from vehcal_ros.io.describe import describe_vehicle
-    from vehcal_ros.io.vehicle_description import to_document
+    from vehcal_ros.vehicle.description import to_document
     from vehcal_ros.models.hmmwv.params import load_vehicle_params
 
     desc = describe_vehicle(vehicle)

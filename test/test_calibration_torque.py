@@ -19,7 +19,7 @@ from calibration_drive import drive_records
 
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
 from vehcal_ros.estimation.signals import WheelSpeeds
-from vehcal_ros.io.resources import find_resource
+from vehcal_ros.resources import find_resource
 
 
 def _torque(t: float) -> tuple[float, float, float, float]:

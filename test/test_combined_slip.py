@@ -149,7 +149,7 @@ def test_mf2002_weighting_equals_the_simulators_tire():
 def test_shipped_toe_and_tire_fields_are_describes(vehicle):
     """The shipped descriptions' suspension section and combined-slip fields come from `vehcal vehicle describe`
     (to its 7 significant digits), not typed by hand."""
-    from vehcal_ros.io.vehicle_description import load_vehicle
+    from vehcal_ros.vehicle.description import load_vehicle
 
     shipped, described = load_vehicle(vehicle), describe_vehicle(vehicle)
     for name in ("combined_slip", "lateral_ratio", "pitch_at_rest", "wheel_rate_f", "wheel_rate_r"):

@@ -20,7 +20,7 @@ from sensor_msgs.msg import Imu, JointState
 
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
-from vehcal_ros.io.vehicle_description import load_vehicle
+from vehcal_ros.vehicle.description import load_vehicle
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
 
 pytestmark = pytest.mark.ros

@@ -211,7 +211,7 @@ def test_sedan_energy_conserved_to_first_order():
 def test_described_static_axle_loads_equal_the_settled_wheel_loads(vehicle, tmp_path, capsys):
     """``vehcal vehicle describe``: the description's static loads (from the model's masses and CG, by the 8-DOF
     formula) against the simulator's settled wheel loads (from the full dynamics), within 1 %."""
-    from vehcal_ros.io.vehicle_description import load_vehicle
+    from vehcal_ros.vehicle.description import load_vehicle
 
     out = tmp_path / f"{vehicle}.yaml"
     assert main(["vehicle", "describe", vehicle, "-o", str(out)]) == 0

@@ -267,7 +267,7 @@ def test_lever_is_the_loaded_radius_of_the_description():
     radius r0 - Fz/kt to the loaded radius: r0 - rolling_excess is the lever base."""
     import dataclasses
 
-    from vehcal_ros.io.vehicle_description import load_vehicle
+    from vehcal_ros.vehicle.description import load_vehicle
 
     desc = load_vehicle("sedan")
     plain = TireForceVehicle.from_description(dataclasses.replace(desc, rolling_excess=0.0))

@@ -20,7 +20,7 @@ from test_cli_calibrate import _write_csv
 
 from vehcal_ros.cli import main
 from vehcal_ros.estimation.calibration import Segment
-from vehcal_ros.io.vehicle_description import load_vehicle
+from vehcal_ros.vehicle.description import load_vehicle
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
 
 

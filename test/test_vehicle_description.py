@@ -1,4 +1,4 @@
-"""Vehicle descriptions (config/vehicles/*.yaml, io/vehicle_description.py): shipped files, validation, round trip.
+"""Vehicle descriptions (config/vehicles/*.yaml, vehicle/description.py): shipped files, validation, round trip.
 
 Checked against independent sources: the 8-DOF reference file (shared/reference/vehicle_8dof.yaml) for the HMMWV
 and the sedan reference's derived static wheel loads (shared/reference/sedan.yaml).
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.io.vehicle_description import description_from_dict, load_vehicle, vehicle_names
+from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, vehicle_names
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 

@@ -396,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
     if args.vehicle:
         import functools
 
-        from vehcal_ros.io.vehicle_description import load_vehicle
+        from vehcal_ros.vehicle.description import load_vehicle
 
         load_vehicle(args.vehicle)   # a bad name or file: one line before any task starts
         extra["task"] = functools.partial(calibrate_input, vehicle=args.vehicle)

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     stages = cal.STAGE_NAMES if args.stage == "all" else (args.stage,)
     vehicle = None
     if args.vehicle:
-        from vehcal_ros.io.vehicle_description import load_vehicle
+        from vehcal_ros.vehicle.description import load_vehicle
         vehicle = load_vehicle(args.vehicle)
     previous = None
     if args.model:

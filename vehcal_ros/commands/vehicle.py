@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
     from vehcal_ros.estimation.calibration_pipeline import write_atomic
     from vehcal_ros.io.describe import describe_model
-    from vehcal_ros.io.vehicle_description import description_from_dict
+    from vehcal_ros.vehicle.description import description_from_dict
 
     doc = describe_model(args.model)
     description_from_dict(doc, source=f"described from {args.model}")  # the schema's own validation

@@ -22,7 +22,7 @@ def apply_vehicle(params: dict[str, dict[str, Any]], vehicle: str | None,
     """``params`` with ``vehicle`` set on ``nodes`` (validated first: a bad name or file is one InputError)."""
     if not vehicle:
         return params
-    from vehcal_ros.io.vehicle_description import load_vehicle
+    from vehcal_ros.vehicle.description import load_vehicle
 
     load_vehicle(vehicle)
     out = {k: dict(v) for k, v in params.items()}

@@ -309,7 +309,7 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
                priors: Mapping[str, Sequence[float]] | None = None, vehicle=None) -> StageSpec:
     """The stage's configuration from vehicle_8dof.yaml (paper Sections 3.3-3.5, Eq. 14).
 
-    ``vehicle``: a vehicle description (name, file or :class:`~vehcal_ros.io.vehicle_description.
+    ``vehicle``: a vehicle description (name, file or :class:`~vehcal_ros.vehicle.description.
     VehicleDescription`) whose prior ranges and per-stage held-fixed values replace the paper's HMMWV ones
     (None: the paper's; the shipped ``hmmwv`` description carries the same numbers); the longitudinal stage of
     a vehicle with an undriven axle does not calibrate that axle's Cx (:func:`_identified`).
@@ -327,7 +327,7 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
     priors_out: list[tuple[str, Distribution]] = []
     desc = None
     if vehicle is not None:
-        from vehcal_ros.io.vehicle_description import load_vehicle
+        from vehcal_ros.vehicle.description import load_vehicle
         desc = load_vehicle(vehicle)
     for pname, (lo, hi) in cfg["priors"].items():
         if desc is not None and not _identified(pname, name, desc):

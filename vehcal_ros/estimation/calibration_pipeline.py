@@ -70,7 +70,7 @@ def _measured_torque(vehicle: str | None) -> bool:
     """True when the vehicle description's torque source is ``measured`` (``JointState.effort``)."""
     if vehicle is None:
         return False
-    from vehcal_ros.io.vehicle_description import load_vehicle
+    from vehcal_ros.vehicle.description import load_vehicle
 
     return load_vehicle(vehicle).torque_source == "measured"
 
@@ -131,7 +131,7 @@ class CalibrationPipelineConfig:
     """uniform prior ranges {name: (lower, upper)} replacing the paper's (Eq. 14; names as
     :data:`MODEL_PARAMETERS`); None or absent names: the paper's ranges (calibration.paper_prior_ranges)."""
     vehicle: str | None = None
-    """vehicle description (name or file, io/vehicle_description.py): 8-DOF constants, drive maps, priors and
+    """vehicle description (name or file, vehicle/description.py): 8-DOF constants, drive maps, priors and
     nominal values; None: the paper's HMMWV."""
 
     def validate(self) -> None:
@@ -793,7 +793,7 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
     priors = {k[len(PRIOR_PREFIX):]: v for k, v in values.items() if k.startswith(PRIOR_PREFIX)}
     vehicle = str(values.get("vehicle") or "") or None
     if vehicle is not None and vehicle != "hmmwv":   # declared HMMWV defaults mean "unset": the description's apply
-        from vehcal_ros.io.vehicle_description import load_vehicle
+        from vehcal_ros.vehicle.description import load_vehicle
 
         desc = load_vehicle(vehicle)
         paper = paper_prior_ranges()

@@ -632,7 +632,7 @@ FORCE_PARAMS = {"wheel_speed_noise": "wheel_speed_std", "torque_noise": "torque_
 
 def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireForceConfig:
     """The force estimator's settings among the grip_estimator parameters (absent ones keep the defaults);
-    ``vehicle``: the vehicle description (io/vehicle_description.py, loaded by the caller from the ``vehicle``
+    ``vehicle``: the vehicle description (vehicle/description.py, loaded by the caller from the ``vehicle``
     parameter) whose constants it uses."""
     changes: dict[str, Any] = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
     if vehicle is not None:

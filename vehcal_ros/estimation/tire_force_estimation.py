@@ -76,7 +76,7 @@ class TireForceVehicle:
 
     @classmethod
     def from_description(cls, desc: object) -> TireForceVehicle:
-        """From a :class:`~vehcal_ros.io.vehicle_description.VehicleDescription` (config/vehicles/*.yaml, or
+        """From a :class:`~vehcal_ros.vehicle.description.VehicleDescription` (config/vehicles/*.yaml, or
         ``vehcal vehicle describe``): total mass and its CG from the sprung CG and the unsprung corners (at the
         loaded wheel-centre height), axle loads from the description's static loads, roll centres above ground
         ``h - hrc*``, the nominal roll stiffnesses and rolling-resistance lever."""

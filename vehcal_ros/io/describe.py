@@ -11,7 +11,7 @@ peak and full-slide values on the dry road (mu 0.9), wheel spin inertias, drivel
 the 8-DOF paper's motor map for the HMMWV), brake gains, the steering gain, and the rolling-resistance lever
 ``nominal.rr`` = QSY1 x R0 (HMMWV 0.00376 m, sedan 0; the other nominal values and the priors are left to the
 schema's load-derived defaults). The result is a document in the
-schema of io/vehicle_description.py (docs/vehicle_description.md), validated by ``description_from_dict``.
+schema of vehicle/description.py (docs/vehicle_description.md), validated by ``description_from_dict``.
 
 Roll centre of an axle (the swing-arm construction in the y-z plane): the contact point P of the left wheel
 moves with the knuckle; the line through P perpendicular to its velocity per unit suspension travel (y-z
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from vehcal_ros.io.vehicle_description import RPM, VehicleDescription, description_from_dict
+from vehcal_ros.vehicle.description import RPM, VehicleDescription, description_from_dict
 
 DRY_MU = 0.9
 """Road friction at which the tire's friction peak/slide values are reported (the scenarios' dry surface)."""

@@ -42,7 +42,7 @@ from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
 from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
 from vehcal_ros.io.replay_guard import replay_guards
-from vehcal_ros.io.resources import find_resource, searched
+from vehcal_ros.resources import find_resource, searched
 
 GRIP_NODE = "grip_estimator"
 CALIBRATOR_NODE = "model_calibrator"
@@ -61,7 +61,7 @@ _GRIP_TOPIC_PARAMS = {"wheel_speeds_topic": "wheel_speeds", "tire_forces_topic":
 
 # --------------------------------------------------------------------------------------------------- params
 def default_params_file() -> Path:
-    """The package's ``config/estimate.yaml`` (:func:`vehcal_ros.io.resources.find_resource`)."""
+    """The package's ``config/estimate.yaml`` (:func:`vehcal_ros.resources.find_resource`)."""
     found = find_resource("config", "estimate.yaml")
     if found is None:
         raise InputError(f"config/estimate.yaml not found (looked in {searched('config', 'estimate.yaml')})")
@@ -115,7 +115,7 @@ def grip_pipeline_from(values: Mapping[str, Any]) -> GripPipeline:
     try:
         vehicle = None
         if values.get("vehicle") and values.get("force_source", "measured") != "measured":
-            from vehcal_ros.io.vehicle_description import load_vehicle
+            from vehcal_ros.vehicle.description import load_vehicle
 
             vehicle = load_vehicle(values["vehicle"])
         return pipeline_from_params(values, vehicle)

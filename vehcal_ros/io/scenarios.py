@@ -57,7 +57,7 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.io.resources import resource_dirs, searched
+from vehcal_ros.resources import resource_dirs, searched
 from vehcal_ros.models.sensors import DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
@@ -634,7 +634,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
 
 def scenario_dirs() -> list[Path]:
     """Where built-in scenarios are looked up: ``config/scenarios`` of the package's share folder (ament index on
-    a ROS 2 install, the source tree, ``sys.prefix/share``; :mod:`vehcal_ros.io.resources`)."""
+    a ROS 2 install, the source tree, ``sys.prefix/share``; :mod:`vehcal_ros.resources`)."""
     return resource_dirs("config", "scenarios")
 
 

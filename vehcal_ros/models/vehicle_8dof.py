@@ -174,9 +174,9 @@ class VehicleConstants:
 
     @classmethod
     def from_description(cls, vehicle=None) -> VehicleConstants:
-        """Constants of a vehicle description (:func:`vehcal_ros.io.vehicle_description.load_vehicle`: a name,
+        """Constants of a vehicle description (:func:`vehcal_ros.vehicle.description.load_vehicle`: a name,
         a file or a description; None = the default ``hmmwv``, whose constants equal ``VehicleConstants()``)."""
-        from vehcal_ros.io.vehicle_description import load_vehicle
+        from vehcal_ros.vehicle.description import load_vehicle
 
         d = load_vehicle(vehicle)
         return cls(m=d.m, muf=d.muf, mur=d.mur, a=d.a, b=d.b, h=d.h, cf=d.cf, cr=d.cr, Jx=d.Jx, Jz=d.Jz, Jxz=d.Jxz,

@@ -77,7 +77,7 @@ parameters not yet calibrated."""
 
 
 def _vehicle_check(v: Any) -> str | None:
-    from vehcal_ros.io.vehicle_description import load_vehicle
+    from vehcal_ros.vehicle.description import load_vehicle
 
     try:
         load_vehicle(str(v))

@@ -39,7 +39,7 @@ def _ament_share() -> Path | None:
 
 
 def _source_root() -> Path | None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     return root if (root / "package.xml").is_file() else None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.io.resources import find_resource, resource_dirs, searched
+from vehcal_ros.resources import find_resource, resource_dirs, searched
 
 DEFAULT_VEHICLE = "hmmwv"
 RPM = math.pi / 30.0
