@@ -119,8 +119,8 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     import yaml
 
     from vehcal_ros.io.describe import describe_vehicle
-    from vehcal_ros.vehicle.description import to_document
     from vehcal_ros.models.hmmwv.params import load_vehicle_params
+    from vehcal_ros.vehicle.description import to_document
 
     desc = describe_vehicle(vehicle)
     tire = load_vehicle_params(vehicle).tire

@@ -30,9 +30,9 @@ from vehcal_ros.cli import main as vehcal
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.io.model_file import load_model_file
-from vehcal_ros.resources import find_resource
 from vehcal_ros.io.scenarios import vehicle_scenario_name
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
+from vehcal_ros.resources import find_resource
 
 MANEUVERS = ("throttle_ramp", "steering_ramp", "coast_down", "test_maneuver")
 CHAIN = (("longitudinal", "throttle_ramp", None, "lon.json"), ("lateral", "steering_ramp", "lon.json", "lat.json"),

@@ -20,8 +20,8 @@ from sensor_msgs.msg import Imu, JointState
 
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
-from vehcal_ros.vehicle.description import load_vehicle
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
+from vehcal_ros.vehicle.description import load_vehicle
 
 pytestmark = pytest.mark.ros
 VEH = TireForceVehicle.from_description(load_vehicle("hmmwv"))   # the node's default `vehicle`

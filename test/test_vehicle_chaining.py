@@ -20,8 +20,8 @@ from test_cli_calibrate import _write_csv
 
 from vehcal_ros.cli import main
 from vehcal_ros.estimation.calibration import Segment
-from vehcal_ros.vehicle.description import load_vehicle
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
+from vehcal_ros.vehicle.description import load_vehicle
 
 
 @pytest.fixture(scope="module")

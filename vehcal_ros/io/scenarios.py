@@ -57,8 +57,8 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.resources import resource_dirs, searched
 from vehcal_ros.models.sensors import DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
+from vehcal_ros.resources import resource_dirs, searched
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
 """Named road surfaces -> peak friction coefficient."""

@@ -46,7 +46,6 @@ from vehcal_ros.estimation.grip_pipeline import (
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io.replay_guard import grip_guard
-from vehcal_ros.vehicle.description import load_vehicle
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ParamSpec,
@@ -57,6 +56,7 @@ from vehcal_ros.nodes.common import (
     spin_node,
 )
 from vehcal_ros.nodes.worker_node import WorkerNode
+from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"
 
