@@ -208,19 +208,22 @@ def stratified_indices(key: np.ndarray, n_max: int) -> np.ndarray:
     return np.unique(np.asarray(chosen, dtype=int))   # n_max, or n_max - 1 when a stratum chose the newest
 
 
-def observed_floor(data: ScopeData, sigma: float, level: float = 0.01) -> float:
-    """The largest ``|mu_i| - z sd_i`` over the samples, ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated
-    friction variance and the fit's noise std ``sigma``), ``z`` the one-sided normal quantile at ``level / n``
+def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: float = -math.inf) -> float:
+    """The largest ``|mu_i| - z sd_i`` over the samples stamped at or after ``since`` (the last road change:
+    older samples kept for their shared low-slip curve were taken on the previous road), with
+    ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the fit's noise std ``sigma``)
+    and ``z`` the one-sided normal quantile at ``level / n``
     (Bonferroni over the n samples): the road under these samples offered at least this much friction, unless a
     false alarm of probability ``level``, so no credible interval of its mu_max may end below it. 0 without
     samples."""
-    n = data.mu.size
+    recent = np.asarray(data.t) >= since
+    n = int(recent.sum())
     if n == 0:
         return 0.0
     var = getattr(data, "mu_var", None)
-    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float), nan=np.inf)
+    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
     z = -float(norm.ppf(level / n))
-    floor = np.abs(data.mu) - z * np.sqrt(var + float(sigma) ** 2)
+    floor = np.abs(np.asarray(data.mu)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
     floor = floor[np.isfinite(floor)]
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
 
@@ -436,8 +439,9 @@ class GripPipeline:
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
                 outcome.error = f"fit failed: {exc}"
             outcome.wall_s = time.perf_counter() - t0
-            if outcome.estimate is not None:
-                outcome.mu_floor = observed_floor(window, outcome.estimate.sigma)
+            if outcome.estimate is not None:   # the samples since the last road change only
+                since = change.time if change is not None else self.status[window.scope].last_surface_change
+                outcome.mu_floor = observed_floor(window, outcome.estimate.sigma, since=since)
             outcomes.append(outcome)
         return outcomes
 
