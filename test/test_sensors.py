@@ -12,7 +12,15 @@ import pytest
 from scipy import stats
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.signals import Controls, GnssVelocity, GroundTruth, ImuSample, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import (
+    Controls,
+    GnssVelocity,
+    GroundTruth,
+    ImuSample,
+    OdomSample,
+    TireForce,
+    WheelSpeeds,
+)
 from vehcal_ros.io.scenarios import parse_scenario
 from vehcal_ros.io.simulate import ScenarioRun, SimulationDiverged, run_scenario
 from vehcal_ros.models.sensors import ClockTick, SensorSpec, SensorSuite
