@@ -168,3 +168,14 @@ def test_gates_and_counters():
         est.add(WheelSpeeds(t=i * 0.01, omega=(10.0 / R_DESC,) * 4, torque=(0.0,) * 4))
     st = est.state()
     assert st.used["gnss"] == 1 and st.k[0] > 1.0 and st.t == pytest.approx(0.65)
+
+
+def test_clock_going_back_restarts_the_history_and_keeps_k():
+    records, _ = synthetic_drive(seed=4, duration=60.0)
+    est = _run(records, _config())
+    k1, sd1, used1 = est.k, est.sd, est.used["gnss"]
+    for rec in records:   # the same drive again from t = 0: a new bag into the same estimator
+        est.add(rec)
+    assert est.restarts == 1
+    assert est.used["gnss"] == 2 * used1 and est.rejected["out_of_order"] == 0
+    assert est.sd[0] < sd1[0] and abs(est.k[0] - k1[0]) < 3 * sd1[0]

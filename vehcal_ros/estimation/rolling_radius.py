@@ -170,6 +170,7 @@ class RollingRadiusEstimator:
         self._bvar = 0.0
         self._bt = math.nan
         self.used = {"gnss": 0, "ratio": 0}
+        self.restarts = 0
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
 
     # ------------------------------------------------------------------------------------------------- input
@@ -207,8 +208,11 @@ class RollingRadiusEstimator:
             return
         buf = self._buf
         if self._n and t <= buf[self._newest() + _T]:
-            self.rejected["out_of_order"] += 1
-            return
+            if t < buf[self._newest() + _T] - self.config.buffer_seconds:
+                self.restart()   # the clock went back (a new bag, a restarted simulation): new history
+            else:
+                self.rejected["out_of_order"] += 1
+                return
         if self._n == self._cap:
             self._head = (self._head + 1) % self._cap
             self._n -= 1
@@ -395,6 +399,18 @@ class RollingRadiusEstimator:
             self._update1(h, self._bsum / n, self._bvar / (n * n) + c.model_std ** 2)
             self.used["ratio"] += 1
         self._bn, self._bsum, self._bvar = 0, 0.0, 0.0
+
+    def restart(self) -> None:
+        """Forget the signal history (ring buffer, held IMU/steering, waiting GNSS, the open ratio block) and keep
+        what was learnt (k and its covariance): for a clock that jumped back."""
+        self._head = self._n = 0
+        self._yaw = self._ax = math.nan
+        self._steer = 0.0
+        self._pending.clear()
+        self._block_key = -math.inf
+        self._bn, self._bsum, self._bvar = 0, 0.0, 0.0
+        self._t_pred = math.nan
+        self.restarts += 1
 
     def flush(self) -> None:
         """Close the open ratio block (end of a bag)."""
