@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import Vector3Stamped, WrenchStamped
+from geometry_msgs.msg import TwistWithCovarianceStamped, Vector3Stamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState, Joy
@@ -177,6 +177,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
+    ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
+              "receiver: the speed reference of the online rolling radius", read_only=True),
+    ParamSpec("radius_learning", True, "learn each axle's effective rolling radius online from free rolling against "
+              "the GNSS speed (estimation/rolling_radius.py); friction samples wait until it is known",
+              read_only=True),
+    ParamSpec("max_radius_sd", 0.002, "friction samples wait until the learnt radius's relative SD is at most "
+              "this (both axles)", 1e-5, 0.1, read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
               read_only=True),
     ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
@@ -240,6 +247,9 @@ class GripEstimatorNode(WorkerNode):
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
         # wheels' toe of a description with bump steer (estimation/grip_signals.py)
         self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
+        if v["radius_learning"]:   # the speed reference of the online rolling radius
+            self.create_subscription(TwistWithCovarianceStamped, v["gnss_topic"], self._on_gnss, qos,
+                                     callback_group=group)
         if v["force_source"] != "measured":
             self.create_subscription(DiagnosticArray, v["model_parameters_topic"], self._on_model, latched_qos(),
                                      callback_group=group)
@@ -301,6 +311,9 @@ class GripEstimatorNode(WorkerNode):
 
     def _on_imu(self, msg: Imu) -> None:
         self._feed("imu", conversions.msg_to_imu, msg)
+
+    def _on_gnss(self, msg: TwistWithCovarianceStamped) -> None:
+        self._feed("gnss", conversions.msg_to_gnss_velocity, msg)
 
     def _on_model(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -403,6 +416,12 @@ class GripEstimatorNode(WorkerNode):
                 values.update({f"forces_{k}": n for k, n in est.counters.items()})
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
             values["enabled"] = self.enabled
+            radius = self.pipeline.radius
+            if radius is not None:
+                (kf, kr), (sf, sr) = radius.k, radius.sd
+                values.update({"radius_scale_front": kf, "radius_scale_rear": kr, "radius_scale_sd_front": sf,
+                               "radius_scale_sd_rear": sr, "radius_gate": self.pipeline.collector.radius_gate,
+                               "radius_gnss_used": radius.used.get("gnss", 0)})
             inputs = self._input_status(stale, losing)
             if inputs is not None:
                 level, message = inputs
