@@ -24,7 +24,8 @@ multiplied by (1 -/+ ``MARGIN``), for E, s_h, s_v widened by ``MARGIN`` x (max -
 outward to two significant digits, E capped at 1 (the magic formula needs E <= 1).
 The ZOO sets are printed for comparison only and never enter the ranges.
 
-Run: ``.venv/bin/python benchmarks/grip_priors.py`` (``--markdown`` prints the tables for docs/grip.md).
+Run: ``.venv/bin/python benchmarks/grip_priors.py`` (``--markdown`` prints the tables for docs/grip.md; ``--plot
+PNG`` draws every set's mu(s) at 0.4, 1 and 1.6 x Fz0' on a dry road, PRIOR solid and ZOO dashed).
 """
 
 from __future__ import annotations
@@ -132,6 +133,56 @@ def proposed_bounds(rng: dict[str, tuple[float, float]], margin: float = MARGIN)
     return out
 
 
+def mu_curve(co: dict[str, np.ndarray], i: int, j: int, slip: np.ndarray) -> np.ndarray:
+    """mu(s) of the coefficients ``co`` (from :func:`mf_coefficients`) at grid point (i, j), slip ratios ``slip``."""
+    b, c, d, e = (float(co[n][i, j]) for n in ("B", "C", "D", "E"))
+    x = slip + float(co["s_h"][i, j])
+    return d * np.sin(c * np.arctan(b * x - e * (b * x - np.arctan(b * x)))) + float(co["s_v"][i, j])
+
+
+def peak_slip_range(data: dict, split: str, roads: np.ndarray) -> tuple[float, float]:
+    """min/max over the sets of ``split``, LOADS and ``roads`` of the slip ratio at the curve's maximum (searched
+    on s = 0..1 in steps of 1e-4)."""
+    slip = np.linspace(0.0, 1.0, 10001)
+    lo, hi = math.inf, -math.inf
+    for s in data["sets"]:
+        if s["split"] != split:
+            continue
+        co = mf_coefficients(s["longitudinal"], LOADS, roads)
+        for i in range(LOADS.size):
+            for j in range(roads.size):
+                sp = float(slip[int(np.argmax(mu_curve(co, i, j, slip)))])
+                lo, hi = min(lo, sp), max(hi, sp)
+    return lo, hi
+
+
+def plot(data: dict, path: str | Path) -> None:
+    """Figure: each set's mu(s) (s = 0..0.3) at 0.4, 1 and 1.6 x Fz0' on road scale 1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    slip = np.linspace(0.0, 0.3, 301)
+    loads = np.array([0.4, 1.0, 1.6])
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, s in enumerate(data["sets"]):
+        co = mf_coefficients(s["longitudinal"], loads, np.array([1.0]))
+        for i, ax in enumerate(axes):
+            ax.plot(slip, mu_curve(co, i, 0, slip), ls="-" if s["split"] == "prior" else "--",
+                    color=colors[k % len(colors)], label=f"{s['id']} ({s['split']})" if i == 0 else None)
+    for i, ax in enumerate(axes):
+        ax.set_title(f"Fz = {loads[i]:g} x Fz0', road scale 1")
+        ax.set_xlabel("slip ratio s (-)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mu = Fx / Fz (-)")
+    axes[0].legend(fontsize=6, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -140,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--file", default=None, help="coefficient file (default: the package's)")
     ap.add_argument("--markdown", action="store_true", help="print markdown tables (docs/grip.md)")
+    ap.add_argument("--plot", default=None, metavar="PNG", help="draw the sets' mu(s) curves to this file")
     args = ap.parse_args(argv)
     data = load_sets(args.file)
     check_split(data)
+    if args.plot:
+        plot(data, args.plot)
     bar = "|" if args.markdown else " "
     print(f"{bar} set {bar} split {bar} size {bar} Fz0' N {bar} " + f" {bar} ".join(NAMES) + f" {bar} peak mu {bar}")
     if args.markdown:
@@ -171,6 +225,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{bar} {_fmt(bounds[n][0])} {bar} {_fmt(bounds[n][1])} {bar} "
               f"{_fmt(CURRENT[n][0])} .. {_fmt(CURRENT[n][1])} {bar} "
               f"{_fmt(zoo[n][0])} .. {_fmt(zoo[n][1])} {bar}")
+    print()
+    for split in ("prior", "zoo"):
+        a1, b1 = peak_slip_range(data, split, np.array([1.0]))
+        a, b = peak_slip_range(data, split, ROADS)
+        print(f"slip at the curve maximum, {split.upper()} sets: {a1:.3f}..{b1:.3f} at road scale 1, {a:.3f}..{b:.3f} "
+              f"over road scales {ROADS[0]:g}-{ROADS[-1]:g}")
     print()
     print("proposed lower:", [bounds[n][0] for n in NAMES])
     print("proposed upper:", [bounds[n][1] for n in NAMES])

@@ -117,3 +117,26 @@ def test_tire_coefficient_sets_and_split_rule() -> None:
         assert np.isfinite(list(lo.values())).all()
         assert s["load_range"][0] < s["FNOMIN"] < s["load_range"][1]
     assert {s["split"] for s in sets} == {"prior", "zoo"}
+
+
+def test_drive_layouts_put_torque_on_the_driven_wheels() -> None:
+    """One zoo vehicle per layout, 0.3 s at 30 % throttle from 5 m/s: the drive torque reaches exactly the driven
+    wheels (FL, FR, RL, RR) of the spec sheet's layout (the engine-map powertrain with driveline_2wd front/rear or
+    driveline_4wd of models/hmmwv/params.py)."""
+    from vehcal_ros.models.hmmwv import Hmmwv14
+
+    driven = {"FWD": [1, 1, 0, 0], "RWD": [0, 0, 1, 1], "AWD": [1, 1, 1, 1]}
+    seen: set[str] = set()
+    for v in VEHICLES:
+        layout = _spec(v)["spec_sheet"]["drive"]
+        if layout in seen:
+            continue
+        seen.add(layout)
+        sim = Hmmwv14(str(v / f"{v.name}.yaml"))
+        sim.reset(speed=5.0)
+        sim.step(0.3, 0.0, 0.0, n_steps=300)
+        tq = np.asarray(sim.outputs()["wheel_torque"])
+        on = np.array(driven[layout], dtype=bool)
+        assert np.all(tq[on] > 50.0), (v.name, layout, tq)
+        assert np.all(np.abs(tq[~on]) < 1e-9), (v.name, layout, tq)
+    assert seen == set(driven)
