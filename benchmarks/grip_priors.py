@@ -166,7 +166,7 @@ def plot(data: dict, path: str | Path) -> None:
     slip = np.linspace(0.0, 0.3, 301)
     loads = np.array([0.4, 1.0, 1.6])
     fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = [plt.get_cmap("tab20")(k % 20) for k in range(20)]
     for k, s in enumerate(data["sets"]):
         co = mf_coefficients(s["longitudinal"], loads, np.array([1.0]))
         for i, ax in enumerate(axes):

@@ -25,6 +25,7 @@ ROAD_MUS = (1.0, 0.8, 0.6, 0.4, 0.3)
 SPEC_KEYS = ["mass", "front_axle_share", "wheelbase", "track", "cg_height", "tire", "drive", "steering_ratio",
              "steering_input"]
 TIRES = yaml.safe_load((ROOT / "vehcal_ros" / "data" / "tire_coefficients.yaml").read_text())
+MANIFEST = yaml.safe_load((ZOO / "manifest.yaml").read_text())
 
 
 def _spec(vdir: Path) -> dict:
@@ -105,6 +106,7 @@ def test_scenarios() -> None:
 def test_tire_coefficient_sets_and_split_rule() -> None:
     sets = TIRES["sets"]
     assert len(sets) >= 12
+    assert len({s["family"] for s in sets}) >= 8
     order = TIRES["family_order"]
     first = list(dict.fromkeys(s["family"] for s in sets))
     assert first == order
@@ -115,7 +117,10 @@ def test_tire_coefficient_sets_and_split_rule() -> None:
         assert set(lo) == {"PCX1", "PDX1", "PDX2", "PEX1", "PEX2", "PEX3", "PEX4", "PKX1", "PKX2", "PKX3", "PHX1",
                            "PHX2", "PVX1", "PVX2"}
         assert np.isfinite(list(lo.values())).all()
-        assert s["load_range"][0] < s["FNOMIN"] < s["load_range"][1]
+        if s["load_range"] is not None:  # null: not published in the source file
+            assert s["load_range"][0] < s["FNOMIN"] < s["load_range"][1]
+        if s["split"] == "zoo" and s["id"] in {t["tire"]["set"] for t in MANIFEST["vehicles"]}:
+            assert s["VERTICAL_STIFFNESS"] > 0.0 and s["UNLOADED_RADIUS"] > 0.0
     assert {s["split"] for s in sets} == {"prior", "zoo"}
 
 
