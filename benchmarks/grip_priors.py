@@ -94,6 +94,21 @@ def mf_coefficients(lon: dict, rel_load: np.ndarray, road: np.ndarray) -> dict[s
     return {"B": b, "C": c, "D": d, "E": e, "s_h": sh, "s_v": sv}
 
 
+def coverage(data: dict, split: str, box: dict[str, tuple[float, float]], roads: np.ndarray = ROADS) -> float:
+    """Fraction of the (set, load, road) grid points of ``split`` whose six coefficients all lie in ``box``."""
+    inside = total = 0
+    for s in data["sets"]:
+        if s["split"] != split:
+            continue
+        co = mf_coefficients(s["longitudinal"], LOADS, roads)
+        ok = np.ones_like(co["B"], dtype=bool)
+        for n in NAMES:
+            ok &= (co[n] >= box[n][0]) & (co[n] <= box[n][1])
+        inside += int(ok.sum())
+        total += ok.size
+    return inside / total if total else math.nan
+
+
 def _round_out(x: float, up: bool) -> float:
     """x rounded away from the interval's inside to two significant digits."""
     if x == 0.0:
@@ -231,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         a, b = peak_slip_range(data, split, ROADS)
         print(f"slip at the curve maximum, {split.upper()} sets: {a1:.3f}..{b1:.3f} at road scale 1, {a:.3f}..{b:.3f} "
               f"over road scales {ROADS[0]:g}-{ROADS[-1]:g}")
+    print()
+    for split in ("prior", "zoo"):
+        print(f"{split.upper()} grid points (set x load x road) with all six coefficients inside: proposed bounds "
+              f"{coverage(data, split, bounds):.1%}, current bounds {coverage(data, split, CURRENT):.1%}; "
+              f"road >= 0.3 only: {coverage(data, split, bounds, ROADS[ROADS >= 0.3 - 1e-9]):.1%} / "
+              f"{coverage(data, split, CURRENT, ROADS[ROADS >= 0.3 - 1e-9]):.1%}")
     print()
     print("proposed lower:", [bounds[n][0] for n in NAMES])
     print("proposed upper:", [bounds[n][1] for n in NAMES])
