@@ -141,11 +141,12 @@ PARAMS: tuple[ParamSpec, ...] = (
               0.0, 2.0),
     ParamSpec("require_new_excitation", True, "refit (and re-stamp) a scope only when the samples since its published "
               "estimate's data reach min_excitation; the last estimate keeps its older stamp meanwhile"),
-    ParamSpec("theta_lower", [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "prior lower bounds of B, C, D, E, s_h, s_v",
-              check=lambda v: _bounds_check("theta_lower", v)),
-    ParamSpec("theta_upper", [30.0, 2.0, 2.0, 0.0, 0.05, 0.3], "prior upper bounds of B, C, D, E, s_h, s_v "
-              "(friction paper Table 3)", check=lambda v: _bounds_check("theta_upper", v)),
-    ParamSpec("max_peak_slip", 0.1, "physical prior: largest slip ratio at the curve peak", 0.005, 1.0),
+    ParamSpec("theta_lower", [4.0, 1.2, 0.05, -2.7, -0.01, -0.05], "prior lower bounds of B, C, D, E, s_h, s_v "
+              "(published tire data, docs/grip.md)", check=lambda v: _bounds_check("theta_lower", v)),
+    ParamSpec("theta_upper", [210.0, 2.1, 1.7, 1.0, 0.01, 0.1], "prior upper bounds of B, C, D, E, s_h, s_v "
+              "(published tire data, docs/grip.md)", check=lambda v: _bounds_check("theta_upper", v)),
+    ParamSpec("max_peak_slip", 0.25, "physical prior: largest slip ratio at the curve peak (published tires: "
+              "0.07-0.21 on a dry road)", 0.005, 1.0),
     ParamSpec("prior_mode", "truncated", "physical prior applied inside the posterior or after sampling",
               choices=("truncated", "posthoc")),
     ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
