@@ -179,10 +179,11 @@ def test_runtime_parameters_arrays_and_no_pending_state(rclpy_context) -> None:
         return r.successful, r.reason
 
     try:
-        ok, why = set_param("grip_params_test", "theta_lower", [4.0, 0.5, 0.2, -2.0, -0.05, -0.3])
+        ok, why = set_param("grip_params_test", "theta_lower", [5.0, 1.2, 0.05, -2.7, -0.01, -0.05])
         assert ok, why
-        assert grip.values["theta_lower"][0] == 4.0 and grip.pipeline.fit_config.bounds[0] == (4.0, 30.0)
-        ok, why = set_param("grip_params_test", "theta_lower", [40.0, 0.5, 0.2, -2.0, -0.05, -0.3])
+        upper_b = grip.values["theta_upper"][0]
+        assert grip.values["theta_lower"][0] == 5.0 and grip.pipeline.fit_config.bounds[0] == (5.0, upper_b)
+        ok, why = set_param("grip_params_test", "theta_lower", [upper_b + 10.0, 1.2, 0.05, -2.7, -0.01, -0.05])
         assert not ok and "theta_lower" in why and "theta_upper" in why
         ok, why = set_param("grip_params_test", "n_chains", 3)
         assert ok, why                                           # the refused bounds left nothing pending

@@ -162,6 +162,7 @@ class RollingBuffer:
         return self.array()[:, self._col[name]]
 
     def since(self, t0: float) -> np.ndarray:
-        """Rows with stamp >= ``t0`` (a copy)."""
-        a = self.array()
-        return a[a[:, 0] >= t0]
+        """Rows with stamp >= ``t0`` in time order (a copy of those rows only)."""
+        i = self.index_at_or_after(t0)
+        idx = (self._start + np.arange(i, self._size)) % self.capacity
+        return self._data[idx].copy()

@@ -35,7 +35,7 @@ import numpy as np
 from scipy.stats import norm
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.grip_belief import Belief, BeliefTracker, HazardModel, Odometer
+from vehcal_ros.estimation.grip_belief import Belief, BeliefTracker, ContradictionTest, HazardModel, Odometer
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.latent_slip import latent_slip
@@ -77,6 +77,7 @@ class ScopeStatus:
     last_surface_change: float = -math.inf     #: estimated time of the last one, s: older samples are not fitted
     surface_change_level: float = 0.0          #: ... except those with |mu| below this (where the surfaces agreed)
     surface_change_times: list[float] = field(default_factory=list)  #: estimated times of all of them, s
+    n_withdrawn: int = 0                       #: estimates withdrawn by the contradiction test
 
 
 @dataclass
@@ -296,6 +297,8 @@ class GripPipeline:
     #: the online rolling radius (estimation/rolling_radius.py; None = the description's radius as it is)
     radius_config: RollingRadiusConfig | None = None
     max_radius_sd: float = 0.002   #: friction samples wait until SD(k) / k of both axles is at most this
+    #: the contradiction test of the belief in force (grip_belief.py; None = off)
+    contradiction: ContradictionTest | None = field(default_factory=ContradictionTest)
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -498,7 +501,7 @@ class GripPipeline:
                 continue
             e = o.estimate = floored(e, o.mu_floor)
             st.estimate = e
-            self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp)
+            self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp, e)
             if e.shape_cov is not None and not e.shape_prior_used:
                 self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
@@ -586,6 +589,25 @@ class GripPipeline:
         """The newest stamp of the data (wheel speeds, odometry): the time a belief published now refers to."""
         stamps = self.collector.last_stamp
         return max(stamps.get("wheel_speeds", -math.inf), stamps.get("odom", -math.inf))
+
+    def test_contradictions(self, t: float) -> list[str]:
+        """The contradiction test (grip_belief.py) of each scope's estimate in force against its samples of the
+        last ``contradiction.window`` s before data time ``t``; returns the scopes it withdrew (status WARN)."""
+        test = self.contradiction
+        if test is None:
+            return []
+        out = []
+        for scope, tracker in self.beliefs.items():
+            if tracker.fit is None or tracker.withdrawn:
+                continue
+            if tracker.test(t, self.collector.recent(scope, t - test.window), test):
+                st = self.status[scope]
+                st.n_withdrawn += 1
+                st.level = WARN
+                st.message = (f"estimate withdrawn at t = {t:.2f} s: the newest samples show less grip than its "
+                              f"lower bound; unknown until the next fit")
+                out.append(scope)
+        return out
 
     def belief(self, scope: str, t: float) -> Belief:
         """The grip belief in force for ``scope`` at data time ``t`` (estimation/grip_belief.py): the last

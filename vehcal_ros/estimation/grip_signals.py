@@ -567,6 +567,12 @@ class GripDataCollector:
         return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
                          lat=a[:, 5])
 
+    def recent(self, scope: str, t0: float) -> ScopeData:
+        """The scope's samples stamped at or after ``t0`` (a copy of those only)."""
+        a = self._buffers[scope].since(t0)
+        return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
+                         lat=a[:, 5])
+
     def fill(self) -> dict[str, int]:
         """Samples currently buffered per scope."""
         return {s: len(b) for s, b in self._buffers.items()}

@@ -355,8 +355,9 @@ class _GripTrack:
         self.data: ScopeData | None = None
         self.truth_t: list[float] = []
         self.truth_mu: list[float] = []
-        self.events: list[tuple] = []     # (t in force, "estimate" | "withdraw", MuMax | None, data stamp)
-        self.withdrawn = False
+        self.events: list[tuple] = []     # (t in force, "estimate" | "withdraw", GripEstimate | None, data stamp)
+        self.samples: list[np.ndarray] = []   # the friction samples as they entered the buffer (rows t, slip, ...)
+        self.sampled_to = -math.inf
 
     def add(self, t: float, stamp: float, est: GripEstimate, truth: float, data: ScopeData | None) -> None:
         self.rows.append((t, stamp, est.mu_max_mean, est.mu_max_std, est.mu_max_lower, est.mu_max_upper, truth,
@@ -365,9 +366,10 @@ class _GripTrack:
         self.grid = np.asarray(est.curve_slip, dtype=float)
         self.curves.append(np.vstack([est.curve_q05, est.curve_q50, est.curve_q95]))
         self.data = data
-        self.events.append((t, "estimate", est.mu_max, stamp))
+        self.events.append((t, "estimate", est, stamp))
 
-    def in_force(self, hazard: Any, prob: float, speed_t: np.ndarray, speed_u: np.ndarray) -> dict[str, np.ndarray]:
+    def in_force(self, hazard: Any, prob: float, speed_t: np.ndarray, speed_u: np.ndarray,
+                 test: Any = None) -> dict[str, np.ndarray]:
         """The belief in force on the truth trace's times (or every TRUTH_PERIOD s over the speed trace)."""
         if self.truth_t:
             grid, truth = np.asarray(self.truth_t), np.asarray(self.truth_mu)
@@ -376,7 +378,10 @@ class _GripTrack:
             truth = np.full(grid.size, np.nan)
         else:
             return {}
-        out = belief_timeline(self.events, speed_t, speed_u, grid, hazard, prob)
+        rows = np.concatenate(self.samples) if self.samples else np.empty((0, 6))
+        samples = ScopeData(scope=self.scope, t=rows[:, 0], slip=rows[:, 1], mu=rows[:, 2], slip_var=rows[:, 3],
+                            mu_var=rows[:, 4], lat=rows[:, 5])
+        out = belief_timeline(self.events, speed_t, speed_u, grid, hazard, prob, samples, test)
         out["speed"] = np.interp(grid, speed_t, np.abs(speed_u)) if speed_t.size else np.full(grid.size, np.nan)
         out["truth"] = truth
         return out
@@ -432,10 +437,20 @@ class GripRecorder:
         self.speed_t.append(float(rec.t))
         self.speed_u.append(float(rec.u))
 
-    def in_force(self, hazard: Any, prob: float) -> dict[str, dict[str, np.ndarray]]:
+    def in_force(self, hazard: Any, prob: float, test: Any = None) -> dict[str, dict[str, np.ndarray]]:
         """Per scope, the belief in force over the replay (:meth:`_GripTrack.in_force`)."""
         t, u = np.asarray(self.speed_t, dtype=float), np.asarray(self.speed_u, dtype=float)
-        return {s: tr.in_force(hazard, prob, t, u) for s, tr in self.tracks.items()}
+        return {s: tr.in_force(hazard, prob, t, u, test) for s, tr in self.tracks.items()}
+
+    def take_samples(self, collector: Any) -> None:
+        """Keep the friction samples that entered each scope's buffer since the last call (called at every grip
+        tick, before the snapshot): the contradiction test of the belief in force reruns on them."""
+        for scope, tr in self.tracks.items():
+            d = collector.recent(scope, tr.sampled_to)
+            keep = d.t > tr.sampled_to
+            if np.any(keep):
+                tr.samples.append(np.column_stack([d.t, d.slip, d.mu, d.slip_var, d.mu_var, d.lat])[keep])
+                tr.sampled_to = float(d.t[keep][-1])
 
     def truths(self) -> dict[str, float]:
         """The true mu_max of every scope now (kept with a cycle so a late commit labels it as the live one)."""
@@ -457,11 +472,6 @@ class GripRecorder:
                   truths: Mapping[str, float]) -> None:
         """A cycle at bag time ``t_now`` was committed and changed the published estimates of ``updated``."""
         self.n_cycles += 1
-        for scope, tr in self.tracks.items():   # estimates the data contradicted are withdrawn at this commit
-            withdrawn = grip.beliefs[scope].withdrawn
-            if withdrawn and not tr.withdrawn:
-                tr.events.append((t_now, "withdraw", None, math.nan))
-            tr.withdrawn = withdrawn
         for scope in updated:
             st = grip.status[scope]
             est = st.estimate
@@ -734,6 +744,7 @@ def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, c
                            grip.collector.reject, cal.reject if cal is not None else None)  # nodes let in
 
     def grip_cycle(t_now: float) -> None:
+        recorder.take_samples(grip.collector)
         snaps = grip.snapshot()
         if not snaps:  # the node's timer submits no work then (and the pipeline's cycle count stays)
             return
@@ -771,7 +782,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
             elapsed: float) -> ReplayResult:
     scopes = tuple(recorder.tracks)
     prob = float(grip.fit_config.interval_prob)
-    in_force = recorder.in_force(grip.hazard, prob)
+    in_force = recorder.in_force(grip.hazard, prob, grip.contradiction)
     counter_doc: dict[str, Any] = {
         "messages_per_topic": stats.per_topic,
         "grip_cycles": recorder.n_cycles, "calibration_cycles": cal_rec.n_cycles if cal_rec is not None else 0,

@@ -383,6 +383,8 @@ class GripEstimatorNode(WorkerNode):
             if not t > self._belief_t:
                 return
             self._belief_t = t
+            for scope in self.pipeline.test_contradictions(t):
+                self.get_logger().warning(f"{scope}: {self.pipeline.status[scope].message}")
             beliefs = {s: self.pipeline.belief(s, t) for s in self.pipeline.status}
         for scope, belief in beliefs.items():
             self._publish_belief(scope, belief)
@@ -437,7 +439,7 @@ class GripEstimatorNode(WorkerNode):
                                       "n_prior_dominated": st.n_prior_dominated,
                                       "n_skipped_unexcited": st.n_skipped_unexcited, "last_fit_s": st.last_fit_s,
                                       "excitation": st.excitation, "surface_changes": st.surface_changes,
-                                      "last_surface_change": st.last_surface_change}
+                                      "last_surface_change": st.last_surface_change, "n_withdrawn": st.n_withdrawn}
                 if st.estimate is not None:
                     e = st.estimate
                     kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,
