@@ -37,7 +37,7 @@ def test_wildcard_and_plain_sections_merge_in_run_and_replay(tmp_path) -> None:
     run = load_parameters(path)
     assert (run["grip_estimator"]["n_steps"], run["grip_estimator"]["n_chains"]) == (1234, 4)
     assert run["grip_estimator"]["seed"] == 7 and run["model_calibrator"]["n_draws"] == 321
-    assert run["grip_estimator"]["r0"] == 0.4699            # the rest from the shipped file
+    assert run["grip_estimator"]["min_speed"] == 3.0         # the rest from the shipped file
     replay = resolve_params(path)
     assert (replay["grip_estimator"]["n_steps"], replay["grip_estimator"]["n_chains"]) == (1234, 4)
     assert replay["model_calibrator"]["n_draws"] == 321

@@ -108,7 +108,7 @@ def test_grip_estimator_cancels_fit_on_sigint(rclpy_context, tmp_path) -> None:
             pubs[topic] = probe.create_publisher(type(to_msg(rec)), topic, 1000)
     # the default sampler (8 chains, 40000 steps, extended by 20000-step blocks up to 120000) on chains that can
     # never pass min_ess 1e6: every fit runs to max_steps, one scope after the other, fit after fit
-    proc = spawn(["-m", "vehcal_ros.nodes.grip_estimator", "--ros-args", "-p", "radius_mode:=fixed",
+    proc = spawn(["-m", "vehcal_ros.nodes.grip_estimator", "--ros-args",
                   "-p", "r0:=0.47", "-p", "fit_period:=0.5", "-p", "min_points:=20", "-p", "average_window:=0.0",
                   "-p", "min_excitation:=0.05", "-p", "min_ess:=1000000.0", "-p", "diagnostics_period:=0.2",
                   "-p", "stale_timeout:=60.0"],

@@ -34,7 +34,6 @@ RATE, DURATION, R0, U = 50.0, 24.0, 0.47, 15.0
 PARAMS_YAML = """\
 grip_estimator:
   ros__parameters:
-    radius_mode: fixed
     r0: 0.47
     max_peak_slip: 0.15
     fit_period: 8.0

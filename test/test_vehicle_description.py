@@ -92,7 +92,7 @@ def test_wrong_field_is_refused_with_its_name(path, value, expect):
 
 
 def test_unknown_name_lists_the_known_vehicles():
-    with pytest.raises(InputError, match="known: hmmwv, hmmwv_chrono, sedan"):
+    with pytest.raises(InputError, match="known: hmmwv, hmmwv_chrono, hmmwv_sim, sedan"):
         load_vehicle("tractor")
     with pytest.raises(InputError, match="no such file"):
         load_vehicle("/nonexistent/car.yaml")

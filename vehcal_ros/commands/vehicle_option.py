@@ -7,14 +7,15 @@ import argparse
 from typing import Any
 
 VEHICLE_NODES = ("model_calibrator", "grip_estimator")
-"""Nodes whose ``vehicle`` parameter ``--vehicle`` sets (the simulator's is set by its own verb options); the grip
-estimator uses it only with ``force_source`` estimated or auto (the force estimator's constants)."""
+"""Nodes whose ``vehicle`` parameter ``--vehicle`` sets (the simulator's is set by its own verb options); both take
+every vehicle fact from it (the grip estimator's slip geometry, rolling radius, steering, toe and force-estimator
+constants; the calibrator's model constants and priors)."""
 
 
 def add_vehicle_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="vehicle description: a name in config/vehicles/ (hmmwv, sedan) or a YAML file "
-                        "(docs/vehicle_description.md); default: the params' (hmmwv)")
+                        "(docs/vehicle_description.md), the only vehicle input needed; default: the params' (hmmwv)")
 
 
 def apply_vehicle(params: dict[str, dict[str, Any]], vehicle: str | None,

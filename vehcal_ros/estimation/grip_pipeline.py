@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from vehcal_ros.errors import EstimationError
+from vehcal_ros.estimation.grip_belief import Belief, BeliefTracker, HazardModel, Odometer
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.latent_slip import latent_slip
-from vehcal_ros.estimation.signals import ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import ImuSample, OdomSample, TireForce, WheelSpeeds
 from vehcal_ros.estimation.surface_change import (
     PredictiveReference,
     SurfaceChange,
@@ -46,6 +48,7 @@ from vehcal_ros.estimation.surface_change import (
 )
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
 from vehcal_ros.inference.blas import BlasThreads
+from vehcal_ros.vehicle.description import load_vehicle
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
 
@@ -89,6 +92,7 @@ class FitOutcome:
     surface_change: SurfaceChange | None = None   #: a road change detected in this fit's data
     skipped: bool = False    #: True when the window could never publish and the sampler was not run (pre-gate)
     new_excitation: float = math.inf   #: excitation of the samples newer than the published estimate's data
+    mu_floor: float = 0.0    #: the window's largest |mu| beyond its noise (:func:`observed_floor`): mu_max is above
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -204,6 +208,35 @@ def stratified_indices(key: np.ndarray, n_max: int) -> np.ndarray:
     return np.unique(np.asarray(chosen, dtype=int))   # n_max, or n_max - 1 when a stratum chose the newest
 
 
+def observed_floor(data: ScopeData, sigma: float, level: float = 0.01) -> float:
+    """The largest ``|mu_i| - z sd_i`` over the samples, ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated
+    friction variance and the fit's noise std ``sigma``), ``z`` the one-sided normal quantile at ``level / n``
+    (Bonferroni over the n samples): the road under these samples offered at least this much friction, unless a
+    false alarm of probability ``level``, so no credible interval of its mu_max may end below it. 0 without
+    samples."""
+    n = data.mu.size
+    if n == 0:
+        return 0.0
+    var = getattr(data, "mu_var", None)
+    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float), nan=np.inf)
+    z = -float(norm.ppf(level / n))
+    floor = np.abs(data.mu) - z * np.sqrt(var + float(sigma) ** 2)
+    floor = floor[np.isfinite(floor)]
+    return float(max(np.max(floor), 0.0)) if floor.size else 0.0
+
+
+def floored(est: GripEstimate, floor: float) -> GripEstimate:
+    """``est`` with its mu_max posterior truncated below at ``floor`` (:func:`observed_floor`: the friction its
+    own samples demonstrably used): mean and lower end raised to at least ``floor``. A fit whose curve cannot
+    reach the observed friction (e.g. a traction-side peak fitted through braking samples only) thus never
+    publishes grip below what the road was seen to give."""
+    m = est.mu_max
+    if not floor > m.lower:
+        return est
+    return dataclasses.replace(est, mu_max=dataclasses.replace(m, mean=max(m.mean, floor), lower=floor,
+                                                                upper=max(m.upper, floor)))
+
+
 def mu_span(mu: np.ndarray) -> float:
     """The span of |mu| (95th - 5th percentile), friction; 0 without samples."""
     return float(np.subtract(*np.quantile(np.abs(mu), [0.95, 0.05]))) if mu.size else 0.0
@@ -255,6 +288,7 @@ class GripPipeline:
     #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
     #: (:meth:`pre_gate`; the default since session 7, benchmarks/README_tire_forces.md)
     require_new_excitation: bool = True
+    hazard: HazardModel = field(default_factory=HazardModel)   #: the belief in force over time (grip_belief.py)
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -273,11 +307,17 @@ class GripPipeline:
         self._fill_at_fit: dict[str, float] = dict.fromkeys(self.status, -np.inf)
         self._shape_history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.cancel = threading.Event()  #: set it to end running fits early (their chains stop extending)
+        self.config_warnings: list[str] = []   #: parameters that override the vehicle description (WARN)
+        self.odometer = Odometer()   #: distance travelled (the road-change hazard's clock)
+        self.beliefs: dict[str, BeliefTracker] = {
+            s: BeliefTracker(self.hazard, self.fit_config.interval_prob, self.odometer) for s in self.status}
 
     # -------------------------------------------------------------- cycle
     def add(self, record: object) -> list[TireForce]:
         """Feed one record; returns the estimated tire forces it produced (empty unless a force estimator runs
         and ``record`` is a wheel-speed sample)."""
+        if isinstance(record, OdomSample):
+            self.odometer.add_speed(record.t, record.u)
         est = self.force_estimator
         if est is None:
             self.collector.add(record)
@@ -396,6 +436,8 @@ class GripPipeline:
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
                 outcome.error = f"fit failed: {exc}"
             outcome.wall_s = time.perf_counter() - t0
+            if outcome.estimate is not None:
+                outcome.mu_floor = observed_floor(window, outcome.estimate.sigma)
             outcomes.append(outcome)
         return outcomes
 
@@ -433,7 +475,9 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{why}: not published{keep}"
                 continue
-            st.estimate = o.estimate
+            e = o.estimate = floored(e, o.mu_floor)
+            st.estimate = e
+            self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp)
             if e.shape_cov is not None and not e.shape_prior_used:
                 self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
@@ -517,10 +561,26 @@ class GripPipeline:
             return config
         return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
 
+    def data_time(self) -> float:
+        """The newest stamp of the data (wheel speeds, odometry): the time a belief published now refers to."""
+        stamps = self.collector.last_stamp
+        return max(stamps.get("wheel_speeds", -math.inf), stamps.get("odom", -math.inf))
+
+    def belief(self, scope: str, t: float) -> Belief:
+        """The grip belief in force for ``scope`` at data time ``t`` (estimation/grip_belief.py): the last
+        published estimate widened toward the road-friction prior by the road-change hazard, or unknown."""
+        return self.beliefs[scope].belief(t)
+
     def _withheld(self, o: FitOutcome) -> tuple[str, str] | None:
         """(status counter, reason) when a fitted estimate must not be published: too little excitation, the
-        convergence rule not met, or a prior-dominated mu_max; None when it may be."""
+        convergence rule not met, a prior-dominated mu_max, or an interval the fitted samples contradict (its
+        upper end below the largest |mu| they show beyond their noise); None when it may be."""
         e = o.estimate
+        if e.mu_max_upper < o.mu_floor:
+            return "n_not_converged", (
+                f"contradicted by its data: upper bound {e.mu_max_upper:.3f} < {o.mu_floor:.3f}, the largest |mu| "
+                f"of the window's samples beyond their noise, mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, "
+                f"{e.mu_max_upper:.2f}]")
         if o.excitation < self.min_excitation:
             return "n_not_converged", (
                 f"excitation {o.excitation:.2f} < min_excitation {self.min_excitation:.2f}: the data sit on the "
@@ -590,14 +650,70 @@ def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -
     return dataclasses.replace(base, **changes)
 
 
-def signal_config_from(values: Mapping[str, Any]) -> GripSignalConfig:
-    """The slip/friction sample settings among the grip_estimator parameters (all required)."""
-    a, b, c = float(values["wheelbase_front"]), float(values["wheelbase_rear"]), float(values["track"])
+GEOMETRY_PARAMS = ("wheelbase_front", "wheelbase_rear", "track", "r0", "kt", "steering_gain")
+"""grip_estimator parameters that are vehicle facts: 0 (the default) takes them from the vehicle description;
+another value overrides it, with a warning naming both (:func:`vehicle_geometry`)."""
+
+
+def vehicle_geometry(vehicle: Any, values: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The slip geometry the friction samples need, from the vehicle description ``vehicle``
+    (:class:`~vehcal_ros.vehicle.description.VehicleDescription`): wheel positions from the CM (``cg``, ``track``),
+    the steering gain, and the rolling radius (``tire.rolling_radius`` when given, load-independent; else
+    ``r0 - Fz/kt``, :meth:`~vehcal_ros.vehicle.description.VehicleDescription.rolling_radius_at`).
+
+    ``values``: grip_estimator parameters; one of :data:`GEOMETRY_PARAMS` set to a non-zero value overrides the
+    description's. Returns (the GripSignalConfig fields, one warning per override naming both values)."""
+    v = vehicle
+    fixed = v.rolling_radius > 0.0
+    geometry: dict[str, Any] = {
+        "wheel_x": (v.a, v.a, -v.b, -v.b), "wheel_y": (v.cf / 2, -v.cf / 2, v.cr / 2, -v.cr / 2),
+        "steering_gain": float(v.steer_gain), "radius_mode": "fixed" if fixed else "load",
+        "r0": float(v.rolling_radius if fixed else v.r0), "kt": float(v.ktf), "kt_rear": float(v.ktr)}
+    warnings: list[str] = []
+    values = values or {}
+
+    def given(name: str) -> float | None:
+        x = values.get(name)
+        return float(x) if x is not None and float(x) != 0.0 else None
+
+    def warn(name: str, value: float, own: float) -> None:
+        warnings.append(f"parameter '{name}' = {value:g} overrides the vehicle description's {own:g} "
+                        f"({v.source or v.name})")
+
+    a, b, track = given("wheelbase_front"), given("wheelbase_rear"), given("track")
+    if a is not None:
+        warn("wheelbase_front", a, v.a)
+        geometry["wheel_x"] = (a, a, *geometry["wheel_x"][2:])
+    if b is not None:
+        warn("wheelbase_rear", b, v.b)
+        geometry["wheel_x"] = (*geometry["wheel_x"][:2], -b, -b)
+    if track is not None:
+        warn("track", track, 0.5 * (v.cf + v.cr))
+        geometry["wheel_y"] = (track / 2, -track / 2, track / 2, -track / 2)
+    gain = given("steering_gain")
+    if gain is not None:
+        warn("steering_gain", gain, v.steer_gain)
+        geometry["steering_gain"] = gain
+    r0, kt = given("r0"), given("kt")
+    if r0 is not None:   # alone: a load-independent radius; with kt: r0 - Fz/kt
+        warn("r0", r0, geometry["r0"])
+        geometry.update(r0=r0, radius_mode="fixed" if kt is None else "load")
+    if kt is not None:
+        warn("kt", kt, v.ktf)
+        geometry.update(kt=kt, kt_rear=kt, radius_mode="load")
+    return geometry, warnings
+
+
+def signal_config_from(values: Mapping[str, Any], vehicle: Any = None) -> GripSignalConfig:
+    """The slip/friction sample settings among the grip_estimator parameters, the slip geometry from the vehicle
+    description ``vehicle`` (:func:`vehicle_geometry`; its warnings are dropped here, see
+    :func:`pipeline_from_params`). Without ``vehicle``: the package's default description."""
+    if vehicle is None:
+        vehicle = load_vehicle(None)
+    geometry, _ = vehicle_geometry(vehicle, values)
     return GripSignalConfig(
-        scope=values["scope"], wheel_names=tuple(values["wheel_names"]),
-        wheel_x=(a, a, -b, -b), wheel_y=(c / 2, -c / 2, c / 2, -c / 2),
-        steering_gain=values["steering_gain"], radius_mode=values["radius_mode"], r0=values["r0"],
-        kt=values["kt"], min_speed=values["min_speed"], min_fz=values["min_fz"],
+        scope=values["scope"], wheel_names=tuple(values["wheel_names"]), **geometry,
+        min_speed=values["min_speed"], min_fz=values["min_fz"],
         max_abs_slip=values["max_abs_slip"], max_steer=values["max_steer"],
         max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
         sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
@@ -644,8 +760,14 @@ def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireFor
 
 def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> GripPipeline:
     """The GripPipeline of a grip_estimator with these parameter values (KeyError names a missing one);
-    ``vehicle``: the loaded vehicle description of its ``vehicle`` parameter (None: built-in HMMWV constants)."""
-    return GripPipeline(vehicle_signal_config(signal_config_from(values), vehicle), fit_config_from(values),
+    ``vehicle``: the loaded vehicle description of its ``vehicle`` parameter (None: loaded here from
+    ``values["vehicle"]``, the package default when absent). Every vehicle fact (slip geometry, rolling radius,
+    toe, load transfer, the force estimator's constants) comes from it; a geometry parameter that overrides it
+    leaves a warning in the pipeline's ``config_warnings``."""
+    if vehicle is None:
+        vehicle = load_vehicle(values.get("vehicle") or None)
+    pipeline = GripPipeline(vehicle_signal_config(signal_config_from(values, vehicle), vehicle),
+                            fit_config_from(values),
                         force_source=str(values.get("force_source", "measured")),
                         force_config=force_config_from(values, vehicle),
                         force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
@@ -660,7 +782,20 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
                         require_new_excitation=bool(values.get("require_new_excitation",
                                                                GripPipeline.require_new_excitation)),
-                        surface_change=surface_change_config_from(values))
+                        surface_change=surface_change_config_from(values), hazard=hazard_from(values))
+    pipeline.config_warnings = vehicle_geometry(vehicle, values)[1]
+    return pipeline
+
+
+def hazard_from(values: Mapping[str, Any]) -> HazardModel:
+    """The road-change hazard of the belief in force (``hazard_change_distance``, ``hazard_change_time``,
+    ``unknown_above``; absent ones keep the defaults); ValueError names a parameter out of its range."""
+    base = HazardModel()
+    hazard = HazardModel(change_distance=float(values.get("hazard_change_distance", base.change_distance)),
+                         change_time=float(values.get("hazard_change_time", base.change_time)),
+                         unknown_above=float(values.get("unknown_above", base.unknown_above)))
+    hazard.validate()
+    return hazard
 
 
 def surface_change_config_from(values: Mapping[str, Any]) -> SurfaceChangeConfig:

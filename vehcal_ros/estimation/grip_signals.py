@@ -85,7 +85,8 @@ class GripSignalConfig:
     steering_gain: float = STEERING_GAIN  #: rad of road-wheel angle per unit steering input
     radius_mode: str = "load"             #: "fixed" (R = r0) or "load" (R = r0 - Fz / kt)
     r0: float = 0.47                      #: unloaded (or fixed effective) rolling radius
-    kt: float = 326332.0                  #: tire vertical stiffness, N/m
+    kt: float = 326332.0                  #: tire vertical stiffness, N/m (front wheels)
+    kt_rear: float = 0.0                  #: tire vertical stiffness of the rear wheels, N/m (0 = kt)
     min_speed: float = 3.0                #: slower samples are dropped (slip is ill-defined near standstill)
     min_fz: float = 500.0                 #: lighter-loaded samples are dropped (mu = Fx/Fz blows up)
     max_abs_slip: float = 0.3
@@ -117,6 +118,8 @@ class GripSignalConfig:
              "wheel_x, wheel_y and steered must have one entry per wheel"),
             (0.1 <= self.r0 <= 2.0, f"r0 must be in [0.1, 2.0] m, got {self.r0}"),
             (1e4 <= self.kt <= 1e7, f"kt must be in [1e4, 1e7] N/m, got {self.kt}"),
+            (self.kt_rear == 0.0 or 1e4 <= self.kt_rear <= 1e7, f"kt_rear must be 0 or in [1e4, 1e7] N/m, "
+             f"got {self.kt_rear}"),
             (0.0 <= self.min_speed <= 50.0, f"min_speed must be in [0, 50] m/s, got {self.min_speed}"),
             (0.0 <= self.min_fz <= 1e5, f"min_fz must be in [0, 1e5] N, got {self.min_fz}"),
             (0.0 < self.max_abs_slip <= 1.0, f"max_abs_slip must be in (0, 1], got {self.max_abs_slip}"),
@@ -445,7 +448,8 @@ class GripDataCollector:
         sin_alpha = 0.0
         if c.combined_slip != "none":   # alpha = atan(v_y / v_x) in the wheel's heading
             sin_alpha = (vy * ch - vx * sh) / math.hypot(vx, vy)
-        radius = c.r0 - rec.fz / c.kt if c.radius_mode == "load" else c.r0
+        radius = c.r0 - rec.fz / (c.kt if i < 2 or c.kt_rear <= 0.0 else c.kt_rear) if c.radius_mode == "load" \
+            else c.r0
         v_roll = omega * radius
         denom = max(v_roll, v_wheel)
         if not (math.isfinite(denom) and denom > 0.0 and v_wheel >= c.min_speed):

@@ -35,14 +35,16 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.grip_belief import belief_timeline
 from vehcal_ros.estimation.grip_fit import GripEstimate
 from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_params
 from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.signals import GroundTruth
+from vehcal_ros.estimation.signals import GroundTruth, OdomSample
 from vehcal_ros.io import bags
 from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
 from vehcal_ros.io.replay_guard import replay_guards
 from vehcal_ros.resources import find_resource, searched
+from vehcal_ros.vehicle.description import load_vehicle
 
 GRIP_NODE = "grip_estimator"
 CALIBRATOR_NODE = "model_calibrator"
@@ -113,12 +115,7 @@ def resolve_params(params: Mapping[str, Mapping] | str | os.PathLike | None = No
 def grip_pipeline_from(values: Mapping[str, Any]) -> GripPipeline:
     """The GripPipeline the ``grip_estimator`` node builds from these parameter values (the same function)."""
     try:
-        vehicle = None
-        if values.get("vehicle") and values.get("force_source", "measured") != "measured":
-            from vehcal_ros.vehicle.description import load_vehicle
-
-            vehicle = load_vehicle(values["vehicle"])
-        return pipeline_from_params(values, vehicle)
+        return pipeline_from_params(values, load_vehicle(values.get("vehicle") or None))
     except KeyError as exc:
         raise InputError(f"{GRIP_NODE}: parameter {exc.args[0]!r} missing (and no package default)") from None
     except (TypeError, ValueError) as exc:
@@ -239,6 +236,10 @@ class GripSeries:
     n_fits: int = 0
     n_failed: int = 0
     n_not_converged: int = 0
+    in_force: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    """The belief in force every ``TRUTH_PERIOD`` s (estimation/grip_belief.py ``belief_timeline``): arrays ``t``,
+    ``mean``, ``lower``, ``upper``, ``age``, ``distance``, ``p_change``, ``known``, and ``speed`` (m/s) and
+    ``truth`` (the lower of the scope's wheels' true mu_max; NaN without ground truth) at the same times."""
 
     def to_dict(self) -> dict:
         return {
@@ -253,6 +254,7 @@ class GripSeries:
             "ground_truth": {"t": _fl(self.truth_t), "mu_max": _fl(self.truth_mu_max)},
             "status": {"level": int(self.level), "message": self.message, "n_fits": self.n_fits,
                        "n_failed": self.n_failed, "n_not_converged": self.n_not_converged},
+            "in_force": {k: ([bool(x) for x in v] if v.dtype == bool else _fl(v)) for k, v in self.in_force.items()},
         }
 
 
@@ -353,6 +355,8 @@ class _GripTrack:
         self.data: ScopeData | None = None
         self.truth_t: list[float] = []
         self.truth_mu: list[float] = []
+        self.events: list[tuple] = []     # (t in force, "estimate" | "withdraw", MuMax | None, data stamp)
+        self.withdrawn = False
 
     def add(self, t: float, stamp: float, est: GripEstimate, truth: float, data: ScopeData | None) -> None:
         self.rows.append((t, stamp, est.mu_max_mean, est.mu_max_std, est.mu_max_lower, est.mu_max_upper, truth,
@@ -361,8 +365,23 @@ class _GripTrack:
         self.grid = np.asarray(est.curve_slip, dtype=float)
         self.curves.append(np.vstack([est.curve_q05, est.curve_q50, est.curve_q95]))
         self.data = data
+        self.events.append((t, "estimate", est.mu_max, stamp))
 
-    def series(self, status: Any, prob: float) -> GripSeries:
+    def in_force(self, hazard: Any, prob: float, speed_t: np.ndarray, speed_u: np.ndarray) -> dict[str, np.ndarray]:
+        """The belief in force on the truth trace's times (or every TRUTH_PERIOD s over the speed trace)."""
+        if self.truth_t:
+            grid, truth = np.asarray(self.truth_t), np.asarray(self.truth_mu)
+        elif speed_t.size:
+            grid = np.arange(speed_t[0], speed_t[-1] + 1e-9, TRUTH_PERIOD)
+            truth = np.full(grid.size, np.nan)
+        else:
+            return {}
+        out = belief_timeline(self.events, speed_t, speed_u, grid, hazard, prob)
+        out["speed"] = np.interp(grid, speed_t, np.abs(speed_u)) if speed_t.size else np.full(grid.size, np.nan)
+        out["truth"] = truth
+        return out
+
+    def series(self, status: Any, prob: float, in_force: dict[str, np.ndarray] | None = None) -> GripSeries:
         cols = list(zip(*self.rows)) if self.rows else [()] * 12
         arr = [np.asarray(c, dtype=float) for c in cols]
         curves = np.stack(self.curves) if self.curves else np.empty((0, 3, self.grid.size))
@@ -372,7 +391,8 @@ class _GripTrack:
                           curve_slip=self.grid, curves=curves, interval_prob=prob, final=status.estimate,
                           data=self.data, truth_t=np.asarray(self.truth_t), truth_mu_max=np.asarray(self.truth_mu),
                           level=int(status.level), message=str(status.message), n_fits=status.n_fits,
-                          n_failed=status.n_failed, n_not_converged=status.n_not_converged)
+                          n_failed=status.n_failed, n_not_converged=status.n_not_converged,
+                          in_force=in_force or {})
 
 
 def _scope_wheels(scope: str, wheel_names: tuple[str, ...]) -> tuple[int, ...]:
@@ -390,8 +410,9 @@ _STAT_FIELDS = ("mean", "std", "hdi_low", "hdi_high", "r_hat", "ess_bulk")
 
 
 def _truth_of(truth: GroundTruth | None, wheel_idx: tuple[int, ...]) -> float:
-    """Mean true mu_max under the wheels (NaN without ground truth)."""
-    return float(np.mean(truth.mu_max[list(wheel_idx)])) if truth is not None else float("nan")
+    """True mu_max of a scope: the lowest under its wheels (the grip the scope can rely on; NaN without ground
+    truth)."""
+    return float(np.min(truth.mu_max[list(wheel_idx)])) if truth is not None else float("nan")
 
 
 class GripRecorder:
@@ -403,6 +424,18 @@ class GripRecorder:
         self.outputs: list[tuple] = []     # (t_cycle, rank, (key, kind, stamp, payload))
         self.n_cycles = 0
         self.truth: GroundTruth | None = None
+        self.speed_t: list[float] = []     # the odometry's speed trace (the belief's odometer)
+        self.speed_u: list[float] = []
+
+    def add_speed(self, rec: OdomSample) -> None:
+        """Keep the vehicle speed of an odometry record (the road-change hazard's odometer)."""
+        self.speed_t.append(float(rec.t))
+        self.speed_u.append(float(rec.u))
+
+    def in_force(self, hazard: Any, prob: float) -> dict[str, dict[str, np.ndarray]]:
+        """Per scope, the belief in force over the replay (:meth:`_GripTrack.in_force`)."""
+        t, u = np.asarray(self.speed_t, dtype=float), np.asarray(self.speed_u, dtype=float)
+        return {s: tr.in_force(hazard, prob, t, u) for s, tr in self.tracks.items()}
 
     def truths(self) -> dict[str, float]:
         """The true mu_max of every scope now (kept with a cycle so a late commit labels it as the live one)."""
@@ -424,6 +457,11 @@ class GripRecorder:
                   truths: Mapping[str, float]) -> None:
         """A cycle at bag time ``t_now`` was committed and changed the published estimates of ``updated``."""
         self.n_cycles += 1
+        for scope, tr in self.tracks.items():   # estimates the data contradicted are withdrawn at this commit
+            withdrawn = grip.beliefs[scope].withdrawn
+            if withdrawn and not tr.withdrawn:
+                tr.events.append((t_now, "withdraw", None, math.nan))
+            tr.withdrawn = withdrawn
         for scope in updated:
             st = grip.status[scope]
             est = st.estimate
@@ -709,6 +747,8 @@ def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, c
             return
         if guards.lets_in(0, topic, rec):
             grip.add(rec)
+            if isinstance(rec, OdomSample):
+                recorder.add_speed(rec)
         if cal is not None and guards.lets_in(1, topic, rec):
             cal.add(rec)
         guards.fed(rec)
@@ -731,6 +771,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
             elapsed: float) -> ReplayResult:
     scopes = tuple(recorder.tracks)
     prob = float(grip.fit_config.interval_prob)
+    in_force = recorder.in_force(grip.hazard, prob)
     counter_doc: dict[str, Any] = {
         "messages_per_topic": stats.per_topic,
         "grip_cycles": recorder.n_cycles, "calibration_cycles": cal_rec.n_cycles if cal_rec is not None else 0,
@@ -758,7 +799,8 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
     prefix = absolute_topic(str(job.grip_values.get("output_prefix", "vehcal"))).rstrip("/")
     return ReplayResult(
         bag=job.path, seed=seed, params=node_values, topic_map=job.tmap,
-        grip={s: recorder.tracks[s].series(grip.status[s], prob) for s in scopes}, calibration=cal_series,
+        grip={s: recorder.tracks[s].series(grip.status[s], prob, in_force[s]) for s in scopes},
+        calibration=cal_series,
         model_parameters=model_params, counters=counter_doc, n_messages=stats.n, t_start=stats.t_start,
         t_end=stats.t_end, elapsed_s=elapsed, calibration_note=cal_note,
         outputs=tuple((prefix, *o[2]) for o in outputs))

@@ -47,7 +47,7 @@ from typing import Any
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, excitation_of
 from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.signals import GroundTruth
+from vehcal_ros.estimation.signals import GroundTruth, OdomSample
 from vehcal_ros.inference.executors import is_worker_lost, make_executor
 from vehcal_ros.io.replay import (
     CalibrationRecorder,
@@ -400,6 +400,8 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
         else:
             if guards.lets_in(0, topic, rec):
                 sched.add(rec)
+                if isinstance(rec, OdomSample):
+                    recorder.add_speed(rec)
             if cal is not None and guards.lets_in(1, topic, rec):
                 cal.add(rec)
         guards.fed(rec)

@@ -139,8 +139,9 @@ def pack_powertrain(kind: str, *, max_torque: float = 0.0, max_speed: float = 1.
                     efficiency: float = 1.0, front_share: float = 0.5, final_drive: float = 1.0,
                     engine_speed=(), torque_full=(), torque_zero=(), gear_ratios=(), shift_down=(),
                     shift_up=()) -> np.ndarray:
-    """The packed powertrain block (layout above)."""
-    head = [PT_DC_MOTOR if kind == "dc_motor" else PT_ENGINE_MAP, max_torque, max_speed, ratio, efficiency,
+    """The packed powertrain block (layout above); ``kind`` ``none`` (measured wheel torque, no map) packs as a
+    DC motor of zero torque."""
+    head = [PT_ENGINE_MAP if kind == "engine_map" else PT_DC_MOTOR, max_torque, max_speed, ratio, efficiency,
             front_share, final_drive, float(len(engine_speed)), float(len(gear_ratios))]
     return np.array(head + list(engine_speed) + list(torque_full) + list(torque_zero) + list(gear_ratios)
                     + list(shift_down) + list(shift_up), dtype=float)

@@ -24,6 +24,7 @@ forces come from the wheel speeds' net torque (``JointState.effort``) and the IM
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from vehcal_ros.estimation.grip_pipeline import (
     pipeline_from_params,
     signal_config_from,
 )
-from vehcal_ros.estimation.grip_signals import BRAKING_MODES, RADIUS_MODES, SCOPE_MODES
+from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.nodes import conversions
@@ -94,14 +95,20 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("braking", "keep", "braking samples (Fx < 0): keep (fit the odd curve through both), mirror to "
               "traction, separate scope, or drop",
               choices=BRAKING_MODES, read_only=True),
-    ParamSpec("radius_mode", "load", "rolling radius fixed (r0) or load dependent (r0 - Fz/kt)",
-              choices=RADIUS_MODES, read_only=True),
-    ParamSpec("r0", 0.47, "unloaded (or fixed effective) rolling radius, m", 0.1, 2.0, read_only=True),
-    ParamSpec("kt", 326332.0, "tire vertical stiffness, N/m", 1e4, 1e7, read_only=True),
-    ParamSpec("wheelbase_front", 1.6889, "CM to front axle, m", 0.1, 10.0, read_only=True),
-    ParamSpec("wheelbase_rear", 1.6889, "CM to rear axle, m", 0.1, 10.0, read_only=True),
-    ParamSpec("track", 1.82, "track width, m", 0.1, 5.0, read_only=True),
-    ParamSpec("steering_gain", 0.6525249, "road-wheel angle per unit steering input, rad", 0.0, 2.0, read_only=True),
+    # vehicle facts come from the description (``vehicle``); these override it (0 = the description's), with a WARN
+    ParamSpec("r0", 0.0, "override of the description's rolling radius, m: load-independent, or r0 - Fz/kt with kt "
+              "(0 = the description's)", 0.0, 2.0,
+              read_only=True),
+    ParamSpec("kt", 0.0, "override of the description's tire vertical stiffness (radius r0 - Fz/kt), N/m "
+              "(0 = the description's)", 0.0, 1e7, read_only=True),
+    ParamSpec("wheelbase_front", 0.0, "override of the description's CM to front axle, m (0 = the description's)",
+              0.0, 10.0, read_only=True),
+    ParamSpec("wheelbase_rear", 0.0, "override of the description's CM to rear axle, m (0 = the description's)",
+              0.0, 10.0, read_only=True),
+    ParamSpec("track", 0.0, "override of the description's track width, m (0 = the description's)", 0.0, 5.0,
+              read_only=True),
+    ParamSpec("steering_gain", 0.0, "override of the description's road-wheel angle per unit steering input, rad "
+              "(0 = the description's)", 0.0, 2.0, read_only=True),
     ParamSpec("min_speed", 3.0, "samples slower than this are dropped, m/s", 0.0, 50.0, read_only=True),
     ParamSpec("min_fz", 500.0, "samples with a lighter normal load are dropped, N", 0.0, 1e5, read_only=True),
     ParamSpec("max_abs_slip", 0.3, "samples with a larger |slip ratio| are dropped", 0.01, 1.0, read_only=True),
@@ -153,12 +160,21 @@ PARAMS: tuple[ParamSpec, ...] = (
               0.0, 1000.0, read_only=True),
     ParamSpec("surface_change_drift", 1.0, "road-change test: CUSUM allowance k per sample, standard deviations",
               0.0, 10.0, read_only=True),
+    ParamSpec("belief_period", 0.5, "period of the grip belief in force on grip/<scope> and grip_age/<scope>, s "
+              "(ROS clock; published while data arrive)", 0.01, 60.0, read_only=True),
+    ParamSpec("hazard_change_distance", 2000.0, "road-change hazard: mean road length between friction changes, m "
+              "(a design assumption; estimation/grip_belief.py)", 1.0, 1e7, read_only=True),
+    ParamSpec("hazard_change_time", 1800.0, "road-change hazard: mean time between weather changes, s", 1.0, 1e7,
+              read_only=True),
+    ParamSpec("unknown_above", 0.5, "the belief is published as unknown (mean NaN, lower 0) when the probability "
+              "of a road change since the estimate's data exceeds this", 0.01, 1.0, read_only=True),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
     ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
               "IMU, or auto (measured while the tire-force topic is alive)", choices=FORCE_SOURCES, read_only=True),
-    ParamSpec("vehicle", "hmmwv", "vehicle description (config/vehicles name or YAML file) whose constants the "
-              "force estimator uses", read_only=True),
+    ParamSpec("vehicle", "hmmwv", "vehicle description (config/vehicles name or YAML file): every vehicle fact "
+              "the estimator uses (geometry, rolling radius, steering, toe, loads, the force estimator's constants)",
+              read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
@@ -232,16 +248,19 @@ class GripEstimatorNode(WorkerNode):
 
         self._grip_pub: dict[str, Any] = {}
         self._curve_pub: dict[str, Any] = {}
+        self._age_pub: dict[str, Any] = {}
+        self._belief_t = -math.inf   # data time of the last published belief
         self._make_output_publishers()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._create_services()
         self._start_schedule(v["fit_period"], v["diagnostics_period"], v["clock_stall_timeout"])
+        self.create_timer(v["belief_period"], lambda: self._on_timer(self._publish_beliefs))
         self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
 
     def _make_output_publishers(self) -> None:
         """Latched grip and curve publishers per scope; silent until the scope's first valid estimate. Made anew
         on ``~/reset`` so a late joiner is not handed an estimate from before it."""
-        for pub in (*self._grip_pub.values(), *self._curve_pub.values()):
+        for pub in (*self._grip_pub.values(), *self._curve_pub.values(), *self._age_pub.values()):
             self.destroy_publisher(pub)
         prefix = self.values["output_prefix"].rstrip("/")
         scopes = self.pipeline.collector.scopes()
@@ -249,11 +268,15 @@ class GripEstimatorNode(WorkerNode):
                           for s in scopes}
         self._curve_pub = {s: self.create_publisher(Float64MultiArray, f"{prefix}/grip_curve/{s}", latched_qos())
                            for s in scopes}
+        self._age_pub = {s: self.create_publisher(Vector3Stamped, f"{prefix}/grip_age/{s}", latched_qos())
+                         for s in scopes}
 
     def _build_pipeline(self) -> Any:
         """The pipeline from the current parameters (start-up and ``~/reset``)."""
-        vehicle = load_vehicle(self.values["vehicle"]) if self.values["force_source"] != "measured" else None
-        return pipeline_from_params(self.values, vehicle)
+        pipeline = pipeline_from_params(self.values, load_vehicle(self.values["vehicle"]))
+        for warning in pipeline.config_warnings:
+            self.get_logger().warning(warning)
+        return pipeline
 
     def _new_pipeline(self) -> Any:
         pipeline = self._build_pipeline()
@@ -326,14 +349,37 @@ class GripEstimatorNode(WorkerNode):
             st.level, st.message = ERROR, message
 
     def _publish_estimate(self, scope: str) -> None:
+        """A new estimate is in force: its belief now, and its curve."""
         st = self.pipeline.status[scope]
         est = st.estimate
         if est is None or not self.context.ok():
             return
-        msg = conversions.grip_to_msg(st.estimate_stamp, scope, est.mu_max_mean, est.mu_max_lower,
-                                      est.mu_max_upper)
-        self._grip_pub[scope].publish(msg)
+        with self._lock:
+            belief = self.pipeline.belief(scope, self.pipeline.data_time())
+        self._publish_belief(scope, belief)
         self._curve_pub[scope].publish(curve_message(est))
+
+    def _publish_beliefs(self) -> None:
+        """Every ``belief_period``: the belief in force of each scope at the newest data time (the last estimate
+        widened by the road-change hazard, or unknown), while data arrive (estimation/grip_belief.py)."""
+        if not self.enabled or self._closing:
+            return
+        with self._lock:
+            t = self.pipeline.data_time()
+            if not t > self._belief_t:
+                return
+            self._belief_t = t
+            beliefs = {s: self.pipeline.belief(s, t) for s in self.pipeline.status}
+        for scope, belief in beliefs.items():
+            self._publish_belief(scope, belief)
+
+    def _publish_belief(self, scope: str, b: Any) -> None:
+        """``grip/<scope>``: x mean (NaN unknown), y lower (0 unknown), z upper; ``grip_age/<scope>``: x age s,
+        y distance m, z probability of a road change since the data; both stamped with the belief's time."""
+        if not self.context.ok():
+            return
+        self._grip_pub[scope].publish(conversions.grip_to_msg(b.t, scope, b.mean, b.lower, b.upper))
+        self._age_pub[scope].publish(conversions.grip_to_msg(b.t, scope, b.age, b.distance, b.p_change))
 
     # ------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:
@@ -380,6 +426,10 @@ class GripEstimatorNode(WorkerNode):
                                "converged": e.converged, "prior_dominated": e.prior_dominated,
                                "n_steps_used": e.n_steps_used, "mu_max_r_hat": e.mu_max_r_hat,
                                "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
+                b = self.pipeline.belief(scope, self.pipeline.data_time())
+                kv.update({"in_force_mean": b.mean, "in_force_lower": b.lower, "in_force_upper": b.upper,
+                           "in_force_known": b.known, "age_s": b.age, "distance_m": b.distance,
+                           "p_road_change": b.p_change})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
 

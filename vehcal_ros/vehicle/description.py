@@ -107,7 +107,7 @@ class VehicleDescription:
     driven_axles: tuple[str, ...]   #: [driveline.driven_axles] subset of (front, rear)
     front_share: float       #: [driveline.front_share] fraction of drive torque on the front axle, 0..1
     torque_source: str       #: [torque_source] map | measured (per-wheel net torque in JointState.effort)
-    powertrain: str          #: [powertrain.kind] dc_motor | engine_map
+    powertrain: str          #: [powertrain.kind] dc_motor | engine_map | none (left out: measured torque)
     max_torque: float        #: [powertrain.max_torque] dc_motor: N m at zero motor speed (0 for engine_map)
     max_speed: float         #: [powertrain.max_speed] dc_motor: rad/s where the torque reaches zero
     ratio: float             #: [powertrain.ratio] dc_motor: wheel speed / motor speed
@@ -129,6 +129,9 @@ class VehicleDescription:
     """[held_fixed] per stage, values that stage holds fixed instead of ``nominal`` (the paper's per-stage
     values for the HMMWV); earlier stages' results still override them."""
     source: str = ""         #: file it was read from
+    rolling_radius: float = 0.0
+    """[tire.rolling_radius] load-independent effective rolling radius (distance per wheel revolution / 2 pi), m;
+    0 = not given: the radius is ``r0 - Fz/kt`` (:meth:`VehicleDescription.rolling_radius_at`)"""
     rolling_excess: float = 0.0
     """[tire.rolling_minus_loaded] free-rolling radius minus loaded radius (wheel-centre height), m: the tire
     rolls at ``r0 - Fz/kt`` and its force acts at ``r0 - Fz/kt - rolling_excess`` below the wheel centre (0 = the
@@ -166,6 +169,13 @@ class VehicleDescription:
     def total_mass(self) -> float:
         """m + 2 muf + 2 mur, kg."""
         return self.m + 2.0 * self.muf + 2.0 * self.mur
+
+    def rolling_radius_at(self, fz_front: float, fz_rear: float) -> tuple[float, float]:
+        """Effective rolling radius of a front and a rear wheel at these normal loads, m: ``tire.rolling_radius``
+        when the description gives it (load-independent), else ``r0 - Fz/kt`` (the 8-DOF model's radius)."""
+        if self.rolling_radius > 0.0:
+            return self.rolling_radius, self.rolling_radius
+        return self.r0 - fz_front / self.ktf, self.r0 - fz_rear / self.ktr
 
     def static_wheel_loads(self) -> tuple[float, float]:
         """Static load of one front and one rear wheel, N (the 8-DOF model's static term, Eqs. 10-13)."""
@@ -273,12 +283,13 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
     if kw["mu_min"] > kw["mu_max"]:
         raise InputError(f"{src}: tire.friction_slide = {kw['mu_min']:g}: expected <= tire.friction_peak")
     kw.update(_driveline(doc, src))
-    kw.update(_powertrain(doc, src))
-    kw.update(_steering(doc, src))
     ts = doc.get("torque_source", "map")
     if ts not in ("map", "measured"):
         raise InputError(f"{src}: torque_source = {ts!r}: expected map or measured")
     kw["torque_source"] = ts
+    kw.update(_powertrain(doc, src, optional=ts == "measured"))
+    kw.update(_steering(doc, src))
+    kw.update(_rolling_radius(doc, src, kw))
     kw.update(_combined_slip(doc, src))
     desc = VehicleDescription(**kw)
     priors = {**derived_priors(desc), **_priors(doc.get("priors"), f"{src}: priors")}
@@ -325,6 +336,16 @@ def _combined_slip(doc: Mapping, src: str) -> dict[str, Any]:
     return out
 
 
+def _rolling_radius(doc: Mapping, src: str, kw: Mapping[str, Any]) -> dict[str, Any]:
+    """``tire.rolling_radius`` (optional, m): within 20 % of ``tire.unloaded_radius`` and not above it."""
+    value = _get(doc, "tire.rolling_radius")
+    if value is None:
+        return {}
+    r0 = kw["r0"]
+    return {"rolling_radius": _number(f"{src}: tire.rolling_radius", value, "m (<= tire.unloaded_radius)",
+                                      0.8 * r0, r0)}
+
+
 def _replace(desc: VehicleDescription, **kw: Any) -> VehicleDescription:
     from dataclasses import replace
     return replace(desc, **kw)
@@ -352,11 +373,19 @@ def _driveline(doc: Mapping, src: str) -> dict[str, Any]:
     return {"driven_axles": order, "front_share": share}
 
 
-def _powertrain(doc: Mapping, src: str) -> dict[str, Any]:
+def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any]:
+    """``powertrain``: required with ``torque_source: map``; with ``measured`` (the wheel torque comes from the
+    vehicle's ECU) it may be left out, and the kind is then ``none`` (no drive-torque map)."""
     kind = _get(doc, "powertrain.kind")
     out: dict[str, Any] = {"powertrain": kind, "max_torque": 0.0, "max_speed": 1.0, "ratio": 1.0,
                            "engine_speed": (), "torque_full": (), "torque_zero": (), "gear_ratios": (),
                            "shift_down": (), "shift_up": (), "final_drive": 1.0}
+    if kind is None and optional:
+        out["powertrain"] = "none"
+        return out
+    if kind is None:
+        raise InputError(f"{src}: missing field powertrain.kind (dc_motor or engine_map; the section may be left "
+                         "out only with torque_source: measured)")
     if kind == "dc_motor":
         for fname, path, unit, lo, hi in _DC_MOTOR:
             value = _get(doc, path)
@@ -487,9 +516,13 @@ def to_document(desc: VehicleDescription) -> dict[str, Any]:
         _put(doc, path, values[fname])
     doc["driveline"] = {"driven_axles": list(desc.driven_axles), "front_share": desc.front_share}
     doc["torque_source"] = desc.torque_source
+    if desc.rolling_radius > 0.0:
+        doc["tire"]["rolling_radius"] = desc.rolling_radius
     pt = doc["powertrain"]
     pt["kind"] = desc.powertrain
-    if desc.powertrain == "dc_motor":
+    if desc.powertrain == "none":   # measured torque: no drive-torque map
+        del doc["powertrain"]
+    elif desc.powertrain == "dc_motor":
         pt.update(max_torque=desc.max_torque, max_speed=desc.max_speed, ratio=desc.ratio)
     else:
         pt["full_throttle_rpm"] = [[s / RPM, t] for s, t in zip(desc.engine_speed, desc.torque_full)]

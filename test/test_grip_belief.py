@@ -1,0 +1,141 @@
+"""The grip belief in force over time (estimation/grip_belief.py) and its over-time scoring (grip_scoring.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vehcal_ros.estimation.grip_belief import BeliefTracker, HazardModel, Odometer, belief_timeline
+from vehcal_ros.estimation.grip_fit import MuMax
+from vehcal_ros.estimation.grip_scoring import over_time_scores, pooled_scores
+
+EST = MuMax(mean=0.90, std=0.05, lower=0.82, upper=0.98, prob=0.9)
+
+
+def tracker_at(distance: float, age: float = 0.0, hazard: HazardModel | None = None) -> BeliefTracker:
+    """A tracker whose estimate's data were taken ``distance`` m and ``age`` s before t = 100 s."""
+    odo = Odometer()
+    b = BeliefTracker(hazard, 0.9, odo)
+    u = distance / 100.0
+    for k in range(1001):
+        odo.add_speed(k * 0.1, u)
+    b.set_estimate(EST, 100.0 - age if age else 0.0)
+    return b
+
+
+def test_odometer_integrates_speed_and_reads_back() -> None:
+    odo = Odometer()
+    for k in range(101):                 # 10 m/s for 10 s
+        odo.add_speed(k * 0.1, 10.0)
+    assert odo.value == pytest.approx(100.0)
+    assert odo.at(5.0) == pytest.approx(50.0)
+    odo.add_speed(9.0, 10.0)             # a stamp going back integrates nothing
+    odo.add_speed(13.0, 10.0)            # a gap over 1 s integrates nothing
+    assert odo.value == pytest.approx(100.0)
+
+
+def test_hazard_probability() -> None:
+    hz = HazardModel(change_distance=2000.0, change_time=1800.0)
+    assert hz.p_change(0.0, 0.0) == 0.0
+    assert hz.p_change(2000.0, 0.0) == pytest.approx(1.0 - math.exp(-1.0))
+    assert hz.p_change(1000.0, 900.0) == pytest.approx(1.0 - math.exp(-1.0))
+    with pytest.raises(ValueError, match="hazard_change_distance"):
+        HazardModel(change_distance=0.0).validate()
+
+
+def test_fresh_estimate_is_published_as_fitted() -> None:
+    """No distance, no time: p_change 0 and the interval is the fit's."""
+    b = BeliefTracker(prob=0.9)
+    b.set_estimate(EST, 10.0)
+    now = b.belief(10.0)
+    assert now.known and now.p_change == 0.0
+    assert (now.lower, now.upper, now.mean) == pytest.approx((EST.lower, EST.upper, EST.mean), abs=1e-6)
+
+
+def test_interval_widens_toward_the_prior_with_distance_then_unknown() -> None:
+    lows, ups = [], []
+    for d in (0.0, 50.0, 200.0, 500.0, 1000.0):
+        b = tracker_at(d).belief(100.0)
+        assert b.known
+        assert b.distance == pytest.approx(d, abs=1e-6)
+        lows.append(b.lower)
+        ups.append(b.upper)
+    assert all(np.diff(lows) <= 1e-12) and all(np.diff(ups) >= -1e-12)
+    assert lows[-1] < 0.5 < lows[0]
+    far = tracker_at(5000.0).belief(100.0)   # p_change 0.92 > unknown_above
+    assert not far.known and math.isnan(far.mean) and far.lower == 0.0 and far.upper == HazardModel().prior_upper
+
+
+def test_mixture_interval_covers_draws_of_its_own_model() -> None:
+    """Draws of the hazard model (the road changed with probability p_c: truth from the prior, else from the
+    posterior, a normal here since EST is symmetric) fall in the 90 % interval 90 % of the time.
+    Power: 40 000 draws give a binomial SD of 0.0015 on the coverage; the +-0.006 band (4 SD) fails a quantile
+    error that moves the coverage by 1 point (e.g. lower and upper quantiles swapped for 0.04 / 0.96) with
+    power > 0.99, and passes a correct implementation with probability > 0.9999."""
+    b = tracker_at(300.0)
+    bel = b.belief(100.0)
+    p = bel.p_change
+    assert 0.1 < p < 0.2
+    rng = np.random.default_rng(7)
+    n = 40_000
+    z = 1.6448536269514722
+    post = rng.normal(EST.mean, (EST.upper - EST.mean) / z, n)
+    hz = HazardModel()
+    prior = rng.uniform(hz.prior_lower, hz.prior_upper, n)
+    truth = np.where(rng.random(n) < p, prior, post)
+    cover = np.mean((truth >= bel.lower) & (truth <= bel.upper))
+    assert cover == pytest.approx(0.90, abs=0.006)
+    below = np.mean(truth < bel.lower)
+    assert below == pytest.approx(0.05, abs=0.005)
+
+
+def test_withdrawn_estimate_is_unknown_until_the_next() -> None:
+    b = BeliefTracker()
+    b.set_estimate(EST, 0.0)
+    b.withdraw()
+    assert not b.belief(0.5).known
+    b.set_estimate(EST, 1.0)
+    assert b.belief(1.0).known
+
+
+def test_timeline_steps_in_force_and_scores() -> None:
+    """An estimate in force from t = 10 s (data at 9.5 s), withdrawn at 60 s; 15 m/s throughout; truth 0.9 until
+    40 s, then 0.3. Scores by hand: the grid is 0.1 s over [0, 100) (1000 steps, all driving)."""
+    t = np.round(np.arange(0.0, 100.0, 0.1), 10)
+    u = np.full(t.size, 15.0)
+    events = [(10.0, "estimate", EST, 9.5), (60.0, "withdraw", None, math.nan)]
+    tl = belief_timeline(events, t, u, t)
+    assert not tl["known"][t < 10.0].any() and tl["known"][(t >= 10.0) & (t < 60.0)].all()
+    assert not tl["known"][t >= 60.0].any()
+    tl["speed"] = u
+    tl["truth"] = np.where(t < 40.0, 0.9, 0.3)
+    f = over_time_scores(tl)
+    known_inside = (t >= 10.0) & (t < 40.0)          # the estimate holds the 0.9 road
+    assert f["available"] == pytest.approx(0.5)
+    # unknown time counts as inside ([0, 1.2]); the estimate over the 0.3 road is overstated while its lower
+    # bound exceeds 0.3
+    over = (t >= 40.0) & (t < 60.0) & (tl["lower"] > 0.3)
+    assert f["overstated"] == pytest.approx(over.mean())
+    assert f["inside"] == pytest.approx(1.0 - over.mean())
+    usable = np.where(tl["known"], np.minimum(tl["lower"] / tl["truth"], 1.0), 0.0)
+    assert f["usable_lower"] == pytest.approx(usable.mean())
+    assert f["driving_s"] == pytest.approx(100.0, abs=0.11)
+    assert known_inside.mean() == pytest.approx(0.3)
+
+
+def test_scores_count_driving_time_only_and_pool_by_time() -> None:
+    t = np.arange(0.0, 10.0, 0.1)
+    base = {"t": t, "lower": np.full(t.size, 0.5), "upper": np.full(t.size, 1.0), "known": np.ones(t.size, bool),
+            "truth": np.full(t.size, 0.8)}
+    stopped = over_time_scores({**base, "speed": np.zeros(t.size)})
+    assert stopped["driving_s"] == 0.0 and math.isnan(stopped["inside"])
+    moving = over_time_scores({**base, "speed": np.full(t.size, 10.0)})
+    assert moving["inside"] == 1.0 and moving["usable_lower"] == pytest.approx(0.625)
+    # Gneiting & Raftery's interval score: width 0.5 inside; a truth 0.1 below the lower bound adds 2/0.1 * 0.1
+    assert moving["interval_score"] == pytest.approx(0.5)
+    low = over_time_scores({**base, "truth": np.full(t.size, 0.4), "speed": np.full(t.size, 10.0)})
+    assert low["overstated"] == 1.0 and low["interval_score"] == pytest.approx(0.5 + 2.0)
+    pooled = pooled_scores({"a": moving, "b": low})
+    assert pooled["inside"] == pytest.approx(0.5) and pooled["driving_s"] == pytest.approx(20.0, abs=0.2)

@@ -1,0 +1,109 @@
+"""Every vehicle fact the grip estimator uses comes from the vehicle description; parameters only override it,
+with a warning; ``--vehicle FILE`` is the only vehicle input a replay needs; no interval below its data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from vehcal_ros.commands.replay import load_params
+from vehcal_ros.commands.vehicle_option import apply_vehicle
+from vehcal_ros.estimation.grip_pipeline import floored, observed_floor, pipeline_from_params
+from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
+from vehcal_ros.io.replay import default_params_file, grip_pipeline_from, resolve_params
+from vehcal_ros.vehicle.description import load_vehicle, to_document
+
+# config/vehicles/sedan.yaml, as written there
+SEDAN = {"a": 1.4153, "b": 1.3588, "cf": 1.5943, "cr": 1.6056, "r0": 0.3538, "kt": 280835.3, "steer": 0.5896}
+
+
+def grip_values(**over) -> dict:
+    return {**resolve_params(None)["grip_estimator"], **over}
+
+
+def test_geometry_comes_from_the_description() -> None:
+    p = pipeline_from_params(grip_values(vehicle="sedan"))
+    c = p.signal_config
+    assert c.wheel_x == pytest.approx((SEDAN["a"], SEDAN["a"], -SEDAN["b"], -SEDAN["b"]))
+    assert c.wheel_y == pytest.approx((SEDAN["cf"] / 2, -SEDAN["cf"] / 2, SEDAN["cr"] / 2, -SEDAN["cr"] / 2))
+    assert c.steering_gain == pytest.approx(SEDAN["steer"])
+    assert (c.radius_mode, c.r0, c.kt, c.kt_rear) == ("load", SEDAN["r0"], SEDAN["kt"], SEDAN["kt"])
+    veh = p.force_estimator.config.vehicle if p.force_estimator is not None else None
+    assert veh is None   # measured forces: no force estimator
+    p = pipeline_from_params(grip_values(vehicle="sedan", force_source="estimated"))
+    assert p.force_estimator.config.vehicle == TireForceVehicle.from_description(load_vehicle("sedan"))
+    assert p.config_warnings == []
+
+
+def test_a_parameter_overrides_the_description_with_a_warning() -> None:
+    p = pipeline_from_params(grip_values(vehicle="sedan", r0=0.34, track=1.6))
+    c = p.signal_config
+    assert (c.radius_mode, c.r0) == ("fixed", 0.34)
+    assert c.wheel_y == pytest.approx((0.8, -0.8, 0.8, -0.8))
+    assert len(p.config_warnings) == 2
+    r0_warning = next(w for w in p.config_warnings if "'r0'" in w)
+    assert "0.34" in r0_warning and "0.3538" in r0_warning
+
+
+def test_load_independent_rolling_radius(tmp_path) -> None:
+    doc = to_document(load_vehicle("sedan"))
+    doc["tire"]["rolling_radius"] = 0.339
+    doc["torque_source"] = "measured"
+    del doc["powertrain"]                           # optional with measured torque
+    path = tmp_path / "car.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    c = pipeline_from_params(grip_values(vehicle=str(path))).signal_config
+    assert (c.radius_mode, c.r0) == ("fixed", 0.339)
+
+
+def test_replay_takes_every_vehicle_fact_from_vehicle_file(tmp_path) -> None:
+    """`vehcal replay BAG --vehicle FILE` with the shipped params file: the pipeline's geometry is the file's."""
+    doc = to_document(load_vehicle("sedan"))
+    doc["cg"]["to_front_axle"] = 1.2
+    doc["track"]["front"] = 1.45
+    doc["steering"]["ratio"] = 0.07
+    path = tmp_path / "car.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    params = apply_vehicle(load_params(str(default_params_file())), str(path))
+    p = grip_pipeline_from(resolve_params(params)["grip_estimator"])
+    assert p.signal_config.wheel_x[0] == 1.2 and p.signal_config.wheel_y[0] == pytest.approx(0.725)
+    assert p.signal_config.steering_gain == 0.07
+    assert p.config_warnings == []
+
+
+def window(mu: np.ndarray, mu_var: np.ndarray | None = None) -> ScopeData:
+    n = mu.size
+    return ScopeData(scope="rear_axle", t=np.arange(n, dtype=float), slip=np.full(n, -0.01), mu=mu,
+                     mu_var=mu_var)
+
+
+def test_observed_floor_is_the_data_beyond_their_noise() -> None:
+    """200 braking samples at |mu| 0.22 with noise SD 0.01: the floor is 0.22 - z 0.01, z the normal quantile at
+    1 - 0.01/200 (3.89): 0.181."""
+    mu = np.full(200, -0.22)
+    assert observed_floor(window(mu), sigma=0.01) == pytest.approx(0.22 - 3.8906 * 0.01, abs=1e-3)
+    # stated variances add to the noise: SD 0.05 in all -> 0.22 - 3.89 x 0.05 < 0.03
+    assert observed_floor(window(mu, np.full(200, 0.05 ** 2 - 0.01 ** 2)), sigma=0.01) < 0.03
+    assert observed_floor(window(np.empty(0)), sigma=0.01) == 0.0
+
+
+def test_no_interval_below_what_the_data_show() -> None:
+    """The undriven axle's case: a published interval never ends below the friction its own samples show
+    (the floor); one above it is unchanged. A real (short) fit on braking-only samples of a 0.6 road."""
+    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.models.pacejka import mf_curve
+
+    rng = np.random.default_rng(3)
+    slip = -rng.uniform(0.0, 0.02, 120)
+    mu = mf_curve(slip, np.array([12.0, 1.6, 0.6, 0.3, 0.0, 0.0])) + 0.01 * rng.standard_normal(120)
+    est = GripEstimator(GripConfig(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
+                                   keep_negative_slip=True)).fit(slip, mu)
+    floor = observed_floor(window(mu), sigma=0.01)
+    assert floor > 0.1
+    raised = floored(est, est.mu_max_lower + 0.05)
+    assert raised.mu_max_lower == pytest.approx(est.mu_max_lower + 0.05)
+    assert raised.mu_max_mean >= raised.mu_max_lower and raised.mu_max_upper >= est.mu_max_upper
+    assert floored(est, est.mu_max_lower - 0.01) is est
+    assert floored(est, floor).mu_max_lower >= floor

@@ -1,0 +1,254 @@
+"""The grip belief in force: what a planner may assume about the road under the wheels NOW.
+
+A fit (:mod:`~vehcal_ros.estimation.grip_fit`) describes the road under the samples it was given; the road under
+the wheels at a later time t may have changed since. The belief in force at t is the mixture
+
+    p(mu_max at t) = (1 - p_c) p(mu_max | fit) + p_c p_0(mu_max),
+
+p(mu_max | fit) the published posterior, p_0 the road-friction prior (uniform on ``[prior_lower, prior_upper]``,
+the range of dry asphalt down to packed snow and ice) and p_c the probability that the surface changed since the
+fit's data. Road changes are modelled as a Poisson process in distance and in time (a hazard model):
+
+    p_c = 1 - exp(-(d / L_d + a / T_a)),
+
+d the distance travelled and a the time elapsed since the newest sample of the fit's data, L_d the mean road
+length between friction changes and T_a the mean time between weather changes. Their defaults are a design
+assumption, fixed before any evaluation and not fitted to the project's drives: one change of the friction
+class per ``change_distance`` = 2 km of road (a wet patch, a bridge deck, a change of pavement) and per
+``change_time`` = 30 min of driving (rain starting, temperature crossing zero). With them the 90 % interval of
+an estimate stays that of the fit for the first ~100 m and then widens continuously toward the prior.
+
+The published interval is the equal-tailed ``prob`` interval of that mixture (its quantiles by bisection on the
+mixture CDF); the posterior's CDF is two half normals joined at its mean, through its interval ends (so with
+p_c = 0 the published interval is the fit's). When p_c exceeds ``unknown_above`` or no estimate exists, the belief
+is *unknown*: mean NaN, lower bound 0 (a planner may assume no grip), upper bound ``prior_upper``.
+
+A contradiction (new samples that leave the estimate's posterior predictive: the road-change test of
+:mod:`~vehcal_ros.estimation.surface_change`) withdraws the estimate at once: p_c = 1 until the next fit.
+
+Nothing here imports rclpy; the trackers hold a few floats per scope and the odometer a preallocated trace.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from vehcal_ros.estimation.grip_fit import MuMax
+
+
+@dataclass(frozen=True)
+class HazardModel:
+    """Road-change hazard and the belief it implies (module docstring). Lengths in m, times in s."""
+
+    change_distance: float = 2000.0   #: L_d, mean road length between friction changes, m (design assumption)
+    change_time: float = 1800.0       #: T_a, mean time between weather changes, s (design assumption)
+    prior_lower: float = 0.1          #: road-friction prior, lower end (packed snow / ice), -
+    prior_upper: float = 1.2          #: road-friction prior, upper end (dry asphalt, summer tire), -
+    unknown_above: float = 0.5        #: p_c above which the belief is published as unknown
+
+    def validate(self) -> None:
+        """Raise ValueError naming the parameter and its range."""
+        if not 1.0 <= self.change_distance <= 1e7:
+            raise ValueError(f"hazard_change_distance must be in [1, 1e7] m, got {self.change_distance}")
+        if not 1.0 <= self.change_time <= 1e7:
+            raise ValueError(f"hazard_change_time must be in [1, 1e7] s, got {self.change_time}")
+        if not 0.0 <= self.prior_lower < self.prior_upper <= 5.0:
+            raise ValueError(f"grip prior range must satisfy 0 <= lower < upper <= 5, got "
+                             f"[{self.prior_lower}, {self.prior_upper}]")
+        if not 0.0 < self.unknown_above <= 1.0:
+            raise ValueError(f"unknown_above must be in (0, 1], got {self.unknown_above}")
+
+    def p_change(self, distance: float, age: float) -> float:
+        """Probability that the surface changed within ``distance`` m and ``age`` s (Poisson hazard)."""
+        rate = max(distance, 0.0) / self.change_distance + max(age, 0.0) / self.change_time
+        return -math.expm1(-rate)
+
+
+@dataclass(frozen=True)
+class Belief:
+    """The grip belief in force at time ``t`` (friction, dimensionless; module docstring)."""
+
+    t: float                 #: time the belief refers to, s (the data clock)
+    mean: float              #: mixture mean of mu_max; NaN when unknown
+    lower: float             #: lower end of the equal-tailed interval; 0 when unknown
+    upper: float             #: upper end; ``prior_upper`` when unknown
+    age: float               #: s since the newest sample of the estimate's data; inf without an estimate
+    distance: float          #: m travelled since then; inf without an estimate
+    p_change: float          #: probability the surface changed since the estimate's data
+    known: bool              #: False: unknown (no estimate, withdrawn, or p_change > unknown_above)
+
+
+def _norm_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def _norm_ppf(p: float) -> float:
+    """Standard normal quantile by bisection on the CDF (to ~1e-12; computed once per tracker)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"probability must be in (0, 1), got {p}")
+    lo, hi = -10.0, 10.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if _norm_cdf(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+class Odometer:
+    """Distance travelled, m: the vehicle speed integrated over the data clock (trapezoidal; a stamp going back or
+    a gap over ``max_gap`` s integrates nothing across it), with a trace of (t, distance) every ``period`` s over
+    the last ``n`` entries (preallocated) so the distance at an earlier time can be read back."""
+
+    def __init__(self, period: float = 0.1, n: int = 6000, max_gap: float = 1.0) -> None:
+        self.period, self.max_gap = period, max_gap
+        self.value = 0.0
+        self._t = math.nan
+        self._u = 0.0
+        self._trace_t = np.full(n, np.nan)
+        self._trace_d = np.zeros(n)
+        self._k = 0                    # entries written
+
+    def add_speed(self, t: float, u: float) -> None:
+        """One speed sample ``u`` (m/s) at ``t`` (s)."""
+        if not (math.isfinite(t) and math.isfinite(u)):
+            return
+        if math.isnan(self._t):
+            self._t, self._u = t, u
+            self._record(t)
+            return
+        dt = t - self._t
+        if dt <= 0.0:
+            return
+        if dt <= self.max_gap:
+            self.value += 0.5 * (abs(u) + abs(self._u)) * dt
+        self._t, self._u = t, u
+        last = self._trace_t[(self._k - 1) % self._trace_t.size]
+        if not t - last < self.period:
+            self._record(t)
+
+    def _record(self, t: float) -> None:
+        i = self._k % self._trace_t.size
+        self._trace_t[i], self._trace_d[i] = t, self.value
+        self._k += 1
+
+    def at(self, t: float) -> float:
+        """The distance at ``t``: interpolated in the trace, the current value at or after the newest sample, the
+        oldest kept value before the trace."""
+        if math.isnan(self._t) or not math.isfinite(t) or t >= self._t:
+            return self.value
+        n = min(self._k, self._trace_t.size)
+        start = self._k - n
+        order = (np.arange(start, self._k) % self._trace_t.size)
+        return float(np.interp(t, self._trace_t[order], self._trace_d[order]))
+
+
+class BeliefTracker:
+    """Per scope: the last published estimate and the belief in force (:meth:`belief`). Shares the vehicle's
+    :class:`Odometer`; :meth:`set_estimate` takes each published estimate, :meth:`withdraw` a contradiction."""
+
+    def __init__(self, hazard: HazardModel | None = None, prob: float = 0.9,
+                 odometer: Odometer | None = None) -> None:
+        self.hazard = hazard or HazardModel()
+        self.hazard.validate()
+        if not 0.5 <= prob < 1.0:
+            raise ValueError(f"interval_prob must be in [0.5, 1), got {prob}")
+        self.prob = prob
+        self._z = _norm_ppf(0.5 + 0.5 * prob)
+        self.odometer = odometer if odometer is not None else Odometer()
+        self.estimate: MuMax | None = None
+        self.t_data = math.nan       #: newest sample time of the estimate's data, s
+        self.odo_data = math.nan     #: distance at that time, m
+        self.withdrawn = False
+
+    def set_estimate(self, mu_max: MuMax, t_data: float) -> None:
+        """A newly published estimate (its mu_max posterior) whose newest sample is at ``t_data`` s."""
+        self.estimate = mu_max
+        self.t_data = t_data
+        self.odo_data = self.odometer.at(t_data)
+        self.withdrawn = False
+
+    def withdraw(self) -> None:
+        """New data contradict the estimate: it stops describing the road (p_c = 1) until the next one."""
+        self.withdrawn = True
+
+    def reset(self) -> None:
+        self.estimate, self.t_data, self.odo_data, self.withdrawn = None, math.nan, math.nan, False
+
+    # ----------------------------------------------------------------- output
+    def belief(self, t: float) -> Belief:
+        """The belief in force at ``t`` (module docstring)."""
+        hz = self.hazard
+        est = self.estimate
+        if est is None:
+            return Belief(t, math.nan, 0.0, hz.prior_upper, math.inf, math.inf, 1.0, False)
+        age = max(t - self.t_data, 0.0)
+        distance = max(self.odometer.at(t) - self.odo_data, 0.0)
+        p = 1.0 if self.withdrawn else hz.p_change(distance, age)
+        if p > hz.unknown_above:
+            return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, p, False)
+        m = est
+        mean = (1.0 - p) * m.mean + p * 0.5 * (hz.prior_lower + hz.prior_upper)
+        tail = 0.5 * (1.0 - self.prob)
+        lower = self._quantile(tail, p)
+        upper = self._quantile(1.0 - tail, p)
+        return Belief(t, mean, lower, upper, age, distance, p, True)
+
+    def _cdf(self, x: float, p: float) -> float:
+        """Mixture CDF: (1 - p) split-normal posterior + p uniform prior."""
+        m = self.estimate
+        z = self._z
+        s_lo = max(m.mean - m.lower, 1e-9) / z
+        s_hi = max(m.upper - m.mean, 1e-9) / z
+        # two half normals joined at the mean: F(lower) = tail and F(upper) = 1 - tail exactly
+        post = _norm_cdf((x - m.mean) / (s_lo if x <= m.mean else s_hi))
+        hz = self.hazard
+        prior = min(max((x - hz.prior_lower) / (hz.prior_upper - hz.prior_lower), 0.0), 1.0)
+        return (1.0 - p) * post + p * prior
+
+    def _quantile(self, q: float, p: float) -> float:
+        m = self.estimate
+        lo = min(m.lower - 10.0 * (m.upper - m.lower) - 1.0, self.hazard.prior_lower)
+        hi = max(m.upper + 10.0 * (m.upper - m.lower) + 1.0, self.hazard.prior_upper)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if self._cdf(mid, p) < q:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+
+def belief_timeline(events: list[tuple[float, str, MuMax | None, float]], speed_t: np.ndarray,
+                    speed_u: np.ndarray, t_grid: np.ndarray, hazard: HazardModel | None = None,
+                    prob: float = 0.9) -> dict[str, np.ndarray]:
+    """The belief in force of one scope at each time of ``t_grid`` (s, increasing), rebuilt from a run's record:
+    ``events`` (time in force, "estimate" or "withdraw", the estimate's mu_max or None, its data stamp) in time
+    order, and the speed trace (``speed_t``, ``speed_u``) the odometer integrates. Returns arrays ``t``,
+    ``mean``, ``lower``, ``upper``, ``age``, ``distance``, ``p_change``, ``known`` (what :meth:`BeliefTracker.belief`
+    gives at each grid time, the same code as the live node's)."""
+    odo = Odometer(n=max(int(speed_t.size) + 1, 16))
+    tracker = BeliefTracker(hazard, prob, odo)
+    out = {k: np.empty(t_grid.size) for k in ("mean", "lower", "upper", "age", "distance", "p_change")}
+    known = np.zeros(t_grid.size, dtype=bool)
+    i = j = 0
+    for k, t in enumerate(t_grid):
+        while j < speed_t.size and speed_t[j] <= t:
+            odo.add_speed(float(speed_t[j]), float(speed_u[j]))
+            j += 1
+        while i < len(events) and events[i][0] <= t:
+            _, kind, mu, stamp = events[i]
+            if kind == "estimate" and mu is not None:
+                tracker.set_estimate(mu, stamp)
+            elif kind == "withdraw":
+                tracker.withdraw()
+            i += 1
+        b = tracker.belief(float(t))
+        for name in out:
+            out[name][k] = getattr(b, name)
+        known[k] = b.known
+    return {"t": np.asarray(t_grid, dtype=float), **out, "known": known}
