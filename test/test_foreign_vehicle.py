@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
-from vehcal_ros.errors import InputError
 from vehcal_ros.io.bags import bag_topics, read_bag
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,24 +27,6 @@ def _drive_module():
     sys.modules.setdefault("commonroad_drive", module)
     spec.loader.exec_module(module)
     return module
-
-
-def _vehicle_for_replay(tmp_path: Path) -> str:
-    """cr_set3.yaml, as the replay loads it. Transitional: while description.py still requires a powertrain
-    section, a copy with a placeholder DC motor (unused with torque_source measured) stands in for it."""
-    from vehcal_ros.vehicle.description import load_vehicle
-
-    try:
-        load_vehicle(VEHICLE)
-        return str(VEHICLE)
-    except InputError as exc:
-        if "powertrain" not in str(exc):
-            raise
-    doc = yaml.safe_load(VEHICLE.read_text())
-    doc["powertrain"] = {"kind": "dc_motor", "max_torque": 1.0, "max_speed": 1.0, "ratio": 1.0}
-    copy = tmp_path / "cr_set3_placeholder_powertrain.yaml"
-    copy.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return str(copy)
 
 
 def test_commonroad_set3_drive_bag_truth_and_replay(tmp_path):
@@ -81,6 +61,6 @@ def test_commonroad_set3_drive_bag_truth_and_replay(tmp_path):
 
     from vehcal_ros.io.replay import replay_bag
 
-    params = {"grip_estimator": {"force_source": "estimated", "vehicle": _vehicle_for_replay(tmp_path)}}
+    params = {"grip_estimator": {"force_source": "estimated", "vehicle": str(VEHICLE)}}
     res = replay_bag(bag, params=params, calibration=False, workers=1)
     assert res.n_messages > 0

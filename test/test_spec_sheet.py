@@ -27,15 +27,8 @@ SPEC = {"name": "my_car", "spec_sheet": {
 
 
 def load(doc: dict) -> VehicleDescription:
-    """The validated description of a generated document. Transitional: while description.py still requires a
-    powertrain, a copy with a placeholder DC motor is validated (the generated document has none)."""
-    try:
-        return description_from_dict(doc, source="spec")
-    except InputError as exc:
-        if "powertrain" not in str(exc):
-            raise
-        return description_from_dict({**doc, "powertrain": {"kind": "dc_motor", "max_torque": 1.0, "max_speed": 1.0,
-                                                            "ratio": 1.0}}, source="spec")
+    """The validated description of a generated document."""
+    return description_from_dict(doc, source="spec")
 
 
 def test_tire_size():
@@ -64,7 +57,9 @@ def test_example_spec_by_hand():
     # one stiffness from the mean wheel load 3310.875 N at a deflection of 12 % x 0.12675 m = 0.01521 m
     assert d.ktf == d.ktr == pytest.approx(217677.5, rel=1e-5)
     # rolling radius 0.31725 - 0.01521 / 3 = 0.31218 m
-    assert doc["tire"]["rolling_radius"] == pytest.approx(0.31218, abs=1e-5)
+    assert d.rolling_radius == pytest.approx(0.31218, abs=1e-5)
+    assert d.rolling_radius_at(4000.0, 2000.0) == (d.rolling_radius, d.rolling_radius)
+    assert d.powertrain == "none" and d.torque_source == "measured"
     assert 150e3 <= d.ktf <= 300e3
     assert 25.0 < d.muf < 60.0 and d.muf == d.mur             # a car's corner
     assert 0.5 < d.Jw_f < 2.0

@@ -57,6 +57,7 @@ def run_from_spec(args: argparse.Namespace) -> int:
 
     from vehcal_ros.errors import InputError
     from vehcal_ros.estimation.calibration_pipeline import write_atomic
+    from vehcal_ros.vehicle.description import description_from_dict
     from vehcal_ros.vehicle.spec_sheet import description_yaml_from_spec
 
     path = Path(args.spec)
@@ -71,32 +72,10 @@ def run_from_spec(args: argparse.Namespace) -> int:
                                                        f"{path.name}` (docs/vehicle_description.md)")
     except InputError as exc:
         raise InputError(f"spec sheet {path}: {exc}") from None
-    validate_generated(yaml.safe_load(text), source=f"generated from {path.name}")
+    description_from_dict(yaml.safe_load(text), source=f"generated from {path.name}")  # the schema's validation
     if args.output:
         write_atomic(args.output, text)
     else:
         print(text, end="")
     return 0
 
-
-def validate_generated(doc: dict, source: str) -> None:
-    """The schema's own validation of a generated description (InputError naming the field).
-
-    Transitional: a description.py that still requires a ``powertrain`` section (it becomes optional with
-    ``torque_source: measured``) validates a copy with a placeholder DC motor; the written document never has
-    one. Remove the fallback once the optional powertrain is in description.py.
-    """
-    import sys
-
-    from vehcal_ros.errors import InputError
-    from vehcal_ros.vehicle.description import description_from_dict
-
-    try:
-        description_from_dict(doc, source=source)
-    except InputError as exc:
-        if "powertrain" not in str(exc) or "powertrain" in doc:
-            raise
-        probe = {**doc, "powertrain": {"kind": "dc_motor", "max_torque": 1.0, "max_speed": 1.0, "ratio": 1.0}}
-        description_from_dict(probe, source=source)
-        print(f"vehcal vehicle from-spec: note: this description.py still requires a powertrain section; "
-              f"validated with a placeholder (not written): {exc}", file=sys.stderr)
