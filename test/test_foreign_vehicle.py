@@ -35,7 +35,7 @@ def test_commonroad_set3_drive_bag_truth_and_replay(tmp_path):
     crd = _drive_module()
     result = crd.simulate_drive(3, seed=2, duration=40.0, roads=(1.0, 0.6))
     assert result.summary["layout"] == "RWD"
-    bag = tmp_path / "cr3.bag"
+    bag = tmp_path / "cr3_drive"
     counts = crd.write_drive_bag(bag, result)
 
     topics = bag_topics(bag)

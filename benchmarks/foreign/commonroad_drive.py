@@ -37,16 +37,20 @@ Recorded (``vehcal_ros.io.bags.write_bag``, mcap), production sensors only, no t
   torque the model applies, drive minus brake (``0.5 T_se T_E + 0.5 T_sb T_B`` on a front wheel, N m) x (1 + N(0,
   0.02)).
 - ``ImuSample`` 100 Hz: accelerometer of the sprung body (specific force, +g on z at rest, gravity projected
-  through roll and pitch) + N(0, 0.05) m/s^2; body rates (+ N(0, 0.002) rad/s); roll, pitch, yaw in the ROS
-  frame (x forward, y left, z up: + roll = right side down, + pitch = nose down; the model's roll and pitch
-  states have the opposite signs, its z points down).
+  through roll and pitch) + N(0, 0.05) m/s^2; body rates (+ N(0, 0.002) rad/s); roll, pitch, yaw.
+
+Axes: the model is written in SAE axes (x forward, y right, z down; its left wheels are at y = -T/2, a positive
+yaw rate turns right, a positive steering angle steers right). Every record is in ROS axes (x forward, y left,
+z up): lateral velocity, lateral acceleration, yaw angle and rate, pitch, the y position and the steering angle
+change sign; roll (+ = right side down in both) and the longitudinal quantities do not.
 - ``OdomSample`` 100 Hz: body-frame velocity at the CG + N(0, 0.05) m/s (the speed reference), yaw rate, pose.
 - ``Controls`` 100 Hz: throttle = a/3 m/s^2, brake = -a/g (0..1, from the constrained acceleration input),
-  steering = road-wheel angle x the spec sheet's steering ratio (rad of steering-wheel angle).
+  steering = road-wheel angle x the spec sheet's steering ratio (rad of steering-wheel angle, + = left).
 - ``GroundTruth`` 20 Hz: ``mu_road`` per wheel; ``mu_max`` per wheel = the peak over slip of the car's
   pure-longitudinal PAC2002 Fx(kappa)/Fz (``vehiclemodels.utils.tire_model.formula_longitudinal`` with the
   current friction scaling, at the wheel's current Fz and camber), maximised numerically; true slip (friction
-  paper Eq. 3, (omega R_w - u_w)/max(omega R_w, u_w) with the model's wheel speed u_w), slip angle, Fx (from the
+  paper Eq. 3, (omega R_w - u_w)/max(omega R_w, u_w) with the model's wheel speed u_w), slip angle (ROS sign:
+  atan of the wheel's lateral over longitudinal velocity in its heading), Fx (from the
   model's wheel-spin equation, (T - I_y_w omega_dot)/R_w) and Fz (the model's tire spring).
 
 Usage::
@@ -334,24 +338,26 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
         noise = rng.standard_normal(16)
         records.append(("/vehicle/wheel_speeds", WheelSpeeds(
             t=tk, omega=omega + 0.005 * noise[0:4], torque=torque * (1.0 + 0.02 * noise[4:8]))))
-        # the model's roll and pitch states are about its z-down vertical axis (its body rolls outwards in a bend
-        # with a negative roll; + pitch = nose up); ROS (x fwd, y left, z up) has both opposite
-        roll, pitch = -float(x[6]), -float(x[8])
+        # the model is written in SAE axes (x forward, y RIGHT, z down: its "left" wheel sits at y = -T/2 and
+        # speeds up in a bend with positive yaw rate, i.e. a right turn); ROS (x forward, y left, z up) flips y
+        # and z: lateral velocity, yaw angle and rate, lateral acceleration, pitch and the steering angle change
+        # sign, roll (about the shared x axis) does not
+        roll, pitch = float(x[6]), -float(x[8])
         ax_body = f[3] - x[5] * x[10] if abs(v) >= KINEMATIC_SPEED else f[3]
-        ay_body = f[10] + x[5] * x[3]
+        ay_body = -(f[10] + x[5] * x[3])                 # ROS lateral acceleration of the sprung body
         ax_imu = ax_body - G * math.sin(pitch)
         ay_imu = ay_body + G * math.sin(roll) * math.cos(pitch)
         az_imu = G * math.cos(roll) * math.cos(pitch) - f[12]   # the model's z points down
         records.append(("/vehicle/imu", ImuSample(
-            t=tk, roll=roll, roll_rate=-float(x[7]) + 0.002 * noise[8], yaw_rate=float(x[5]) + 0.002 * noise[9],
+            t=tk, roll=roll, roll_rate=float(x[7]) + 0.002 * noise[8], yaw_rate=-float(x[5]) + 0.002 * noise[9],
             ax=ax_imu + 0.05 * noise[10], ay=ay_imu + 0.05 * noise[11], az=az_imu + 0.05 * noise[12],
-            pitch=pitch, yaw=float(x[4]), pitch_rate=-float(x[9]))))
+            pitch=pitch, yaw=-float(x[4]), pitch_rate=-float(x[9]))))
         records.append(("/vehicle/odom", OdomSample(
-            t=tk, u=v + 0.05 * noise[13], v=float(x[10]) + 0.05 * noise[14], yaw_rate=float(x[5]),
-            x=float(x[0]), y=float(x[1]), yaw=float(x[4]))))
+            t=tk, u=v + 0.05 * noise[13], v=-float(x[10]) + 0.05 * noise[14], yaw_rate=-float(x[5]),
+            x=float(x[0]), y=-float(x[1]), yaw=-float(x[4]))))
         records.append(("/vehicle/controls", Controls(
             t=tk, throttle=float(np.clip(a_applied / THROTTLE_FULL, 0.0, 1.0)),
-            brake=float(np.clip(-a_applied / G, 0.0, 1.0)), steering=float(x[2]) * ratio)))
+            brake=float(np.clip(-a_applied / G, 0.0, 1.0)), steering=-float(x[2]) * ratio)))
         if k % TRUTH_EVERY == 0:
             fz, uw, alpha, gamma = _wheel_geometry(x, p)
             fx = (torque - p.I_y_w * f[23:27]) / p.R_w
@@ -361,7 +367,7 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
             mu_max = np.array([longitudinal_peak(p.tire, float(fz[i]), float(gamma[i])) for i in range(4)])
             mu_road = np.full(4, friction.mu_road)
             records.append(("/vehicle/ground_truth", GroundTruth(
-                t=tk, mu_road=mu_road, slip=slip, slip_angle=alpha, mu_max=mu_max, fx=fx, fz=fz)))
+                t=tk, mu_road=mu_road, slip=slip, slip_angle=-alpha, mu_max=mu_max, fx=fx, fz=fz)))
             if v > 3.0:
                 used.append(np.abs(fx / fz))
         if k == n_steps:
