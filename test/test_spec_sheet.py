@@ -42,7 +42,8 @@ def test_example_spec_by_hand():
     doc = description_document_from_spec(SPEC)
     assert "powertrain" not in doc
     assert doc["torque_source"] == "measured"
-    assert doc["tire"]["unloaded_radius"] == pytest.approx(0.31725, abs=1e-6)
+    # the schema's r0: rolling radius 0.31218 + static deflection 0.01521 = 0.32739 m (= R0 + 2/3 x 0.01521)
+    assert doc["tire"]["unloaded_radius"] == pytest.approx(0.32739, abs=1e-5)
     d = load(doc)
     weight = 1350 * 9.81                                        # 13243.5 N
     front, rear = d.static_axle_loads()
@@ -65,6 +66,9 @@ def test_example_spec_by_hand():
     assert 0.5 < d.Jw_f < 2.0
     assert 0.0 <= d.hrcf <= d.h and 0.0 <= d.hrcr <= d.h
     assert d.nominal["rr"] == pytest.approx(0.010 * 0.31218, rel=1e-4)
+    # drive-torque lever at the static front load 3973.05 N: the loaded radius R0 - 3973.05 / 217677.5
+    lever = d.r0 - d.rolling_excess - 3973.05 / d.ktf
+    assert lever == pytest.approx(0.31725 - 0.018252, abs=1e-5)
 
 
 def test_yaml_text_round_trips_and_comments_every_derived_value():
@@ -127,7 +131,7 @@ def test_cli_from_spec(tmp_path, capsys):
     assert main(["vehicle", "from-spec", str(spec), "--out", str(out)]) == 0
     assert yaml.safe_load(out.read_text()) == description_document_from_spec(SPEC)
     assert main(["vehicle", "from-spec", str(spec)]) == 0
-    assert "unloaded_radius: 0.31725" in capsys.readouterr().out
+    assert "rolling_radius: 0.31218" in capsys.readouterr().out
     bad = tmp_path / "bad.spec.yaml"
     bad.write_text(yaml.safe_dump({"name": "x", "spec_sheet": {**SPEC["spec_sheet"], "tire": "big"}}))
     assert main(["vehicle", "from-spec", str(bad)]) == 2

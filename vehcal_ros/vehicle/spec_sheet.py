@@ -106,7 +106,9 @@ RULES: dict[str, str] = {
     "track.rear": "spec",
     "roll_centre_below_cg.front": "h_s - 0.075 m (front roll centre: typical 0-0.15 m; assumption)",
     "roll_centre_below_cg.rear": "h_s - 0.175 m (rear roll centre: typical 0.05-0.3 m; assumption)",
-    "tire.unloaded_radius": "ISO size: rim/2 + width x aspect",
+    "tire.unloaded_radius": "the schema's r0 (r0 - Fz/kt = rolling radius at the static load): ISO R0 (rim/2 + "
+                            "width x aspect) + 2/3 of the mean static deflection; force lever r0 - Fz/kt - "
+                            "rolling_minus_loaded = the loaded radius R0 - deflection",
     "tire.rolling_radius": "R0 - static deflection/3 at the mean static wheel load (Pacejka 2012 Sec. 7.2.2)",
     "tire.rolling_minus_loaded": "rolling - loaded radius = 2/3 of the mean static deflection",
     "tire.vertical_stiffness_front": "mean static wheel load / (12 % of the section height), clamped to "
@@ -319,7 +321,7 @@ def description_document_from_spec(spec: Mapping) -> dict:
         "inertia": {"roll": _r(jx), "yaw": _r(jz), "roll_yaw": 0.0},
         "track": {"front": tf, "rear": tr},
         "roll_centre_below_cg": {"front": _r(h_s - ROLL_CENTRE_HEIGHT[0]), "rear": _r(h_s - ROLL_CENTRE_HEIGHT[1])},
-        "tire": {"unloaded_radius": _r(r0), "rolling_radius": _r(r_roll),
+        "tire": {"unloaded_radius": _r(r_roll + defl_mean), "rolling_radius": _r(r_roll),
                  "rolling_minus_loaded": _r((1.0 - ROLLING_DEFLECTION_FRACTION) * defl_mean),
                  "vertical_stiffness_front": _r(kzf), "vertical_stiffness_rear": _r(kzr),
                  "friction_peak": FRICTION[0], "friction_slide": FRICTION[1], "combined_slip": "ellipse",
