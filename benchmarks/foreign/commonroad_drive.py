@@ -33,7 +33,8 @@ wheel spins clamped at 0 after each interval).
 
 Recorded (``vehcal_ros.io.bags.write_bag``, mcap), production sensors only, no tire-force topic:
 
-- ``WheelSpeeds`` 100 Hz: spin rates (rad/s) + N(0, 0.005) noise; ``torque`` (JointState.effort) = the net wheel
+- ``WheelSpeeds`` 100 Hz: spin rates (rad/s) + N(0, 0.005) noise (``--encoder-teeth 48``: from a 48-tooth wheel
+  read by edge timing, :class:`ToothEncoder`); ``torque`` (JointState.effort) = the net wheel
   torque the model applies, drive minus brake (``0.5 T_se T_E + 0.5 T_sb T_B`` on a front wheel, N m) x (1 + N(0,
   0.02)).
 - ``ImuSample`` 100 Hz: accelerometer of the sprung body (specific force, +g on z at rest, gravity projected
@@ -280,10 +281,53 @@ def wheel_torques(p: Any, accel: float) -> np.ndarray:
     return np.array([front, front, rear, rear])
 
 
+class ToothEncoder:
+    """Wheel-speed sensor of ``teeth`` teeth per revolution read by edge timing (as an ABS controller does):
+    the speed at a sample is the mean over the tooth edges of the last sample period, (edges - 1) x 2 pi / teeth
+    over the time between the first and the last (edge times on a 1 us capture timer); with fewer than two edges
+    in the period, one tooth pitch over the last two edges' spacing; 0 after 0.5 s without an edge. The wheel
+    angle is integrated from the spin rates at the samples (trapezoid), edge times interpolated in between."""
+
+    def __init__(self, teeth: int, n_wheels: int = 4) -> None:
+        self.pitch = 2.0 * math.pi / teeth          # rad per tooth
+        self.angle = np.zeros(n_wheels)             # rad
+        self.edges: list[list[float]] = [[] for _ in range(n_wheels)]
+        self.t: float | None = None
+        self.omega: np.ndarray | None = None
+
+    def measure(self, t: float, omega: np.ndarray) -> np.ndarray:
+        """The sensor's spin rates (rad/s) at time ``t`` (s) for true spin rates ``omega`` (rad/s)."""
+        if self.t is not None:
+            dt = t - self.t
+            new = self.angle + 0.5 * (self.omega + omega) * dt
+            for i in range(len(new)):
+                first, last = math.floor(self.angle[i] / self.pitch) + 1, math.floor(new[i] / self.pitch)
+                span = new[i] - self.angle[i]
+                for j in range(first, last + 1):
+                    te = self.t + (j * self.pitch - self.angle[i]) / span * dt
+                    self.edges[i].append(round(te * 1e6) / 1e6)
+                del self.edges[i][:-64]
+            self.angle = new
+            period = dt
+        else:
+            period = DT
+        self.t, self.omega = t, omega.copy()
+        out = np.zeros(len(omega))
+        for i, e in enumerate(self.edges[i] for i in range(len(omega))):
+            recent = [x for x in e if x > t - period]
+            if len(recent) >= 2 and recent[-1] > recent[0]:
+                out[i] = (len(recent) - 1) * self.pitch / (recent[-1] - recent[0])
+            elif len(e) >= 2 and t - e[-1] < 0.5 and e[-1] > e[-2]:
+                out[i] = self.pitch / (e[-1] - e[-2])
+        return out
+
+
 def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
-                   roads: Sequence[float] = DEFAULT_ROADS, progress: bool = False) -> DriveResult:
+                   roads: Sequence[float] = DEFAULT_ROADS, progress: bool = False,
+                   encoder_teeth: int = 0) -> DriveResult:
     """Drive CommonRoad parameter set ``set_id`` for ``duration`` s on ``roads`` (module doc); the records of
-    the production sensors and the ground truth, in time order."""
+    the production sensors and the ground truth, in time order. ``encoder_teeth`` > 0: wheel speeds from a
+    toothed wheel read by edge timing (:class:`ToothEncoder`) instead of the spin rates themselves."""
     from scipy.integrate import solve_ivp
     from vehiclemodels.init_mb import init_mb
     from vehiclemodels.utils.acceleration_constraints import acceleration_constraints
@@ -295,6 +339,9 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
         raise ValueError(f"--duration {duration}: expected at least 5 s")
     if not roads or not all(0.05 <= float(m) <= 1.5 for m in roads):
         raise ValueError(f"--roads {list(roads)}: expected values in [0.05, 1.5]")
+    if encoder_teeth < 0:
+        raise ValueError(f"--encoder-teeth {encoder_teeth}: expected 0 (off) or a tooth count")
+    encoder = ToothEncoder(encoder_teeth) if encoder_teeth else None
     p = load_parameters(set_id)
     ratio = spec_steering_ratio(set_id)
     road = Roads(tuple(float(m) for m in roads), float(duration))
@@ -336,8 +383,9 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
         torque = wheel_torques(p, a_applied)
         omega = x[23:27].copy()
         noise = rng.standard_normal(16)
+        omega_sensor = encoder.measure(tk, omega) if encoder is not None else omega
         records.append(("/vehicle/wheel_speeds", WheelSpeeds(
-            t=tk, omega=omega + 0.005 * noise[0:4], torque=torque * (1.0 + 0.02 * noise[4:8]))))
+            t=tk, omega=omega_sensor + 0.005 * noise[0:4], torque=torque * (1.0 + 0.02 * noise[4:8]))))
         # the model is written in SAE axes (x forward, y RIGHT, z down: its "left" wheel sits at y = -T/2 and
         # speeds up in a bend with positive yaw rate, i.e. a right turn); ROS (x forward, y left, z up) flips y
         # and z: lateral velocity, yaw angle and rate, lateral acceleration, pitch and the steering angle change
@@ -388,6 +436,7 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
     summary = {
         "set": set_id, "layout": drive_layout(p), "T_se": float(p.T_se), "T_sb": float(p.T_sb),
         "duration_s": duration, "roads": list(road.values), "seed": seed, "steering_ratio": ratio,
+        "encoder_teeth": encoder_teeth,
         "friction_scaling": {"p_dx1_nominal": friction.p_dx1, "p_dy1_nominal": friction.p_dy1},
         "stops": prog.stops, "wall_s": round(time.perf_counter() - wall0, 1), "rhs_evaluations": nfev,
         "max_speed_error_m_s": round(max_speed_err, 3),
@@ -427,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=160.0, metavar="S", help="drive length, s (default 160)")
     ap.add_argument("--roads", default=",".join(map(str, DEFAULT_ROADS)), metavar="MU,MU,...",
                     help="road friction in equal consecutive parts of the drive (default 1.0,0.6,0.35,1.0)")
+    ap.add_argument("--encoder-teeth", type=int, default=0, metavar="N",
+                    help="wheel speeds from an N-tooth wheel read by edge timing (e.g. 48; default 0: the spin rates)")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(argv)
     if not vehiclemodels_available():
@@ -442,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"commonroad_drive: {args.out} exists; give a new bag path", file=sys.stderr)
         return 2
     try:
-        result = simulate_drive(args.set, args.seed, args.duration, roads, progress=not args.quiet)
+        result = simulate_drive(args.set, args.seed, args.duration, roads, progress=not args.quiet,
+                                encoder_teeth=args.encoder_teeth)
     except ValueError as exc:
         print(f"commonroad_drive: {exc}", file=sys.stderr)
         return 2
