@@ -74,6 +74,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--forces", nargs="+", default=["estimated", "measured"], choices=["estimated", "measured"])
     ap.add_argument("--bag-dir", default=None, help="keep the simulated bags here (reused when present)")
+    ap.add_argument("--bag", action="append", default=[], metavar="BAG",
+                    help="score this recorded bag instead of simulating (repeatable; its seed is its position; e.g. "
+                         "an independent simulator's drive with --description FILE)")
     ap.add_argument("--jobs", type=int, default=1, help="replay worker processes")
     ap.add_argument("--grip-param", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--json", default=None)
@@ -90,8 +93,9 @@ def main() -> int:
         root.mkdir(parents=True, exist_ok=True)
         print(f"{'seed':>4} {'forces':9} {'inside':>6} {'over':>5} {'avail':>5} {'IS':>6} {'usable':>6}  "
               f"{'per scope (inside/over/avail/usable)':40} verdict")
-        for seed in args.seeds:
-            bag = root / f"{args.vehicle}_{args.scenario}_{seed}"
+        runs = ([(k, Path(b)) for k, b in enumerate(args.bag)] if args.bag else
+                [(seed, root / f"{args.vehicle}_{args.scenario}_{seed}") for seed in args.seeds])
+        for seed, bag in runs:
             if not bag.exists():
                 simulate(args.scenario, args.vehicle, seed, bag)
             for forces in args.forces:
@@ -101,7 +105,7 @@ def main() -> int:
                                   f"/{f['usable_lower']:.2f}" for s, f in r["per_scope"].items())
                 print(f"{seed:4d} {forces:9} {d['inside']:6.2f} {d['overstated']:5.2f} {d['available']:5.2f} "
                       f"{d['interval_score']:6.3f} {d['usable_lower']:6.2f}  {scopes:40} {verdict(d)}", flush=True)
-                rows.append({"seed": seed, "forces": forces, **r})
+                rows.append({"seed": seed, "bag": str(bag), "forces": forces, **r})
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_after = os.getloadavg()[0]
     print(f"{args.vehicle} ({description}), {args.scenario}; date {stamp}; load (1 min) before {load_before:.2f}, "

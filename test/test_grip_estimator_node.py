@@ -150,10 +150,13 @@ def test_topic_that_stops_is_reported(graph) -> None:
 def test_estimate_then_flat_data_keeps_last_good(graph) -> None:
     node, vehicle, ex, received = graph
     t = _feed_good(vehicle, ex, 300.0, 8.0)
-    assert spin_until(ex, lambda: len(received["grip"]) > 0, timeout=60.0), (
+    assert spin_until(ex, lambda: any(math.isfinite(m.vector.x) for m in received["grip"]), timeout=60.0), (
         "no grip estimate published", node.pipeline.collector.fill(), node.pipeline.collector.counters,
         {k: (v.n_fits, v.message) for k, v in node.pipeline.status.items()})
-    first = received["grip"][-1]
+    # before the first estimate the belief is published as unknown: mean NaN, lower bound 0
+    unknown = [m for m in received["grip"] if not math.isfinite(m.vector.x)]
+    assert all(m.vector.y == 0.0 for m in unknown)
+    first = next(m for m in received["grip"] if math.isfinite(m.vector.x))
     assert first.header.frame_id == "front_axle"
     assert first.vector.y <= first.vector.x <= first.vector.z
     assert received["curve"] and received["curve"][-1].layout.dim[0].label == "slip,q05,q50,q95"
@@ -165,9 +168,11 @@ def test_estimate_then_flat_data_keeps_last_good(graph) -> None:
     assert spin_until(ex, lambda: st.n_failed > 0, timeout=60.0), st.message
     assert st.estimate is not None and "keeping the last good estimate" in st.message
     assert st.level == 1
-    n_published = len(received["grip"])
+    # the flat data bring no new estimate: what is in force is the last one, widened with the time and distance
+    # since its data (100 s and 1.5 km later: unknown), never a narrower one
     spin_until(ex, lambda: False, timeout=1.0)
-    assert len(received["grip"]) == n_published      # nothing new published from the flat data
+    last = received["grip"][-1]
+    assert not math.isfinite(last.vector.x) or (last.vector.y <= first.vector.y and last.vector.z >= first.vector.z)
 
 
 def test_only_short_data_gives_no_estimate_and_says_why(graph) -> None:
@@ -177,7 +182,7 @@ def test_only_short_data_gives_no_estimate_and_says_why(graph) -> None:
     st = node.pipeline.status["front_axle"]
     assert spin_until(ex, lambda: st.n_failed > 0, timeout=30.0)
     assert st.estimate is None and st.level in (1, 2) and st.message
-    assert not received["grip"]
+    assert all(not math.isfinite(m.vector.x) and m.vector.y == 0.0 for m in received["grip"])   # unknown only
 
 
 def test_parameters_out_of_range_are_rejected(graph) -> None:
@@ -227,6 +232,7 @@ def test_grip_estimate_over_dds_contains_truth(tmp_path, rclpy_context) -> None:
         spin_until(ex, lambda: veh_proc.poll() is not None, timeout=200.0)
         spin_until(ex, lambda: False, timeout=3.0)   # the last cycle's publication
         last = [f"{st.name}: {st.message}" for st in (diags[-1].status if diags else [])]
+        got = [e for e in got if math.isfinite(e.vector.x)]   # the belief in force, unknowns left out
         assert got, ((tmp_path / "node.log").read_text()[-2000:], last)
         hits = [e.vector.y <= MU_MAX_TRUE <= e.vector.z for e in got]
         assert sum(hits) >= max(1, len(got) - 1), ([e.vector for e in got], MU_MAX_TRUE)

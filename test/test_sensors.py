@@ -12,7 +12,15 @@ import pytest
 from scipy import stats
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.signals import Controls, GroundTruth, ImuSample, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import (
+    Controls,
+    GnssVelocity,
+    GroundTruth,
+    ImuSample,
+    OdomSample,
+    TireForce,
+    WheelSpeeds,
+)
 from vehcal_ros.io.scenarios import parse_scenario
 from vehcal_ros.io.simulate import ScenarioRun, SimulationDiverged, run_scenario
 from vehcal_ros.models.sensors import ClockTick, SensorSpec, SensorSuite
@@ -58,17 +66,17 @@ def _collect(scenario, model=None, **kw):
 def test_rates_and_stamps():
     sc = _scenario({"wheel_speeds": {"rate": 200}, "imu": {"rate": 100}, "odom": {"rate": 50},
                     "tire_forces": {"rate": 20}, "controls": {"rate": 10}, "ground_truth": {"rate": 5},
-                    "clock": {"rate": 1000}}, duration=2.0)
+                    "clock": {"rate": 1000}, "gnss": {"rate": 10, "latency": 0.0}}, duration=2.0)
     _, items = _collect(sc)
     by = {}
     for topic, rec, t_rel in items:
         by.setdefault(topic, []).append(rec)
         assert t_rel == rec.t  # no latency
     expect = {"/vehicle/wheel_speeds": 200, "/vehicle/imu": 100, "/vehicle/odom": 50, "/vehicle/tire_forces": 20,
-              "/vehicle/controls": 10, "/vehicle/ground_truth": 5, "/clock": 1000}
+              "/vehicle/controls": 10, "/vehicle/ground_truth": 5, "/clock": 1000, "/vehicle/gnss/vel": 10}
     types = {"/vehicle/wheel_speeds": WheelSpeeds, "/vehicle/imu": ImuSample, "/vehicle/odom": OdomSample,
              "/vehicle/tire_forces": TireForce, "/vehicle/controls": Controls,
-             "/vehicle/ground_truth": GroundTruth, "/clock": ClockTick}
+             "/vehicle/ground_truth": GroundTruth, "/clock": ClockTick, "/vehicle/gnss/vel": GnssVelocity}
     for topic, rate in expect.items():
         recs = by[topic]
         per_stamp = 4 if topic == "/vehicle/tire_forces" else 1

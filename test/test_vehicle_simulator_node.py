@@ -51,14 +51,14 @@ def _write_scenario(tmp_path: Path) -> Path:
 
 def _types():
     from diagnostic_msgs.msg import DiagnosticArray
-    from geometry_msgs.msg import WrenchStamped
+    from geometry_msgs.msg import TwistWithCovarianceStamped, WrenchStamped
     from nav_msgs.msg import Odometry
     from rosgraph_msgs.msg import Clock
     from sensor_msgs.msg import Imu, JointState, Joy
 
     return {"/vehicle/wheel_speeds": JointState, "/vehicle/imu": Imu, "/vehicle/tire_forces": WrenchStamped,
             "/sim/odom": Odometry, "/vehicle/controls": Joy, "/vehicle/ground_truth": DiagnosticArray,
-            "/clock": Clock, "/diagnostics": DiagnosticArray}
+            "/clock": Clock, "/diagnostics": DiagnosticArray, "/vehicle/gnss/vel": TwistWithCovarianceStamped}
 
 
 def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
@@ -97,7 +97,7 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
                        for d in got["/diagnostics"] for s in d.status)
 
         want = {"/vehicle/wheel_speeds": 301, "/vehicle/imu": 301, "/vehicle/tire_forces": 1204, "/sim/odom": 151,
-                "/vehicle/controls": 301, "/vehicle/ground_truth": 301, "/clock": 301}
+                "/vehicle/controls": 301, "/vehicle/ground_truth": 301, "/clock": 301, "/vehicle/gnss/vel": 31}
         # generous: on a fresh clone the node process compiles the model's numba kernels first (~1 min)
         ok = spin_until(ex, lambda: finished() and all(len(got[t]) >= n for t, n in want.items()), timeout=240.0,
                         step=0.01)
@@ -122,6 +122,14 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
     assert np.allclose([w.t for w in ws], np.arange(301) * 0.01, atol=1e-9)
     odom = [conv.msg_to_odom(m, fr) for m in got["/sim/odom"]]
     assert np.allclose([o.t for o in odom], np.arange(151) * 0.02, atol=1e-9)
+    # GNSS (on by default with odometry): 10 Hz ENU velocity, stamped at the measurement, the antenna's frame
+    gnss = [conv.msg_to_gnss_velocity(m, fr) for m in got["/vehicle/gnss/vel"]]
+    assert np.allclose([g.t for g in gnss], np.arange(31) * 0.1, atol=1e-9)
+    assert all(m.header.frame_id == "gnss" for m in got["/vehicle/gnss/vel"])
+    assert all(g.std == pytest.approx(0.05) for g in gnss)
+    od_u = {round(o.t, 3): o.u for o in odom}
+    # speed over ground vs the body speed: 0.05 m/s per axis, so |diff| < 0.3 m/s is > 5 sigma (31 samples)
+    assert all(abs(g.speed - od_u[round(g.t, 3)]) < 0.3 for g in gnss if round(g.t, 3) in od_u)
     clock = [conv.msg_to_clock(m) for m in got["/clock"]]
     assert np.allclose(clock, np.arange(301) * 0.01, atol=1e-9)
 

@@ -126,6 +126,11 @@ def _wait(predicate, timeout: float, step: float = 0.05) -> bool:
     return predicate()
 
 
+SIMULATED_VEHICLE = "hmmwv_sim"
+"""Description of the vehicle the demo's simulator drives (config/vehicles/hmmwv_sim.yaml): the grip estimator's
+vehicle unless ``--vehicle`` is given."""
+
+
 def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, seed: int,
           log: Any) -> dict[str, Any]:
     """Estimators (+ probe) in this process; each scenario's vehicle_simulator in its own process."""
@@ -250,7 +255,7 @@ def _patches(truth: list[tuple[float, np.ndarray, np.ndarray]], wheels: tuple[in
         if t < t0:
             continue
         road = round(float(np.mean(mu_road[list(wheels)])), 3)
-        peak = float(np.mean(mu_max[list(wheels)]))
+        peak = float(np.min(mu_max[list(wheels)]))
         if not out or out[-1]["mu_road"] != road:
             out.append({"mu_road": road, "t0": t, "t1": t, "truth": [peak]})
         else:
@@ -262,19 +267,26 @@ def _patches(truth: list[tuple[float, np.ndarray, np.ndarray]], wheels: tuple[in
 
 
 def grip_table(live: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per scope and road patch, the belief in force as the probe received it (every ``belief_period``): the
+    share of the patch's messages whose interval holds the truth, overstates it (truth below the lower bound) or
+    is unknown, and the last known belief of the patch. An axle's truth is the lower of its wheels'."""
     probe = live["probe"]
     rows = []
     for scope, wheels in (("front_axle", (0, 1)), ("rear_axle", (2, 3))):
         for p in _patches(probe.truth, wheels, live["grip_offset"]):
-            ests = [e for e in probe.grip.get(scope, []) if p["t0"] <= e[0] <= p["t1"] + 1.0]
+            msgs = [e for e in probe.grip.get(scope, []) if p["t0"] <= e[0] <= p["t1"]]
             exc = [x for t, x in probe.excitation.get(scope, []) if p["t0"] <= t <= p["t1"] and np.isfinite(x)]
+            x = p["mu_max_true"]
+            known = [e for e in msgs if np.isfinite(e[1])]
             row = {"scope": scope, "mu_road": p["mu_road"], "t0": p["t0"] - live["grip_offset"],
-                   "t1": p["t1"] - live["grip_offset"], "mu_max_true": p["mu_max_true"],
-                   "excitation": max(exc) if exc else float("nan"), "n_estimates": len(ests)}
-            if ests:
-                _, mean, lo, hi = ests[-1]
-                row.update({"mu_max_mean": mean, "mu_max_lower": lo, "mu_max_upper": hi,
-                            "contains_truth": bool(lo <= p["mu_max_true"] <= hi)})
+                   "t1": p["t1"] - live["grip_offset"], "mu_max_true": x,
+                   "excitation": max(exc) if exc else float("nan"), "n_messages": len(msgs),
+                   "inside": float(np.mean([lo <= x <= hi for _, _, lo, hi in msgs])) if msgs else float("nan"),
+                   "overstated": float(np.mean([x < lo for _, _, lo, _ in msgs])) if msgs else float("nan"),
+                   "available": len(known) / len(msgs) if msgs else float("nan")}
+            if known:
+                _, mean, lo, hi = known[-1]
+                row.update({"mu_max_mean": mean, "mu_max_lower": lo, "mu_max_upper": hi})
             rows.append(row)
     return rows
 
@@ -327,15 +339,17 @@ def _fmt(x: Any, spec: str = ".3f") -> str:
 
 
 def render(summary: dict[str, Any]) -> str:
-    lines = ["", "Grip potential per road patch (daily driving; interval = 90 % credible interval)",
+    lines = ["", "Grip in force per road patch (daily driving; the belief published every 0.5 s: its 90 % interval"
+             " widened for the time and distance since its data, or unknown)",
              f"{'scope':<11} {'road mu':>7} {'t [s]':>13} {'excitation':>10} {'true mu_max':>11} "
-             f"{'estimate [interval]':>26} {'contains':>8}"]
+             f"{'inside':>6} {'over':>5} {'known':>5}  {'last known belief [interval]':>28}"]
     for r in summary["grip"]:
         est = (f"{_fmt(r.get('mu_max_mean'))} [{_fmt(r.get('mu_max_lower'))}, {_fmt(r.get('mu_max_upper'))}]"
-               if "mu_max_mean" in r else "no estimate")
+               if "mu_max_mean" in r else "unknown")
         lines.append(f"{r['scope']:<11} {r['mu_road']:>7.2f} {_fmt(r['t0'], '.0f'):>6}-{_fmt(r['t1'], '.0f'):<6} "
-                     f"{_fmt(r['excitation'], '.2f'):>10} {_fmt(r['mu_max_true']):>11} {est:>26} "
-                     f"{str(r.get('contains_truth', '-')):>8}")
+                     f"{_fmt(r['excitation'], '.2f'):>10} {_fmt(r['mu_max_true']):>11} "
+                     f"{_fmt(r['inside'], '.2f'):>6} {_fmt(r['overstated'], '.2f'):>5} "
+                     f"{_fmt(r['available'], '.2f'):>5}  {est:>28}")
     lines += ["", "Calibrated 8-DOF parameters (posterior mean, 94 % HDI, R-hat, bulk ESS)",
               f"{'parameter':<10} {'stage':<19} {'mean':>12} {'94 % HDI':>27} {'R-hat':>7} {'ESS':>7}"]
     for name, s in summary["parameters"].items():
@@ -359,7 +373,10 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"--out {out}: exists and is not empty; choose another directory or remove it")
     from vehcal_ros.commands.vehicle_option import apply_vehicle
-    params = apply_vehicle(load_parameters(args.params), getattr(args, "vehicle", None))
+    vehicle = getattr(args, "vehicle", None)
+    params = apply_vehicle(load_parameters(args.params), vehicle)
+    if vehicle is None:   # the grip estimator rides the simulated HMMWV: its description (the calibrator keeps
+        params = apply_vehicle(params, SIMULATED_VEHICLE, nodes=("grip_estimator",))   # the paper's 8-DOF one)
     t0 = time.monotonic()
 
     def log(msg: str) -> None:
@@ -417,10 +434,11 @@ def _write_figures(root: Path, live: dict[str, Any], summary: dict[str, Any]) ->
     tt = np.array([t for t, _, _ in probe.truth if t >= off]) - off
     for scope, wheels, color in (("front_axle", (0, 1), "C0"), ("rear_axle", (2, 3), "C1")):
         e = np.array([x for x in probe.grip.get(scope, []) if x[0] >= off])
-        if e.size:
-            ax.errorbar(e[:, 0] - off, e[:, 1], yerr=[e[:, 1] - e[:, 2], e[:, 3] - e[:, 1]], fmt="o", ms=3,
-                        color=color, capsize=2, label=f"{scope} estimate (90 % interval)")
-        truth = np.array([np.mean(m[list(wheels)]) for t, _, m in probe.truth if t >= off])
+        if e.size:   # the belief in force: a step with its band (unknown: the band spans 0 to the prior's top)
+            ax.fill_between(e[:, 0] - off, e[:, 2], e[:, 3], step="post", color=color, alpha=0.18,
+                            label=f"{scope} in force (90 % interval)")
+            ax.step(e[:, 0] - off, e[:, 1], where="post", color=color, lw=1.6, label=f"{scope} mean in force")
+        truth = np.array([np.min(m[list(wheels)]) for t, _, m in probe.truth if t >= off])
         if truth.size:
             ax.plot(tt, truth, "-", color=color, alpha=0.6, label=f"{scope} true mu_max")
     ax.set_xlabel("time in the grip scenario [s]")

@@ -192,6 +192,8 @@ class BeliefTracker:
         if p > hz.unknown_above:
             return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, p, False)
         m = est
+        if p == 0.0:   # no time, no distance: the fit's own interval
+            return Belief(t, m.mean, m.lower, m.upper, age, distance, p, True)
         mean = (1.0 - p) * m.mean + p * 0.5 * (hz.prior_lower + hz.prior_upper)
         tail = 0.5 * (1.0 - self.prob)
         lower = self._quantile(tail, p)

@@ -39,7 +39,8 @@ from vehcal_ros.estimation.grip_belief import Belief, BeliefTracker, HazardModel
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.latent_slip import latent_slip
-from vehcal_ros.estimation.signals import ImuSample, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
+from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, OdomSample, TireForce, WheelSpeeds
 from vehcal_ros.estimation.surface_change import (
     PredictiveReference,
     SurfaceChange,
@@ -208,19 +209,22 @@ def stratified_indices(key: np.ndarray, n_max: int) -> np.ndarray:
     return np.unique(np.asarray(chosen, dtype=int))   # n_max, or n_max - 1 when a stratum chose the newest
 
 
-def observed_floor(data: ScopeData, sigma: float, level: float = 0.01) -> float:
-    """The largest ``|mu_i| - z sd_i`` over the samples, ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated
-    friction variance and the fit's noise std ``sigma``), ``z`` the one-sided normal quantile at ``level / n``
+def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: float = -math.inf) -> float:
+    """The largest ``|mu_i| - z sd_i`` over the samples stamped at or after ``since`` (the last road change:
+    older samples kept for their shared low-slip curve were taken on the previous road), with
+    ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the fit's noise std ``sigma``)
+    and ``z`` the one-sided normal quantile at ``level / n``
     (Bonferroni over the n samples): the road under these samples offered at least this much friction, unless a
     false alarm of probability ``level``, so no credible interval of its mu_max may end below it. 0 without
     samples."""
-    n = data.mu.size
+    recent = np.asarray(data.t) >= since
+    n = int(recent.sum())
     if n == 0:
         return 0.0
     var = getattr(data, "mu_var", None)
-    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float), nan=np.inf)
+    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
     z = -float(norm.ppf(level / n))
-    floor = np.abs(data.mu) - z * np.sqrt(var + float(sigma) ** 2)
+    floor = np.abs(np.asarray(data.mu)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
     floor = floor[np.isfinite(floor)]
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
 
@@ -289,6 +293,9 @@ class GripPipeline:
     #: (:meth:`pre_gate`; the default since session 7, benchmarks/README_tire_forces.md)
     require_new_excitation: bool = True
     hazard: HazardModel = field(default_factory=HazardModel)   #: the belief in force over time (grip_belief.py)
+    #: the online rolling radius (estimation/rolling_radius.py; None = the description's radius as it is)
+    radius_config: RollingRadiusConfig | None = None
+    max_radius_sd: float = 0.002   #: friction samples wait until SD(k) / k of both axles is at most this
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -308,6 +315,7 @@ class GripPipeline:
         self._shape_history: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.cancel = threading.Event()  #: set it to end running fits early (their chains stop extending)
         self.config_warnings: list[str] = []   #: parameters that override the vehicle description (WARN)
+        self.radius = RollingRadiusEstimator(self.radius_config) if self.radius_config is not None else None
         self.odometer = Odometer()   #: distance travelled (the road-change hazard's clock)
         self.beliefs: dict[str, BeliefTracker] = {
             s: BeliefTracker(self.hazard, self.fit_config.interval_prob, self.odometer) for s in self.status}
@@ -318,6 +326,12 @@ class GripPipeline:
         and ``record`` is a wheel-speed sample)."""
         if isinstance(record, OdomSample):
             self.odometer.add_speed(record.t, record.u)
+        radius = self.radius
+        if radius is not None and isinstance(record, (WheelSpeeds, ImuSample, Controls, GnssVelocity)):
+            radius.add(record)
+            if isinstance(record, GnssVelocity):   # a speed reference: the slips use the learnt radius
+                self._use_radius(radius)
+                return []
         est = self.force_estimator
         if est is None:
             self.collector.add(record)
@@ -340,6 +354,12 @@ class GripPipeline:
             for f in forces:
                 self.collector.add_tire_force(f, estimated=True)
         return forces
+
+    def _use_radius(self, radius: RollingRadiusEstimator) -> None:
+        """Hand the learnt radius scale to the collector; hold its friction samples back while k is uncertain."""
+        k, sd = radius.k, radius.sd
+        self.collector.radius_scale[0], self.collector.radius_scale[1] = k
+        self.collector.radius_gate = max(sd[0] / k[0], sd[1] / k[1]) > self.max_radius_sd
 
     def measured_alive(self, t: float) -> bool:
         """auto: True while measured tire forces arrive (the newest within ``force_timeout`` s of ``t``)."""
@@ -436,8 +456,9 @@ class GripPipeline:
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
                 outcome.error = f"fit failed: {exc}"
             outcome.wall_s = time.perf_counter() - t0
-            if outcome.estimate is not None:
-                outcome.mu_floor = observed_floor(window, outcome.estimate.sigma)
+            if outcome.estimate is not None:   # the samples since the last road change only
+                since = change.time if change is not None else self.status[window.scope].last_surface_change
+                outcome.mu_floor = observed_floor(window, outcome.estimate.sigma, since=since)
             outcomes.append(outcome)
         return outcomes
 
@@ -766,7 +787,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
     leaves a warning in the pipeline's ``config_warnings``."""
     if vehicle is None:
         vehicle = load_vehicle(values.get("vehicle") or None)
-    pipeline = GripPipeline(vehicle_signal_config(signal_config_from(values, vehicle), vehicle),
+    signal_config = vehicle_signal_config(signal_config_from(values, vehicle), vehicle)
+    pipeline = GripPipeline(signal_config,
                             fit_config_from(values),
                         force_source=str(values.get("force_source", "measured")),
                         force_config=force_config_from(values, vehicle),
@@ -782,9 +804,22 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
                         require_new_excitation=bool(values.get("require_new_excitation",
                                                                GripPipeline.require_new_excitation)),
-                        surface_change=surface_change_config_from(values), hazard=hazard_from(values))
+                        surface_change=surface_change_config_from(values), hazard=hazard_from(values),
+                        radius_config=(radius_config_from(signal_config, vehicle)
+                                       if values.get("radius_learning", True) else None),
+                        max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)))
     pipeline.config_warnings = vehicle_geometry(vehicle, values)[1]
     return pipeline
+
+
+def radius_config_from(config: GripSignalConfig, vehicle: Any) -> RollingRadiusConfig:
+    """The online rolling radius's settings: the slip's own radius law (``config``: r0, kt, fixed or load
+    dependent), the description's static loads, driven axles and steering gain."""
+    fz_f, fz_r = vehicle.static_wheel_loads()
+    return RollingRadiusConfig(r0=config.r0, kt=(config.kt, config.kt_rear if config.kt_rear > 0.0 else config.kt),
+                               radius_mode=config.radius_mode, fz_static=(fz_f, fz_r),
+                               driven=("front" in vehicle.driven_axles, "rear" in vehicle.driven_axles),
+                               steering_gain=config.steering_gain)
 
 
 def hazard_from(values: Mapping[str, Any]) -> HazardModel:

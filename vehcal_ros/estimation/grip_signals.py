@@ -208,7 +208,8 @@ def _weight_shape(b: float, c: float, e: float, x: float) -> float:
 
 GATE_REASONS = ("nonfinite", "low_speed", "low_load", "steering", "lateral", "slip_range", "braking_dropped",
                 "unsynced", "out_of_order", "unknown_wheel", "partial_block", "implausible", "zero_stamp",
-                "duplicate", "stamp_jump", "malformed_wheel_speeds", "malformed_odom", "malformed_controls")
+                "duplicate", "stamp_jump", "malformed_wheel_speeds", "malformed_odom", "malformed_controls",
+                "radius_unlearnt")
 
 
 @dataclass
@@ -303,6 +304,10 @@ class GripDataCollector:
         self.config.validate()
         c = self.config
         self.counters = CollectorCounters()
+        #: per axle (front, rear): the learnt scale k of the rolling radius, R = k R(Fz) (estimation/rolling_radius.py)
+        self.radius_scale = [1.0, 1.0]
+        #: True while a speed reference is present but k is not yet known well enough: samples are dropped
+        self.radius_gate = False
         self._wheel = _Series(tuple(f"w{i}" for i in range(4)), capacity=2048, max_gap=c.max_gap)
         self._odom = _Series(("u", "v", "r"), capacity=2048, max_gap=c.max_gap)
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
@@ -423,6 +428,9 @@ class GripDataCollector:
         c = self.config
         u, v, r = odom
         i = rec.wheel
+        if self.radius_gate:
+            self.counters.dropped["radius_unlearnt"] += 1
+            return
         if rec.fz < c.min_fz:
             self.counters.dropped["low_load"] += 1
             return
@@ -450,6 +458,7 @@ class GripDataCollector:
             sin_alpha = (vy * ch - vx * sh) / math.hypot(vx, vy)
         radius = c.r0 - rec.fz / (c.kt if i < 2 or c.kt_rear <= 0.0 else c.kt_rear) if c.radius_mode == "load" \
             else c.r0
+        radius *= self.radius_scale[0 if i < 2 else 1]
         v_roll = omega * radius
         denom = max(v_roll, v_wheel)
         if not (math.isfinite(denom) and denom > 0.0 and v_wheel >= c.min_speed):

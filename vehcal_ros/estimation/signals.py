@@ -7,6 +7,7 @@ arrival time). Units are SI; angles in rad; body frame x forward, y left, z up.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,6 +73,27 @@ class OdomSample:
 
 
 @dataclass(frozen=True, slots=True)
+class GnssVelocity:
+    """``/vehicle/gnss/vel`` (geometry_msgs/TwistWithCovarianceStamped): the GNSS receiver's velocity over ground
+    in the world ENU frame (x east, y north, z up), as ``ublox_gps`` publishes on ``fix_velocity`` and the
+    ROS 2 ``nmea_navsat_driver`` on ``vel`` (there a TwistStamped without covariance). Doppler velocity is
+    independent of the wheels: neither the rolling radius nor wheel slip enters it, which makes it the speed
+    reference of the rolling-radius estimator (estimation/rolling_radius.py). ``t`` is the measurement time
+    (header stamp); the message itself arrives some 0.05-0.2 s later (receiver latency)."""
+
+    t: float
+    ve: float            # m/s, east (twist.linear.x)
+    vn: float            # m/s, north (twist.linear.y)
+    vu: float = 0.0      # m/s, up (twist.linear.z)
+    std: float = 0.0     # m/s, 1-sigma per horizontal axis as reported (sqrt of the covariance diagonal; 0 = unknown)
+
+    @property
+    def speed(self) -> float:
+        """Horizontal speed over ground, m/s."""
+        return math.hypot(self.ve, self.vn)
+
+
+@dataclass(frozen=True, slots=True)
 class Controls:
     """``/vehicle/controls`` (sensor_msgs/Joy): normalised driver inputs as in the 8-DOF paper."""
 
@@ -95,7 +117,7 @@ class GroundTruth:
     fz: np.ndarray | None = None              # (4,) N, true normal load
 
 
-Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth
+Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth | GnssVelocity
 
 
 def wheel_index(name: str, names: tuple[str, ...] = WHEELS) -> int:

@@ -20,8 +20,16 @@ topic                     type                            content
 /vehicle/ground_truth     diagnostic_msgs/DiagnosticArray mu_road_<wheel>, mu_max_<wheel>, slip_<wheel>,
                                                           slip_angle_<wheel>, fx_<wheel>, fz_<wheel> (true
                                                           tire forces, N), constant.<name>
+/vehicle/gnss/vel         geometry_msgs/                  world-frame ENU velocity (linear x east, y north,
+                          TwistWithCovarianceStamped      z up), frame_id = the antenna frame; covariance
+                                                          diagonal std^2 on the linear axes, angular axes
+                                                          not measured (zero twist, variance 1e6)
 /clock                    rosgraph_msgs/Clock             simulation time (written, not read back)
 ========================  ==============================  ==============================================
+
+The GNSS velocity type is the one ``ublox_gps`` publishes (``fix_velocity``) and ``robot_localization``
+reads; ``nmea_navsat_driver``'s ``vel`` is a TwistStamped with the same ENU axes but no covariance (relay it
+into this type to use it). The header stamp is the measurement time, not the (later) arrival time.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
+    GnssVelocity,
     GroundTruth,
     ImuSample,
     OdomSample,
@@ -61,14 +70,18 @@ TOPIC_TYPES: dict[str, str] = {
     "/vehicle/controls": "sensor_msgs/msg/Joy",
     "/vehicle/ground_truth": "diagnostic_msgs/msg/DiagnosticArray",
     "/clock": "rosgraph_msgs/msg/Clock",
+    "/vehicle/gnss/vel": "geometry_msgs/msg/TwistWithCovarianceStamped",
 }
 """Canonical topic -> message type."""
 
 RECORD_TOPICS: dict[type, str] = {
     WheelSpeeds: "/vehicle/wheel_speeds", ImuSample: "/vehicle/imu", TireForce: "/vehicle/tire_forces",
     OdomSample: "/vehicle/odom", Controls: "/vehicle/controls", GroundTruth: "/vehicle/ground_truth",
-    ClockTick: "/clock",
+    ClockTick: "/clock", GnssVelocity: "/vehicle/gnss/vel",
 }
+
+GNSS_UNMEASURED_VARIANCE = 1.0e6
+"""(rad/s)^2 on the angular diagonal of the GNSS twist covariance: a receiver does not measure rotation."""
 
 GROUND_TRUTH_STATUS = "vehicle_simulator: ground_truth"
 GROUND_TRUTH_HARDWARE_ID = "vehicle_simulator"
@@ -87,6 +100,7 @@ class Frames:
     base_frame: str = "base_link"
     odom_frame: str = "odom"
     axes: tuple[int, int, int] = (0, 1, 2)
+    gnss_frame: str = "gnss"
 
 
 DEFAULT_FRAMES = Frames()
@@ -220,6 +234,16 @@ def record_to_msg(rec: Any, T: MsgTypes, frames: Frames = DEFAULT_FRAMES) -> Any
         status = diagnostic_status(T, GROUND_TRUTH_STATUS, GROUND_TRUTH_HARDWARE_ID, 0, "simulation ground truth",
                                    values)
         return T("diagnostic_msgs/msg/DiagnosticArray")(header=T.header(rec.t, frames.base_frame), status=[status])
+    if isinstance(rec, GnssVelocity):
+        var = float(rec.std) ** 2
+        cov = np.zeros(36)
+        cov[0] = cov[7] = cov[14] = var
+        cov[21] = cov[28] = cov[35] = GNSS_UNMEASURED_VARIANCE
+        twist = T("geometry_msgs/msg/Twist")(linear=T.vector3(rec.ve, rec.vn, rec.vu),
+                                             angular=T.vector3(0.0, 0.0, 0.0))
+        return T("geometry_msgs/msg/TwistWithCovarianceStamped")(
+            header=T.header(rec.t, frames.gnss_frame),
+            twist=T("geometry_msgs/msg/TwistWithCovariance")(twist=twist, covariance=cov))
     if isinstance(rec, ClockTick):
         return T("rosgraph_msgs/msg/Clock")(clock=T.time(rec.t))
     raise TypeError(f"no message conversion for {type(rec).__name__}")
@@ -309,6 +333,12 @@ def msg_to_records(topic: str, msg: Any, frames: Frames = DEFAULT_FRAMES) -> lis
         i, j, k = frames.axes
         return [Controls(t=stamp_sec(msg.header.stamp), throttle=float(axes[i]), brake=float(axes[j]),
                          steering=float(axes[k]))]
+    if topic == "/vehicle/gnss/vel":
+        lin = msg.twist.twist.linear
+        cov = msg.twist.covariance
+        var = 0.5 * (float(cov[0]) + float(cov[7]))
+        return [GnssVelocity(t=stamp_sec(msg.header.stamp), ve=float(lin.x), vn=float(lin.y), vu=float(lin.z),
+                             std=math.sqrt(var) if var > 0.0 and math.isfinite(var) else 0.0)]
     if topic == "/vehicle/ground_truth":
         return [r for s in msg.status if (r := _ground_truth(msg, s, frames)) is not None]
     raise ValueError(f"no record conversion for topic {topic!r}")

@@ -26,8 +26,11 @@ CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")
 
 
 def grip_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
-    """Sensor keys the ``grip_estimator`` subscribes to (the IMU only when it estimates tire forces)."""
+    """Sensor keys the ``grip_estimator`` subscribes to: the IMU and the GNSS velocity feed the online rolling
+    radius (and the IMU the estimated forces' load transfer) whenever ``radius_learning`` is on."""
     base = ("wheel_speeds", "tire_forces", "odom", "controls")
+    if values.get("radius_learning", True):
+        return base + ("imu", "gnss")
     return base + ("imu",) if values.get("force_source", "measured") != "measured" else base
 
 

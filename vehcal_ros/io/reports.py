@@ -52,7 +52,8 @@ def _fmt(x: Any, spec: str = ".3f") -> str:
 
 
 def plot_mu_max_over_time(path: str | os.PathLike, grip: Mapping[str, Any], title: str | None = None) -> Path:
-    """mu_max estimate (mean, credible interval) over bag time per scope, with the ground-truth trace."""
+    """The grip belief in force over bag time per scope (a step with its band; unknown spans the band from 0 to
+    the prior's top), the published estimates as points, and the ground-truth trace."""
     plt = _pyplot()
     scopes = list(grip)
     fig, axes = plt.subplots(len(scopes), 1, figsize=(8, 2.6 * max(1, len(scopes))), sharex=True, squeeze=False)
@@ -60,12 +61,14 @@ def plot_mu_max_over_time(path: str | os.PathLike, grip: Mapping[str, Any], titl
         g = grip[scope]
         if g.truth_t.size:
             ax.plot(g.truth_t, g.truth_mu_max, "-", color="tab:red", lw=1.2, label="ground truth mu_max")
+        f = getattr(g, "in_force", None) or {}
         if g.t.size:
             prob = g.interval_prob if math.isfinite(g.interval_prob) else 0.9
-            ax.fill_between(g.t, g.lower, g.upper, step="post", color="tab:blue", alpha=0.25,
-                            label=f"{prob:.0%} credible interval")
-            ax.step(g.t, g.mean, where="post", color="tab:blue", lw=1.8, label="posterior mean")
-            ax.plot(g.t, g.mean, "o", color="tab:blue", ms=3)
+            if f:
+                ax.fill_between(f["t"], f["lower"], f["upper"], step="post", color="tab:blue", alpha=0.25,
+                                label=f"in force: {prob:.0%} interval, widened with age")
+                ax.step(f["t"], f["mean"], where="post", color="tab:blue", lw=1.8, label="in force: mean")
+            ax.plot(g.t, g.mean, "o", color="tab:blue", ms=3, label="fits published")
         else:
             ax.text(0.5, 0.5, f"no published estimate ({g.message})", transform=ax.transAxes, ha="center",
                     va="center", fontsize=8, wrap=True)

@@ -28,6 +28,7 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
       track: [{surface: dry, x0: -100, x1: 500}, {surface: wet, x0: 500, x1: 900}]  # contiguous along x
     sensors:
       imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
+      gnss: {rate: 10, noise_std: 0.05, latency: 0.1}   # ENU velocity (the defaults; on whenever odom is)
 
 Segments: ``{type: step|hold, t0, value}``, ``{type: ramp, t0, t1, to, from?}``,
 ``{type: sine, t0, t1, amplitude, frequency, offset?, phase?}``, ``{type: knots, points: [[t, v], ...]}``
@@ -48,7 +49,7 @@ import bisect
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -593,12 +594,17 @@ def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
             period_steps(rate, dt)
         except ValueError as exc:
             raise v.fail(f"{q}.rate", str(exc)) from None
+        noise = _per_channel(v, item.get("noise_std", {}), f"{q}.noise_std", name, 0.0)
+        if isinstance(item.get("noise_std", {}), dict):   # named channels override the default's, others keep it
+            noise = {**base.noise_std, **noise}
         out[name] = SensorSpec(
             rate=rate,
-            noise_std=_per_channel(v, item.get("noise_std", {}), f"{q}.noise_std", name, 0.0),
+            noise_std=noise,
             bias=_per_channel(v, item.get("bias", {}), f"{q}.bias", name, None),
-            latency=v.number(item.get("latency", 0.0), f"{q}.latency", 0.0, 10.0),
+            latency=v.number(item.get("latency", base.latency), f"{q}.latency", 0.0, 10.0),
             enabled=v.boolean(item.get("enabled", True), f"{q}.enabled"))
+    if "gnss" not in raw:   # a vehicle with odometry has a GNSS receiver too, unless the scenario says otherwise
+        out["gnss"] = replace(DEFAULT_SENSORS["gnss"], enabled=out["odom"].enabled)
     return out
 
 

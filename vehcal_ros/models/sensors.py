@@ -8,6 +8,11 @@ drawn from a per-sensor ``numpy.random.Generator`` seeded from ``(seed, sensor i
 never changes another sensor's noise. Noise levels of the 8-DOF paper (Section 3.1): u 0.1 m/s, wheel speeds
 1 rad/s, v 0.05 m/s, yaw rate 0.02 rad/s, roll 0.005 rad, roll rate 0.002 rad/s.
 
+The ``gnss`` sensor is a receiver's Doppler velocity in the world ENU frame (x east, y north, z up; the
+simulator's world x, y and its yaw from x are taken as east, north and the ENU heading): 10 Hz, 0.05 m/s white
+noise per axis and 0.1 s between the measurement and the message by default (``DEFAULT_SENSORS``), the typical
+figures of a single-frequency receiver. The antenna is taken at the body's reference point (no lever arm).
+
 No I/O and no rclpy here.
 """
 
@@ -22,6 +27,7 @@ import numpy as np
 
 from vehcal_ros.estimation.signals import (
     Controls,
+    GnssVelocity,
     GroundTruth,
     ImuSample,
     OdomSample,
@@ -38,6 +44,7 @@ SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
     "controls": ("throttle", "brake", "steering"),
     "ground_truth": (),
     "clock": (),
+    "gnss": ("ve", "vn", "vu"),
 }
 """Sensor name -> the channels that accept ``noise_std`` and ``bias`` (vector channels: each wheel alike).
 ``wheel_speeds.torque`` is the per-wheel net torque (drive minus brake, N m) in ``JointState.effort``, as an ECU
@@ -51,6 +58,7 @@ SENSOR_TOPICS: dict[str, str] = {
     "controls": "/vehicle/controls",
     "ground_truth": "/vehicle/ground_truth",
     "clock": "/clock",
+    "gnss": "/vehicle/gnss/vel",
 }
 """Sensor name -> canonical topic name (shared/DESIGN.md section 4). Records travel with these names."""
 
@@ -88,8 +96,11 @@ DEFAULT_SENSORS: dict[str, SensorSpec] = {
     "controls": SensorSpec(rate=100.0),
     "ground_truth": SensorSpec(rate=100.0),
     "clock": SensorSpec(rate=100.0),
+    "gnss": SensorSpec(rate=10.0, noise_std={"ve": 0.05, "vn": 0.05, "vu": 0.05}, latency=0.1),
 }
-"""Noise-free sensors at 100 Hz: the defaults a scenario's ``sensors`` section overrides field by field."""
+"""Noise-free sensors at 100 Hz, and the GNSS velocity at 10 Hz with 0.05 m/s per axis and 0.1 s latency: the
+defaults a scenario's ``sensors`` section overrides field by field. (``gnss`` is last: the noise streams are
+seeded by the sensor's index, so adding it changed no other sensor's noise.)"""
 
 
 def period_steps(rate: float, dt: float) -> int:
@@ -189,6 +200,20 @@ class SensorSuite:
             v += std.reshape(shape) * self._rng[key].standard_normal(values.shape)
         return v
 
+    def _gnss(self, t: float, out: Mapping[str, object]) -> GnssVelocity:
+        """World-frame (ENU) velocity of the body: the body velocity (u, v, w) rotated by the ZYX attitude
+        (yaw, pitch, roll), plus per-axis noise and bias; ``std`` reports the configured horizontal noise."""
+        cr, sr = math.cos(float(out["roll"])), math.sin(float(out["roll"]))
+        cp, sp = math.cos(float(out["pitch"])), math.sin(float(out["pitch"]))
+        cy, sy = math.cos(float(out["yaw"])), math.sin(float(out["yaw"]))
+        u, v, w = float(out["u"]), float(out["v"]), float(out.get("w", 0.0))
+        ve = cy * cp * u + (cy * sp * sr - sy * cr) * v + (cy * sp * cr + sy * sr) * w
+        vn = sy * cp * u + (sy * sp * sr + cy * cr) * v + (sy * sp * cr - cy * sr) * w
+        vu = -sp * u + cp * sr * v + cp * cr * w
+        e, n, z = self._noisy("gnss", np.array([ve, vn, vu])).tolist()
+        std = self._std["gnss"]
+        return GnssVelocity(t=t, ve=e, vn=n, vu=z, std=math.sqrt(0.5 * (std[0] ** 2 + std[1] ** 2)))
+
     def _records(self, key: str, t: float, out: Mapping[str, object],
                  controls: tuple[float, float, float]) -> list[Record | ClockTick]:
         if key == "wheel_speeds":
@@ -228,4 +253,6 @@ class SensorSuite:
                                 fz=np.array(out["fz"], dtype=float).reshape(4) if "fz" in out else None)]
         if key == "clock":
             return [ClockTick(t=t)]
+        if key == "gnss":
+            return [self._gnss(t, out)]
         raise ValueError(f"unknown sensor {key!r}")  # pragma: no cover - guarded in __init__

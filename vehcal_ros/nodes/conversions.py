@@ -17,6 +17,7 @@ import numpy as np
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
+    GnssVelocity,
     GroundTruth,
     ImuSample,
     OdomSample,
@@ -48,7 +49,7 @@ RCLPY_TYPES = MsgTypes(_lookup, byte_is_bytes=True)
 
 
 def frames(wheel_names: Sequence[str] = WHEELS, axes: Sequence[int] = (0, 1, 2),
-           base_frame: str = "base_link", odom_frame: str = "odom") -> Frames:
+           base_frame: str = "base_link", odom_frame: str = "odom", gnss_frame: str = "gnss") -> Frames:
     """A ``Frames`` (wheel names, Joy axes, frame ids) from node parameters; ValueError when inconsistent."""
     names = tuple(str(w) for w in wheel_names)
     if len(names) != 4 or len(set(names)) != 4 or not all(names):
@@ -56,13 +57,14 @@ def frames(wheel_names: Sequence[str] = WHEELS, axes: Sequence[int] = (0, 1, 2),
     ax = tuple(int(a) for a in axes)
     if len(ax) != 3 or len(set(ax)) != 3 or min(ax) < 0:
         raise ValueError(f"controls axes must be 3 distinct non-negative indices, got {list(ax)}")
-    return Frames(wheel_names=names, axes=ax, base_frame=base_frame, odom_frame=odom_frame)  # type: ignore[arg-type]
+    return Frames(wheel_names=names, axes=ax, base_frame=base_frame, odom_frame=odom_frame,  # type: ignore[arg-type]
+                  gnss_frame=gnss_frame)
 
 
 # -- record -> message -----------------------------------------------------------------------------------
 def to_msg(rec: Record | ClockTick, fr: Frames = DEFAULT_FRAMES) -> Any:
     """The rclpy message of any record (WheelSpeeds, ImuSample, TireForce, OdomSample, Controls,
-    GroundTruth, ClockTick)."""
+    GroundTruth, GnssVelocity, ClockTick)."""
     return record_to_msg(rec, RCLPY_TYPES, fr)
 
 
@@ -83,6 +85,11 @@ def tire_force_to_msg(rec: TireForce, fr: Frames = DEFAULT_FRAMES) -> Any:
 
 def odom_to_msg(rec: OdomSample, fr: Frames = DEFAULT_FRAMES) -> Any:
     """nav_msgs/Odometry: pose (x, y, yaw) in the odom frame, twist in the body frame."""
+    return to_msg(rec, fr)
+
+
+def gnss_velocity_to_msg(rec: GnssVelocity, fr: Frames = DEFAULT_FRAMES) -> Any:
+    """geometry_msgs/TwistWithCovarianceStamped: world-frame ENU velocity, std^2 on the linear diagonal."""
     return to_msg(rec, fr)
 
 
@@ -125,6 +132,11 @@ def msg_to_tire_force(msg: Any, fr: Frames = DEFAULT_FRAMES) -> TireForce:
 def msg_to_odom(msg: Any, fr: Frames = DEFAULT_FRAMES) -> OdomSample:
     """Odometry -> OdomSample (body-frame twist, planar pose)."""
     return _one("/vehicle/odom", msg, fr)
+
+
+def msg_to_gnss_velocity(msg: Any, fr: Frames = DEFAULT_FRAMES) -> GnssVelocity:
+    """TwistWithCovarianceStamped -> GnssVelocity (ENU velocity; std from the linear covariance diagonal)."""
+    return _one("/vehicle/gnss/vel", msg, fr)
 
 
 def msg_to_controls(msg: Any, fr: Frames = DEFAULT_FRAMES) -> Controls:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import Vector3Stamped, WrenchStamped
+from geometry_msgs.msg import TwistWithCovarianceStamped, Vector3Stamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState, Joy
@@ -141,11 +141,12 @@ PARAMS: tuple[ParamSpec, ...] = (
               0.0, 2.0),
     ParamSpec("require_new_excitation", True, "refit (and re-stamp) a scope only when the samples since its published "
               "estimate's data reach min_excitation; the last estimate keeps its older stamp meanwhile"),
-    ParamSpec("theta_lower", [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "prior lower bounds of B, C, D, E, s_h, s_v",
-              check=lambda v: _bounds_check("theta_lower", v)),
-    ParamSpec("theta_upper", [30.0, 2.0, 2.0, 0.0, 0.05, 0.3], "prior upper bounds of B, C, D, E, s_h, s_v "
-              "(friction paper Table 3)", check=lambda v: _bounds_check("theta_upper", v)),
-    ParamSpec("max_peak_slip", 0.1, "physical prior: largest slip ratio at the curve peak", 0.005, 1.0),
+    ParamSpec("theta_lower", [4.0, 1.2, 0.05, -2.7, -0.01, -0.05], "prior lower bounds of B, C, D, E, s_h, s_v "
+              "(published tire data, docs/grip.md)", check=lambda v: _bounds_check("theta_lower", v)),
+    ParamSpec("theta_upper", [210.0, 2.1, 1.7, 1.0, 0.01, 0.1], "prior upper bounds of B, C, D, E, s_h, s_v "
+              "(published tire data, docs/grip.md)", check=lambda v: _bounds_check("theta_upper", v)),
+    ParamSpec("max_peak_slip", 0.25, "physical prior: largest slip ratio at the curve peak (published tires: "
+              "0.07-0.21 on a dry road)", 0.005, 1.0),
     ParamSpec("prior_mode", "truncated", "physical prior applied inside the posterior or after sampling",
               choices=("truncated", "posthoc")),
     ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
@@ -177,6 +178,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
+    ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
+              "receiver: the speed reference of the online rolling radius", read_only=True),
+    ParamSpec("radius_learning", True, "learn each axle's effective rolling radius online from free rolling against "
+              "the GNSS speed (estimation/rolling_radius.py); friction samples wait until it is known",
+              read_only=True),
+    ParamSpec("max_radius_sd", 0.002, "friction samples wait until the learnt radius's relative SD is at most "
+              "this (both axles)", 1e-5, 0.1, read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
               read_only=True),
     ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
@@ -240,6 +248,9 @@ class GripEstimatorNode(WorkerNode):
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
         # wheels' toe of a description with bump steer (estimation/grip_signals.py)
         self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
+        if v["radius_learning"]:   # the speed reference of the online rolling radius
+            self.create_subscription(TwistWithCovarianceStamped, v["gnss_topic"], self._on_gnss, qos,
+                                     callback_group=group)
         if v["force_source"] != "measured":
             self.create_subscription(DiagnosticArray, v["model_parameters_topic"], self._on_model, latched_qos(),
                                      callback_group=group)
@@ -301,6 +312,9 @@ class GripEstimatorNode(WorkerNode):
 
     def _on_imu(self, msg: Imu) -> None:
         self._feed("imu", conversions.msg_to_imu, msg)
+
+    def _on_gnss(self, msg: TwistWithCovarianceStamped) -> None:
+        self._feed("gnss", conversions.msg_to_gnss_velocity, msg)
 
     def _on_model(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -403,6 +417,12 @@ class GripEstimatorNode(WorkerNode):
                 values.update({f"forces_{k}": n for k, n in est.counters.items()})
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
             values["enabled"] = self.enabled
+            radius = self.pipeline.radius
+            if radius is not None:
+                (kf, kr), (sf, sr) = radius.k, radius.sd
+                values.update({"radius_scale_front": kf, "radius_scale_rear": kr, "radius_scale_sd_front": sf,
+                               "radius_scale_sd_rear": sr, "radius_gate": self.pipeline.collector.radius_gate,
+                               "radius_gnss_used": radius.used.get("gnss", 0)})
             inputs = self._input_status(stale, losing)
             if inputs is not None:
                 level, message = inputs

@@ -3,7 +3,8 @@ real vehicle would.
 
 Runs a scenario (io/scenarios.py) with the loop of io/simulate.py in a worker thread, paced to
 ``realtime_factor``, and publishes the sensor topics of shared/DESIGN.md section 4 stamped with the
-simulation time, ``/vehicle/ground_truth``, ``/clock`` (``publish_clock``) and ``/diagnostics``.
+simulation time (the GNSS velocity ``vehicle/gnss/vel`` too, published ``latency`` after its stamp like every
+sensor), ``/vehicle/ground_truth``, ``/clock`` (``publish_clock``) and ``/diagnostics``.
 With ``controls_source: topic`` the driver inputs come from ``/vehicle/controls`` instead of the scenario.
 A diverging model gives an ERROR on /diagnostics and stops stepping; the node keeps running.
 Reference: docs/simulator_io.md.
@@ -98,6 +99,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("controls.steering_axis", 2, "Joy axes index of the steering", lo=0, hi=31, read_only=True),
     ParamSpec("frames.base", "base_link", "frame id of the vehicle body (IMU, JointState, Joy)", read_only=True),
     ParamSpec("frames.odom", "odom", "frame id of the odometry pose", read_only=True),
+    ParamSpec("frames.gnss", "gnss", "frame id of the GNSS antenna (the velocity itself is in the world ENU "
+              "frame)", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "s (wall clock) between /diagnostics messages", lo=0.05, hi=60.0,
               read_only=True),
     *(ParamSpec(f"topics.{key}", default_topic(topic), f"topic of {key}", read_only=True,
@@ -127,7 +130,7 @@ class VehicleSimulator(Node):
         try:
             self.frames = conv.frames(p["wheel_names"], (p["controls.throttle_axis"], p["controls.brake_axis"],
                                                          p["controls.steering_axis"]),
-                                      p["frames.base"], p["frames.odom"])
+                                      p["frames.base"], p["frames.odom"], p["frames.gnss"])
         except ValueError as exc:
             raise ValueError(f"parameters wheel_names/controls.*_axis: {exc}") from None
         if p["vehicle"]:
@@ -308,14 +311,22 @@ class VehicleSimulator(Node):
 def _examples() -> dict[str, Any]:
     import numpy as np
 
-    from vehcal_ros.estimation.signals import Controls, GroundTruth, ImuSample, OdomSample, TireForce, WheelSpeeds
+    from vehcal_ros.estimation.signals import (
+        Controls,
+        GnssVelocity,
+        GroundTruth,
+        ImuSample,
+        OdomSample,
+        TireForce,
+        WheelSpeeds,
+    )
     from vehcal_ros.models.sensors import ClockTick
 
     z = np.zeros(4)
     return {"wheel_speeds": WheelSpeeds(0.0, z), "imu": ImuSample(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
             "tire_forces": TireForce(0.0, 0, 0.0, 0.0, 0.0), "odom": OdomSample(0.0, 0.0, 0.0, 0.0),
             "controls": Controls(0.0, 0.0, 0.0, 0.0), "ground_truth": GroundTruth(0.0, z, z, z, z),
-            "clock": ClockTick(0.0)}
+            "clock": ClockTick(0.0), "gnss": GnssVelocity(0.0, 0.0, 0.0)}
 
 
 _EXAMPLES = _examples()
