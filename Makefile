@@ -8,10 +8,11 @@ STAMP  := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt setup.py
+$(STAMP): requirements.txt requirements-test.txt setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-test.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
