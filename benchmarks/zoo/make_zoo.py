@@ -567,7 +567,8 @@ def make_zoo(n: int, seed: int, out: Path) -> list[dict]:
             "mass": int(round(meas["mass"])), "front_axle_share": round(meas["front_axle_share"], 3),
             "wheelbase": round(meas["wheelbase"], 3), "track": [round(t, 3) for t in meas["track"]],
             "cg_height": round(meas["cg_height"], 3), "tire": info["tire"]["size"], "drive": layout,
-            "steering_ratio": round(steering_ratio, 1), "steering_input": "normalised"}}
+            "steering_ratio": round(steering_ratio, 1), "steering_input": "normalised",
+            "steering_lock_deg": round(math.degrees(meas["steering_gain"]), 2)}}   # the model's lock
         (vdir / "spec_sheet.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, width=200,
                                                              default_flow_style=None))
         manifest.append({"name": name, "base": "hmmwv" if heavy else "sedan", "drive": layout, **info,

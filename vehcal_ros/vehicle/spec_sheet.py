@@ -20,7 +20,8 @@ Spec schema (SI units)::
       tire: 195/65R15       # ISO size: section width mm / aspect ratio % R rim diameter inch
       drive: FWD            # FWD | RWD | AWD (AWD: optional drive_front_share, default 0.5)
       steering_ratio: 15.5  # steering-wheel angle / road-wheel angle
-      steering_input: steering_wheel_angle   # steering_wheel_angle (rad) | road_wheel_angle (rad)
+      steering_input: steering_wheel_angle   # steering_wheel_angle (rad) | road_wheel_angle (rad) | normalised
+      # steering_lock_deg: 34.0   # normalised input only: road-wheel angle at full input (+-1), deg
 
 Imports only the standard library, ``yaml`` and :mod:`vehcal_ros.errors` (the ground floor); no rclpy.
 """
@@ -132,10 +133,10 @@ RULES: dict[str, str] = {
 """YAML path -> the rule that produced it (written as a comment next to the value)."""
 
 _SPEC_KEYS = ("mass", "front_axle_share", "axle_loads", "wheelbase", "track", "cg_height", "tire", "drive",
-              "drive_front_share", "steering_ratio", "steering_input")
+              "drive_front_share", "steering_ratio", "steering_input", "steering_lock_deg")
 _TIRE_RE = re.compile(r"^\s*(\d{3})\s*/\s*(\d{2,3})\s*Z?R\s*(\d{2}(?:\.\d)?)(?:\s+\d{2,3}\s*[A-Z]{1,2})?\s*$",
                       re.IGNORECASE)
-STEERING_INPUTS = ("steering_wheel_angle", "road_wheel_angle")
+STEERING_INPUTS = ("steering_wheel_angle", "road_wheel_angle", "normalised")
 DRIVES = ("FWD", "RWD", "AWD")
 
 
@@ -238,6 +239,11 @@ def _spec_values(spec: Any) -> tuple[str, dict[str, Any]]:
     if si not in STEERING_INPUTS:
         raise InputError(f"spec_sheet.steering_input = {si!r}: expected one of {', '.join(STEERING_INPUTS)}")
     out["steering_input"] = si
+    if si == "normalised":   # the controls carry -1..1 of the lock: the road-wheel angle at full lock is needed
+        out["steering_lock"] = math.radians(need("steering_lock_deg", "deg road-wheel angle at full input", 5.0,
+                                                 80.0))
+    elif s.get("steering_lock_deg") is not None:
+        raise InputError("spec_sheet.steering_lock_deg: only with steering_input normalised")
     if out["h"] >= out["L"]:
         raise InputError(f"spec_sheet.cg_height = {out['h']:g} m: expected below the wheelbase {out['L']:g} m")
     name = spec.get("name")
@@ -309,7 +315,9 @@ def description_document_from_spec(spec: Mapping) -> dict:
     share = {"FWD": 1.0, "RWD": 0.0}.get(drive, s.get("drive_front_share", AWD_FRONT_SHARE))
 
     steering: dict[str, Any] = ({"source": "ratio", "ratio": _r(1.0 / s["steering_ratio"])}
-                                if s["steering_input"] == "steering_wheel_angle" else {"source": "measured"})
+                                if s["steering_input"] == "steering_wheel_angle" else
+                                {"source": "ratio", "ratio": _r(s["steering_lock"])}
+                                if s["steering_input"] == "normalised" else {"source": "measured"})
     return {
         "name": name,
         "note": f"generated from a spec sheet (vehcal vehicle from-spec): {drive}, tire "
