@@ -35,6 +35,8 @@ PARAMS_YAML = """\
 grip_estimator:
   ros__parameters:
     r0: 0.47
+    theta_lower: [5.0, 0.5, 0.2, -2.0, -0.05, -0.3]   # the friction paper's Table 3 (a car tire like its own)
+    theta_upper: [30.0, 2.0, 2.0, 0.0, 0.05, 0.3]
     max_peak_slip: 0.15
     fit_period: 8.0
     n_chains: 4

@@ -26,7 +26,10 @@ from vehcal_ros.models.pacejka import mf_curve
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
 RATE, DURATION, R0, U, PERIOD = 25.0, 10.0, 0.47, 15.0, 3.0
-GRIP = {"r0": R0, "max_peak_slip": 0.15, "fit_period": PERIOD, "n_chains": 4,
+# the friction paper's Table 3 bounds (a car tire like the paper's: the mechanics under test, not the priors); no
+# belief publications between the fits (belief_period beyond the drive): the live node's messages are its fits
+GRIP = {"r0": R0, "theta_lower": [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "theta_upper": [30.0, 2.0, 2.0, 0.0, 0.05, 0.3],
+        "belief_period": 60.0, "max_peak_slip": 0.15, "fit_period": PERIOD, "n_chains": 4,
         "n_steps": 2000, "max_steps": 2000, "n_ml_starts": 4, "min_points": 20, "max_fit_points": 60,
         "min_new_points": 10, "min_ess": 10.0, "min_ess_tail": 10.0, "max_r_hat": 1.5, "min_excitation": 0.05,
         "average_window": 0.0}

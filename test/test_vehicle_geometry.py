@@ -9,7 +9,7 @@ import yaml
 
 from vehcal_ros.commands.replay import load_params
 from vehcal_ros.commands.vehicle_option import apply_vehicle
-from vehcal_ros.estimation.grip_pipeline import floored, observed_floor, pipeline_from_params
+from vehcal_ros.estimation.grip_pipeline import FitOutcome, observed_floor, pipeline_from_params
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
 from vehcal_ros.io.replay import default_params_file, grip_pipeline_from, resolve_params
@@ -89,9 +89,10 @@ def test_observed_floor_is_the_data_beyond_their_noise() -> None:
     assert observed_floor(window(np.empty(0)), sigma=0.01) == 0.0
 
 
-def test_no_interval_below_what_the_data_show() -> None:
-    """The undriven axle's case: a published interval never ends below the friction its own samples show
-    (the floor); one above it is unchanged. A real (short) fit on braking-only samples of a 0.6 road."""
+def test_no_interval_published_that_its_data_contradict() -> None:
+    """A braking-only window (an undriven axle) whose fitted interval ends below the friction its own samples
+    show beyond their noise is not published; the same fit with a floor inside its interval is. A real (short)
+    fit on braking-only samples of a 0.6 road; the pipeline's commit applies the rule."""
     from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
     from vehcal_ros.models.pacejka import mf_curve
 
@@ -99,11 +100,19 @@ def test_no_interval_below_what_the_data_show() -> None:
     slip = -rng.uniform(0.0, 0.02, 120)
     mu = mf_curve(slip, np.array([12.0, 1.6, 0.6, 0.3, 0.0, 0.0])) + 0.01 * rng.standard_normal(120)
     est = GripEstimator(GripConfig(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
-                                   keep_negative_slip=True)).fit(slip, mu)
+                                   keep_negative_slip=True, r_hat_threshold=2.0, ess_threshold=10.0,
+                                   ess_tail_threshold=10.0)).fit(slip, mu)
     floor = observed_floor(window(mu), sigma=0.01)
-    assert floor > 0.1
-    raised = floored(est, est.mu_max_lower + 0.05)
-    assert raised.mu_max_lower == pytest.approx(est.mu_max_lower + 0.05)
-    assert raised.mu_max_mean >= raised.mu_max_lower and raised.mu_max_upper >= est.mu_max_upper
-    assert floored(est, est.mu_max_lower - 0.01) is est
-    assert floored(est, floor).mu_max_lower >= floor
+    assert 0.1 < floor <= float(np.max(np.abs(mu)))
+    pipe = pipeline_from_params(grip_values(vehicle="sedan", max_r_hat=2.0, min_ess=1.0, min_ess_tail=1.0,
+                                            min_excitation=0.0))
+    scope = "rear_axle"
+    above = FitOutcome(scope=scope, stamp=10.0, n_points=120, excitation=0.2, estimate=est,
+                       mu_floor=est.mu_max_upper + 0.01)
+    assert pipe.commit([above]) == []
+    st = pipe.status[scope]
+    assert st.estimate is None and "contradicted by its data" in st.message
+    inside = FitOutcome(scope=scope, stamp=11.0, n_points=120, excitation=0.2, estimate=est,
+                        mu_floor=est.mu_max_lower)
+    if not est.prior_dominated:
+        assert pipe.commit([inside]) == [scope] and pipe.status[scope].estimate is est

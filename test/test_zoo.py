@@ -8,6 +8,7 @@ front-axle share (measured on the simulator's static equilibrium when the zoo wa
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ ZOO = ROOT / "benchmarks" / "zoo" / "vehicles"
 VEHICLES = sorted(p for p in ZOO.glob("zoo_*") if p.is_dir())
 ROAD_MUS = (1.0, 0.8, 0.6, 0.4, 0.3)
 SPEC_KEYS = ["mass", "front_axle_share", "wheelbase", "track", "cg_height", "tire", "drive", "steering_ratio",
-             "steering_input"]
+             "steering_input", "steering_lock_deg"]
 TIRES = yaml.safe_load((ROOT / "vehcal_ros" / "data" / "tire_coefficients.yaml").read_text())
 MANIFEST = yaml.safe_load((ZOO / "manifest.yaml").read_text())
 
@@ -58,6 +59,8 @@ def test_layout_mix_and_spec_sheets() -> None:
         counts[s["drive"]] += 1
         assert abs(s["mass"] - p.total_mass) <= 1.0
         assert s["steering_input"] == "normalised"
+        gain = next(m for m in MANIFEST["vehicles"] if m["name"] == spec["name"])["measured"]["steering_gain"]
+        assert s["steering_lock_deg"] == pytest.approx(math.degrees(gain), abs=0.006)   # the model's lock
         assert 0.4 < s["front_axle_share"] < 0.7 and 2.0 < s["wheelbase"] < 4.0 and 0.3 < s["cg_height"] < 1.2
         sf = p.front.hardpoints["SPINDLE"]
         sr = p.rear.hardpoints["SPINDLE"]

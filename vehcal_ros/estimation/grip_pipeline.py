@@ -230,18 +230,6 @@ def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: fl
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
 
 
-def floored(est: GripEstimate, floor: float) -> GripEstimate:
-    """``est`` with its mu_max posterior truncated below at ``floor`` (:func:`observed_floor`: the friction its
-    own samples demonstrably used): mean and lower end raised to at least ``floor``. A fit whose curve cannot
-    reach the observed friction (e.g. a traction-side peak fitted through braking samples only) thus never
-    publishes grip below what the road was seen to give."""
-    m = est.mu_max
-    if not floor > m.lower:
-        return est
-    return dataclasses.replace(est, mu_max=dataclasses.replace(m, mean=max(m.mean, floor), lower=floor,
-                                                                upper=max(m.upper, floor)))
-
-
 def mu_span(mu: np.ndarray) -> float:
     """The span of |mu| (95th - 5th percentile), friction; 0 without samples."""
     return float(np.subtract(*np.quantile(np.abs(mu), [0.95, 0.05]))) if mu.size else 0.0
@@ -499,7 +487,6 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{why}: not published{keep}"
                 continue
-            e = o.estimate = floored(e, o.mu_floor)
             st.estimate = e
             self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp, e)
             if e.shape_cov is not None and not e.shape_prior_used:

@@ -363,13 +363,14 @@ class GripEstimatorNode(WorkerNode):
             st.level, st.message = ERROR, message
 
     def _publish_estimate(self, scope: str) -> None:
-        """A new estimate is in force: its belief now, and its curve."""
+        """A new estimate is in force: the belief at its data's newest sample (the fit itself: no time, no
+        distance since), and its curve; the cadence publications then carry it forward."""
         st = self.pipeline.status[scope]
         est = st.estimate
         if est is None or not self.context.ok():
             return
         with self._lock:
-            belief = self.pipeline.belief(scope, self.pipeline.data_time())
+            belief = self.pipeline.belief(scope, st.estimate_stamp)
         self._publish_belief(scope, belief)
         self._curve_pub[scope].publish(curve_message(est))
 
