@@ -24,11 +24,12 @@ p_c = 0 the published interval is the fit's). When p_c exceeds ``unknown_above``
 is *unknown*: mean NaN, lower bound 0 (a planner may assume no grip), upper bound ``prior_upper``.
 
 A contradiction withdraws the estimate at once (p_c = 1, unknown) until the next fit: every ``period`` (0.5 s) of
-data time, the newest ``window`` (1 s) of pure-slip friction samples is tested against the *lower-bound curve*,
+data time, the newest ``window`` (1 s) of friction samples is tested against the *lower-bound curve*,
 the fitted curve scaled so that its peak is the lower bound l in force, f_l(s) = (l / m) f(s). Every road whose
 grip lies in the interval gives at least about that much friction at a slip (its slip stiffness is the tire's,
-so on the curve's linear part f_l is below the data, and the test cannot fire there); samples well below it show
-a road that cannot offer l. With z_i = (|mu_i| - f_l(|s_i|)) / sd_i (sd_i the sample's noise and the fit's sigma)
+so on the curve's linear part f_l is below the data, and the test cannot fire there; a sample at a slip angle
+takes the friction ellipse of that road, pacejka.combined); samples well below it show a road that cannot offer
+l. With z_i = (|mu_i| - f_l(|s_i|)) / sd_i (sd_i the sample's noise and the fit's sigma)
 over the samples where f_l reaches half of l, the test fires when sqrt(n) mean(z) < -``z_crit`` (3.5: one-sided
 2.3e-4 per test under the model, 0.28 false withdrawals per 10 minutes of constant road at two tests a second).
 :func:`contradicts` is a pure function of the estimate, the lower bound and the samples, so the live node and a
@@ -105,22 +106,22 @@ def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray
     if not np.all(np.isfinite(theta)):
         return False
     scale = lower / est.mu_max_mean
-    pure = np.ones(slip.size, dtype=bool) if lat is None else ~(np.asarray(lat) > 0.0)
-    a = np.ascontiguousarray(np.abs(slip[pure]), dtype=float)
-    if a.size == 0:
-        return False
+    a = np.ascontiguousarray(np.abs(slip), dtype=float)
     f = scale * np.abs(pacejka.mf_curve(a, theta))
+    df = scale * np.abs(pacejka.slope(a, theta))
+    if lat is not None:   # at a slip angle: the friction ellipse of a road whose peak is the lower bound
+        for i in np.flatnonzero(np.asarray(lat) > 0.0):
+            f[i], df[i] = pacejka.combined(float(a[i]), float(f[i]), float(df[i]), float(lat[i]) / lower)
     inform = f >= test.min_level * lower
     n = int(inform.sum())
     if n < test.min_samples:
         return False
     var = np.full(n, float(est.sigma) ** 2)
     if mu_var is not None:
-        var = var + np.asarray(mu_var)[pure][inform]
+        var = var + np.asarray(mu_var)[inform]
     if slip_var is not None:
-        sl = scale * pacejka.slope(a[inform], theta)
-        var = var + sl * sl * np.asarray(slip_var)[pure][inform]
-    z = (np.abs(np.asarray(mu)[pure][inform]) - f[inform]) / np.sqrt(np.maximum(var, 1e-12))
+        var = var + df[inform] ** 2 * np.asarray(slip_var)[inform]
+    z = (np.abs(np.asarray(mu)[inform]) - f[inform]) / np.sqrt(np.maximum(var, 1e-12))
     return bool(math.sqrt(n) * float(np.mean(z)) < -test.z_crit)
 
 
