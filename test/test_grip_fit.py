@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from scipy.stats import binom
 
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
@@ -51,7 +50,9 @@ def test_input_validation_and_cleaning():
 def test_full_curve_fit_fields_and_warm_start():
     s, mu = _data(None, 1)
     est = GripEstimator(GripConfig(seed=3)).fit(s, mu)
-    # whole curve: the 90 % interval contains the truth and is narrow
+    # whole curve: the 90 % interval contains the truth and is narrow. One interval at one seed: a regression
+    # check, not a coverage test (over seeds it would fail a calibrated fit 10 % of the time and pass an estimate
+    # biased by 2 posterior SDs 36 % of the time; test_sbc_paper_case_fast tests coverage)
     assert est.mu_max.lower <= MU_MAX <= est.mu_max.upper
     assert est.mu_max.upper - est.mu_max.lower < 0.06
     assert abs(est.slip_at_peak_mean - 0.0757) < 0.01
@@ -63,7 +64,9 @@ def test_full_curve_fit_fields_and_warm_start():
         assert key in d
     assert d["n_points"] == 100 and len(d["curve"]["q50"]) == 61
     assert np.all(np.array(d["curve"]["q05"]) <= np.array(d["curve"]["q95"]))
-    assert est.sigma == pytest.approx(SIGMA, rel=0.3)  # Eq. 17; rel. std of s ~ 1/sqrt(2*94) = 0.07
+    # Eq. 17; rel. std of s ~ 1/sqrt(2*94) = 0.073, so rel=0.3 is 4.1 SDs: false alarm 4e-5, 80 % power against
+    # a sigma off by 36 %
+    assert est.sigma == pytest.approx(SIGMA, rel=0.3)
     # same seed -> same numbers
     again = GripEstimator(GripConfig(seed=3)).fit(s, mu)
     assert again.mu_max == est.mu_max
@@ -72,8 +75,12 @@ def test_full_curve_fit_fields_and_warm_start():
     warm = GripEstimator(GripConfig(seed=4, n_steps=10_000)).fit(s2, mu2, warm_start=est)
     cold = GripEstimator(GripConfig(seed=4, n_steps=10_000)).fit(s2, mu2)
     assert warm.warm_started and not cold.warm_started
-    # same posterior whether warm or cold started: means agree within half a posterior std (MC error ~ std/10)
+    # same posterior whether warm or cold started: means agree within half a posterior std (MC error ~ std/10
+    # each, so the difference has SD ~0.14 std and the bound is 3.5 SDs: false alarm 4e-4, 80 % power against a
+    # warm-start bias of 0.62 std)
     assert abs(warm.mu_max.mean - cold.mu_max.mean) < 0.5 * cold.mu_max.std
+    # a calibrated posterior puts the truth within 4 stds but for 6e-5 of seeds (normal); 80 % power against a
+    # bias of 4.8 stds
     assert abs(warm.mu_max.mean - MU_MAX) < 4 * warm.mu_max.std
 
 
@@ -85,19 +92,37 @@ def test_posthoc_prior_reports_removed_share():
 
 
 @pytest.mark.slow
-def test_low_mu_coverage_paper_case():
-    # Paper's simulated case, data mu <= 0.3, in-vehicle settings. Over n seeds the number of 90 % intervals
-    # covering the truth must be plausible for coverage in [0.8, 1]: reject only below the 1 % binomial quantile
-    # of coverage 0.8.
-    n = 8
+def test_low_mu_coverage_paper_case() -> None:
+    """Paper's simulated case, data mu <= 0.3: the 90 % interval must cover the true mu_max in 80-98 % of noise
+    seeds (benchmarks/README_grip.md; the live settings measure 98 %, 49 / 50) and the posterior mean err by less
+    than 25 % in the median (measured 6-7 % at the live settings).
+
+    Coverage at one fixed tire is a frequentist property, not the nominal 90 %, hence the target range. The
+    posterior is the live fit's, sampled with the SBC test's reduced budget (4 chains x 20 000 steps, extended to
+    40 000; it covered on 80 / 80 other seeds, 100-179); 55 seeds. Operating characteristics
+    (benchmarks/grip_test_power.py, exact binomial):
+
+    * pass iff >= 37 of 55 intervals cover: P(pass) = 0.992 at coverage 0.8 (the low end of the target; higher
+      coverage passes more often), 0.726 at 0.7, 0.168 at 0.6 (power 0.83 against coverage 0.6) and 0.007 at
+      0.5. The former rule (>= 3 of 8) passed 0.999 / 0.989 / 0.950 / 0.855 of the time at 0.8 / 0.7 / 0.6 / 0.5.
+    * The upper end (98 %) is not tested: intervals that always cover give 55 of 55, which a coverage of 0.98
+      gives with probability 0.98^55 = 0.33; a 1 % false alarm there needs n >= 228 seeds (~60 CPU-s more).
+    * median error < 0.25: with 55 seeds it fails iff >= 28 errors reach 0.25. Measured P(error >= 0.25) per seed
+      0.09 (12 / 135 seeds at this budget, these 55 included): false alarm 1e-15 (5e-10 at 0.15, its 95 % upper
+      bound); power 0.07 / 0.50 / 0.93 if a seed's error exceeds 25 % with probability 0.4 / 0.5 / 0.6 (the
+      boundary, by construction, is a median error of 25 %).
+
+    Measured at these 55 seeds: 54 cover, median error 9.2 %, 21 CPU-s.
+    """
+    n = 55
+    cheap = dict(n_chains=4, n_steps=20_000, max_steps=40_000)
     covered, errs = 0, []
     for seed in range(n):
         s, mu = _data(0.3, seed)
-        est = GripEstimator(GripConfig(seed=seed)).fit(s, mu)
+        est = GripEstimator(GripConfig(seed=seed, **cheap)).fit(s, mu)
         covered += est.mu_max.lower <= MU_MAX <= est.mu_max.upper
         errs.append(abs(est.mu_max.mean / MU_MAX - 1))
-    assert covered >= binom.ppf(0.01, n, 0.8), covered
-    # the posterior is prior-dominated at mu <= 0.3 (see benchmarks/README_grip.md): median error below 25 %
+    assert covered >= 37, covered
     assert np.median(errs) < 0.25, errs
 
 
