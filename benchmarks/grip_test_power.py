@@ -128,6 +128,14 @@ def pooled_n(alpha: float, model: str, power: float = 0.8, n_max: int = 400) -> 
     raise ValueError("no n below n_max")
 
 
+def target_band(n: int, alpha: float = 0.005) -> tuple[int, int]:
+    """90 % hits that pass a calibrated estimator anywhere in the target 86-94 %: the smallest k with
+    P(X < k | 0.86) <= alpha and the largest K with P(X > K | 0.94) <= alpha."""
+    k = max(k for k in range(n + 1) if binom.cdf(k - 1, n, 0.86) <= alpha)
+    big_k = min(k for k in range(n + 1) if binom.sf(k, n, 0.94) <= alpha)
+    return k, big_k
+
+
 def exact_in90(design: SbcDesign, p: float) -> float:
     return float(binom.cdf(design.in90_hi, design.n, p) - binom.cdf(design.in90_lo - 1, design.n, p))
 
@@ -151,6 +159,13 @@ def report_sbc(reps: int) -> None:
                          ("shifted", 0.8)):
             r = sbc_pass(d, model, p, reps, rng)
             print(f"  {model:10s} coverage {p:.2f}: pass " + ", ".join(f"{k} {v:.4f}" for k, v in r.items()))
+    # the test as shipped: the design brief's target band, 86-94 %, at 132 sets (0.5 % false alarm at each end)
+    target = SbcDesign(n_new, target_band(n_new)[0], target_band(n_new)[1], lo50n, hi50n, 0.001)
+    print(f"SBC target band (86-94 %): {target}")
+    for p in (0.94, 0.86, 0.84, 0.82, 0.8):
+        print(f"  90 % hits in range at coverage {p:.2f} (exact, any shape): {exact_in90(target, p):.4f}")
+    n80 = next(n for n in range(n_new, 2000) if exact_in90(SbcDesign(n, *target_band(n), 0, n, 0.0), 0.8) <= 0.2)
+    print(f"  sets for 80 % power against 80 % coverage with the target band: {n80}")
     for model in ("narrow", "shifted"):
         print(f"  sets for 80 % power at alpha 0.007, 90 % hits alone: {n_new}; pooled with the 50 % hits "
               f"({model}): {pooled_n(0.007, model)}")
