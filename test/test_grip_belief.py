@@ -212,3 +212,14 @@ def test_a_contradiction_withdraws_the_belief_in_the_timeline(dry_fit) -> None:
                          samples=samples, test=test)
     assert tl["withdrawn_at"].size == 1 and 10.0 <= tl["withdrawn_at"][0] <= 11.0   # within 1 s of the change
     assert tl["known"][(grid >= 1.0) & (grid < 10.0)].all() and not tl["known"][grid >= 11.0].any()
+
+
+def test_odometer_survives_a_clock_that_goes_back() -> None:
+    """A restarted simulator or bag: the distance goes on growing on the new time base."""
+    odo = Odometer()
+    for k in range(101):
+        odo.add_speed(50.0 + k * 0.1, 10.0)      # 100 m
+    for k in range(101):
+        odo.add_speed(k * 0.1, 10.0)             # the clock restarts at 0: another 100 m
+    assert odo.value == pytest.approx(200.0)
+    assert odo.at(5.0) == pytest.approx(150.0)

@@ -159,7 +159,8 @@ def _norm_ppf(p: float) -> float:
 
 class Odometer:
     """Distance travelled, m: the vehicle speed integrated over the data clock (trapezoidal; a stamp going back or
-    a gap over ``max_gap`` s integrates nothing across it), with a trace of (t, distance) every ``period`` s over
+    a gap over ``max_gap`` s integrates nothing across it; a clock that goes back by more than ``max_gap`` starts
+    a new time base and keeps the distance), with a trace of (t, distance) every ``period`` s over
     the last ``n`` entries (preallocated) so the distance at an earlier time can be read back."""
 
     def __init__(self, period: float = 0.1, n: int = 6000, max_gap: float = 1.0) -> None:
@@ -180,6 +181,12 @@ class Odometer:
             self._record(t)
             return
         dt = t - self._t
+        if dt < -self.max_gap:   # the clock went back (a restarted simulator or bag): a new time base, same value
+            self._t, self._u = t, u
+            self._trace_t[:] = np.nan
+            self._k = 0
+            self._record(t)
+            return
         if dt <= 0.0:
             return
         if dt <= self.max_gap:

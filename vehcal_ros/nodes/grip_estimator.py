@@ -381,7 +381,7 @@ class GripEstimatorNode(WorkerNode):
             return
         with self._lock:
             t = self.pipeline.data_time()
-            if not t > self._belief_t:
+            if not math.isfinite(t) or t == self._belief_t:   # no new data (a clock that went back is new data)
                 return
             self._belief_t = t
             for scope in self.pipeline.test_contradictions(t):
