@@ -171,8 +171,9 @@ def test_estimate_then_flat_data_keeps_last_good(graph) -> None:
     # the flat data bring no new estimate: what is in force is the last one, widened with the time and distance
     # since its data (100 s and 1.5 km later: unknown), never a narrower one
     spin_until(ex, lambda: False, timeout=1.0)
-    last = received["grip"][-1]
-    assert not math.isfinite(last.vector.x) or (last.vector.y <= first.vector.y and last.vector.z >= first.vector.z)
+    last, kept = received["grip"][-1], st.estimate
+    assert not math.isfinite(last.vector.x) or (last.vector.y <= kept.mu_max_lower
+                                                and last.vector.z >= kept.mu_max_upper)
 
 
 def test_only_short_data_gives_no_estimate_and_says_why(graph) -> None:
