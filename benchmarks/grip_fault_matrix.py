@@ -15,9 +15,9 @@ Rows (each alone; the simulator is untouched by description rows, the descriptio
   drive torque (measured on the clean drive: the median, over samples with throttle > 0.05, of the largest
   wheel torque), wheel-torque scale +-5 %, accelerometer bias 0.1 m/s^2 on x and y, wheel-speed encoder of 48
   teeth counted over 10 ms (steps of 13.09 rad/s), the IMU's stamps 20 ms late with +-5 ms uniform jitter, and
-  the IMU mounted 1 deg off about y and z.
-
-Road grade is not a row: the simulator's road is the flat plane z = 0 (models/hmmwv/road.py).
+  the IMU mounted 1 deg off about y and z;
+* road grade +-5 % (scenario ``road.grade``: the whole road rises, or falls, 5 % along +x, the direction of
+  the drive; models/hmmwv/road.py), the description untouched.
 
 Each row also reports the online rolling-radius scale k per axle at the end of the drive (the estimator's own
 RollingRadiusEstimator run over the bag with the row's description): the figure that names a radius error on
@@ -25,6 +25,7 @@ RollingRadiusEstimator run over the bag with the row's description): the figure 
 
 Usage:  python benchmarks/grip_fault_matrix.py [--vehicles hmmwv sedan] [--rows clean mass+10% ...]
         [--seeds 0] [--bag-dir DIR] [--jobs 1] [--json OUT]
+        python benchmarks/grip_fault_matrix.py --markdown OUT.json [...]   (the table of earlier runs)
 """
 
 from __future__ import annotations
@@ -138,13 +139,15 @@ def sensor_rows(typical_torque: float) -> dict[str, Callable[[Scenario], Scenari
                                                         quantisation_window=0.01),
         "imu_stamp20ms+-5": lambda s: s.with_sensor_fault("imu", stamp_latency=0.02, stamp_jitter=0.005),
         "imu_misalign1deg": lambda s: s.with_sensor_fault("imu", misalignment_deg=(0.0, 1.0, 1.0)),
+        "grade+5%": lambda s: s.with_grade(0.05),
+        "grade-5%": lambda s: s.with_grade(-0.05),
     }
 
 
 ROW_ORDER = ["clean", "mass+10%", "mass-10%", "cg_height+5cm", "cg_height-5cm", "cg_rearward5cm", "cg_forward5cm",
              "radius+1%", "radius-1%", "spin_inertia+20%", "spin_inertia-20%", "steer_ratio+5%", "steer_ratio-5%",
              "torque_offset+5%", "torque_offset-5%", "torque_scale+5%", "torque_scale-5%", "accel_bias0.1",
-             "encoder48x10ms", "imu_stamp20ms+-5", "imu_misalign1deg"]
+             "encoder48x10ms", "imu_stamp20ms+-5", "imu_misalign1deg", "grade+5%", "grade-5%"]
 
 
 def base_scenario(vehicle: str, seed: int) -> Scenario:
@@ -210,6 +213,21 @@ def verdict(figures: dict) -> str:
     return "ok" if not miss else "MISS " + ", ".join(miss)
 
 
+def markdown_table(results: list[dict]) -> str:
+    """The rows of one or more JSON outputs as a markdown table (row, vehicle, seed, pooled figures, k, verdict)."""
+    out = ["| row | vehicle | seed | inside | overstated | available | interval score | usable lower | k front | "
+           "k rear | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [r for res in results for r in res["rows"]]
+    order = {name: i for i, name in enumerate(ROW_ORDER)}
+    rows.sort(key=lambda r: (r["vehicle"], order.get(r["row"], 99), r["seed"]))
+    for r in rows:
+        d, k = r["drive"], r["radius"]["k"]
+        out.append(f"| {r['row']} | {r['vehicle']} | {r['seed']} | {d['inside']:.2f} | {d['overstated']:.2f} | "
+                   f"{d['available']:.2f} | {d['interval_score']:.3f} | {d['usable_lower']:.2f} | {k[0]:.4f} | "
+                   f"{k[1]:.4f} | {r['verdict']} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vehicles", nargs="+", default=["hmmwv", "sedan"], choices=sorted(DESCRIPTIONS))
@@ -218,7 +236,12 @@ def main() -> int:
     ap.add_argument("--bag-dir", default=None, help="keep the simulated bags here (reused when present)")
     ap.add_argument("--jobs", type=int, default=1, help="replay worker processes")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--markdown", nargs="+", default=None, metavar="JSON",
+                    help="print the rows of these JSON outputs as a markdown table and exit")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown_table([json.loads(Path(f).read_text()) for f in args.markdown]))
+        return 0
     load_before = os.getloadavg()[0]
     rows: list[dict] = []
     print(f"{'row':18} {'vehicle':7} {'seed':>4} {'inside':>6} {'over':>5} {'avail':>5} {'IS':>6} {'usable':>6} "
@@ -257,6 +280,7 @@ def main() -> int:
                                      "quantisation_window": s.quantisation_window,
                                      "misalignment_deg": list(s.misalignment_deg), "stamp_latency": s.stamp_latency,
                                      "stamp_jitter": s.stamp_jitter} for k, s in spec.items()}
+                        fault["road_grade"] = scenario.road.grade
                     r = score_drive(bag, description, "estimated", seed, args.jobs, {})
                     k = radius_scale(bag, description)
                     d = r["drive"]

@@ -26,6 +26,7 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
       default_mu: 0.9
       patches: [{name: wet, surface: wet, x0: 0, x1: 100, y0: -50, y1: 50}]  # rectangles, OR
       track: [{surface: dry, x0: -100, x1: 500}, {surface: wet, x0: 500, x1: 900}]  # contiguous along x
+      grade: 0.0                   # rise over run along +x (0.05 = 5 % uphill towards +x), the whole road
     sensors:
       imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
       gnss: {rate: 10, noise_std: 0.05, latency: 0.1}   # ENU velocity (the defaults; on whenever odom is)
@@ -179,6 +180,7 @@ class RoadSpec:
 
     patches: tuple[PatchSpec, ...] = ()
     default_mu: float = 0.9
+    grade: float = 0.0   # rise over run along +x (0.05 = 5 % uphill towards +x); the whole road
 
     def mu_at(self, x: float, y: float) -> float:
         for p in self.patches:
@@ -191,7 +193,7 @@ class RoadSpec:
         from vehcal_ros.models.hmmwv import RoadMap, RoadPatch
 
         return RoadMap(patches=tuple(RoadPatch(p.x0, p.x1, p.y0, p.y1, p.mu, name=p.name) for p in self.patches),
-                       default_mu=self.default_mu)
+                       default_mu=self.default_mu, grade=self.grade)
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,15 @@ class Scenario:
         sensors = dict(self.sensors)
         sensors[name] = replace(spec, **kw)
         return replace(self, sensors=sensors)
+
+    def with_grade(self, grade: float) -> Scenario:
+        """The same scenario on a road of ``grade`` (rise over run along +x, e.g. 0.05 = 5 % uphill)."""
+        from dataclasses import replace
+
+        g = float(grade)
+        if not (math.isfinite(g) and -0.5 <= g <= 0.5):
+            raise InputError(f"grade must be within [-0.5, 0.5], got {grade!r}")
+        return replace(self, road=replace(self.road, grade=g))
 
     def with_vehicle(self, vehicle: str) -> Scenario:
         from dataclasses import replace
@@ -556,8 +567,9 @@ def _mu(v: _V, item: dict, p: str) -> tuple[float, str]:
 
 def _road(v: _V, raw: Any) -> RoadSpec:
     p = "scenario.road"
-    v.mapping(raw, p, {"default_mu", "patches", "track"})
+    v.mapping(raw, p, {"default_mu", "patches", "track", "grade"})
     default_mu = v.number(raw.get("default_mu", 0.9), f"{p}.default_mu", 0.0, 2.0, lo_open=True)
+    grade = v.number(raw.get("grade", 0.0), f"{p}.grade", -0.5, 0.5)
     if "patches" in raw and "track" in raw:
         raise v.fail(f"{p}.track", "give either 'patches' (rectangles) or 'track' (intervals along x), not both")
     patches: list[PatchSpec] = []
@@ -598,7 +610,7 @@ def _road(v: _V, raw: Any) -> RoadSpec:
                     raise v.fail(f"{q}.x0", f"overlaps the previous interval (which ends at x1 = {prev:g})")
             mu, name = _mu(v, item, q)
             patches.append(PatchSpec(x0, x1, -_UNBOUNDED_Y, _UNBOUNDED_Y, mu, name))
-    return RoadSpec(patches=tuple(patches), default_mu=default_mu)
+    return RoadSpec(patches=tuple(patches), default_mu=default_mu, grade=grade)
 
 
 def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> dict[str, float]:
