@@ -23,6 +23,8 @@ Each row also reports the online rolling-radius scale k per axle at the end of t
 RollingRadiusEstimator run over the bag with the row's description): the figure that names a radius error on
 /diagnostics.
 
+``grip_fault_signatures.py`` reads the kept bags (``--bag-dir``) for the signals that name each row's doubtful input.
+
 Usage:  python benchmarks/grip_fault_matrix.py [--vehicles hmmwv sedan] [--rows clean mass+10% ...]
         [--seeds 0] [--bag-dir DIR] [--jobs 1] [--json OUT]
         python benchmarks/grip_fault_matrix.py --markdown OUT.json [...]   (the table of earlier runs)
