@@ -26,9 +26,12 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
       default_mu: 0.9
       patches: [{name: wet, surface: wet, x0: 0, x1: 100, y0: -50, y1: 50}]  # rectangles, OR
       track: [{surface: dry, x0: -100, x1: 500}, {surface: wet, x0: 500, x1: 900}]  # contiguous along x
+      grade: 0.0                   # rise over run along +x (0.05 = 5 % uphill towards +x), the whole road
     sensors:
       imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
       gnss: {rate: 10, noise_std: 0.05, latency: 0.1}   # ENU velocity (the defaults; on whenever odom is)
+      # faults (none by default; models/sensors.py): wheel_speeds {torque_scale, quantisation_teeth,
+      # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, any sensor {stamp_latency, stamp_jitter}
 
 Segments: ``{type: step|hold, t0, value}``, ``{type: ramp, t0, t1, to, from?}``,
 ``{type: sine, t0, t1, amplitude, frequency, offset?, phase?}``, ``{type: knots, points: [[t, v], ...]}``
@@ -177,6 +180,7 @@ class RoadSpec:
 
     patches: tuple[PatchSpec, ...] = ()
     default_mu: float = 0.9
+    grade: float = 0.0   # rise over run along +x (0.05 = 5 % uphill towards +x); the whole road
 
     def mu_at(self, x: float, y: float) -> float:
         for p in self.patches:
@@ -189,7 +193,7 @@ class RoadSpec:
         from vehcal_ros.models.hmmwv import RoadMap, RoadPatch
 
         return RoadMap(patches=tuple(RoadPatch(p.x0, p.x1, p.y0, p.y1, p.mu, name=p.name) for p in self.patches),
-                       default_mu=self.default_mu)
+                       default_mu=self.default_mu, grade=self.grade)
 
 
 @dataclass(frozen=True)
@@ -230,6 +234,49 @@ class Scenario:
         sensors = dict(self.sensors)
         sensors[name] = replace(sensors[name], enabled=False)
         return replace(self, sensors=sensors)
+
+    def with_sensor_fault(self, name: str, **fault: Any) -> Scenario:
+        """The same scenario with sensor ``name``'s spec changed by ``fault``: any ``SensorSpec`` field (e.g.
+        ``torque_scale=1.05``, ``quantisation_teeth=48``, ``misalignment_deg=(0, 1, 1)``, ``stamp_latency=0.02``,
+        ``stamp_jitter=0.005``); ``bias`` and ``noise_std`` mappings are merged into the sensor's (e.g.
+        ``bias={"torque": 50.0}`` N m, ``bias={"ax": 0.1, "ay": 0.1}`` m/s^2). InputError on an unknown sensor
+        or field, or a fault the sensor does not take."""
+        from dataclasses import fields, replace
+
+        if name not in self.sensors:
+            raise InputError(f"unknown sensor {name!r} (sensors: {', '.join(self.sensors)})")
+        spec = self.sensors[name]
+        known = {f.name for f in fields(spec)}
+        fault_keys = {"torque_scale", "quantisation_teeth", "quantisation_window", "misalignment_deg",
+                      "stamp_latency", "stamp_jitter"}
+        kw: dict[str, Any] = {}
+        for key, value in fault.items():
+            if key not in known:
+                raise InputError(f"sensor {name!r}: unknown field {key!r} (fields: {', '.join(sorted(known))})")
+            if key in fault_keys and key not in _fault_keys(name):
+                raise InputError(f"sensor {name!r} does not take {key!r}")
+            if key in ("bias", "noise_std"):
+                bad = sorted(set(value) - set(SENSOR_CHANNELS[name]))
+                if bad:
+                    raise InputError(f"sensor {name!r}: unknown channel(s) {', '.join(bad)}")
+                value = {**getattr(spec, key), **{k: float(x) for k, x in value.items()}}
+            elif key == "misalignment_deg":
+                value = tuple(float(a) for a in value)
+                if len(value) != 3:
+                    raise InputError(f"sensor {name!r}: misalignment_deg needs [roll, pitch, yaw] (deg)")
+            kw[key] = value
+        sensors = dict(self.sensors)
+        sensors[name] = replace(spec, **kw)
+        return replace(self, sensors=sensors)
+
+    def with_grade(self, grade: float) -> Scenario:
+        """The same scenario on a road of ``grade`` (rise over run along +x, e.g. 0.05 = 5 % uphill)."""
+        from dataclasses import replace
+
+        g = float(grade)
+        if not (math.isfinite(g) and -0.5 <= g <= 0.5):
+            raise InputError(f"grade must be within [-0.5, 0.5], got {grade!r}")
+        return replace(self, road=replace(self.road, grade=g))
 
     def with_vehicle(self, vehicle: str) -> Scenario:
         from dataclasses import replace
@@ -520,8 +567,9 @@ def _mu(v: _V, item: dict, p: str) -> tuple[float, str]:
 
 def _road(v: _V, raw: Any) -> RoadSpec:
     p = "scenario.road"
-    v.mapping(raw, p, {"default_mu", "patches", "track"})
+    v.mapping(raw, p, {"default_mu", "patches", "track", "grade"})
     default_mu = v.number(raw.get("default_mu", 0.9), f"{p}.default_mu", 0.0, 2.0, lo_open=True)
+    grade = v.number(raw.get("grade", 0.0), f"{p}.grade", -0.5, 0.5)
     if "patches" in raw and "track" in raw:
         raise v.fail(f"{p}.track", "give either 'patches' (rectangles) or 'track' (intervals along x), not both")
     patches: list[PatchSpec] = []
@@ -562,7 +610,7 @@ def _road(v: _V, raw: Any) -> RoadSpec:
                     raise v.fail(f"{q}.x0", f"overlaps the previous interval (which ends at x1 = {prev:g})")
             mu, name = _mu(v, item, q)
             patches.append(PatchSpec(x0, x1, -_UNBOUNDED_Y, _UNBOUNDED_Y, mu, name))
-    return RoadSpec(patches=tuple(patches), default_mu=default_mu)
+    return RoadSpec(patches=tuple(patches), default_mu=default_mu, grade=grade)
 
 
 def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> dict[str, float]:
@@ -581,13 +629,52 @@ def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> d
     return {k: x for k in channels}
 
 
+SENSOR_FAULT_KEYS: dict[str, tuple[str, ...]] = {
+    "wheel_speeds": ("torque_scale", "quantisation_teeth", "quantisation_window"),
+    "imu": ("misalignment_deg",),
+}
+"""Sensor -> the fault keys only it accepts; ``stamp_latency`` and ``stamp_jitter`` go on any sensor but ``clock``
+(models/sensors.py describes each fault)."""
+
+
+def _fault_keys(sensor: str) -> set[str]:
+    keys = set(SENSOR_FAULT_KEYS.get(sensor, ()))
+    if sensor != "clock":
+        keys |= {"stamp_latency", "stamp_jitter"}
+    return keys
+
+
+def _faults(v: _V, item: Mapping[str, Any], q: str) -> dict[str, Any]:
+    """The fault fields of one sensor's mapping (only those given; the ``SensorSpec`` defaults are none)."""
+    out: dict[str, Any] = {}
+    if "torque_scale" in item:
+        out["torque_scale"] = v.number(item["torque_scale"], f"{q}.torque_scale", 0.0, 10.0, lo_open=True)
+    if "quantisation_teeth" in item:
+        out["quantisation_teeth"] = v.integer(item["quantisation_teeth"], f"{q}.quantisation_teeth", 0, 100000)
+    if "quantisation_window" in item:
+        out["quantisation_window"] = v.number(item["quantisation_window"], f"{q}.quantisation_window", 0.0, 10.0)
+    if "misalignment_deg" in item:
+        angles = v.seq(item["misalignment_deg"], f"{q}.misalignment_deg")
+        if len(angles) != 3:
+            raise v.fail(f"{q}.misalignment_deg", f"must list 3 angles [roll, pitch, yaw] (deg), got {len(angles)}")
+        out["misalignment_deg"] = tuple(v.number(a, f"{q}.misalignment_deg[{i}]", -45.0, 45.0)
+                                        for i, a in enumerate(angles))
+    if "stamp_latency" in item:
+        out["stamp_latency"] = v.number(item["stamp_latency"], f"{q}.stamp_latency", 0.0, 10.0)
+    if "stamp_jitter" in item:
+        out["stamp_jitter"] = v.number(item["stamp_jitter"], f"{q}.stamp_jitter", 0.0, 1.0)
+        if out["stamp_jitter"] > out.get("stamp_latency", 0.0):
+            raise v.fail(f"{q}.stamp_jitter", "must not exceed stamp_latency (a stamp never runs ahead of its data)")
+    return out
+
+
 def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
     p = "scenario.sensors"
     v.mapping(raw, p, set(SENSOR_CHANNELS))
     out = dict(DEFAULT_SENSORS)
     for name, item in raw.items():
         q = f"{p}.{name}"
-        v.mapping(item, q, {"rate", "noise_std", "bias", "latency", "enabled"})
+        v.mapping(item, q, {"rate", "noise_std", "bias", "latency", "enabled"} | _fault_keys(name))
         base = DEFAULT_SENSORS[name]
         rate = v.number(item.get("rate", base.rate), f"{q}.rate", 0.0, 1.0 / dt + 1e-9, lo_open=True)
         try:
@@ -602,7 +689,8 @@ def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
             noise_std=noise,
             bias=_per_channel(v, item.get("bias", {}), f"{q}.bias", name, None),
             latency=v.number(item.get("latency", base.latency), f"{q}.latency", 0.0, 10.0),
-            enabled=v.boolean(item.get("enabled", True), f"{q}.enabled"))
+            enabled=v.boolean(item.get("enabled", True), f"{q}.enabled"),
+            **_faults(v, item, q))
     if "gnss" not in raw:   # a vehicle with odometry has a GNSS receiver too, unless the scenario says otherwise
         out["gnss"] = replace(DEFAULT_SENSORS["gnss"], enabled=out["odom"].enabled)
     return out

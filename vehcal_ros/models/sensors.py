@@ -13,6 +13,25 @@ simulator's world x, y and its yaw from x are taken as east, north and the ENU h
 noise per axis and 0.1 s between the measurement and the message by default (``DEFAULT_SENSORS``), the typical
 figures of a single-frequency receiver. The antenna is taken at the body's reference point (no lever arm).
 
+Sensor faults (all off by default; a scenario without them gives bit-identical records). Each is a field of
+``SensorSpec``:
+
+* ``torque_scale`` (wheel_speeds): the wheel torque in ``JointState.effort`` is ``scale x true + bias + noise``
+  (a mis-scaled ECU torque estimate; an additive torque offset is the existing ``bias: {torque: N m}``).
+* ``quantisation_teeth`` / ``quantisation_window`` (wheel_speeds): an encoder wheel of N teeth whose edges are
+  counted over a window T (default: one sampling period). Model: each wheel's angle theta is the trapezoidal
+  integral of the true spin rate between samples (a random initial phase per wheel from its own stream); the
+  edge count ``c = floor(theta N / 2 pi)``; the reported rate is ``(c(t) - c(t - T)) 2 pi / (N T)`` — steps of
+  ``2 pi / (N T)`` rad/s (48 teeth over 10 ms: 13.09 rad/s), unbiased over time because no edge is lost between
+  windows. The configured ``omega`` bias and noise are added after the encoder.
+* ``misalignment_deg`` (imu): the IMU's axes are rotated from the body's by ``Rz(yaw) Ry(pitch) Rx(roll)``
+  (degrees, given as [roll, pitch, yaw]); the rates and accelerations are the body vectors in the sensor axes
+  (``R^T v``) and the attitude is the sensor frame's (``R_world_body R``), before bias and noise.
+* ``stamp_latency`` / ``stamp_jitter`` (any sensor): the record's stamp runs late of its data by
+  ``stamp_latency`` plus a jitter uniform in ``[-stamp_jitter, +stamp_jitter]`` s (a driver that stamps on
+  arrival); the record is released no earlier than its stamp. The jitter comes from its own stream.
+* An accelerometer bias is the existing ``bias: {ax: .., ay: ..}`` (m/s^2, in the sensor axes).
+
 No I/O and no rclpy here.
 """
 
@@ -79,6 +98,13 @@ class SensorSpec:
     bias: channel -> constant offset added to every sample (same units).
     latency: s between the measurement (the stamp) and its release (publication, bag log time).
     enabled: a disabled sensor produces nothing.
+    Faults (module docstring; the defaults are none):
+    torque_scale: wheel_speeds only, factor on the true wheel torque (1 = none).
+    quantisation_teeth: wheel_speeds only, encoder teeth per revolution (0 = no quantisation).
+    quantisation_window: s, the encoder's counting window (0 = one sampling period); a whole number of periods.
+    misalignment_deg: imu only, (roll, pitch, yaw) of the sensor axes in the body axes, degrees.
+    stamp_latency: s by which the stamp runs late of the data.
+    stamp_jitter: s, half-width of the uniform jitter on the stamp.
     """
 
     rate: float
@@ -86,6 +112,20 @@ class SensorSpec:
     bias: Mapping[str, float] = field(default_factory=dict)
     latency: float = 0.0
     enabled: bool = True
+    torque_scale: float = 1.0
+    quantisation_teeth: int = 0
+    quantisation_window: float = 0.0
+    misalignment_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    stamp_latency: float = 0.0
+    stamp_jitter: float = 0.0
+
+    @property
+    def quantisation_step(self) -> float:
+        """rad/s between the encoder's reported spin rates, ``2 pi / (N T)`` (0 without quantisation)."""
+        if self.quantisation_teeth <= 0:
+            return 0.0
+        window = self.quantisation_window if self.quantisation_window > 0 else 1.0 / self.rate
+        return 2.0 * math.pi / (self.quantisation_teeth * window)
 
 
 DEFAULT_SENSORS: dict[str, SensorSpec] = {
@@ -110,6 +150,20 @@ def period_steps(rate: float, dt: float) -> int:
     if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
         raise ValueError(f"1/rate = {1.0 / rate:.6g} s is not a whole number of steps of dt = {dt:.6g} s")
     return k
+
+
+def _rot_zyx(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """Rotation matrix Rz(yaw) Ry(pitch) Rx(roll) (angles in rad)."""
+    cr, sr, cp, sp, cy, sy = (math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch), math.cos(yaw),
+                              math.sin(yaw))
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
+
+
+def _wrap(a: float) -> float:
+    """Angle wrapped to [-pi, pi) (rad)."""
+    return (a + math.pi) % (2.0 * math.pi) - math.pi
 
 
 def latency_steps(latency: float, dt: float) -> int:
@@ -146,6 +200,26 @@ class SensorSuite:
                      for k, s in self.specs.items()}
         self._bias = {k: np.array([float(s.bias.get(c, 0.0)) for c in SENSOR_CHANNELS[k]] or [0.0])
                       for k, s in self.specs.items()}
+        # faults: their own streams, created only when configured (the noise streams above are untouched)
+        self._rng_stamp = {k: np.random.default_rng([int(seed), names.index(k), 2])
+                           for k, s in self.specs.items() if s.stamp_jitter > 0}
+        ws = self.specs.get("wheel_speeds")
+        self._encoder: dict[str, object] | None = None
+        if ws is not None and ws.quantisation_teeth > 0:
+            period = self._period["wheel_speeds"] * self.dt
+            window = ws.quantisation_window if ws.quantisation_window > 0 else period
+            m = window / period
+            if abs(m - round(m)) > 1e-6 or round(m) < 1:
+                raise ValueError(f"wheel_speeds.quantisation_window = {window:g} s is not a whole number of "
+                                 f"sampling periods ({period:g} s)")
+            rng = np.random.default_rng([int(seed), names.index("wheel_speeds"), 3])
+            pitch = 2.0 * math.pi / ws.quantisation_teeth
+            self._encoder = {"teeth": ws.quantisation_teeth, "m": int(round(m)), "window": int(round(m)) * period,
+                             "period": period, "phase": rng.uniform(0.0, pitch, 4), "theta": None, "omega": None,
+                             "counts": []}
+        imu = self.specs.get("imu")
+        self._misalign = (_rot_zyx(*(math.radians(float(a)) for a in imu.misalignment_deg))
+                          if imu is not None and any(float(a) != 0.0 for a in imu.misalignment_deg) else None)
 
     def time(self, step: int) -> float:
         """Stamp of simulation step ``step`` (s), rounded to the nanosecond."""
@@ -166,9 +240,18 @@ class SensorSuite:
         """Sample every sensor due at ``step`` from the model outputs ``out`` and the applied controls."""
         t = self.time(step)
         for key in self.due(step):
-            for rec in self._records(key, t, out, controls):
+            spec = self.specs[key]
+            release = step + self._latency[key]
+            stamp = t
+            if spec.stamp_latency != 0.0 or spec.stamp_jitter > 0.0:
+                late = spec.stamp_latency
+                if spec.stamp_jitter > 0.0:
+                    late += spec.stamp_jitter * (2.0 * float(self._rng_stamp[key].random()) - 1.0)
+                stamp = round(t + late, 9)
+                release = max(release, step + latency_steps(late, self.dt))
+            for rec in self._records(key, stamp, out, controls):
                 self._seq += 1
-                heapq.heappush(self._pending, (step + self._latency[key], self._seq, SENSOR_TOPICS[key], rec))
+                heapq.heappush(self._pending, (release, self._seq, SENSOR_TOPICS[key], rec))
 
     def release(self, step: int) -> list[tuple[str, object]]:
         """Records whose release step is <= ``step``, in release then measurement order."""
@@ -200,6 +283,42 @@ class SensorSuite:
             v += std.reshape(shape) * self._rng[key].standard_normal(values.shape)
         return v
 
+    def _encoder_rates(self, omega: np.ndarray) -> np.ndarray:
+        """Spin rates (rad/s, 4) an edge-counting encoder reports for the true rates ``omega`` at this sample
+        (module docstring): the angle advances by the trapezoid of the true rates over the sampling period."""
+        enc = self._encoder
+        assert enc is not None
+        teeth, m, period = enc["teeth"], enc["m"], enc["period"]
+        if enc["theta"] is None:   # as if the wheel had turned at this rate before the first sample
+            theta = enc["phase"] + 0.0 * omega
+            enc["counts"] = [np.floor((theta - j * omega * period) * teeth / (2.0 * math.pi)) for j in range(m, 0, -1)]
+        else:
+            theta = enc["theta"] + 0.5 * (enc["omega"] + omega) * period
+        enc["theta"], enc["omega"] = theta, omega.copy()
+        count = np.floor(theta * teeth / (2.0 * math.pi))
+        counts = enc["counts"]
+        rate = (count - counts[0]) * 2.0 * math.pi / (teeth * enc["window"])
+        counts.pop(0)
+        counts.append(count)
+        return rate
+
+    def _misaligned(self, raw: np.ndarray) -> np.ndarray:
+        """IMU channels (roll, pitch, yaw, p, q, r, ax, ay, az) of a sensor whose axes are rotated by the
+        misalignment from the body's: vectors ``R^T v``, attitude of ``R_world_body R`` (angles kept continuous
+        with the body's: the difference is wrapped)."""
+        rm = self._misalign
+        out = raw.copy()
+        out[3:6] = rm.T @ raw[3:6]
+        out[6:9] = rm.T @ raw[6:9]
+        rw = _rot_zyx(float(raw[0]), float(raw[1]), float(raw[2])) @ rm
+        pitch = -math.asin(max(-1.0, min(1.0, float(rw[2, 0]))))
+        roll = math.atan2(float(rw[2, 1]), float(rw[2, 2]))
+        yaw = math.atan2(float(rw[1, 0]), float(rw[0, 0]))
+        out[0] = raw[0] + _wrap(roll - raw[0])
+        out[1] = raw[1] + _wrap(pitch - raw[1])
+        out[2] = raw[2] + _wrap(yaw - raw[2])
+        return out
+
     def _gnss(self, t: float, out: Mapping[str, object]) -> GnssVelocity:
         """World-frame (ENU) velocity of the body: the body velocity (u, v, w) rotated by the ZYX attitude
         (yaw, pitch, roll), plus per-axis noise and bias; ``std`` reports the configured horizontal noise."""
@@ -218,18 +337,28 @@ class SensorSuite:
                  controls: tuple[float, float, float]) -> list[Record | ClockTick]:
         if key == "wheel_speeds":
             std, bias = self._std[key], self._bias[key]
-            omega = np.array(out["omega"], dtype=float) + bias[0]
+            omega = np.array(out["omega"], dtype=float)
+            if self._encoder is not None:
+                omega = self._encoder_rates(omega)
+            omega = omega + bias[0]
             if std[0]:
                 omega += std[0] * self._rng[key].standard_normal(4)
             torque = out.get("wheel_torque")
             if torque is not None:
-                torque = np.array(torque, dtype=float).reshape(4) + bias[1]
+                torque = np.array(torque, dtype=float).reshape(4)
+                scale = self.specs[key].torque_scale
+                if scale != 1.0:
+                    torque = scale * torque
+                torque = torque + bias[1]
                 if std[1]:
                     torque += std[1] * self._rng_torque.standard_normal(4)
             return [WheelSpeeds(t=t, omega=omega, torque=torque)]
         if key == "imu":
-            v = self._noisy(key, np.array([out["roll"], out["pitch"], out["yaw"], out["p"], out["q"], out["r"],
-                                           out["ax"], out["ay"], out["az"]], dtype=float)).tolist()
+            raw = np.array([out["roll"], out["pitch"], out["yaw"], out["p"], out["q"], out["r"],
+                            out["ax"], out["ay"], out["az"]], dtype=float)
+            if self._misalign is not None:
+                raw = self._misaligned(raw)
+            v = self._noisy(key, raw).tolist()
             return [ImuSample(t=t, roll=v[0], roll_rate=v[3], yaw_rate=v[5], ax=v[6], ay=v[7], az=v[8],
                               pitch=v[1], yaw=v[2], pitch_rate=v[4])]
         if key == "tire_forces":

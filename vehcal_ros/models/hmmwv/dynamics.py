@@ -89,7 +89,9 @@ G_MZ = G_NZ + 1
 # implicit wheel spin (semi_implicit integrator): G_IMPL = 1 turns it on; G_ISPIN front/rear spin inertias
 G_IMPL = G_MZ + 2 * MAXM
 G_ISPIN = G_IMPL + 1
-NGP = G_ISPIN + 2
+# road grade (road.py): sin and cos of the road's inclination; the world frame is the road's (x along it, z normal)
+G_GRADE = G_ISPIN + 2
+NGP = G_GRADE + 2
 # ---- powertrain state (work[31]): gear index (0 = first), engine speed rad/s, engine torque N m ----
 PS_GEAR, PS_WE, PS_TE = 0, 1, 2
 # ---- per-wheel tire outputs wt[i, :] ----
@@ -323,7 +325,13 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
     e0, e1, e2, e3 = y[Y_Q], y[Y_Q + 1], y[Y_Q + 2], y[Y_Q + 3]
     R = quat_to_rot(e0, e1, e2, e3)
     grav = gp[G_GRAV]
-    gc = (-grav * R[2][0], -grav * R[2][1], -grav * R[2][2])  # gravity in chassis axes
+    sa = gp[G_GRADE]
+    if sa == 0.0:
+        gc = (-grav * R[2][0], -grav * R[2][1], -grav * R[2][2])  # gravity in chassis axes
+    else:  # graded road: gravity in the road frame is (-g sin a, 0, -g cos a) (the road rises along +x)
+        ca = gp[G_GRADE + 1]
+        gc = (-grav * (sa * R[0][0] + ca * R[2][0]), -grav * (sa * R[0][1] + ca * R[2][1]),
+              -grav * (sa * R[0][2] + ca * R[2][2]))
     sigma = y[Y_SIG]
     sigd = (u[2] - sigma) / gp[G_TAU]
     sigdd = -sigd / gp[G_TAU]
@@ -846,12 +854,23 @@ def total_energy(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
                 ke += 0.5 * Vb[k, r] * Mb[k, r, c] * Vb[k, c]
     R = quat_to_rot(y[Y_Q], y[Y_Q + 1], y[Y_Q + 2], y[Y_Q + 3])
     g = gp[G_GRAV]
-    pe = gp[G_MC] * g * (y[Y_R + 2] + R[2][0] * gp[G_COM] + R[2][1] * gp[G_COM + 1] + R[2][2] * gp[G_COM + 2])
+    sa = gp[G_GRADE]
+    ca = gp[G_GRADE + 1] if sa != 0.0 else 1.0
+    com = (gp[G_COM], gp[G_COM + 1], gp[G_COM + 2])
+    # height above a level datum: sin a x_road + cos a z_road (road frame; sin a = 0 on a flat road)
+    hx = y[Y_R] + R[0][0] * com[0] + R[0][1] * com[1] + R[0][2] * com[2]
+    hz = y[Y_R + 2] + R[2][0] * com[0] + R[2][1] * com[1] + R[2][2] * com[2]
+    pe = gp[G_MC] * g * (sa * hx + ca * hz) if sa != 0.0 else gp[G_MC] * g * hz
     for i in range(4):
         masses = (cg[i, M_LCA], cg[i, M_UCA], cg[i, M_KN], cg[i, M_WH])
         for j in range(4):
             p = pos[i, j]
-            pe += masses[j] * g * (y[Y_R + 2] + R[2][0] * p[0] + R[2][1] * p[1] + R[2][2] * p[2])
+            hz = y[Y_R + 2] + R[2][0] * p[0] + R[2][1] * p[1] + R[2][2] * p[2]
+            if sa != 0.0:
+                hx = y[Y_R] + R[0][0] * p[0] + R[0][1] * p[1] + R[0][2] * p[2]
+                pe += masses[j] * g * (sa * hx + ca * hz)
+            else:
+                pe += masses[j] * g * hz
         pe += spring_energy(cg[i], bs, misc[i, MI_LSP])
         d = wt[i, W_DELTA]
         if d > 0.0:

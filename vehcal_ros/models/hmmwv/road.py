@@ -1,5 +1,10 @@
 """Road friction map: rectangular patches of peak friction coefficient on a flat road z = 0 (DESIGN.md sec.
-5).
+5), optionally inclined as a whole (``grade``).
+
+A graded road is the plane z = 0 of the simulator's world frame tilted about the world y axis so that it rises
+``grade`` (rise over run, 0.05 = 5 %) along +x: the model keeps the tires on z = 0 and tilts gravity instead
+(dynamics.py: gravity (-g sin a, 0, -g cos a) in the road frame, a = atan(grade)); the simulator's outputs
+refer the attitude and the accelerometer to the level (gravity) frame, x, y, z stay in the road frame.
 
 A point takes the mu of the LAST patch (in tuple order) whose half-open rectangle [x0, x1) x [y0, y1) contains
 it, so later patches paint over earlier ones; elsewhere ``default_mu``. mu is the peak of the tire's
@@ -57,9 +62,12 @@ class RoadMap:
 
     patches: tuple[RoadPatch, ...] = ()
     default_mu: float = 0.9
+    grade: float = 0.0   #: rise over run along +x (0.05 = 5 % uphill driving towards +x), within +-0.5
 
     def __post_init__(self) -> None:
         _check(self.default_mu, "default_mu", "road map", 0.0)
+        if not -0.5 <= _check(self.grade, "grade", "road map") <= 0.5:
+            raise ValueError(f"road map: field 'grade' must be within [-0.5, 0.5], got {self.grade}")
         object.__setattr__(self, "patches", tuple(self.patches))
         for k, p in enumerate(self.patches):
             if not isinstance(p, RoadPatch):
@@ -79,6 +87,11 @@ class RoadMap:
             bounds[k] = (p.x0, p.x1, p.y0, p.y1)
             mus[k] = p.mu
         return bounds, mus, np.array([float(self.default_mu)])
+
+    @property
+    def inclination(self) -> float:
+        """Angle of the road to the level, rad: atan(grade)."""
+        return math.atan(float(self.grade))
 
     @classmethod
     def uniform(cls, mu: float) -> RoadMap:

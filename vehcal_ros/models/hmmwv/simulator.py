@@ -74,6 +74,9 @@ class Hmmwv14:
         gp[dyn.G_IMPL] = 1.0 if self.implicit_spin else 0.0
         gp[dyn.G_ISPIN] = p.corner_bodies(0)[3].inertia[1, 1]
         gp[dyn.G_ISPIN + 1] = p.corner_bodies(1)[3].inertia[1, 1]
+        if self.road.grade != 0.0:   # flat road: both 0 and dynamics.py keeps its flat-road expressions
+            gp[dyn.G_GRADE] = math.sin(self.road.inclination)
+            gp[dyn.G_GRADE + 1] = math.cos(self.road.inclination)
         self._bs = np.ascontiguousarray(p.bump_stop_curve, dtype=np.float64)
         self._rb, self._rm, self._rdef = self.road.arrays()
         self._work = dyn.make_work()
@@ -290,7 +293,14 @@ class Hmmwv14:
         om = y[dyn.Y_W : dyn.Y_W + 3]
         v = y[dyn.Y_V : dyn.Y_V + 3]
         vdot = ydot[dyn.Y_V : dyn.Y_V + 3]
-        sf = vdot + np.cross(om, v) + self.params.gravity * R[2, :]
+        if self.road.grade != 0.0:
+            # the road frame is tilted from the level by the inclination a about y (the road rises along +x):
+            # gravity in the road frame is -g (sin a, 0, cos a); attitude referred to the level frame
+            a = self.road.inclination
+            sf = vdot + np.cross(om, v) + self.params.gravity * (math.sin(a) * R[0, :] + math.cos(a) * R[2, :])
+            R = np.array([[math.cos(a), 0.0, -math.sin(a)], [0.0, 1.0, 0.0], [math.sin(a), 0.0, math.cos(a)]]) @ R
+        else:
+            sf = vdot + np.cross(om, v) + self.params.gravity * R[2, :]
         wt = w[12]
         misc = w[5]
         axis = misc[:, MI_AX : MI_AX + 3]
