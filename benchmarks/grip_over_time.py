@@ -108,7 +108,10 @@ def main() -> int:
                 rows.append({"seed": seed, "bag": str(bag), "forces": forces, **r})
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_after = os.getloadavg()[0]
-    print(f"{args.vehicle} ({description}), {args.scenario}; date {stamp}; load (1 min) before {load_before:.2f}, "
+    if args.bag:   # recorded drives: the vehicle is the description's, the drive the bag's
+        args.vehicle, args.scenario = Path(description).stem, None
+    drive = args.scenario or "recorded bags"
+    print(f"{args.vehicle} ({description}), {drive}; date {stamp}; load (1 min) before {load_before:.2f}, "
           f"after {load_after:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"vehicle": args.vehicle, "description": description,

@@ -17,12 +17,12 @@ def rows(path: Path) -> list[str]:
     doc = json.loads(path.read_text())
     out = []
     name = doc.get("vehicle", "zoo")
-    label = f"{name} ({doc.get('description', 'spec sheet')}), {doc.get('scenario', 'own drive')}"
+    label = f"{name} ({doc.get('description', 'spec sheet')}), {doc.get('scenario') or 'CommonRoad drive'}"
     for run in doc["runs"]:
         d = run["drive"]
         what = run.get("vehicle", label)
         if "bag" in run and doc.get("scenario") is None:
-            what = f"{label}: {Path(run['bag']).name}"
+            what = f"{name} (CommonRoad multi-body), bag {Path(run['bag']).name}"
         miss = [k for k, (op, v) in TARGETS.items() if not (d[k] >= v if op == ">=" else d[k] <= v)]
         scopes = "; ".join(f"{s.split('_')[0]} {f['inside']:.2f}/{f['overstated']:.2f}/{f['available']:.2f}/"
                            f"{f['usable_lower']:.2f}" for s, f in run["per_scope"].items())
