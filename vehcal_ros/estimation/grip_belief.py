@@ -172,6 +172,11 @@ class Odometer:
         self._trace_d = np.zeros(n)
         self._k = 0                    # entries written
 
+    @property
+    def t(self) -> float:
+        """Stamp of the newest speed sample, s (NaN before the first; follows a clock that went back)."""
+        return self._t
+
     def add_speed(self, t: float, u: float) -> None:
         """One speed sample ``u`` (m/s) at ``t`` (s)."""
         if not (math.isfinite(t) and math.isfinite(u)):

@@ -573,9 +573,10 @@ class GripPipeline:
         return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
 
     def data_time(self) -> float:
-        """The newest stamp of the data (wheel speeds, odometry): the time a belief published now refers to."""
-        stamps = self.collector.last_stamp
-        return max(stamps.get("wheel_speeds", -math.inf), stamps.get("odom", -math.inf))
+        """The time a belief published now refers to: the newest odometry stamp (it follows a clock that went
+        back, a restarted simulator or bag), else the newest wheel-speed stamp."""
+        t = self.odometer.t
+        return t if math.isfinite(t) else self.collector.last_stamp.get("wheel_speeds", -math.inf)
 
     def test_contradictions(self, t: float) -> list[str]:
         """The contradiction test (grip_belief.py) of each scope's estimate in force against its samples of the
