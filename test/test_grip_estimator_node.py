@@ -169,11 +169,11 @@ def test_estimate_then_flat_data_keeps_last_good(graph) -> None:
     assert st.estimate is not None and "keeping the last good estimate" in st.message
     assert st.level == 1
     # the flat data bring no new estimate: what is in force is the last one, widened with the time and distance
-    # since its data (100 s and 1.5 km later: unknown), never a narrower one
+    # since its data (100 s and 1.5 km later: unknown); its lower bound never rises above the fit's (its upper end
+    # may fall where the fit's reached beyond the road prior's 1.2)
     spin_until(ex, lambda: False, timeout=1.0)
     last, kept = received["grip"][-1], st.estimate
-    assert not math.isfinite(last.vector.x) or (last.vector.y <= kept.mu_max_lower
-                                                and last.vector.z >= kept.mu_max_upper)
+    assert not math.isfinite(last.vector.x) or last.vector.y <= kept.mu_max_lower
 
 
 def test_only_short_data_gives_no_estimate_and_says_why(graph) -> None:

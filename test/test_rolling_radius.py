@@ -179,3 +179,20 @@ def test_clock_going_back_restarts_the_history_and_keeps_k():
     assert est.restarts == 1
     assert est.used["gnss"] == 2 * used1 and est.rejected["out_of_order"] == 0
     assert est.sd[0] < sd1[0] and abs(est.k[0] - k1[0]) < 3 * sd1[0]
+
+
+def test_a_wrong_description_radius_is_named_and_a_right_one_is_not() -> None:
+    """The grip pipeline's doubtful assumptions: a 1.5 % radius error (far beyond 0.5 % and 3 SD after 200 s)
+    names the rolling radius of both axles; the right radius names nothing."""
+    import dataclasses
+
+    from vehcal_ros.estimation.grip_pipeline import GripPipeline
+
+    for k_true, named in (((1.015, 1.015), 2), ((1.0, 1.0), 0)):
+        records, _ = synthetic_drive(3, k_true=k_true)
+        pipe = GripPipeline(radius_config=dataclasses.replace(_config()))
+        for rec in records:
+            pipe.add(rec)
+        doubts = pipe.doubtful_assumptions()
+        assert len(doubts) == named, doubts
+        assert all("rolling radius" in d and "tire.unloaded_radius" in d for d in doubts)

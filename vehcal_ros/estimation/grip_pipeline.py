@@ -103,6 +103,9 @@ PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
 
 SUBSAMPLE_RULES = ("even", "excitation")
 
+RADIUS_DOUBT = 0.005
+"""A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
+
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
@@ -571,6 +574,20 @@ class GripPipeline:
         if not 0 < self.warm_steps < config.n_steps:
             return config
         return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
+
+    def doubtful_assumptions(self) -> list[str]:
+        """The vehicle-description facts the data contradict, one sentence each: today the rolling radius, when the
+        online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs (the slips use the
+        learnt radius, so the estimate is corrected; the description should be)."""
+        out = []
+        radius = self.radius
+        if radius is None:
+            return out
+        for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
+            if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
+                out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % (SD {100.0 * sd:.2f} %) "
+                           "against the vehicle description (tire.unloaded_radius / tire.rolling_radius)")
+        return out
 
     def data_time(self) -> float:
         """The time a belief published now refers to: the newest odometry stamp (it follows a clock that went

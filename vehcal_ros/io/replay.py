@@ -429,6 +429,7 @@ class GripRecorder:
         self.outputs: list[tuple] = []     # (t_cycle, rank, (key, kind, stamp, payload))
         self.n_cycles = 0
         self.truth: GroundTruth | None = None
+        self.doubts: list[str] = []        # the fed pipeline's doubtful description facts at the last tick
         self.speed_t: list[float] = []     # the odometry's speed trace (the belief's odometer)
         self.speed_u: list[float] = []
 
@@ -442,9 +443,12 @@ class GripRecorder:
         t, u = np.asarray(self.speed_t, dtype=float), np.asarray(self.speed_u, dtype=float)
         return {s: tr.in_force(hazard, prob, t, u, test) for s, tr in self.tracks.items()}
 
-    def take_samples(self, collector: Any) -> None:
-        """Keep the friction samples that entered each scope's buffer since the last call (called at every grip
-        tick, before the snapshot): the contradiction test of the belief in force reruns on them."""
+    def take_samples(self, pipeline: Any) -> None:
+        """Keep the friction samples that entered each scope's buffer since the last call, and the pipeline's
+        doubtful description facts (called at every grip tick, before the snapshot, with the pipeline the records
+        were fed to): the contradiction test of the belief in force reruns on the samples."""
+        collector = pipeline.collector
+        self.doubts = pipeline.doubtful_assumptions()
         for scope, tr in self.tracks.items():
             d = collector.recent(scope, tr.sampled_to)
             keep = d.t > tr.sampled_to
@@ -744,7 +748,7 @@ def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, c
                            grip.collector.reject, cal.reject if cal is not None else None)  # nodes let in
 
     def grip_cycle(t_now: float) -> None:
-        recorder.take_samples(grip.collector)
+        recorder.take_samples(grip)
         snaps = grip.snapshot()
         if not snaps:  # the node's timer submits no work then (and the pipeline's cycle count stays)
             return
@@ -793,6 +797,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         "grip_not_converged": {s: grip.status[s].n_not_converged for s in scopes},
         "grip_surface_changes": {s: list(grip.status[s].surface_change_times) for s in scopes},
         "grip_skipped_unexcited": {s: grip.status[s].n_skipped_unexcited for s in scopes},
+        "grip_doubtful_assumptions": list(recorder.doubts),
     }
     cal_series: dict[str, CalibrationSeries] = {}
     model_params: dict[str, float] = {}

@@ -184,7 +184,7 @@ class GripScheduler:
 
     def plan(self, t_now: float) -> None:
         """A grip timer tick at bag time ``t_now``: the snapshot the node would take, queued per scope."""
-        self.recorder.take_samples(self.planner.collector)
+        self.recorder.take_samples(self.planner)
         snaps = self.planner.snapshot()
         if not snaps:
             return
