@@ -1,6 +1,6 @@
 """Where the package's shared resources live (config/, config/scenarios/, config/vehicles/, launch/).
 
-One lookup used everywhere (issue 10). Three layouts, searched in this order:
+One lookup used everywhere. Three layouts, searched in this order:
 
 1. **A ROS 2 install** (``colcon build``, ``source install/setup.bash``): the package's share folder as the ament
    index finds it on ``AMENT_PREFIX_PATH`` (``<prefix>/share/vehcal_ros``). This is what ``ros2 launch`` and

@@ -1,4 +1,4 @@
-"""``--vehicle NAME|FILE`` shared by the CLI verbs (issue 11): validates the description and sets the
+"""``--vehicle NAME|FILE`` shared by the CLI verbs: validates the description and sets the
 ``vehicle`` parameter of the nodes that take one in a params mapping ``{node: {param: value}}``."""
 
 from __future__ import annotations

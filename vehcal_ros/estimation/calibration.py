@@ -513,7 +513,7 @@ def _jsonable(obj):
 
 # --------------------------------------------------------------------------------------------------- problem
 class _RollSplit:
-    """Sampling (kphi_f, kphi_r) as total roll stiffness and front fraction (issue 11, sedan lateral stage).
+    """Sampling (kphi_f, kphi_r) as total roll stiffness and front fraction (the sedan's lateral stage).
 
     The roll angle fixes the total ``kphi_total = kphi_f + kphi_r`` (steady state ``phi = m_s h a_y / (kphi -
     m_s g h)``) to a few per cent, while the split ``lambda_f = kphi_f / kphi_total`` is seen only through the

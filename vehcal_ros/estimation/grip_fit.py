@@ -124,8 +124,8 @@ class GripConfig:
     as published). Each kernel leaves the posterior invariant whatever the draws were, and within the kept part of
     a leg the proposal is fixed, so the chains stay exact; the convergence rule judges them as before. At low
     excitation the posterior is a curved ridge (the data fix the initial slope and leave the peak free) that the
-    random walk follows slowly; an independence step crosses it at once when accepted (issue 13, session 5:
-    benchmarks/README_grip.md)."""
+    random walk follows slowly; an independence step crosses it at once when accepted
+    (benchmarks/README_grip.md)."""
     cold_independent: bool = True
     """Cold fits take independence steps (``p_independent``) in their extensions, from a proposal fitted to the
     first leg's kept draws (the first leg stays Algorithm 1: random-walk steps only; fitted to the pilot's draws,
@@ -160,7 +160,7 @@ class GripConfig:
     """"deconvolved": True = the likelihood also integrates out the error of the deconvolved components' means,
     which all of a component's samples share (:meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.
     shared_loadings`, :func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); False (default): the means taken
-    as known. Measured, not the default (benchmarks/README_tire_forces.md, session 7): SBC live_latent 90.0 % /
+    as known. Measured, not the default (benchmarks/README_tire_forces.md): SBC live_latent 90.0 % /
     50.0 % (off: 89.0 / 49.5), the daily drive's misses unchanged."""
 
     def __post_init__(self) -> None:

@@ -110,8 +110,8 @@ RADIUS_DOUBT = 0.005
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
 
-    ``rule="even"`` (the default): evenly spaced in time order, the newest kept. ``rule="excitation"`` (issue 11,
-    session 4; NOT the default: simulation-based calibration put its 90 % intervals at 83.5 % over 200 sets of
+    ``rule="even"`` (the default): evenly spaced in time order, the newest kept. ``rule="excitation"`` (NOT the
+    default: simulation-based calibration put its 90 % intervals at 83.5 % over 200 sets of
     600-block windows, against 88.5 % evenly in time on the same sets, benchmarks/README_grip.md):
 
     A window of everyday driving is mostly cruise and coast near zero slip; the few blocks that climb the curve
@@ -123,9 +123,9 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     kept). The choice depends on the slips (the regressor) only, so
     the likelihood of the friction given the chosen slips is unchanged: selecting on the friction would bias it.
 
-    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), under either rule (the even
-    one since session 7: before, the fit deconvolved its 100 samples alone, and the HMMWV's first estimates on
-    the daily drive read 0.4-0.65 against 0.90, benchmarks/README_tire_forces.md), each true slip's posterior
+    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), under either rule (a fit that
+    deconvolves its 100 samples alone reads the HMMWV's first daily-drive estimates at 0.4-0.65 against 0.90,
+    benchmarks/README_tire_forces.md), each true slip's posterior
     (:mod:`~vehcal_ros.estimation.latent_slip`) is taken under the slip distribution deconvolved from EVERY
     sample of the window: the selected samples' distribution is the selection's, not the vehicle's (and an
     evenly-in-time share of 200 of the accel_coast window's 602 blocks merged its tight acceleration cluster
@@ -252,7 +252,7 @@ def pure_slip(data: ScopeData) -> np.ndarray:
     (:func:`~vehcal_ros.models.pacejka.combined`): after a road change it does not follow the new surface's
     curve however low its friction (on the sedan's daily drive, the dry road's samples at |mu| 0.02-0.2 sit
     +0.3 to +0.6 SD above the wet posterior predictive, the wet samples -0.25 to +0.14 SD;
-    benchmarks/README_tire_forces.md, session 5), so :meth:`GripPipeline.current_surface` drops it."""
+    benchmarks/README_tire_forces.md), so :meth:`GripPipeline.current_surface` drops it."""
     lat = getattr(data, "lat", None)
     if lat is None:
         return np.ones(data.t.size, dtype=bool)
@@ -282,7 +282,7 @@ class GripPipeline:
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
     #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
-    #: (:meth:`pre_gate`; the default since session 7, benchmarks/README_tire_forces.md)
+    #: (:meth:`pre_gate`; benchmarks/README_tire_forces.md)
     require_new_excitation: bool = True
     hazard: HazardModel = field(default_factory=HazardModel)   #: the belief in force over time (grip_belief.py)
     #: the online rolling radius (estimation/rolling_radius.py; None = the description's radius as it is)

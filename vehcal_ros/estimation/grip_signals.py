@@ -9,7 +9,7 @@ interpolated at t; the wheel-centre longitudinal speed is the body velocity at t
 the slip ratio is Eq. (3) of the friction paper, s = (omega R - v) / max(omega R, v), with the rolling radius R
 either fixed or load dependent (R = r0 - Fz / kt, as the 8-DOF model), and the friction is Eq. (1), mu = Fx/Fz.
 
-Toe and slip angle (issue 11, the published sedan). The wheel heading delta_i also carries the wheel's toe from
+Toe and slip angle (e.g. the published sedan). The wheel heading delta_i also carries the wheel's toe from
 the vehicle description (``suspension.toe_in_front/rear``: static toe and bump steer over wheel travel; toe-in
 turns a left wheel right): delta_i = delta - side_i toe_i(z). The front wheel travel z is taken from the IMU:
 z = L (pitch - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase, plus the rear

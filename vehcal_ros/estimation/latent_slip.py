@@ -76,7 +76,7 @@ class SlipMixture:
         Row k is a_ik sqrt(V_k); the likelihood integrates delta_k out exactly
         (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`). Without it a tight cluster of samples
         (cruise, a steady drive) pins the curve at its slip as if that slip were known to V_k / n_k, not V_k: a
-        narrow interval that misses (benchmarks/README_tire_forces.md, session 7)."""
+        narrow interval that misses (benchmarks/README_tire_forces.md)."""
         r, _ = self.responsibilities(s, v)
         tot = self.variances[None, :] + v[:, None]
         gain = self.variances[None, :] / tot

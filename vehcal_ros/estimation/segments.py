@@ -67,7 +67,7 @@ OPTIONAL_SOURCES: dict[str, tuple[str, ...]] = {
 }
 """Optional sources: measured per-wheel net torque (N m, ``JointState.effort`` of the wheel-speed topic, FL, FR,
 RL, RR; ``WheelSpeeds.torque``). When present over a whole window, the segment carries it and it drives the
-8-DOF wheels instead of the vehicle description's powertrain and brake maps (issue 11)."""
+8-DOF wheels instead of the vehicle description's powertrain and brake maps."""
 YAW_RATE_SOURCES = ("odom", "imu")
 MEASURED = ("u", "v", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rf", "w_lr", "w_rr")
 

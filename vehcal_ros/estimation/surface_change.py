@@ -1,4 +1,4 @@
-"""Road-surface change detection for the grip estimator (issue 11): drop the samples of the previous surface.
+"""Road-surface change detection for the grip estimator: drop the samples of the previous surface.
 
 The grip fit pools the friction samples of the last ``window`` seconds. After a road change (dry -> wet -> snow)
 that window mixes two tire curves, and the estimates stay between the surfaces until the old samples have aged

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def _az():
     """arviz, imported on first use: its import takes ~2 s (its plotting modules, a numba ufunc compiled at
     import), which a process that only fits grip chains, or a replay's worker before its first calibration fit,
-    need not pay (issue 13, session 6)."""
+    need not pay."""
     with warnings.catch_warnings():  # arviz 0.2x announces its 1.x refactor on import
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az

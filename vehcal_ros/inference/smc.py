@@ -18,7 +18,7 @@ paper used PyMC's ``sample_smc``). Per stage:
    than a quarter of that fit's); ``imh_components=1`` is PyMC's single Gaussian. The tempered posteriors between
    prior and posterior are skewed in the unconstrained space (logit-uniform prior, log sigmas): on the Chrono
    lateral stage one Gaussian accepts ~0.27 of its proposals in the middle stages, the mixture ~0.45, and the
-   run takes ~43 % fewer evaluations for about the same ESS (issue 13, benchmarks/README.md). With fewer
+   run takes ~43 % fewer evaluations for about the same ESS (benchmarks/README.md). With fewer
    particles per component the EM fit follows the particles' noise: at 100 per component in 9 dimensions (4 x 300
    on a synthetic lateral drive) the runs disagreed (R-hat 1.26); hence the ``30 d`` rule.
 

@@ -1,4 +1,4 @@
-"""The calibrator's state file: the last accepted result of each stage, kept across restarts (issue 10).
+"""The calibrator's state file: the last accepted result of each stage, kept across restarts.
 
 ``model_calibrator`` writes it (atomically: temp file + rename, so a kill -9 leaves the old or the new file, never
 half of one) after every accepted fit and on ``~/save``; at start it reads it back and publishes the restored

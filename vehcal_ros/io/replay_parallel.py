@@ -259,8 +259,8 @@ class CalibrationScheduler:
 
     A tick that would wait does not stop the read: it is deferred, with every record and rejection after it, in
     their order, and fed on (:meth:`drain`) once the fit is in, so the grip cycles keep being planned meanwhile
-    (on the 160 s daily drive the read stalled ~4 s on the first SMC with one core idle, issue 13 session 6).
-    The calibrator sees the same sequence of records, ticks and commits as before. At most ``max_deferred``
+    (on the 160 s daily drive the read stalled ~4 s on the first SMC with one core idle).
+    The calibrator sees the same sequence of records, ticks and commits as in a serial replay. At most ``max_deferred``
     items wait; beyond that the read waits for the fit, as before."""
 
     max_deferred = 200_000

@@ -52,7 +52,7 @@ def interpolate_inputs(t_knots: np.ndarray, values: np.ndarray, t: np.ndarray) -
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Any vehicle (issue 11): the vehicle description's drive input, packed into the 8-DOF constants vector.
+# Any vehicle: the vehicle description's drive input, packed into the 8-DOF constants vector.
 # Packed layout (from offset ``o`` of the constants vector, see vehicle_8dof.VehicleConstants.as_array):
 #   o+0 kind (0 dc_motor, 1 engine_map), o+1 max_torque, o+2 max_speed, o+3 ratio, o+4 efficiency,
 #   o+5 front_share, o+6 final_drive, o+7 n_map, o+8 n_gears, then n_map engine speeds (rad/s), n_map full-throttle

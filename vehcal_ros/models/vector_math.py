@@ -1,4 +1,4 @@
-"""arctan and sin/cos in plain arithmetic, so that LLVM can vectorise the loops that call them (issue 13).
+"""arctan and sin/cos in plain arithmetic, so that LLVM can vectorise the loops that call them.
 
 numba turns ``math.atan`` and ``math.sin`` into calls to the C library, one element at a time; with Intel's SVML
 it would call vector versions, but the llvmlite wheels from PyPI are not built with SVML. The magic formula's

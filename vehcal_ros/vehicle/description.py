@@ -1,4 +1,4 @@
-"""Vehicle description: everything the estimators take as known about one vehicle (issue 11).
+"""Vehicle description: everything the estimators take as known about one vehicle.
 
 One YAML file per vehicle, ``config/vehicles/<name>.yaml`` (schema, field by field: docs/vehicle_description.md),
 loaded into a frozen :class:`VehicleDescription` by :func:`load_vehicle`. The package ships ``hmmwv`` (the 8-DOF
@@ -242,7 +242,8 @@ def _get(doc: Mapping, dotted: str) -> Any:
     return cur
 
 
-def _number(where: str, value: Any, unit: str, lo: float, hi: float) -> float:
+def checked_number(where: str, value: Any, unit: str, lo: float, hi: float) -> float:
+    """``value`` as a float in [``lo``, ``hi``]; else one InputError line naming ``where``, the unit and range."""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -256,7 +257,7 @@ def _table(where: str, value: Any, unit: str, width: int) -> list[list[float]]:
     if not isinstance(value, (list, tuple)) or len(value) < 1 or not all(
             isinstance(r, (list, tuple)) and len(r) == width for r in value):
         raise InputError(f"{where}: expected a list of [{unit}] rows")
-    return [[_number(f"{where}[{i}][{j}]", c, u, -1e7, 1e7) for j, (c, u) in enumerate(zip(r, unit.split(", ")))]
+    return [[checked_number(f"{where}[{i}][{j}]", c, u, -1e7, 1e7) for j, (c, u) in enumerate(zip(r, unit.split(", ")))]
             for i, r in enumerate(value)]
 
 
@@ -275,7 +276,7 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
             if default is None:
                 raise InputError(f"{src}: missing field {path} ({unit}, in [{lo:g}, {hi:g}])")
             value = default
-        kw[fname] = _number(f"{src}: {path}", value, unit, lo, hi)
+        kw[fname] = checked_number(f"{src}: {path}", value, unit, lo, hi)
     for fname, path in (("hrcf", "roll_centre_below_cg.front"), ("hrcr", "roll_centre_below_cg.rear")):
         if kw[fname] > kw["h"]:
             raise InputError(f"{src}: {path} = {kw[fname]:g} m: expected <= cg.height {kw['h']:g} m "
@@ -342,7 +343,7 @@ def _rolling_radius(doc: Mapping, src: str, kw: Mapping[str, Any]) -> dict[str, 
     if value is None:
         return {}
     r0 = kw["r0"]
-    return {"rolling_radius": _number(f"{src}: tire.rolling_radius", value, "m (<= tire.unloaded_radius)",
+    return {"rolling_radius": checked_number(f"{src}: tire.rolling_radius", value, "m (<= tire.unloaded_radius)",
                                       0.8 * r0, r0)}
 
 
@@ -366,7 +367,7 @@ def _driveline(doc: Mapping, src: str) -> dict[str, Any]:
             raise InputError(f"{src}: missing field driveline.front_share (fraction of drive torque on the front "
                              "axle, in [0, 1]) for a vehicle with two driven axles")
         share = 1.0 if axles[0] == "front" else 0.0
-    share = _number(f"{src}: driveline.front_share", share, "-", 0.0, 1.0)
+    share = checked_number(f"{src}: driveline.front_share", share, "-", 0.0, 1.0)
     if (share > 0.0 and "front" not in axles) or (share < 1.0 and "rear" not in axles):
         raise InputError(f"{src}: driveline.front_share = {share:g} puts torque on an axle that is not driven")
     order = tuple(a for a in ("front", "rear") if a in axles)
@@ -391,7 +392,7 @@ def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any
             value = _get(doc, path)
             if value is None:
                 raise InputError(f"{src}: missing field {path} ({unit}, in [{lo:g}, {hi:g}])")
-            out[fname] = _number(f"{src}: {path}", value, unit, lo, hi)
+            out[fname] = checked_number(f"{src}: {path}", value, unit, lo, hi)
         return out
     if kind != "engine_map":
         raise InputError(f"{src}: powertrain.kind = {kind!r}: expected dc_motor or engine_map")
@@ -415,7 +416,7 @@ def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any
     if not isinstance(gears, (list, tuple)) or not gears:
         raise InputError(f"{src}: missing field powertrain.gear_ratios (output/input speed per forward gear, "
                          "in (0, 10])")
-    out["gear_ratios"] = tuple(_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed", 1e-4, 10.0)
+    out["gear_ratios"] = tuple(checked_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed", 1e-4, 10.0)
                                for i, g in enumerate(gears))
     shifts = _get(doc, "powertrain.shift_rpm")
     if len(gears) > 1 or shifts is not None:
@@ -433,7 +434,7 @@ def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any
     if fd is None:
         raise InputError(f"{src}: missing field powertrain.final_drive (differential output/input speed, "
                          "in [0.0001, 10])")
-    out["final_drive"] = _number(f"{src}: powertrain.final_drive", fd, "output/input speed", 1e-4, 10.0)
+    out["final_drive"] = checked_number(f"{src}: powertrain.final_drive", fd, "output/input speed", 1e-4, 10.0)
     return out
 
 
@@ -447,7 +448,7 @@ def _steering(doc: Mapping, src: str) -> dict[str, Any]:
     if ratio is None:
         raise InputError(f"{src}: missing field steering.ratio (rad of road-wheel angle per unit steering input, "
                          "in (0, 2])")
-    return {"steering_source": source, "steer_gain": _number(f"{src}: steering.ratio", ratio, "rad per unit input",
+    return {"steering_source": source, "steer_gain": checked_number(f"{src}: steering.ratio", ratio, "rad per unit input",
                                                              1e-4, 2.0)}
 
 
@@ -462,8 +463,8 @@ def _priors(value: Any, where: str) -> dict[str, tuple[float, float]]:
             raise InputError(f"{where}.{name}: unknown calibrated parameter; known: {', '.join(CALIBRATED)}")
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise InputError(f"{where}.{name} = {pair!r}: expected [lower, upper]")
-        lo = _number(f"{where}.{name}[0]", pair[0], "", -1e12, 1e12)
-        hi = _number(f"{where}.{name}[1]", pair[1], "", -1e12, 1e12)
+        lo = checked_number(f"{where}.{name}[0]", pair[0], "", -1e12, 1e12)
+        hi = checked_number(f"{where}.{name}[1]", pair[1], "", -1e12, 1e12)
         if not 0.0 <= lo < hi:
             raise InputError(f"{where}.{name} = [{lo:g}, {hi:g}]: expected 0 <= lower < upper")
         out[str(name)] = (lo, hi)
@@ -479,7 +480,7 @@ def _nominal(value: Any, where: str) -> dict[str, float]:
     for name, v in value.items():
         if name not in NOMINAL_NAMES:
             raise InputError(f"{where}.{name}: unknown parameter; known: {', '.join(NOMINAL_NAMES)}")
-        out[str(name)] = _number(f"{where}.{name}", v, "", 0.0, 1e12)
+        out[str(name)] = checked_number(f"{where}.{name}", v, "", 0.0, 1e12)
     return out
 
 

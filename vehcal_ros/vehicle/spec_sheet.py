@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.vehicle.description import checked_number
 
 G = 9.81
 """m/s^2, gravity of the generated description."""
@@ -141,15 +142,6 @@ DRIVES = ("FWD", "RWD", "AWD")
 
 
 # ------------------------------------------------------------------------------------------------ parsing
-def _number(where: str, value: Any, unit: str, lo: float, hi: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = float("nan")
-    if isinstance(value, bool) or not math.isfinite(v) or not lo <= v <= hi:
-        raise InputError(f"{where} = {value!r}: expected a number in [{lo:g}, {hi:g}] {unit}")
-    return v
-
 
 def parse_tire_size(size: Any, where: str = "spec_sheet.tire") -> tuple[float, float, float]:
     """ISO metric size ``195/65R15`` (optionally ``ZR``, a load index and speed symbol) -> (section width m,
@@ -158,9 +150,9 @@ def parse_tire_size(size: Any, where: str = "spec_sheet.tire") -> tuple[float, f
     if m is None:
         raise InputError(f"{where} = {size!r}: expected an ISO tire size WIDTH/ASPECT R RIM, e.g. 195/65R15 "
                          "(section width mm / aspect ratio % R rim diameter inch)")
-    width = _number(f"{where} (section width)", float(m.group(1)) / 1000.0, "m", 0.1, 0.5)
-    aspect = _number(f"{where} (aspect ratio)", float(m.group(2)) / 100.0, "-", 0.2, 1.2)
-    rim = _number(f"{where} (rim diameter)", float(m.group(3)) * INCH, "m", 10 * INCH, 24 * INCH)
+    width = checked_number(f"{where} (section width)", float(m.group(1)) / 1000.0, "m", 0.1, 0.5)
+    aspect = checked_number(f"{where} (aspect ratio)", float(m.group(2)) / 100.0, "-", 0.2, 1.2)
+    rim = checked_number(f"{where} (rim diameter)", float(m.group(3)) * INCH, "m", 10 * INCH, 24 * INCH)
     return width, aspect, rim
 
 
@@ -188,7 +180,7 @@ def _spec_values(spec: Any) -> tuple[str, dict[str, Any]]:
     def need(key: str, unit: str, lo: float, hi: float) -> float:
         if s.get(key) is None:
             raise InputError(f"spec_sheet.{key}: missing ({unit}, in [{lo:g}, {hi:g}])")
-        return _number(f"spec_sheet.{key}", s[key], unit, lo, hi)
+        return checked_number(f"spec_sheet.{key}", s[key], unit, lo, hi)
 
     out: dict[str, Any] = {}
     loads = s.get("axle_loads")
@@ -197,8 +189,8 @@ def _spec_values(spec: Any) -> tuple[str, dict[str, Any]]:
             raise InputError("spec_sheet.axle_loads: give either axle_loads or front_axle_share, not both")
         if not isinstance(loads, (list, tuple)) or len(loads) != 2:
             raise InputError(f"spec_sheet.axle_loads = {loads!r}: expected [front_kg, rear_kg]")
-        f = _number("spec_sheet.axle_loads[0]", loads[0], "kg", 1.0, 5e4)
-        r = _number("spec_sheet.axle_loads[1]", loads[1], "kg", 1.0, 5e4)
+        f = checked_number("spec_sheet.axle_loads[0]", loads[0], "kg", 1.0, 5e4)
+        r = checked_number("spec_sheet.axle_loads[1]", loads[1], "kg", 1.0, 5e4)
         out["mass"] = need("mass", "kg", 100.0, 1e5) if s.get("mass") is not None else f + r
         if abs(f + r - out["mass"]) > 0.02 * out["mass"]:
             raise InputError(f"spec_sheet.axle_loads = [{f:g}, {r:g}]: sum {f + r:g} kg differs from "
@@ -218,7 +210,7 @@ def _spec_values(spec: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(track, (list, tuple)):
         if len(track) != 2:
             raise InputError(f"spec_sheet.track = {track!r}: expected [front, rear] m or one number")
-        out["track"] = tuple(_number(f"spec_sheet.track[{i}]", t, "m", 0.5, 3.0) for i, t in enumerate(track))
+        out["track"] = tuple(checked_number(f"spec_sheet.track[{i}]", t, "m", 0.5, 3.0) for i, t in enumerate(track))
     else:
         t = need("track", "m", 0.5, 3.0)
         out["track"] = (t, t)
@@ -233,7 +225,7 @@ def _spec_values(spec: Any) -> tuple[str, dict[str, Any]]:
     if s.get("drive_front_share") is not None:
         if drive != "AWD":
             raise InputError("spec_sheet.drive_front_share: only with drive AWD")
-        out["drive_front_share"] = _number("spec_sheet.drive_front_share", s["drive_front_share"], "-", 0.0, 1.0)
+        out["drive_front_share"] = checked_number("spec_sheet.drive_front_share", s["drive_front_share"], "-", 0.0, 1.0)
     out["steering_ratio"] = need("steering_ratio", "steering-wheel / road-wheel angle", 5.0, 40.0)
     si = s.get("steering_input")
     if si not in STEERING_INPUTS:
