@@ -416,8 +416,8 @@ def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any
     if not isinstance(gears, (list, tuple)) or not gears:
         raise InputError(f"{src}: missing field powertrain.gear_ratios (output/input speed per forward gear, "
                          "in (0, 10])")
-    out["gear_ratios"] = tuple(checked_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed", 1e-4, 10.0)
-                               for i, g in enumerate(gears))
+    out["gear_ratios"] = tuple(checked_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed",
+                                              1e-4, 10.0) for i, g in enumerate(gears))
     shifts = _get(doc, "powertrain.shift_rpm")
     if len(gears) > 1 or shifts is not None:
         shifts = _table(f"{src}: powertrain.shift_rpm", shifts, "rpm, rpm", 2)
@@ -448,8 +448,8 @@ def _steering(doc: Mapping, src: str) -> dict[str, Any]:
     if ratio is None:
         raise InputError(f"{src}: missing field steering.ratio (rad of road-wheel angle per unit steering input, "
                          "in (0, 2])")
-    return {"steering_source": source, "steer_gain": checked_number(f"{src}: steering.ratio", ratio, "rad per unit input",
-                                                             1e-4, 2.0)}
+    gain = checked_number(f"{src}: steering.ratio", ratio, "rad per unit input", 1e-4, 2.0)
+    return {"steering_source": source, "steer_gain": gain}
 
 
 def _priors(value: Any, where: str) -> dict[str, tuple[float, float]]:
