@@ -2,8 +2,8 @@
 
 Data: ``test_2.csv`` (Chrono HMMWV, 100 Hz, same columns as the calibration files) and its driver file
 ``test_set.txt`` from the paper's public repository (uwsbel/sbel-reproducibility, 2022/calibrationBayesianExamples:
-data/test_2.csv, chrono_model/calib_mod/driver/test_set.txt; BSD-3-Clause). They are not in shared/data; give
-their folder with ``--test-dir`` (default: shared/data/chrono_hmmwv). The model starts from the Chrono state at
+data/test_2.csv, chrono_model/calib_mod/driver/test_set.txt; BSD-3-Clause), vendored in data/chrono_hmmwv; another
+folder is given with ``--test-dir``. The model starts from the Chrono state at
 1.0 s and runs to 11.6 s (rows 100-1160, the paper's notebook); RMSE per Table 9 channel against the noise-free
 Chrono data; the score is the sum over the 8 channels of RMSE / the paper's published Table 9 RMSE (8.0 = the
 paper's own result).
@@ -19,7 +19,7 @@ import numpy as np
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
 PAPER_TABLE9 = {"u": 0.319, "v": 0.020, "psi": 0.026, "yaw_rate": 0.021, "roll": 0.006, "roll_rate": 0.016,
                 "w_lf": 1.300, "w_rr": 1.245}
 """The paper's Table 9 (posterior mean-RMSE, test experiment)."""
@@ -30,7 +30,7 @@ PAPER_MEANS = {"Cxf": 10659.0, "Cxr": 10280.0, "Cyf": 44016.0, "Cyr": 54046.0, "
 
 def test2_table(test_dir: str | Path | None = None, last_row: int = 1160) -> dict[str, np.ndarray]:
     """Columns of :func:`vehcal_ros.estimation.holdout.records_to_table` from the Chrono test 2 files."""
-    d = Path(test_dir) if test_dir else SHARED / "data" / "chrono_hmmwv"
+    d = Path(test_dir) if test_dir else CHRONO
     csv, drv = d / "test_2.csv", d / "test_set.txt"
     if not csv.is_file() or not drv.is_file():
         raise SystemExit(f"Chrono test 2 not found ({csv}, {drv}); see this module's docstring")
