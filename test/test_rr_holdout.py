@@ -7,17 +7,18 @@ and the same small Jw then over-accelerates every launch (benchmarks/diag_rr_hol
 made the paper's data has 17.46 kg m^2 per wheel (description ``hmmwv_chrono``), the paper's 8-DOF 11.
 
 * synthetic (8-DOF, Jw 17.46): the rolling-resistance stage with ``hmmwv_chrono`` recovers the true rr within 3
-  posterior SD; with ``hmmwv`` (Jw 11) it misses by more than 3 SD. Power: the bias with Jw 11 is
-  (2613.5 + 4 x 11 / 0.4504^2) / (2613.5 + 4 x 17.46 / 0.4504^2) - 1 = -4.3 % = 5.4e-4, against a posterior SD
-  of ~8.5e-5 on 500 samples at sigma_u 0.1 m/s (6.3 SD): the Jw-11 check fails to see the bias with probability
-  P(N > 6.3 - 3) < 1e-3, and the correct description trips the 3-SD bound with probability 0.27 %.
+  posterior SD; with ``hmmwv`` (Jw 11) it misses by more than 3 SD. Power: the bias with Jw 11 is at least the
+  inertia factor (2613.5 + 4 x 11 / 0.4504^2) / (2613.5 + 4 x 17.46 / 0.4504^2) - 1 = -4.3 % = 5.4e-4 (measured
+  on this segment: -6 %, 0.01176 against 0.0125, 9.6 SD), against a posterior SD of ~8e-5 on 500 samples at
+  sigma_u 0.1 m/s: the Jw-11 check misses the bias with probability P(N > 6.3 - 3) < 1e-3, and the correct
+  description trips the 3-SD bound with probability 0.27 % (measured: -1.5 SD).
 * Chrono (the paper's data, its noise): rolling resistance -> longitudinal chained as ``calibrate_all`` runs
   them, with ``hmmwv_chrono``, predicts test 2's u (held out) with RMSE <= 0.10 m/s and better than the
   paper's means in the same code (0.161). Power: over 5 noise seeds at 8 x 1000 the full chain gives u RMSE
-  0.065 with a seed-to-seed SD of < 0.002 (benchmarks/chrono_holdout_seeds.md); with the cause back (Jw 11, or
-  the longitudinal stage fitted with rr held at 0.0175) u RMSE is 0.19-0.21 (chrono_table.md,
-  README_calibration.md), 0.09-0.11 above the bound, i.e. > 40 seed SDs: both errors of the check are
-  negligible; 4 x 300 draws add a Monte Carlo error < 1e-4 in rr (posterior SD 8.5e-5 / sqrt(1200 / ESS)).
+  0.052 with a seed-to-seed SD of 0.008 (benchmarks/chrono_holdout_seeds.md; 0.058 here at 4 x 300): the bound
+  is 6 SD above, a false alarm has probability < 1e-6. With the cause back u RMSE is 0.22 (Jw 11, chain order)
+  or 0.125 (``hmmwv_chrono`` in the paper's order: the longitudinal stage fits Cx 7 900 with rr held at 0.0175),
+  >= 3 SD above the bound: missed with probability < 1e-3.
 * the test-2 wheel-speed columns divided by cos(psi) equal the straight coast's w r / u after the turn.
 """
 
