@@ -114,9 +114,10 @@ def _print_summary(res, out) -> None:
         print(f"  rmse {ch:<11} prior {res.rmse_prior[ch]:.4g}  posterior {res.rmse_posterior[ch]:.4g}", file=out)
 
 
-def _warn_order(segments: dict, previous: dict[str, float] | None, model: str | None, vehicle) -> set[str]:
-    """Warn (stderr) for each stage about to run whose fit depends on a parameter no earlier stage calibrated
-    (:mod:`vehcal_ros.estimation.stage_order`); returns the names ``--model``'s chain calibrated."""
+def _order_warnings(segments: dict, previous: dict[str, float] | None, model: str | None,
+                    vehicle) -> tuple[set[str], list[str]]:
+    """(names ``--model``'s chain calibrated, one warning per stage about to run whose fit depends on a parameter
+    no earlier stage calibrated: :mod:`vehcal_ros.estimation.stage_order`)."""
     from vehcal_ros.estimation.stage_order import CALIBRATED_BY, CHAIN_ORDER, order_warning
     from vehcal_ros.io.model_file import calibrated_names
     from vehcal_ros.models.vehicle_8dof import VehicleConstants
@@ -124,14 +125,15 @@ def _warn_order(segments: dict, previous: dict[str, float] | None, model: str | 
     before = calibrated_names(model) if model else set()
     held = {**VehicleConstants.from_description(vehicle).default_parameters(), **(previous or {})}
     known = set(before)
+    warnings = []
     for stage in CHAIN_ORDER:
         if stage not in segments:
             continue
         msg = order_warning(stage, known, held)
         if msg:
-            print(f"vehcal calibrate: warning: {msg}", file=sys.stderr)
+            warnings.append(f"vehcal calibrate: warning: {msg}")
         known |= {name for name, st in CALIBRATED_BY.items() if st == stage}
-    return before
+    return before, warnings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         previous = load_model_file(args.model)
     loaded = _read_input(args.input, stages, args.t_start, args.t_end)
     segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
-    calibrated = _warn_order(segments, previous, args.model, vehicle)
+    calibrated, order_warnings = _order_warnings(segments, previous, args.model, vehicle)
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
                                     separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle,
@@ -163,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
                                                    n_draws=args.draws, seed=args.seed,
                                                    separate_bphi=args.separate_bphi, previous=previous,
                                                    vehicle=vehicle, noise_prior_factor=args.noise_prior_factor)}
+    for line in order_warnings:   # after the fit, so that a refused segment stays a one-line error
+        print(line, file=sys.stderr)
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)
