@@ -12,9 +12,14 @@ Each candidate cause is measured on the noise-free Chrono data (benchmarks/chron
    inertia behind the spindle as ``sp_tor = J w_dot``);
 3. test 2 (held out): u RMSE against rr, the u error at the end of the launch (3.5 s) and its drift over the
    coast (4.0 to 9.5 s) for the calibrated and the paper's parameters;
-4. test 2's wheel-speed columns against u: the ratio w r / u before and after the vehicle has yawed.
+4. test 2's wheel-speed columns against u: the ratio w r / u before and after the vehicle has yawed;
+5. the yaw angle (the one channel where the calibrated model loses to the priors): the road-wheel angle per unit
+   steering input that Chrono's data record (``toe_in_avg``) in the lateral window and in test 2, against the
+   description's fixed ratio; with ``--steer-experiment`` also the lateral stage calibrated on the recorded
+   road-wheel angle (4 x 500, a description with ``steering.source: measured``) and test 2 run on it.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/diag_rr_holdout.py [--out benchmarks/diag_rr_holdout.md]``.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/diag_rr_holdout.py [--steer-experiment]
+[--out benchmarks/diag_rr_holdout.md]``.
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ def best_rr(sim: Simulator8Dof, u: np.ndarray, params: dict[str, float]) -> floa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=str(Path(__file__).with_name("diag_rr_holdout.md")))
+    ap.add_argument("--steer-experiment", action="store_true",
+                    help="also calibrate the lateral stage on the recorded road-wheel angle (~1 CPU min)")
     args = ap.parse_args()
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -183,11 +190,58 @@ def main() -> None:
         ratio = col2["wlr"][i] * 0.4504 / col2["vx"][i]
         lines.append(f"| {ts:.2f} | {psi:+.3f} | {col2['Steering_input'][i]:+.3f} | {ratio:.4f} | "
                      f"{ratio / np.cos(psi):.4f} |")
+    lines += steering_section(tab, args.steer_experiment)
     lines += ["", f"Wall {time.perf_counter() - t0:.0f} s, load average {load0:.1f} -> {os.getloadavg()[0]:.1f}.",
               ""]
     text = "\n".join(lines)
     Path(args.out).write_text(text)
     print(text)
+
+
+def steering_section(tab: dict[str, np.ndarray], experiment: bool) -> list[str]:
+    """Section 5: Chrono's road-wheel angle per unit steering input against the lateral acceleration."""
+    from vehcal_ros.vehicle.description import load_vehicle
+
+    ratio = load_vehicle("hmmwv_chrono").steer_gain
+    out = ["", "## 5. Held-out test 2: the yaw angle and the steering ratio", "",
+           f"Road-wheel angle per unit steering input recorded by Chrono (-toe_in_avg / Steering_input, rad) against "
+           f"the description's fixed {ratio:.4f}; lateral acceleration u x yaw rate:", "",
+           "| run | t s | steering | road-wheel angle / steering | u yaw_rate m/s^2 |", "|---|---|---|---|---|"]
+    for f, rows in (("simp_ramp.csv (lateral window)", (780, 900, 1020, 1065)),
+                    ("test_2.csv (held out)", (420, 600, 660, 780, 840))):
+        col = read_chrono(chrono_dir() / f.split()[0])
+        for i in rows:
+            s = col["Steering_input"][i]
+            out.append(f"| {f} | {col['time'][i]:.2f} | {s:+.3f} | {-col['toe_in_avg'][i] / s:.4f} | "
+                       f"{col['vx'][i] * col['yaw_rate'][i]:+.2f} |")
+    if not experiment:
+        return out
+    from dataclasses import replace
+
+    from bench_chrono_holdout_seeds import NOISE
+
+    from vehcal_ros.estimation.calibration import Segment, calibrate_stage
+
+    desc = Path(__file__).resolve().parents[1] / "config" / "vehicles" / "hmmwv_chrono.yaml"
+    text = desc.read_text().replace("  source: ratio ", "  source: measured  # ").replace("  ratio: 0.65", "  # 0.65")
+    measured = Path(os.environ.get("TMPDIR", "/tmp")) / "hmmwv_chrono_measured_steering.yaml"
+    measured.write_text(text.replace("name: hmmwv_chrono", "name: hmmwv_chrono_measured_steering"))
+    col = read_chrono(chrono_dir() / "simp_ramp.csv")
+    seg = Segment.from_chrono(chrono_dir() / "simp_ramp.csv", chrono_dir() / "ramp_steer.txt", 700, 1069)
+    seg = replace(seg.with_noise(NOISE, 1), steering=-col["toe_in_avg"][700:1070])
+    prev = {k: CALIBRATED_CHRONO[k] for k in ("Cxf", "Cxr", "rr")}
+    res = calibrate_stage(seg, "lateral", previous=prev, vehicle=str(measured), n_chains=4, n_draws=500, seed=2)
+    p = {**prev, **res.posterior_means()}
+    t2 = dict(tab)
+    t2["steering"] = -read_chrono(chrono_dir() / "test_2.csv")["toe_in_avg"][: tab["t"].size]
+    ratio_fixed = holdout_rmse(tab, CALIBRATED_CHRONO, constants=VehicleConstants.from_description("hmmwv_chrono"))
+    on_angle = holdout_rmse(t2, p, constants=VehicleConstants.from_description(str(measured)))
+    out += ["", "Lateral stage on the recorded road-wheel angle (noise seed 1, 4 x 500, Cx and rr of the chain): "
+            f"Cyf {p['Cyf']:.0f}, Cyr {p['Cyr']:.0f}, kphi_f {p['kphi_f']:.0f}, kphi_r {p['kphi_r']:.0f}, bphi "
+            f"{p['bphi_f'] + p['bphi_r']:.0f} (converged {res.converged}); test 2 on the recorded angle: psi "
+            f"{on_angle['psi']:.4f}, yaw rate {on_angle['yaw_rate']:.4f}, v {on_angle['v']:.4f} (fixed ratio, "
+            f"the chain's means: {ratio_fixed['psi']:.4f}, {ratio_fixed['yaw_rate']:.4f}, {ratio_fixed['v']:.4f})."]
+    return out
 
 
 def fit_cx(vehicle: str, rr: float) -> tuple[np.ndarray, np.ndarray]:
