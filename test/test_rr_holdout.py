@@ -40,10 +40,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 def _chrono() -> Path:
-    for d in (REPO / "data" / "chrono_hmmwv", REPO.parent / "shared" / "data" / "chrono_hmmwv"):
-        if (d / "test_2.csv").is_file():
-            return d
-    pytest.skip("the paper's Chrono runs (data/chrono_hmmwv or ../shared/data/chrono_hmmwv) are not here")
+    """The paper's Chrono runs, vendored in data/chrono_hmmwv."""
+    return REPO / "data" / "chrono_hmmwv"
 
 
 def _coast(constants: VehicleConstants, rr: float, seed: int) -> Segment:
