@@ -135,6 +135,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("confirm_max_shift", 3.5, "a due refit first fits the new window by least squares around the "
               "accepted model: within this many sd (Mahalanobis) the model is confirmed and no SMC runs; 0 = always "
               "refit (estimation/recalibration_check.py)", 0.0, 100.0),
+    ParamSpec("holdout_fraction", 0.25, "share of each qualifying window held back from the fit (its last part, "
+              ">= 0.5 s and 50 samples): a fit is accepted only if it predicts that part no worse than the model it "
+              "replaces, within its 90 % predictive band; 0 = no predictive check (estimation/acceptance.py)",
+              0.0, 0.5),
+    ParamSpec("holdout_tolerance", 2.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
+              "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %, or "
+              "its 90 % band holds fewer than 90 % - this many SE - 2 % of the samples", 0.0, 10.0),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
     ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
               read_only=True),
@@ -465,15 +472,34 @@ class ModelCalibratorNode(WorkerNode):
                                       "n_not_converged": st.n_not_converged, "n_rejected": st.n_rejected,
                                       "n_confirmed": st.n_confirmed, "last_check": st.last_check,
                                       "last_fit_s": st.last_fit_s, "excitation": st.excitation,
-                                      "last_reason": st.last_reason}
+                                      "last_reason": st.last_reason,
+                                      "n_refused_holdout": st.n_refused_holdout,
+                                      "last_holdout": (st.last_holdout or {}).get("message", "")}
                 if st.segment:
                     kv.update({"segment_t0": st.segment[0], "segment_t1": st.segment[1]})
                 if st.result is not None:
                     r_hat, ess = worst_diagnostics(st.result)
                     kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "converged": st.result.converged})
                     kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
+                    kv.update(holdout_values(st.result_holdout))
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
+
+
+def holdout_values(holdout: dict | None) -> dict[str, Any]:
+    """The /diagnostics keys of an accepted fit's predictive check (estimation/acceptance.py), next to its
+    parameters: ``holdout_rmse_<channel>`` (the fit's held-back RMSE, channel units), ``holdout_rmse_replaced_
+    <channel>`` (the model it replaced), ``holdout_coverage_<channel>`` (share in its 90 % band),
+    ``holdout_replaced`` (accepted | nominal), ``holdout_t0``/``holdout_t1`` (s); none without a check."""
+    if not holdout or not holdout.get("rmse_candidate"):
+        return {}
+    out: dict[str, Any] = {"holdout_replaced": holdout.get("replaced", ""),
+                           "holdout_t0": holdout["segment"][0], "holdout_t1": holdout["segment"][1]}
+    for c, v in holdout["rmse_candidate"].items():
+        out[f"holdout_rmse_{c}"] = v
+        out[f"holdout_rmse_replaced_{c}"] = holdout["rmse_replaced"][c]
+        out[f"holdout_coverage_{c}"] = holdout["coverage"][c]
+    return out
 
 
 def build_node(context: Any = None, **overrides: Any) -> ModelCalibratorNode:
