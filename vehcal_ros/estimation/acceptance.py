@@ -30,6 +30,12 @@ nominal values are already as good as the data allow, the candidate's posterior-
 O(1/n_fit) share to the mean square (a few tenths of a per cent of the RMSE for 100+ fitted samples per
 parameter), which the margin absorbs so that an equal result is accepted.
 
+Power of (H4): the SE is that of the held-back segment's own residual differences, so where the candidate's
+error is one slow drift across the segment (a wrong roll stiffness on a 1 s tail) ``n_eff`` is 3-5 and (H4)
+needs an excess of ~1-2 RMSE of the replaced model to refuse (measured: roll rate 0.084 vs 0.0052 rad/s at n_eff
+4.7 passes (H4)). Such a candidate is refused by its band instead (14 % of the roll-rate samples in its 90 %
+band), which is why both rules apply.
+
 **Predictive band** (per channel): the candidate's 90 % posterior predictive band from ``S`` posterior draws
 ``theta_s`` with the noise model's marginal residual sd ``s_s`` (``sigma_c``; ``sqrt(sigma_c^2 + delta_c^2)``
 with a model-discrepancy term), a mixture of normals. A sample ``y_t`` lies in the central 90 % band iff its
