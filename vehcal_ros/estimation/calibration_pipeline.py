@@ -141,7 +141,7 @@ class CalibrationPipelineConfig:
     holdout_tolerance: float = DEFAULT_TOLERANCE
     """[standard errors] k of the predictive check: a channel fails if the candidate's held-back RMSE exceeds the
     replaced model's by more than k SE of the difference (autocorrelation counted) + 2 %, or its band holds fewer
-    than 90 % - k SE - 2 % of the samples (acceptance.py Eq. H4, H5), 0..10."""
+    than 90 % - k SE - 2 % of the samples (acceptance.py Eq. H4, H5; default 3), 0..10."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""

@@ -139,7 +139,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               ">= 0.5 s and 50 samples): a fit is accepted only if it predicts that part no worse than the model it "
               "replaces, within its 90 % predictive band; 0 = no predictive check (estimation/acceptance.py)",
               0.0, 0.5),
-    ParamSpec("holdout_tolerance", 2.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
+    ParamSpec("holdout_tolerance", 3.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
               "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %, or "
               "its 90 % band holds fewer than 90 % - this many SE - 2 % of the samples", 0.0, 10.0),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
