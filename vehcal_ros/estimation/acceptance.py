@@ -169,7 +169,7 @@ class HoldoutCheck:
         for c, k in self.channels.items():
             if k.worse:
                 out.append(f"{c} RMSE {k.rmse_candidate:.4g} vs {k.rmse_replaced:.4g} of the {self.replaced} model "
-                           f"(worse by {k.rmse_candidate - k.rmse_replaced:.3g} > {self.tolerance:g} SE "
+                           f"(worse by {k.rmse_candidate - k.rmse_replaced:.3g} > {self.tolerance:g} x SE "
                            f"{k.se_difference:.3g} + {100 * self.margin:g} %, n_eff {k.n_eff:.0f})")
             if k.undercovered:
                 out.append(f"{c} in the 90 % predictive band {100 * k.coverage:.1f} % of the time (< "
