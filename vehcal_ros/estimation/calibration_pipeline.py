@@ -509,7 +509,8 @@ class CalibrationPipeline:
                 error = f"fit failed: {exc!r}"
             ok = result is not None and self.acceptable(result)
             holdout = None
-            if ok and job.held is not None:   # the acceptance rule: it must predict the held-back part
+            if ok and job.held is not None and at_prior_bound(job.stage, result, priors=c.priors) is None:
+                # the acceptance rule: it must predict the held-back part (a fit at a prior bound is refused anyway)
                 holdout = self._predict(job, result, chained)
                 ok = bool(holdout["passed"])
             if ok:
