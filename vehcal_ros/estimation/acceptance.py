@@ -260,14 +260,15 @@ def predictive_check(held: Segment, candidate: CalibrationResult, previous: Mapp
                      replaced: Mapping[str, float] | None = None, *, tolerance: float = DEFAULT_TOLERANCE,
                      vehicle=None, priors: Mapping | None = None, dt: float | None = None,
                      n_draws: int = BAND_DRAWS, seed: int = 0,
-                     fitted: tuple[float, float] = (math.nan, math.nan)) -> HoldoutCheck:
+                     fitted: tuple[float, float] = (math.nan, math.nan), label: str | None = None) -> HoldoutCheck:
     """Judge ``candidate`` (a stage's posterior) on the held-back segment ``held`` (module docstring).
 
     ``previous``: the other stages' 8-DOF values, held fixed for both models (as the fit held them);
     ``replaced``: the stage's accepted posterior means (8-DOF names; ``bphi_f``/``bphi_r`` for bphi), None or
     empty: the description's nominal values (``previous`` over the vehicle's defaults, as the fit's base);
     ``tolerance``: k [SE] of (H4) and the coverage rule; ``vehicle``/``priors``/``dt``: as the fit;
-    ``n_draws``: posterior draws of the band (H5). ~``n_draws + 2`` runs of the 8-DOF on ``held``.
+    ``n_draws``: posterior draws of the band (H5); ``label``: how messages name the replaced model (default
+    ``accepted`` with ``replaced``, else ``nominal``). ~``n_draws + 2`` runs of the 8-DOF on ``held``.
     """
     spec = stage_spec(candidate.stage, separate_bphi=candidate.separate_bphi, priors=priors, vehicle=vehicle)
     if dt is not None:
@@ -321,7 +322,7 @@ def predictive_check(held: Segment, candidate: CalibrationResult, previous: Mapp
     rep_vals = {n: float(v) for n, v in zip(names, theta_repl)}
     cand_vals = {n: float(v) for n, v in zip(names, theta_mean)}
     return HoldoutCheck(candidate.stage, seg, fitted, int(held.time.size), out,
-                        "accepted" if replaced else "nominal", rep_vals, cand_vals, float(tolerance),
+                        label or ("accepted" if replaced else "nominal"), rep_vals, cand_vals, float(tolerance),
                         notes=notes)
 
 
