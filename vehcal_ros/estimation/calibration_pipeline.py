@@ -5,8 +5,10 @@ torque of ``JointState.effort`` when the vehicle description's ``torque_source``
 buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.segments`) and runs the staged Bayesian
 calibration of papers/bayesian-calibration-8dof-vehicle-model.md (Section 3: longitudinal -> lateral -> rolling
 resistance; tempered SMC, several runs as chains) on them. Each stage keeps its last accepted result: a fit
-whose diagnostics fail (any R-hat > ``max_r_hat`` or bulk ESS < ``min_ess``, Section 3.2) or that raises is
-reported and does not replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
+whose diagnostics fail (any R-hat > ``max_r_hat`` or bulk ESS < ``min_ess``, Section 3.2), that raises, or that
+does not predict its window's held-back last part (``holdout_fraction``, not fitted) no worse than the model it
+would replace, within its predictive band (:mod:`vehcal_ros.estimation.acceptance`), is reported and does not
+replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
 paper's "previous stages' results"; after the first pass every stage sees the latest values of all others).
 
 A cycle is split in three, as :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`: :meth:`snapshot`
