@@ -8,6 +8,7 @@ Section 3.1 noise (white, so the true residual of the true model is the noise it
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -64,6 +65,19 @@ def test_split_segment_holds_back_a_non_overlapping_tail() -> None:
         assert fitted < 0.5 * NOISE[ch], (ch, fitted)
     with pytest.raises(EstimationError, match="too short to hold back"):
         split_segment(noisy.window(noisy.time[0], noisy.time[80]), 0.25)
+
+
+def test_holdout_settings_are_validated() -> None:
+    from vehcal_ros.errors import InputError
+    from vehcal_ros.estimation.calibration_pipeline import config_from
+
+    cfg = config_from({"holdout_fraction": 0.3, "holdout_tolerance": 2.5, "holdout_band": "refuse"})
+    assert (cfg.holdout_fraction, cfg.holdout_tolerance, cfg.holdout_band) == (0.3, 2.5, "refuse")
+    assert (CalibrationPipelineConfig().holdout_band, CalibrationPipelineConfig().holdout_tolerance) == ("warn", 3.0)
+    for bad, needle in (({"holdout_fraction": 0.6}, "holdout_fraction"), ({"holdout_tolerance": -1.0},
+                        "holdout_tolerance"), ({"holdout_band": "maybe"}, "holdout_band")):
+        with pytest.raises(InputError, match=needle):
+            config_from(bad)
 
 
 def _index(ch: str) -> int:
@@ -149,6 +163,10 @@ def test_candidate_from_another_vehicle_is_refused_naming_the_channel() -> None:
     k = chk.channels["v"]
     assert k.undercovered and f"v in the 90 % predictive band {100 * k.coverage:.1f} % of the time" in msg
     assert k.rmse_candidate > 3 * k.rmse_replaced
+    # holdout_band warn: the band's shortfall is named but only the RMSE rule refuses (roll here)
+    warn = replace(chk, band="warn")
+    assert not warn.passed and warn.to_dict()["band_policy"] == "warn"
+    assert all("RMSE" in f for f in warn.failures()) and any(w.startswith("v in the 90 %") for w in warn.warnings())
 
 
 def _nominal(stage: str) -> dict[str, float]:

@@ -54,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "on it against the model it replaces (--model's values, else the description's nominal "
                         "ones): held-out RMSE per channel, 90 %% band coverage, accepted or refused, as the live "
                         "calibrator (JSON 'holdout'; a refusal warns on stderr); default 0 = off")
+    p.add_argument("--holdout-band", choices=("warn", "refuse"), default="warn",
+                   help="with --holdout: a 90 %% band holding too few held-back samples warns (default) or refuses, "
+                        "as the calibrator's holdout_band")
     p.set_defaults(func=run)
     return p
 
@@ -134,8 +137,10 @@ def _holdout(fitted, held, res, previous: dict[str, float] | None, vehicle, args
     replaced = {n: prev[n] for n in names if n in prev}
     chk = predictive_check(held, res, prev, replaced or None, vehicle=vehicle, seed=args.seed,
                            fitted=(float(fitted.time[0]), float(fitted.time[-1])),
-                           label="--model" if replaced else "nominal")
+                           label="--model" if replaced else "nominal", band=args.holdout_band)
     print(f"  holdout: {chk.describe()} -> {'accepted' if chk.passed else 'REFUSED'}", file=out)
+    for line in chk.warnings():
+        print(f"vehcal calibrate: warning: its 90 % band is too narrow: {line}", file=sys.stderr)
     if not chk.passed:
         print(f"vehcal calibrate: warning: the fit does not predict its {chk.describe()}", file=sys.stderr)
     return chk.to_dict()

@@ -32,7 +32,14 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import Cancelled, EstimationError, InputError
-from vehcal_ros.estimation.acceptance import DEFAULT_FRACTION, DEFAULT_TOLERANCE, MIN_HOLDOUT_S, predictive_check
+from vehcal_ros.estimation.acceptance import (
+    BAND_POLICIES,
+    DEFAULT_BAND,
+    DEFAULT_FRACTION,
+    DEFAULT_TOLERANCE,
+    MIN_HOLDOUT_S,
+    predictive_check,
+)
 from vehcal_ros.estimation.buffers import RollingBuffer
 from vehcal_ros.estimation.calibration import (
     STAGE_NAMES,
@@ -144,6 +151,9 @@ class CalibrationPipelineConfig:
     """[standard errors] k of the predictive check: a channel fails if the candidate's held-back RMSE exceeds the
     replaced model's by more than k SE of the difference (autocorrelation counted) + 2 %, or its band holds fewer
     than 90 % - k SE - 2 % of the samples (acceptance.py Eq. H4, H5; default 3), 0..10."""
+    holdout_band: str = DEFAULT_BAND
+    """what a 90 % band holding too few held-back samples does: ``warn`` (accepted on the RMSE rule, stage WARN,
+    shortfall named) or ``refuse`` (acceptance.py, "Band policy")."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -170,6 +180,9 @@ class CalibrationPipelineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
                 raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo:g}, {hi:g}]")
+        if self.holdout_band not in BAND_POLICIES:
+            raise InputError(f"calibration config: holdout_band = {self.holdout_band!r} is not one of "
+                             f"{', '.join(BAND_POLICIES)}")
         if self.dt is not None and not 1e-4 <= self.dt <= 0.05:
             raise InputError(f"calibration config: dt = {self.dt!r} is out of range [0.0001, 0.05]")
         try:
@@ -531,7 +544,7 @@ class CalibrationPipeline:
         try:
             return predictive_check(job.held, result, {**job.previous, **chained}, job.replaced,
                                     tolerance=c.holdout_tolerance, vehicle=c.vehicle, priors=c.priors, dt=c.dt,
-                                    seed=job.seed, fitted=fitted).to_dict()
+                                    seed=job.seed, fitted=fitted, band=c.holdout_band).to_dict()
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError,
                 np.linalg.LinAlgError) as exc:
             t0, t1 = float(job.held.time[0]), float(job.held.time[-1])
@@ -617,6 +630,9 @@ class CalibrationPipeline:
                 st.level = OK
                 st.last_reason = ""
                 st.message = self._summary(o.stage)
+                if o.holdout and o.holdout.get("warnings"):   # holdout_band warn: accepted, its band too narrow
+                    st.level = WARN
+                    st.message += f"; its 90 % band is too narrow: {'; '.join(o.holdout['warnings'])}"
                 updated.append(o.stage)
         self.cycle += 1
         return updated
@@ -848,7 +864,7 @@ PRIOR_PREFIX = "prior."
 
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift",
-               "holdout_fraction", "holdout_tolerance")
+               "holdout_fraction", "holdout_tolerance", "holdout_band")
 HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
                         "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
 """The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,

@@ -142,6 +142,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("holdout_tolerance", 3.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
               "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %, or "
               "its 90 % band holds fewer than 90 % - this many SE - 2 % of the samples", 0.0, 10.0),
+    ParamSpec("holdout_band", "warn", "what a fit's 90 % predictive band holding too few held-back samples does: warn "
+              "(accepted on the RMSE rule, stage WARN, shortfall named) or refuse (while the likelihood's intervals "
+              "miss model-form error, refuse rejects fits that predict better)", choices=("warn", "refuse")),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
     ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
               read_only=True),
