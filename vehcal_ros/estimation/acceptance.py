@@ -27,16 +27,16 @@ are one slow drift thus counts as a few samples and the tolerance widens accordi
 with ``k = holdout_tolerance`` (default 3) and ``m`` = :data:`PRACTICAL_MARGIN` (2 %). A stage has up to four
 channels and two rules each, eight one-sided tests: at k = 3 an equal, well-calibrated model is refused with
 probability <= 8 x 0.13 % = 1.1 % (Bonferroni, normal approximation; at k = 2 it would be 18 %, and a refusal on a
-replay of single maneuvers leaves the stage without a model). Where the
-nominal values are already as good as the data allow, the candidate's posterior-mean error adds an
-O(1/n_fit) share to the mean square (a few tenths of a per cent of the RMSE for 100+ fitted samples per
-parameter), which the margin absorbs so that an equal result is accepted.
+replay of single maneuvers leaves the stage without a model). Where the nominal values are already as good as
+the data allow, the candidate's posterior-mean error adds an O(1/n_fit) share to the mean square (a few tenths of
+a per cent of the RMSE for 100+ fitted samples per parameter), which the margin absorbs so that an equal result
+is accepted.
 
 Power of (H4): the SE is that of the held-back segment's own residual differences, so where the candidate's
 error is one slow drift across the segment (a wrong roll stiffness on a 1 s tail) ``n_eff`` is 3-5 and (H4)
 needs an excess of ~1-2 RMSE of the replaced model to refuse (measured: roll rate 0.084 vs 0.0052 rad/s at n_eff
-4.7 passes (H4)). Such a candidate is refused by its band instead (14 % of the roll-rate samples in its 90 %
-band), which is why both rules apply.
+4.7 passes (H4)). Such a candidate is caught by its band instead (14 % of the roll-rate samples in its 90 %
+band: refused under ``holdout_band: refuse``, WARN under ``warn``), which is why both rules apply.
 
 **Band policy** (``holdout_band``: ``warn``, the default, or ``refuse``). With the likelihood's residual model as it
 stands (one noise sigma per channel, sampled: the *in-sample* residual level), data from another model carry
@@ -55,18 +55,17 @@ with a model-discrepancy term) and the standard error ``se_c`` of the held-back 
 local quadratic fit over the first second, :func:`initial_value_se`): ``s_s^2 + se_c^2``, a mixture of normals.
 The initial-state term is exact for an integrated state that keeps its initial error (u in a coast-down) and
 conservative for those that forget it (v, the rates); without it a correct longitudinal fit's u band held 80.5 %
-of a held-back tail (a 0.03 m/s initial error is 0.3 sigma_u for the whole segment).
-A sample ``y_t`` lies in the central 90 % band iff its
-probability integral transform lies in [0.05, 0.95]::
+of a held-back tail (a 0.03 m/s initial error is 0.3 sigma_u for the whole segment). A sample ``y_t`` lies in
+the central 90 % band iff its probability integral transform lies in [0.05, 0.95]::
 
     F_t(y_t) = 1/S sum_s Phi((y_t - f_t(theta_s)) / s_s),   inside = 0.05 <= F_t(y_t) <= 0.95             (H5)
 
 (exact for the mixture, no band quantiles needed). The coverage ``p`` = share of samples inside has
 ``SE(p) = sqrt(p0 (1 - p0) / n_eff)`` with ``p0 = 0.9`` and ``n_eff`` of the inside-indicator series (again
-autocorrelated). The channel fails when ``p < 0.9 - k SE(p) - m_cov`` (:data:`COVERAGE_MARGIN` 0.02): the band is
-overconfident. A coverage above ``0.9 + k SE(p)`` (a band wider than the residuals need, e.g. a held-back part
-with less model-form error than the fitted one) is reported and does not refuse: it predicts better than it
-claims.
+autocorrelated). The band is too narrow (overconfident) when ``p < 0.9 - k SE(p) - m_cov``
+(:data:`COVERAGE_MARGIN` 0.02; the band policy above decides what follows). A coverage above ``0.9 + k SE(p)``
+(a band wider than the residuals need, e.g. a held-back part with less model-form error than the fitted one) is
+reported and does not refuse: it predicts better than it claims.
 
 Nothing here imports rclpy.
 """
