@@ -54,6 +54,7 @@ from vehcal_ros.estimation.segments import (
     resample,
 )
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+from vehcal_ros.vehicle.description import load_vehicle
 
 OK, WARN, ERROR = 0, 1, 2
 
@@ -249,6 +250,9 @@ class CalibrationPipeline:
         self.config = config or CalibrationPipelineConfig()
         self.config.validate()
         c = self.config
+        self.vehicle = load_vehicle(c.vehicle)
+        """the vehicle description (None in the config: the default vehicle): its steering map gives the
+        road-wheel angle of the stage thresholds"""
         self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
                         for name, cols in SOURCE_COLUMNS.items()}
         if _measured_torque(c.vehicle):   # per-wheel net torque (JointState.effort) drives the 8-DOF wheels
@@ -368,7 +372,7 @@ class CalibrationPipeline:
                 continue
             if newest - self._last_attempt[stage] < c.recalibration_period:
                 continue
-            windows, why = find_windows(r, stage, c.segments)
+            windows, why = find_windows(r, stage, c.segments, self.vehicle)
             open_end = newest - 2.0 / c.segments.rate
             fresh = [w for w in windows if w.t_end - self._last_end[stage] >= c.min_new_data
                      and (final or w.t_end < open_end or w.duration >= c.segments.max_duration - 1e-6)]
@@ -390,7 +394,8 @@ class CalibrationPipeline:
                     raise InputError(f"{stage} segment [{w.t_start:.2f}, {w.t_end:.2f}] s: no measured wheel torque "
                                      "(JointState.effort of every wheel) throughout, and the vehicle's "
                                      "torque_source is measured")
-                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0)
+                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0,
+                              vehicle=self.vehicle, thresholds=c.segments)
             except (InputError, EstimationError) as exc:
                 st.n_rejected += 1
                 self._note(stage, f"segment rejected: {exc}", level=ERROR if isinstance(exc, InputError) else WARN)
