@@ -123,7 +123,8 @@ class StageThresholds:
     lat_min_lateral_accel: float = threshold(
         0.5, "m/s^2", 0.0, 20.0, "lateral: peak lateral acceleration u r + dv/dt (either way, 0.5 s mean): twice "
         "the 0.25 m/s^2 of a road's crossfall")
-    lat_max_accel: float = threshold(2.0, "m/s^2", 0.0, 20.0, "lateral: forward acceleration (either way) at roughly steady speed")
+    lat_max_accel: float = threshold(2.0, "m/s^2", 0.0, 20.0, "lateral: forward acceleration (either way) at "
+                                     "roughly steady speed")
     rr_min_speed: float = threshold(5.0, "m/s", 0.0, 100.0, "coast-down: minimum speed")
     rr_max_throttle: float = threshold(0.02, "-", 0.0, 1.0, "coast-down: throttle pedal below this counts as "
                                        "released (0..1)")
