@@ -208,3 +208,16 @@ def test_thresholds_are_declared_once() -> None:
     SegmentConfig().validate()
     with pytest.raises(InputError, match=r"lat_min_lateral_accel = 30.0 is out of range \[0, 20\] m/s\^2"):
         SegmentConfig(lat_min_lateral_accel=30.0).validate()
+
+
+def test_a_braked_deceleration_is_no_coast_down_and_the_refusal_says_so() -> None:
+    """A straight deceleration with the brake pedal at 0.05 for 0.8 s of every second (a speed controller's
+    light braking): never 2 s of free rolling; the refusal names the brake, not the steering."""
+    sources, _, _ = _lane_change(0.0, 17.0)
+    t = sources["controls"][:, 0]
+    ctl = sources["controls"].copy()
+    ctl[:, 2] = np.where((t % 1.0) < 0.8, 0.05, 0.0)
+    r = resample({**sources, "controls": ctl})
+    wins, why = find_windows(r, "rolling_resistance", SegmentConfig(), HMMWV)
+    assert wins == [] and "too short" in why and "% braked (brake >= 0.02)" in why, why
+    assert "not straight" not in why, why

@@ -348,7 +348,28 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
             out.append(Window(stage, float(r.time[a]), float(r.time[b]), s))
         elif s > best_score:
             best_score, best_reason = s, f"not excited: {label}"
+    if not out and stage == "rolling_resistance" and best_reason.startswith("too short"):
+        best_reason += _why_no_coast(r, c, no_brake, straight)
     return out, ("" if out else best_reason)
+
+
+def _why_no_coast(r: Resampled, c: SegmentConfig, no_brake: np.ndarray, straight: np.ndarray) -> str:
+    """What cuts the coasting short: the share of the throttle-released time at speed that is braked or steered
+    (the quantities that failed, with their thresholds)."""
+    released = r.valid & (r["throttle"] < c.rr_max_throttle) & (r["u"] > c.rr_min_speed)
+    if not released.any():
+        return ""
+    braked, steered = float((~no_brake[released]).mean()), float((~straight[released]).mean())
+    parts = []
+    if braked > 0.0:
+        parts.append(f"{100 * braked:.0f} % braked (brake >= {c.max_brake:g})")
+    if steered > 0.0:
+        parts.append(f"{100 * steered:.0f} % not straight (road-wheel angle > "
+                     f"{fmt_angle(c.straight_max_road_wheel_angle)})")
+    if not parts:
+        return ""
+    return (f"; of the {released.sum() / c.rate:.1f} s with the throttle released at u > {c.rr_min_speed:g} m/s, "
+            + " and ".join(parts))
 
 
 def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:
