@@ -134,7 +134,7 @@ def test_a_refusal_names_the_failing_quantity_and_not_one_that_passed() -> None:
     sources, delta, _ = _lane_change(0.003, 17.0)
     r = resample(_fed(sources, delta / HMMWV.steer_gain))
     wins, why = find_windows(r, "lateral", SegmentConfig(), HMMWV)
-    assert wins == [] and "peak road-wheel angle 0.0030 rad (0.17 deg), need >= 0.0044 rad (0.25 deg)" in why
+    assert wins == [] and "peak road-wheel angle 0.003 rad (0.172 deg), need >= 0.0044 rad (0.252 deg)" in why
     assert "lateral acceleration" not in why, why
 
 
@@ -148,7 +148,7 @@ def test_the_road_wheel_angle_follows_the_description_steering_ratio(lane_change
     r = resample(_fed(sources, sw))
     seg = build_segment(r, 1.0, 7.0)
     check_segment(seg, stage_spec("lateral"), vehicle=ratio16)
-    with pytest.raises(EstimationError, match=r"peak road-wheel angle 0\.0042 rad \(0\.24 deg\), need >= 0\.0044"):
+    with pytest.raises(EstimationError, match=r"peak road-wheel angle 0\.00423 rad \(0\.242 deg\), need >= 0\.0044"):
         check_segment(seg, stage_spec("lateral"), vehicle=ratio17)
     assert find_windows(r, "lateral", SegmentConfig(), ratio16)[0]
     assert not find_windows(r, "lateral", SegmentConfig(), ratio17)[0]
@@ -174,7 +174,7 @@ def test_coast_down_refusal_names_only_what_failed(lane_change) -> None:
     with pytest.raises(EstimationError) as exc:
         check_segment(seg, stage_spec("rolling_resistance"), vehicle=HMMWV)
     msg = str(exc.value)
-    assert "not a coast-down: not straight: peak road-wheel angle 0.0066 rad (0.38 deg), need <= 0.0044" in msg
+    assert "not a coast-down: not straight: peak road-wheel angle 0.0066 rad (0.378 deg), need <= 0.0044" in msg
     assert "throttle" not in msg and "brake" not in msg and "speed" not in msg, msg
 
 
@@ -221,3 +221,43 @@ def test_a_braked_deceleration_is_no_coast_down_and_the_refusal_says_so() -> Non
     wins, why = find_windows(r, "rolling_resistance", SegmentConfig(), HMMWV)
     assert wins == [] and "too short" in why and "% braked (brake >= 0.02)" in why, why
     assert "not straight" not in why, why
+
+
+def _records(sources: dict, steering: np.ndarray) -> list:
+    """Records of the calibrator's topics from stamp-first source arrays (wheel speeds, IMU, odometry,
+    controls with ``steering``)."""
+    from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
+
+    out: list = []
+    w, imu, od, ctl = (sources[k] for k in ("wheel_speeds", "imu", "odom", "controls"))
+    for k in range(w.shape[0]):
+        t = float(w[k, 0])
+        out += [WheelSpeeds(t, tuple(float(x) for x in w[k, 1:5])),
+                ImuSample(t, float(imu[k, 1]), float(imu[k, 2]), float(imu[k, 3]), 0.0, 0.0),
+                OdomSample(t, float(od[k, 1]), float(od[k, 2]), float(od[k, 3])),
+                Controls(t, float(ctl[k, 1]), float(ctl[k, 2]), float(steering[k]))]
+    return out
+
+
+def test_the_live_calibrator_qualifies_through_its_vehicle_description(lane_change, tmp_path) -> None:
+    """The model_calibrator's pipeline (live and replay) with a description whose steering input is the
+    road-wheel angle takes the lane change for the lateral stage; the same numbers read as a normalised input of
+    the HMMWV (0.0066 x 0.6525 = 0.0043 rad) are not steered enough, and its status names the road-wheel angle."""
+    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+
+    sources, delta, _ = lane_change
+    path = tmp_path / "road_wheel_car.yaml"
+    path.write_text(yaml.safe_dump(ROAD_WHEEL.to_dict()))
+    jobs = {}
+    for name, vehicle in (("road_wheel", str(path)), ("hmmwv", None)):
+        p = CalibrationPipeline(CalibrationPipelineConfig(stages=("lateral",), vehicle=vehicle, window=60.0))
+        for rec in _records(sources, delta):
+            p.add(rec)
+        jobs[name] = p.snapshot(final=True)
+        if name == "hmmwv":
+            assert jobs[name] == []
+            msg = p.status["lateral"].message
+            assert "peak road-wheel angle 0.00431 rad (0.247 deg), need >= 0.0044 rad (0.252 deg)" in msg, msg
+            assert "lateral acceleration" not in msg, msg
+    (job,) = jobs["road_wheel"]
+    assert job.stage == "lateral" and job.window.score > 0.6

@@ -137,8 +137,8 @@ def deg(angle_rad: float) -> float:
 
 
 def fmt_angle(angle_rad: float) -> str:
-    """A road-wheel angle as ``0.0044 rad (0.25 deg)``."""
-    return f"{angle_rad:.4f} rad ({deg(angle_rad):.2f} deg)"
+    """A road-wheel angle as ``0.0044 rad (0.252 deg)`` (3 significant digits each)."""
+    return f"{angle_rad:.3g} rad ({deg(angle_rad):.3g} deg)"
 
 
 def moving_mean(x: np.ndarray, k: int) -> np.ndarray:
