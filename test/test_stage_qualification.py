@@ -261,3 +261,21 @@ def test_the_live_calibrator_qualifies_through_its_vehicle_description(lane_chan
             assert "lateral acceleration" not in msg, msg
     (job,) = jobs["road_wheel"]
     assert job.stage == "lateral" and job.window.score > 0.6
+
+
+def test_no_candidate_window_names_what_is_missing(lane_change) -> None:
+    """When no sample can start a window, the reason names the quantity: no throttle at all; throttle only while
+    steered (the share, not the brake, which passed); no speed for the lateral stage."""
+    sources, delta, _ = lane_change
+    steer = delta / HMMWV.steer_gain
+    r = resample(_fed(sources, steer))
+    _, why = find_windows(r, "longitudinal", SegmentConfig(), HMMWV)
+    assert why == "no throttle application: peak throttle 0.000, need > 0.05", why
+    ctl = _fed(sources, steer)["controls"]
+    ctl[:, 1] = np.where(np.abs(delta) > 0.0044, 0.3, 0.0)   # throttle exactly while steered past straight
+    _, why = find_windows(resample({**sources, "controls": ctl}), "longitudinal", SegmentConfig(), HMMWV)
+    assert why.startswith("no straight throttle application without brake: of the ") and (
+        "100 % not straight (road-wheel angle > 0.0044 rad (0.252 deg))" in why), why
+    assert "braked" not in why, why
+    _, why = find_windows(r, "lateral", SegmentConfig(lat_min_speed=30.0), HMMWV)
+    assert why == "no lateral excitation: peak speed 22.0 m/s, need > 30 m/s", why

@@ -263,14 +263,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     best_reason, best_score = "", -np.inf
     runs = _runs(mask)
     if not runs:
-        what = {"longitudinal": "no straight throttle application without brake (|road-wheel angle| <= "
-                                f"{fmt_angle(c.straight_max_road_wheel_angle)})",
-                "lateral": f"no gap-free data at u > {c.lat_min_speed:g} m/s, steady speed, no brake",
-                "rolling_resistance": f"no straight coasting (throttle < {c.rr_max_throttle:g}, brake < "
-                                      f"{c.max_brake:g}, |road-wheel angle| <= "
-                                      f"{fmt_angle(c.straight_max_road_wheel_angle)}) at u > {c.rr_min_speed:g} m/s"}
-        gaps = "" if r.valid.all() else f" ({int((~r.valid).sum())} grid points invalid: gaps or NaN)"
-        return [], what[stage] + gaps
+        return [], _why_none(r, stage, c, no_brake, straight)
     ay = np.abs(lateral_acceleration(r.time, u, r["v"], r["yaw_rate"])) if stage == "lateral" else None
     for i0, i1 in runs:
         run0, run1 = i0, i1
@@ -349,27 +342,53 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
         elif s > best_score:
             best_score, best_reason = s, f"not excited: {label}"
     if not out and stage == "rolling_resistance" and best_reason.startswith("too short"):
-        best_reason += _why_no_coast(r, c, no_brake, straight)
+        released = r.valid & (thr < c.rr_max_throttle) & (u > c.rr_min_speed)
+        why = _shares(r, released, f"with the throttle released at u > {c.rr_min_speed:g} m/s", [
+            (~no_brake, f"braked (brake >= {c.max_brake:g})"),
+            (~straight, f"not straight (road-wheel angle > {fmt_angle(c.straight_max_road_wheel_angle)})")])
+        best_reason += f"; {why}" if why else ""
     return out, ("" if out else best_reason)
 
 
-def _why_no_coast(r: Resampled, c: SegmentConfig, no_brake: np.ndarray, straight: np.ndarray) -> str:
-    """What cuts the coasting short: the share of the throttle-released time at speed that is braked or steered
-    (the quantities that failed, with their thresholds)."""
-    released = r.valid & (r["throttle"] < c.rr_max_throttle) & (r["u"] > c.rr_min_speed)
-    if not released.any():
-        return ""
-    braked, steered = float((~no_brake[released]).mean()), float((~straight[released]).mean())
-    parts = []
-    if braked > 0.0:
-        parts.append(f"{100 * braked:.0f} % braked (brake >= {c.max_brake:g})")
-    if steered > 0.0:
-        parts.append(f"{100 * steered:.0f} % not straight (road-wheel angle > "
-                     f"{fmt_angle(c.straight_max_road_wheel_angle)})")
+def _shares(r: Resampled, base: np.ndarray, what: str, failing: list[tuple[np.ndarray, str]]) -> str:
+    """``of the T s <what>, a % <label>, ...``: the share of the ``base`` time each failing condition takes (only
+    conditions that fail somewhere are named)."""
+    rate = (r.size - 1) / max(float(r.time[-1] - r.time[0]), 1e-9)
+    parts = [f"{100 * float(bad[base].mean()):.0f} % {label}" for bad, label in failing if bad[base].any()]
     if not parts:
         return ""
-    return (f"; of the {released.sum() / c.rate:.1f} s with the throttle released at u > {c.rr_min_speed:g} m/s, "
-            + " and ".join(parts))
+    return f"of the {base.sum() / rate:.1f} s {what}, " + ", ".join(parts)
+
+
+def _why_none(r: Resampled, stage: str, c: SegmentConfig, no_brake: np.ndarray, straight: np.ndarray) -> str:
+    """Why no sample can start a window of ``stage``: the quantity that fails, with its value and threshold."""
+    u, thr = r["u"], r["throttle"]
+    braked = (~no_brake, f"braked (brake >= {c.max_brake:g})")
+    steered = (~straight, f"not straight (road-wheel angle > {fmt_angle(c.straight_max_road_wheel_angle)})")
+    gaps = (~r.valid, "invalid (gaps or NaN)")
+    if stage == "longitudinal":
+        base = thr > c.long_min_throttle
+        if not base.any():
+            return f"no throttle application: peak throttle {float(thr.max()):.3f}, need > {c.long_min_throttle:g}"
+        return "no straight throttle application without brake: " + _shares(
+            r, base, f"with throttle > {c.long_min_throttle:g}", [braked, steered, gaps])
+    if stage == "lateral":
+        base = u > c.lat_min_speed
+        if not base.any():
+            return f"no lateral excitation: peak speed {float(u.max()):.1f} m/s, need > {c.lat_min_speed:g} m/s"
+        accelerating = (np.abs(_accel(r)) >= c.lat_max_accel,
+                        f"not at steady speed (forward acceleration >= {c.lat_max_accel:g} m/s^2 either way)")
+        return "no steady driving at speed without brake: " + _shares(
+            r, base, f"at u > {c.lat_min_speed:g} m/s", [braked, accelerating, gaps])
+    base = u > c.rr_min_speed
+    if not base.any():
+        return f"no coasting at speed: peak speed {float(u.max()):.1f} m/s, need > {c.rr_min_speed:g} m/s"
+    released = base & (thr < c.rr_max_throttle)
+    if not released.any():
+        return (f"no coasting: the throttle is never released at u > {c.rr_min_speed:g} m/s (lowest throttle "
+                f"{float(thr[base].min()):.3f}, need < {c.rr_max_throttle:g})")
+    return "no straight coasting: " + _shares(r, released, f"with the throttle released at u > "
+                                               f"{c.rr_min_speed:g} m/s", [braked, steered, gaps])
 
 
 def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:
