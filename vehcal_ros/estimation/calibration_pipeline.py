@@ -67,6 +67,12 @@ STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf":
                             "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
 
 
+EXCITATION: dict[str, tuple[str, str]] = {
+    "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
+    "rolling_resistance": ("speed lost", "m/s")}
+"""What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
+
+
 def _measured_torque(vehicle: str | None) -> bool:
     """True when the vehicle description's torque source is ``measured`` (``JointState.effort``)."""
     if vehicle is None:
@@ -403,8 +409,9 @@ class CalibrationPipeline:
             if st.result is not None and w.score < c.replace_min_score * st.result_score:
                 # commit would keep the accepted model whatever this fit gives: spare the worker the fit (after the
                 # plausibility check, so a bad segment is still reported)
-                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({w.score:.3g} vs "
-                                  f"{st.result_score:.3g} of the accepted fit's); not fitted")
+                name, unit = EXCITATION[stage]
+                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({name} {w.score:.3g} "
+                                  f"vs {st.result_score:.3g} {unit} of the accepted fit's); not fitted")
                 continue
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
@@ -536,7 +543,8 @@ class CalibrationPipeline:
             elif st.result is not None and o.window.score < self.config.replace_min_score * st.result_score:
                 st.level = OK
                 st.last_reason = (f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but its "
-                                  f"segment is less excited ({o.window.score:.3g} vs {st.result_score:.3g}); "
+                                  f"segment is less excited ({EXCITATION[o.stage][0]} {o.window.score:.3g} vs "
+                                  f"{st.result_score:.3g} {EXCITATION[o.stage][1]}); "
                                   "keeping the model from the more excited one")
             else:
                 st.result = o.result
