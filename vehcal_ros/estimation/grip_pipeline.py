@@ -106,6 +106,10 @@ SUBSAMPLE_RULES = ("even", "excitation")
 RADIUS_DOUBT = 0.005
 """A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
 
+ACCEL_DOUBT = 0.05
+"""m/s^2: a learnt accelerometer offset larger than this (and 3 SDs) names the IMU as doubtful: a calibrated
+automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting pitch."""
+
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
@@ -582,17 +586,26 @@ class GripPipeline:
         return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
 
     def doubtful_assumptions(self) -> list[str]:
-        """The vehicle-description facts the data contradict, one sentence each: today the rolling radius, when the
-        online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs (the slips use the
-        learnt radius, so the estimate is corrected; the description should be)."""
+        """The vehicle-description and sensor assumptions the data contradict, one sentence each: the rolling
+        radius, when the online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs
+        (the slips use the learnt radius, so the estimate is corrected; the description should be); the IMU, when
+        the speed filter's accelerometer offset exceeds ``ACCEL_DOUBT`` and 3 of its SDs (the slips' speed
+        reference learns it, so they are corrected; the IMU's bias or mounting should be)."""
         out = []
         radius = self.radius
-        if radius is None:
-            return out
-        for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
-            if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
-                out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % (SD {100.0 * sd:.2f} %) "
-                           "against the vehicle description (tire.unloaded_radius / tire.rolling_radius)")
+        if radius is not None:
+            for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
+                if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
+                    out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % "
+                               f"(SD {100.0 * sd:.2f} %) against the vehicle description "
+                               "(tire.unloaded_radius / tire.rolling_radius)")
+        speed = self.collector.speed
+        offset = speed.offset if speed is not None else None
+        if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):
+            b, sd = offset
+            out.append(f"IMU longitudinal acceleration: the data give an offset of {b:+.3f} m/s^2 (SD {sd:.3f}) "
+                       f"against the GNSS speed: an accelerometer bias, or the IMU pitched "
+                       f"{math.degrees(math.asin(max(-1.0, min(1.0, b / 9.81)))):+.2f} deg on its mount")
         return out
 
     def data_time(self) -> float:
