@@ -46,6 +46,7 @@ grip_estimator:
     max_fit_points: 80
     min_ess: 10.0
     max_r_hat: 1.5
+    speed_reference: odometry   # the synthetic stream's odometry is its exact speed
 """
 
 

@@ -25,7 +25,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Staged Bayesian calibration of the 8-DOF vehicle model from one maneuver "
                     "(CSV or rosbag2). Prints a summary; --json writes parameters, noise and diagnostics.")
     p.add_argument("input", help="calibration CSV, or a rosbag2 (.mcap, .db3, directory)")
-    p.add_argument("--stage", required=True, choices=STAGE_CHOICES, help="stage to calibrate ('all': in order)")
+    p.add_argument("--stage", required=True, choices=STAGE_CHOICES,
+                   help="stage to calibrate ('all': rolling_resistance -> longitudinal -> lateral, each holding the "
+                        "earlier ones; a single stage warns when a stage it depends on has not been chained in "
+                        "with --model)")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON ('-' for stdout)")
     p.add_argument("--report", metavar="DIR", help="write posterior, trace, ESS, pair and response plots here")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -112,6 +115,28 @@ def _print_summary(res, out) -> None:
         print(f"  rmse {ch:<11} prior {res.rmse_prior[ch]:.4g}  posterior {res.rmse_posterior[ch]:.4g}", file=out)
 
 
+def _order_warnings(segments: dict, previous: dict[str, float] | None, model: str | None,
+                    vehicle) -> tuple[set[str], list[str]]:
+    """(names ``--model``'s chain calibrated, one warning per stage about to run whose fit depends on a parameter
+    no earlier stage calibrated: :mod:`vehcal_ros.estimation.stage_order`)."""
+    from vehcal_ros.estimation.stage_order import CALIBRATED_BY, CHAIN_ORDER, order_warning
+    from vehcal_ros.io.model_file import calibrated_names
+    from vehcal_ros.models.vehicle_8dof import VehicleConstants
+
+    before = calibrated_names(model) if model else set()
+    held = {**VehicleConstants.from_description(vehicle).default_parameters(), **(previous or {})}
+    known = set(before)
+    warnings = []
+    for stage in CHAIN_ORDER:
+        if stage not in segments:
+            continue
+        msg = order_warning(stage, known, held)
+        if msg:
+            warnings.append(f"vehcal calibrate: warning: {msg}")
+        known |= {name for name, st in CALIBRATED_BY.items() if st == stage}
+    return before, warnings
+
+
 def run(args: argparse.Namespace) -> int:
     from vehcal_ros.errors import InputError
     from vehcal_ros.estimation import calibration as cal
@@ -131,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         previous = load_model_file(args.model)
     loaded = _read_input(args.input, stages, args.t_start, args.t_end, vehicle)
     segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
+    calibrated, order_warnings = _order_warnings(segments, previous, args.model, vehicle)
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
                                     separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle,
@@ -140,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
                                                    n_draws=args.draws, seed=args.seed,
                                                    separate_bphi=args.separate_bphi, previous=previous,
                                                    vehicle=vehicle, noise_prior_factor=args.noise_prior_factor)}
+    for line in order_warnings:   # after the fit, so that a refused segment stays a one-line error
+        print(line, file=sys.stderr)
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)
@@ -157,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     doc["input"] = os.fspath(args.input)
     doc["seed"] = args.seed
     doc["vehicle"] = vehicle.name if vehicle is not None else "hmmwv"
+    doc["calibrated"] = sorted(calibrated | {k for r in results.values() for k in r.parameters})
     if args.model:
         doc["model"] = os.fspath(args.model)
     if args.json == "-":

@@ -781,15 +781,19 @@ def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 
                   seed: int = 0, separate_bphi: bool = False, kernel: str = "imh",
                   previous: Mapping[str, float] | None = None, vehicle=None,
                   noise_prior_factor: float = 1.0) -> dict[str, CalibrationResult]:
-    """Run longitudinal -> lateral -> rolling_resistance, each on its segment (one segment: the same for all),
-    each stage holding the earlier stages' posterior means fixed (paper Section 3); ``vehicle`` as
-    :func:`calibrate_stage`."""
+    """Run rolling_resistance -> longitudinal -> lateral (``stage_order.CHAIN_ORDER``: each stage after the
+    stages its fit depends on), each on its segment (one segment: the same for all), each stage holding the
+    earlier stages' posterior means fixed (paper Section 3); stage ``k`` of ``STAGE_NAMES`` uses seed ``seed + k``;
+    ``vehicle`` as :func:`calibrate_stage`."""
+    from vehcal_ros.estimation.stage_order import CHAIN_ORDER
+
     results: dict[str, CalibrationResult] = {}
     known = dict(previous or {})
-    for i, stage in enumerate(STAGE_NAMES):
+    for stage in CHAIN_ORDER:
         seg = segments if isinstance(segments, Segment) else segments.get(stage)
         if seg is None:
             continue
+        i = STAGE_NAMES.index(stage)
         res = calibrate_stage(seg, stage, previous=known, n_chains=n_chains, n_draws=n_draws, seed=seed + i,
                               separate_bphi=separate_bphi, kernel=kernel, vehicle=vehicle,
                               noise_prior_factor=noise_prior_factor)
