@@ -279,3 +279,24 @@ def test_no_candidate_window_names_what_is_missing(lane_change) -> None:
     assert "braked" not in why, why
     _, why = find_windows(r, "lateral", SegmentConfig(lat_min_speed=30.0), HMMWV)
     assert why == "no lateral excitation: peak speed 22.0 m/s, need > 30 m/s", why
+
+
+def test_a_spec_sheet_steering_ratio_sets_the_road_wheel_angle(lane_change) -> None:
+    """From a spec sheet (the CommonRoad car's, steering-wheel input): the same steering-wheel angles are 16/17 of
+    the road-wheel angle with a 17:1 instead of a 16:1 ratio, and a segment at 0.0045 rad with 16:1 drops below
+    the lateral threshold with 17:1."""
+    from vehcal_ros.vehicle.spec_sheet import description_document_from_spec
+
+    spec = yaml.safe_load((ROOT / "benchmarks" / "foreign" / "vehicles" / "cr_set1.spec.yaml").read_text())
+    descs = {}
+    for ratio in (16.0, 17.0):
+        doc = description_document_from_spec({**spec, "spec_sheet": {**spec["spec_sheet"], "steering_ratio": ratio}})
+        descs[ratio] = description_from_dict(doc, source=f"cr_set1 at {ratio:g}:1")
+    sw = np.array([0.0, 0.0720, -0.0720])     # steering-wheel rad
+    assert descs[16.0].road_wheel_angle(sw) == pytest.approx(sw / 16.0)
+    assert descs[17.0].road_wheel_angle(sw) == pytest.approx(sw / 17.0)
+    sources, delta, _ = lane_change
+    seg = build_segment(resample(_fed(sources, delta / 0.0066 * 0.0720)), 1.0, 7.0)   # 0.0045 rad at 16:1
+    check_segment(seg, stage_spec("lateral"), vehicle=descs[16.0])
+    with pytest.raises(EstimationError, match=r"peak road-wheel angle 0\.00424 rad"):
+        check_segment(seg, stage_spec("lateral"), vehicle=descs[17.0])
