@@ -116,3 +116,12 @@ def test_no_interval_published_that_its_data_contradict() -> None:
                         mu_floor=est.mu_max_lower)
     if not est.prior_dominated:
         assert pipe.commit([inside]) == [scope] and pipe.status[scope].estimate is est
+
+
+def test_only_a_well_conditioned_combined_slip_law_reaches_the_fit() -> None:
+    """The HMMWV's MF2002 weighting reduces samples to pure slip; a friction-ellipse tire's samples are fitted as
+    pure slip (grip_pipeline.vehicle_signal_config: the ellipse's share at everyday slips is set by the slip
+    angle's error and overstated the sedan's grip)."""
+    assert pipeline_from_params(grip_values(vehicle="hmmwv_sim")).signal_config.combined_slip == "mf"
+    assert load_vehicle("sedan").combined_slip == "ellipse"
+    assert pipeline_from_params(grip_values(vehicle="sedan")).signal_config.combined_slip == "none"
