@@ -35,8 +35,10 @@ ordinary car on an ordinary road, not from one vehicle's drives:
 * **Lateral speed, 10 m/s.** The slip angles are (v + x r) / u: below ~10 m/s the 0.05 m/s lateral-velocity
   noise alone is > 0.3 deg per sample, the size of the slip angle to be identified.
 * **Longitudinal: speed gain 2 m/s and acceleration range 1.5 m/s^2.** The slip stiffnesses are identified
-  only when the tire force varies (segments.py, "Identifiability of the slip stiffnesses"): a 0.5 s mean
-  forward acceleration spanning 1.5 m/s^2 is ~3 x what the rolling-resistance prior range spans (0.54 m/s^2).
+  only when the tire force varies (segments.py, "Identifiability of the slip stiffnesses"): one point of the
+  slip-force curve is confounded with the drive-force offset of a not-yet-known rolling resistance, whose lever
+  range (0.005-0.03 m) spans d_rr g / r = 0.5-0.8 m/s^2 of acceleration on 0.3-0.5 m tires; a 0.5 s mean
+  forward acceleration spanning 1.5 m/s^2 is 2-3 x that.
 * **Coast-down: speed >= 5 m/s and >= 0.2 m/s lost.** Rolling resistance decelerates a car by ~0.1-0.2 m/s^2
   (lever 0.0035-0.01 m on a 0.3-0.5 m radius); 0.2 m/s lost is 4 x the 0.05 m/s speed noise. Below ~5 m/s the
   wheel-speed-based slip of the 8-DOF model becomes ill-conditioned.
