@@ -300,3 +300,14 @@ def test_a_spec_sheet_steering_ratio_sets_the_road_wheel_angle(lane_change) -> N
     check_segment(seg, stage_spec("lateral"), vehicle=descs[16.0])
     with pytest.raises(EstimationError, match=r"peak road-wheel angle 0\.00424 rad"):
         check_segment(seg, stage_spec("lateral"), vehicle=descs[17.0])
+
+
+def test_a_lateral_segment_without_its_speed_channel_is_judged_at_its_initial_speed(lane_change) -> None:
+    from vehcal_ros.estimation.calibration import Segment
+
+    sources, delta, _ = lane_change
+    seg = build_segment(resample(_fed(sources, delta / HMMWV.steer_gain)), 1.0, 7.0)
+    lateral_only = Segment.from_arrays(seg.time, seg.throttle, seg.brake, seg.steering,
+                                       {k: seg.measured[k] for k in ("v", "yaw_rate", "roll", "roll_rate")},
+                                       seg.initial_state, source="lateral channels only")
+    check_segment(lateral_only, stage_spec("lateral"), vehicle=HMMWV)

@@ -430,6 +430,8 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=
         if name in meas and np.abs(meas[name]).max() > lim:
             raise InputError(f"{src}: |{name}| reaches {np.abs(meas[name]).max():.3g}, implausible in {unit} "
                              "(degrees?)")
+    if "u" not in meas:   # a lateral segment without its speed channel: the initial speed stands for it
+        meas = {**meas, "u": np.full(t.size, float(segment.initial_state[STATE_INDEX["u"]]))}
     failures = excitation_failures(stage.name, t, segment.throttle, segment.brake, delta, meas,
                                    thresholds if thresholds is not None else StageThresholds())
     if failures:
