@@ -105,7 +105,9 @@ PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
     for name, (lo, hi) in paper_prior_ranges().items())
 """Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior (the paper's by default)."""
 
+
 def _segment_spec(d: dict) -> ParamSpec:
+    """The declared parameter of one :class:`SegmentConfig` field (its unit appended to the description)."""
     unit = f", {d['unit']}" if d["unit"] and d["unit"] != "-" else ""
     return ParamSpec(d["name"], d["default"], d["doc"] + unit, d["lo"], d["hi"],
                      choices=tuple(d["choices"]) if d["choices"] else None)
