@@ -237,6 +237,20 @@ def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: fl
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
 
 
+def floored(estimate: GripEstimate, floor: float) -> GripEstimate:
+    """A prior-dominated estimate with the lower end of its interval at the data's floor when that is lower.
+
+    When the data barely narrow mu_max, the posterior's lower quantile is set by the prior's bulk: the uniform
+    prior on D (up to 1.7 for published tires) puts it near 0.35-0.5 whatever the road, above a snowy road's 0.3
+    (measured: grip overstated 16 % of a 15-minute snow drive). What such data establish is only the floor, the
+    largest friction they show beyond their noise (:func:`observed_floor`), which every road under them offers;
+    the interval [min(lower, floor), upper] holds at least the posterior's probability."""
+    mu = estimate.mu_max
+    if not floor < mu.lower:
+        return estimate
+    return dataclasses.replace(estimate, mu_max=dataclasses.replace(mu, lower=max(float(floor), 0.0)))
+
+
 def mu_span(mu: np.ndarray) -> float:
     """The span of |mu| (95th - 5th percentile), friction; 0 without samples."""
     return float(np.subtract(*np.quantile(np.abs(mu), [0.95, 0.05]))) if mu.size else 0.0
@@ -495,20 +509,21 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{why}: not published{keep}"
                 continue
+            if e.prior_dominated:
+                e = floored(e, o.mu_floor)
             st.estimate = e
             self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp, e)
             if e.shape_cov is not None and not e.shape_prior_used:
                 self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
             st.level = OK
-            st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
-                          f"[{o.estimate.mu_max_lower:.3f}, {o.estimate.mu_max_upper:.3f}] "
+            st.message = (f"mu_max {e.mu_max_mean:.3f} [{e.mu_max_lower:.3f}, {e.mu_max_upper:.3f}] "
                           f"from {o.n_points} points, excitation {o.excitation:.2f}")
             if e.prior_dominated:
                 st.n_prior_dominated += 1
                 st.message += (f"; prior-dominated (posterior std {e.mu_max.std:.2f} > "
                                f"{self.fit_config.prior_dominated_ratio:.2f} x prior std {e.mu_max_prior_std:.2f}): "
-                               "the data bound the maximum mostly from below")
+                               "its lower bound is the largest friction the data show")
             if o.surface_change is not None:
                 st.message += f"; road surface change detected at t = {o.surface_change.time:.2f} s"
             updated.append(o.scope)
