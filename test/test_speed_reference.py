@@ -10,6 +10,7 @@ the simulator's true slips.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -134,3 +135,27 @@ def test_slips_on_the_simulated_hmmwv_match_the_true_slips_within_their_stated_n
         assert d.slip.size > 200, wheel
         assert 0.7 < math.sqrt(np.mean(z * z)) < 1.4, wheel
         assert np.sqrt(np.mean(err * err)) < 0.0025, wheel   # ~1/4 of an everyday slip
+
+
+@pytest.mark.parametrize("bias, named", [(0.0, False), (0.15, True), (-0.15, True)])
+def test_an_accelerometer_offset_is_named_on_diagnostics(bias: float, named: bool) -> None:
+    """The grip pipeline names the IMU among its doubtful assumptions when the speed filter learns an offset of
+    0.15 m/s^2 (3x ACCEL_DOUBT; its SD after 60 s is ~0.014, so the offset is 10 SD from 0 and 7 SD above the
+    threshold), and not for a clean IMU (a false alarm needs a 3.5-SD excursion above 0.05 m/s^2)."""
+    from vehcal_ros.estimation.grip_pipeline import pipeline_from_params
+    from vehcal_ros.io.replay import resolve_params
+
+    _, _, imu, gnss = _drive(seed=6, duration=60.0, bias=bias)
+    pipe = pipeline_from_params({**resolve_params(None)["grip_estimator"], "vehicle": "hmmwv_sim",
+                                 "force_source": "measured"})
+    j = 0
+    for rec in imu:
+        pipe.add(rec)
+        while j < len(gnss) and gnss[j].t + 0.1 <= rec.t + 1e-9:
+            pipe.add(gnss[j])
+            j += 1
+    doubts = [d for d in pipe.doubtful_assumptions() if d.startswith("IMU")]
+    assert bool(doubts) == named, doubts
+    if named:
+        b, sd = (float(x) for x in re.search(r"offset of ([-+.0-9]+) m/s\^2 \(SD ([.0-9]+)\)", doubts[0]).groups())
+        assert abs(b - bias) < 4.0 * sd, doubts

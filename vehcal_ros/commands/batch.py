@@ -134,7 +134,7 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
             result, skipped, known = {}, {}, {}
             for name in CHAIN_ORDER:
                 try:
-                    calibration.check_segment(seg, calibration.stage_spec(name, vehicle=vehicle))
+                    calibration.check_segment(seg, calibration.stage_spec(name, vehicle=vehicle), vehicle=vehicle)
                 except (EstimationError, InputError) as exc:
                     skipped[name] = str(exc)
                     continue

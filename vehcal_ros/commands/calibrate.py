@@ -61,8 +61,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end: float | None):
-    """A Segment (CSV, or a bag cut at --t-start/--t-end) or, for a bag without times, stage -> Segment."""
+def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end: float | None, vehicle=None):
+    """A Segment (CSV, or a bag cut at --t-start/--t-end) or, for a bag without times, stage -> Segment; the
+    windows of a bag qualify through ``vehicle``'s steering map (None: the default vehicle)."""
     from vehcal_ros.errors import EstimationError, InputError
     from vehcal_ros.estimation.calibration import Segment
 
@@ -88,7 +89,7 @@ def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end
     out = {}
     reasons = []
     for stage in stages:
-        windows, why = sg.find_windows(r, stage, config)
+        windows, why = sg.find_windows(r, stage, config, vehicle)
         if windows:
             best = max(windows, key=lambda w: w.score)
             out[stage] = sg.build_segment(r, best.t_start, best.t_end, config, source=f"{path} ({stage})")
@@ -189,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         from vehcal_ros.io.model_file import load_model_file
         previous = load_model_file(args.model)
-    loaded = _read_input(args.input, stages, args.t_start, args.t_end)
+    loaded = _read_input(args.input, stages, args.t_start, args.t_end, vehicle)
     segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
     calibrated, order_warnings = _order_warnings(segments, previous, args.model, vehicle)
     if args.stage == "all":

@@ -64,6 +64,7 @@ from vehcal_ros.estimation.segments import (
     resample,
 )
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+from vehcal_ros.vehicle.description import load_vehicle
 
 OK, WARN, ERROR = 0, 1, 2
 
@@ -74,6 +75,12 @@ UNITS: dict[str, str] = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad",
                          "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)"}
 STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf": "lateral", "Cyr": "lateral",
                             "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
+
+
+EXCITATION: dict[str, tuple[str, str]] = {
+    "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
+    "rolling_resistance": ("speed lost", "m/s")}
+"""What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
 
 
 def _measured_torque(vehicle: str | None) -> bool:
@@ -285,6 +292,9 @@ class CalibrationPipeline:
         self.config = config or CalibrationPipelineConfig()
         self.config.validate()
         c = self.config
+        self.vehicle = load_vehicle(c.vehicle)
+        """the vehicle description (None in the config: the default vehicle): its steering map gives the
+        road-wheel angle of the stage thresholds"""
         self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
                         for name, cols in SOURCE_COLUMNS.items()}
         if _measured_torque(c.vehicle):   # per-wheel net torque (JointState.effort) drives the 8-DOF wheels
@@ -404,7 +414,7 @@ class CalibrationPipeline:
                 continue
             if newest - self._last_attempt[stage] < c.recalibration_period:
                 continue
-            windows, why = find_windows(r, stage, c.segments)
+            windows, why = find_windows(r, stage, c.segments, self.vehicle)
             open_end = newest - 2.0 / c.segments.rate
             fresh = [w for w in windows if w.t_end - self._last_end[stage] >= c.min_new_data
                      and (final or w.t_end < open_end or w.duration >= c.segments.max_duration - 1e-6)]
@@ -429,7 +439,8 @@ class CalibrationPipeline:
                     raise InputError(f"{stage} segment [{w.t_start:.2f}, {w.t_end:.2f}] s: no measured wheel torque "
                                      "(JointState.effort of every wheel) throughout, and the vehicle's "
                                      "torque_source is measured")
-                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0)
+                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0,
+                              vehicle=self.vehicle, thresholds=c.segments)
             except (InputError, EstimationError) as exc:
                 st.n_rejected += 1
                 self._note(stage, f"segment rejected: {exc}", level=ERROR if isinstance(exc, InputError) else WARN)
@@ -437,8 +448,9 @@ class CalibrationPipeline:
             if st.result is not None and w.score < c.replace_min_score * st.result_score:
                 # commit would keep the accepted model whatever this fit gives: spare the worker the fit (after the
                 # plausibility check, so a bad segment is still reported)
-                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({w.score:.3g} vs "
-                                  f"{st.result_score:.3g} of the accepted fit's); not fitted")
+                name, unit = EXCITATION[stage]
+                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({name} {w.score:.3g} "
+                                  f"vs {st.result_score:.3g} {unit} of the accepted fit's); not fitted")
                 continue
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
@@ -619,7 +631,8 @@ class CalibrationPipeline:
             elif st.result is not None and o.window.score < self.config.replace_min_score * st.result_score:
                 st.level = OK
                 st.last_reason = (f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but its "
-                                  f"segment is less excited ({o.window.score:.3g} vs {st.result_score:.3g}); "
+                                  f"segment is less excited ({EXCITATION[o.stage][0]} {o.window.score:.3g} vs "
+                                  f"{st.result_score:.3g} {EXCITATION[o.stage][1]}); "
                                   "keeping the model from the more excited one")
             else:
                 st.result = o.result

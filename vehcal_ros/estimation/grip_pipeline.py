@@ -106,6 +106,10 @@ SUBSAMPLE_RULES = ("even", "excitation")
 RADIUS_DOUBT = 0.005
 """A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
 
+ACCEL_DOUBT = 0.05
+"""m/s^2: a learnt accelerometer offset larger than this (and 3 SDs) names the IMU as doubtful: a calibrated
+automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting pitch."""
+
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
@@ -231,6 +235,20 @@ def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: fl
     floor = np.abs(np.asarray(data.mu)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
     floor = floor[np.isfinite(floor)]
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
+
+
+def floored(estimate: GripEstimate, floor: float) -> GripEstimate:
+    """A prior-dominated estimate with the lower end of its interval at the data's floor when that is lower.
+
+    When the data barely narrow mu_max, the posterior's lower quantile is set by the prior's bulk: the uniform
+    prior on D (up to 1.7 for published tires) puts it near 0.35-0.5 whatever the road, above a snowy road's 0.3
+    (measured: grip overstated 16 % of a 15-minute snow drive). What such data establish is only the floor, the
+    largest friction they show beyond their noise (:func:`observed_floor`), which every road under them offers;
+    the interval [min(lower, floor), upper] holds at least the posterior's probability."""
+    mu = estimate.mu_max
+    if not floor < mu.lower:
+        return estimate
+    return dataclasses.replace(estimate, mu_max=dataclasses.replace(mu, lower=max(float(floor), 0.0)))
 
 
 def mu_span(mu: np.ndarray) -> float:
@@ -491,20 +509,21 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{why}: not published{keep}"
                 continue
+            if e.prior_dominated:
+                e = floored(e, o.mu_floor)
             st.estimate = e
             self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp, e)
             if e.shape_cov is not None and not e.shape_prior_used:
                 self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
             st.level = OK
-            st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
-                          f"[{o.estimate.mu_max_lower:.3f}, {o.estimate.mu_max_upper:.3f}] "
+            st.message = (f"mu_max {e.mu_max_mean:.3f} [{e.mu_max_lower:.3f}, {e.mu_max_upper:.3f}] "
                           f"from {o.n_points} points, excitation {o.excitation:.2f}")
             if e.prior_dominated:
                 st.n_prior_dominated += 1
                 st.message += (f"; prior-dominated (posterior std {e.mu_max.std:.2f} > "
                                f"{self.fit_config.prior_dominated_ratio:.2f} x prior std {e.mu_max_prior_std:.2f}): "
-                               "the data bound the maximum mostly from below")
+                               "its lower bound is the largest friction the data show")
             if o.surface_change is not None:
                 st.message += f"; road surface change detected at t = {o.surface_change.time:.2f} s"
             updated.append(o.scope)
@@ -582,17 +601,26 @@ class GripPipeline:
         return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
 
     def doubtful_assumptions(self) -> list[str]:
-        """The vehicle-description facts the data contradict, one sentence each: today the rolling radius, when the
-        online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs (the slips use the
-        learnt radius, so the estimate is corrected; the description should be)."""
+        """The vehicle-description and sensor assumptions the data contradict, one sentence each: the rolling
+        radius, when the online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs
+        (the slips use the learnt radius, so the estimate is corrected; the description should be); the IMU, when
+        the speed filter's accelerometer offset exceeds ``ACCEL_DOUBT`` and 3 of its SDs (the slips' speed
+        reference learns it, so they are corrected; the IMU's bias or mounting should be)."""
         out = []
         radius = self.radius
-        if radius is None:
-            return out
-        for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
-            if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
-                out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % (SD {100.0 * sd:.2f} %) "
-                           "against the vehicle description (tire.unloaded_radius / tire.rolling_radius)")
+        if radius is not None:
+            for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
+                if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
+                    out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % "
+                               f"(SD {100.0 * sd:.2f} %) against the vehicle description "
+                               "(tire.unloaded_radius / tire.rolling_radius)")
+        speed = self.collector.speed
+        offset = speed.offset if speed is not None else None
+        if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):
+            b, sd = offset
+            out.append(f"IMU longitudinal acceleration: the data give an offset of {b:+.3f} m/s^2 (SD {sd:.3f}) "
+                       f"against the GNSS speed: an accelerometer bias, or the IMU pitched "
+                       f"{math.degrees(math.asin(max(-1.0, min(1.0, b / 9.81)))):+.2f} deg on its mount")
         return out
 
     def data_time(self) -> float:
@@ -777,7 +805,17 @@ def vehicle_signal_config(config: GripSignalConfig, vehicle: Any = None) -> Grip
     """``config`` with the vehicle description's toe (static toe and bump steer), its IMU pitch at rest, the
     front travel per longitudinal acceleration (the rear suspension's and the tires' deflection under the load
     transfer (m h + 2 (muf + mur) r0) a_x / 2L per wheel; 0 without ``suspension.wheel_rate_rear``) and its
-    tire's combined-slip law (``tire.combined_slip``, ``tire.lateral_friction_ratio``); unchanged without one."""
+    tire's combined-slip law (``tire.combined_slip``, ``tire.lateral_friction_ratio``); unchanged without one.
+
+    A tire with MF2002 combined-slip coefficients (``mf``) has each sample reduced to pure slip by its weighting
+    G_xa, which stays near 1 at everyday slip angles (0.98 at 0.6 deg on the HMMWV's Pac02). A tire described by
+    the friction ellipse (``ellipse``) is not: at everyday slips its longitudinal share kappa / hypot(kappa,
+    mu_x sin(alpha) / mu_y,max) is set by the slip angle, and at kappa = 0.01 a 0.5 deg error of alpha (the
+    kinematic lateral velocity, toe, the rear axle's own slip angle) moves it by ~30 %. A sample divided by too
+    small a share reads a higher curve, and the fitted peak is overstated (measured on the sedan's daily drive:
+    grip overstated 7-27 % of the time with the ellipse, 0 % without). Its samples are therefore fitted as pure
+    slip: friction used laterally then lowers the fitted curve, which can only understate the peak (the samples
+    are gated at ``max_lateral_mu`` and ``max_steer``)."""
     if vehicle is None:
         return config
     v = vehicle
@@ -787,7 +825,8 @@ def vehicle_signal_config(config: GripSignalConfig, vehicle: Any = None) -> Grip
         travel_per_ax = transfer * (1.0 / v.wheel_rate_r + 1.0 / v.ktf + 1.0 / v.ktr)
     config = dataclasses.replace(config, toe_front=tuple(v.toe_front), toe_rear=tuple(v.toe_rear),
                                  pitch_at_rest=float(v.pitch_at_rest), travel_per_ax=travel_per_ax,
-                                 combined_slip=v.combined_slip, lateral_ratio=float(v.lateral_ratio),
+                                 combined_slip=v.combined_slip if v.combined_slip == "mf" else "none",
+                                 lateral_ratio=float(v.lateral_ratio),
                                  combined_coefficients=tuple(getattr(v, "combined_coefficients", ())))
     config.validate()
     return config

@@ -175,6 +175,14 @@ class GnssImuSpeed:
         self.initialised = False
         self.counters["restarts"] += 1
 
+    @property
+    def offset(self) -> tuple[float, float] | None:
+        """(b, SD of b) of the newest step, m/s^2: the learnt accelerometer offset; None before the first fix."""
+        if not self.initialised or not self._steps:
+            return None
+        s = self._steps[-1]
+        return (s.b, math.sqrt(max(s.pbb, 0.0))) if math.isfinite(s.b) else None
+
     # -------------------------------------------------------------- filter
     def _index_at(self, t: float) -> int:
         steps = self._steps

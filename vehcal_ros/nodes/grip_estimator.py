@@ -439,9 +439,12 @@ class GripEstimatorNode(WorkerNode):
                 level, message = OK, f"receiving; {counters.accepted} samples kept, {counters.n_dropped} dropped"
             statuses.append(diag_status(f"{NODE_NAME}: inputs", hw, level, message, values))
             doubts = self.pipeline.doubtful_assumptions()
-            statuses.append(diag_status(f"{NODE_NAME}: vehicle description", hw, WARN if doubts else OK,
-                                        "; ".join(doubts) if doubts else "no fact of the description is in doubt",
-                                        {"doubtful": len(doubts)}))
+            offset = self.pipeline.collector.speed.offset if self.pipeline.collector.speed is not None else None
+            statuses.append(diag_status(
+                f"{NODE_NAME}: vehicle description", hw, WARN if doubts else OK,
+                "; ".join(doubts) if doubts else "no fact of the description and no sensor assumption is in doubt",
+                {"doubtful": len(doubts), "accel_offset": offset[0] if offset else math.nan,
+                 "accel_offset_sd": offset[1] if offset else math.nan}))
             for scope, st in self.pipeline.status.items():
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged,

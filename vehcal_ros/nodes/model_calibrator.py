@@ -43,7 +43,8 @@ from vehcal_ros.estimation.calibration_pipeline import (
     worst_diagnostics,
     write_atomic,
 )
-from vehcal_ros.estimation.segments import YAW_RATE_SOURCES
+from vehcal_ros.estimation.qualification import declared
+from vehcal_ros.estimation.segments import SegmentConfig
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io import calibration_state
 from vehcal_ros.io.replay_guard import calibration_guard
@@ -104,6 +105,19 @@ PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
     for name, (lo, hi) in paper_prior_ranges().items())
 """Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior (the paper's by default)."""
 
+
+def _segment_spec(d: dict) -> ParamSpec:
+    """The declared parameter of one :class:`SegmentConfig` field (its unit appended to the description)."""
+    unit = f", {d['unit']}" if d["unit"] and d["unit"] != "-" else ""
+    return ParamSpec(d["name"], d["default"], d["doc"] + unit, d["lo"], d["hi"],
+                     choices=tuple(d["choices"]) if d["choices"] else None)
+
+
+SEGMENT_SPECS: tuple[ParamSpec, ...] = tuple(_segment_spec(d) for d in declared(SegmentConfig))
+"""The segment finder's windowing and stage thresholds (physical units), one parameter per
+:class:`~vehcal_ros.estimation.segments.SegmentConfig` field: default, unit, range and meaning come from its
+declaration (estimation/qualification.py says why each threshold has its value)."""
+
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (roll, roll rate, yaw rate)", read_only=True),
@@ -154,27 +168,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_r_hat", 1.01, "accept a fit only if every R-hat <= this", 1.0, 10.0),
     ParamSpec("min_ess", 400.0, "accept a fit only if every bulk ESS >= this", 0.0, 1e7),
     ParamSpec("r0", 0.47, "tire radius of the wheel-speed unit check, m", 0.1, 2.0),
-    ParamSpec("rate", 100.0, "resampling grid, Hz", 10.0, 1000.0),
-    ParamSpec("max_gap", 0.05, "larger gaps between samples of any topic invalidate the data there, s", 0.001, 5.0),
-    ParamSpec("min_duration", 2.0, "shortest qualifying segment, s", 0.5, 600.0),
-    ParamSpec("max_duration", 10.0, "longest segment handed to a fit, s", 0.5, 600.0),
-    ParamSpec("initial_window", 1.0, "span of the local fit giving the initial state, s", 0.0, 5.0),
-    ParamSpec("yaw_rate_source", "odom", "yaw rate from odometry or the IMU", choices=YAW_RATE_SOURCES),
-    ParamSpec("max_steering_straight", 0.02, "|steering| below this counts as straight", 0.0, 1.0),
-    ParamSpec("max_brake", 0.02, "brake below this counts as released", 0.0, 1.0),
-    ParamSpec("long_min_throttle", 0.05, "throttle above this counts as applied", 0.0, 1.0),
-    ParamSpec("long_min_speed_gain", 2.0, "longitudinal: speed gained over the segment, m/s", 0.0, 100.0),
-    ParamSpec("long_min_accel_range", 1.5, "longitudinal: span (max - min) of the 0.5 s mean acceleration in the "
-              "segment, m/s^2 (a steady force does not identify Cx)", 0.0, 20.0),
-    ParamSpec("lat_min_speed", 10.0, "lateral: minimum speed, m/s", 0.0, 100.0),
-    ParamSpec("lat_min_steering", 0.02, "lateral: |steering| excitation", 0.0, 1.0),
-    ParamSpec("lat_min_yaw_rate", 0.05, "lateral: |yaw rate| excitation, rad/s", 0.0, 3.0),
-    ParamSpec("lat_max_accel", 2.0, "lateral: |du/dt| at roughly steady speed, m/s^2", 0.0, 20.0),
-    ParamSpec("pad", 1.0, "kept before the steering (lateral) or throttle (longitudinal) onset, s", 0.0, 5.0),
-    ParamSpec("rr_min_speed", 5.0, "coast-down: minimum speed, m/s", 0.0, 100.0),
-    ParamSpec("rr_max_throttle", 0.02, "coast-down: throttle below this counts as released", 0.0, 1.0),
-    ParamSpec("rr_min_speed_drop", 0.2, "coast-down: speed lost over the segment, m/s", 0.0, 100.0),
-    ParamSpec("rr_settle", 0.5, "coast-down: skipped after the throttle release, s", 0.0, 10.0),
+    *SEGMENT_SPECS,
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
