@@ -154,8 +154,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "replaces, within its 90 % predictive band; 0 = no predictive check (estimation/acceptance.py)",
               0.0, 0.5),
     ParamSpec("holdout_tolerance", 3.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
-              "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %, or "
-              "its 90 % band holds fewer than 90 % - this many SE - 2 % of the samples", 0.0, 10.0),
+              "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %; its "
+              "90 % band is too narrow (holdout_band) when it holds fewer than 90 % - this many SE - 2 % of the "
+              "samples",
+              0.0, 10.0),
     ParamSpec("holdout_band", "warn", "what a fit's 90 % predictive band holding too few held-back samples does: warn "
               "(accepted on the RMSE rule, stage WARN, shortfall named) or refuse (while the likelihood's intervals "
               "miss model-form error, refuse rejects fits that predict better)", choices=("warn", "refuse")),
