@@ -111,7 +111,8 @@ def test_grip_estimator_cancels_fit_on_sigint(rclpy_context, tmp_path) -> None:
     proc = spawn(["-m", "vehcal_ros.nodes.grip_estimator", "--ros-args",
                   "-p", "r0:=0.47", "-p", "fit_period:=0.5", "-p", "min_points:=20", "-p", "average_window:=0.0",
                   "-p", "min_excitation:=0.05", "-p", "min_ess:=1000000.0", "-p", "diagnostics_period:=0.2",
-                  "-p", "stale_timeout:=60.0"],
+                  "-p", "stale_timeout:=60.0",
+                  "-p", "speed_reference:=odometry"],   # the synthetic stream's odometry is its exact speed
                  log_path=str(log))
     try:
         assert all(wait_for_match(ex, p, timeout=60.0) for p in pubs.values()), log.read_text()
