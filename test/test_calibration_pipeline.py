@@ -61,12 +61,8 @@ def test_stages_run_in_order_and_hdis_contain_truth(calibrated) -> None:
         st = p.status[stage]
         assert st.level == 0 and st.n_fits == 1 and st.result is not None, st.message
         for name, s in st.result.parameters.items():
-            if name == "bphi":
-                # measured over noise seeds 1-3: bphi sits 2.5-7.7 sd high on this drive (open issue, see the
-                # docs); the other 7 parameters are within 1.6 sd for seed 1
-                assert abs(s["mean"] / TRUTH_SAMPLED[name] - 1) < 0.2, s
-            else:
-                assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
+            print(stage, name, s["mean"], s["std"], (s["mean"] - TRUTH_SAMPLED[name]) / s["std"])
+            assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
             assert s["r_hat"] <= 1.01 and s["ess_bulk"] >= 400
     # a later stage held the earlier stages' posterior means fixed
     lat = p.status["lateral"].result

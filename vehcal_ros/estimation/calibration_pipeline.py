@@ -417,8 +417,9 @@ class CalibrationPipeline:
             st.message = f"{self._summary(stage)}; newest data: {reason}"
 
     def acceptable(self, result: CalibrationResult) -> bool:
-        """Every parameter and noise sigma: finite mean, R-hat <= max_r_hat, bulk ESS >= min_ess."""
-        for s in (*result.parameters.values(), *result.noise.values()):
+        """Every parameter, noise sigma and residual AR(1) coefficient: finite mean, R-hat <= max_r_hat, bulk ESS
+        >= min_ess."""
+        for s in (*result.parameters.values(), *result.noise.values(), *result.residual_correlation.values()):
             r_hat, ess, mean = s.get("r_hat"), s.get("ess_bulk"), s.get("mean")
             if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (r_hat, ess, mean)):
                 return False
@@ -599,6 +600,8 @@ class CalibrationPipeline:
                 out[name] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
             for ch, summ in st.result.noise.items():
                 out[f"{s}/sigma_{ch}"] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
+            for ch, summ in st.result.residual_correlation.items():
+                out[f"{s}/rho_{ch}"] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
         return out
 
     def params_yaml(self, node_name: str = "model_calibrator") -> str:
@@ -619,8 +622,9 @@ class CalibrationPipeline:
 
 
 def worst_diagnostics(res: CalibrationResult) -> tuple[float, float]:
-    """(largest R-hat, smallest bulk ESS) over a result's parameters and noise sigmas (nan counts as worst)."""
-    summ = [*res.parameters.values(), *res.noise.values()]
+    """(largest R-hat, smallest bulk ESS) over a result's parameters, noise sigmas and residual AR(1)
+    coefficients (nan counts as worst)."""
+    summ = [*res.parameters.values(), *res.noise.values(), *res.residual_correlation.values()]
     r_hats = [s["r_hat"] if s["r_hat"] is not None else math.nan for s in summ]
     esss = [s["ess_bulk"] if s["ess_bulk"] is not None else math.nan for s in summ]
     r = max(r_hats, key=lambda x: math.inf if not math.isfinite(x) else x)

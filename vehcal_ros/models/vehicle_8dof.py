@@ -581,13 +581,15 @@ def _simulate_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: n
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray,
                        inputs: np.ndarray, dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, w: np.ndarray,
-                       budget: float, sse: np.ndarray) -> int:
-    """Per-channel sums of squared residuals ``sse[c]`` (``data[j, c]`` vs state ``chan[c]`` at output j) of the
+                       rho: np.ndarray, budget: float, sse: np.ndarray, prev: np.ndarray) -> int:
+    """Per-channel AR(1) quadratic forms ``sse[c]`` of the residuals ``e_j = state[chan[c]] - data[j, c]`` of the
     run from state ``s`` (in place), stopping as soon as the weighted sum ``sum_c w[c] sse[c]`` exceeds ``budget``.
 
-    Residuals only add up, so once the partial sum passes the budget the full one does too: the caller's
-    decision (an MH rejection) is already certain. A stopped or diverged (NaN) run leaves ``sse = inf``.
-    Returns the integration steps taken (the work done).
+    ``sse[c] = (1 - rho_c^2) e_0^2 + sum_{j >= 1} (e_j - rho_c e_{j-1})^2`` (the exponent of the exact AR(1)
+    likelihood with the stationary first term; ``rho_c = 0``: the plain sum of squared residuals, computed by
+    the same arithmetic). Every term is >= 0, so once the partial sum passes the budget the full one does too:
+    the caller's decision (an MH rejection) is already certain. A stopped or diverged (NaN) run leaves
+    ``sse = inf``. ``prev`` (n_channels) is scratch for ``e_{j-1}``. Returns the integration steps taken.
     """
     k = borrowed(k)
     q = borrowed(q)
@@ -598,7 +600,9 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
     chan = borrowed(chan)
     data = borrowed(data)
     w = borrowed(w)
+    rho = borrowed(rho)
     sse = borrowed(sse)
+    prev = borrowed(prev)
     _derived(k, q)
     _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
@@ -608,8 +612,10 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
     tot = 0.0
     for c in range(n_ch):
         r = s[chan[c]] - data[0, c]
-        sse[c] = r * r
-        tot += w[c] * r * r
+        prev[c] = r
+        e = (1.0 - rho[c] * rho[c]) * (r * r)
+        sse[c] = e
+        tot += w[c] * e
     step = 0
     if tot <= budget:
         for j in range(1, data.shape[0]):
@@ -618,7 +624,9 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
                 step += 1
             for c in range(n_ch):
                 r = s[chan[c]] - data[j, c]
-                e = r * r
+                a = r - rho[c] * prev[c]
+                prev[c] = r
+                e = a * a
                 sse[c] += e
                 tot += w[c] * e
             if not tot <= budget:  # over budget, or NaN
@@ -631,29 +639,33 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float, sse: np.ndarray) -> int:
+                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, rho: np.ndarray, budget: float,
+                      sse: np.ndarray) -> int:
     """:func:`_wsse_bounded_loop` of one parameter set from ``x0``; returns the steps taken."""
     return _wsse_bounded_loop(k, np.empty(N_DERIVED), p, x0.copy(), np.zeros(5), inputs, dt, n_sub, chan, data,
-                              w, budget, sse)
+                              w, rho, budget, sse, np.empty(chan.shape[0]))
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-                chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: np.ndarray, lo: int, hi: int,
-                sse: np.ndarray, steps: np.ndarray) -> None:
+                chan: np.ndarray, data: np.ndarray, w: np.ndarray, rho: np.ndarray, budget: np.ndarray, lo: int,
+                hi: int, sse: np.ndarray, steps: np.ndarray) -> None:
     """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``)."""
     for i in range(lo, hi):
-        steps[i] = _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w[i], budget[i], sse[i])
+        steps[i] = _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w[i], rho[i], budget[i],
+                                     sse[i])
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
     """Unbounded per-channel sums of squared residuals, rows over numba's threads (``prange``): the bounded
-    kernel's loop, equal to its numbers up to round-off (the parallel gufunc contracts other multiply-adds)."""
+    kernel's loop at rho = 0, equal to its numbers up to round-off (the parallel gufunc contracts other
+    multiply-adds)."""
     w = np.ones(chan.shape[0])
+    rho = np.zeros(chan.shape[0])
     for i in prange(params.shape[0]):
-        _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w, np.inf, sse[i])
+        _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w, rho, np.inf, sse[i])
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -826,12 +838,17 @@ class Simulator8Dof:
         return sse
 
     def sse_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, weights: np.ndarray,
-                    budget: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    budget: np.ndarray | None = None, rho: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`sse` whose row ``i`` stops as soon as ``sum_c weights[i, c] sse[i, c] > budget[i]``.
 
         Returns ``(sse, steps)``: per-channel sums ``(n, n_channels)`` (``inf`` for a row stopped over budget or
         diverged) and the integration steps each row took (a full run takes ``(n_out - 1) * n_sub``). The rows
         run in chunks over threads (:mod:`vehcal_ros.models.chunked`). ``budget`` None: no bound.
+
+        ``rho`` (``(n, n_channels)`` or broadcastable, each in (-1, 1); None = 0): per-channel AR(1) coefficients
+        of the residuals; the sums are then the AR(1) quadratic forms ``(1 - rho^2) e_0^2 + sum_{j>=1} (e_j -
+        rho e_{j-1})^2`` (:func:`_wsse_bounded_loop`), equal to the plain sums at rho = 0.
         """
         p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
         n = p2.shape[0]
@@ -843,9 +860,11 @@ class Simulator8Dof:
         b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
             np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
         b = np.where(np.isnan(b), np.inf, b)
+        r = np.zeros((n, chan.size)) if rho is None else np.ascontiguousarray(
+            np.broadcast_to(np.asarray(rho, dtype=float), (n, chan.size)))
         sse = np.empty((n, chan.size))
         steps = np.zeros(n, dtype=np.int64)
-        run_chunked(_wsse_block, (self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, w, b),
+        run_chunked(_wsse_block, (self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
                     (sse, steps), n)
         return sse, steps
 
