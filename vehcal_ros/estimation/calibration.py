@@ -37,7 +37,12 @@ estimates between drives. A stationary AR(1) residual sampled at a uniform step 
 discrepancy with the exponential (Ornstein-Uhlenbeck) kernel, correlation time ``-dt / ln rho`` (Kennedy &
 O'Hagan 2001, with that kernel and the sensor noise folded into it): where the data carry white sensor noise
 only, rho's posterior sits at 0 and the likelihood is the paper's. The 8-DOF model starts from the measured
-state at the segment's first sample. Sampling: tempered SMC (:mod:`vehcal_ros.inference.smc`), several
+state at the segment's first sample; with ``initial_state="sampled"`` the initial values of the stage's measured
+channels are nuisance parameters instead, ``x0_c ~ N(x0_c measured, se_c^2)`` with ``se_c`` the standard error
+of a local quadratic fit over the segment's first second (:func:`initial_state_uncertainty`; the pipeline's
+segments start from such a fit): an initial roll angle or roll rate off by one or two of its standard errors
+starts a roll transient that the roll damping would otherwise absorb (bphi 2.3-2.6 posterior sd high on the
+pipeline's synthetic drive, 0.3 sd with the true initial state). Sampling: tempered SMC (:mod:`vehcal_ros.inference.smc`), several
 independent runs as chains; diagnostics via arviz (R-hat, bulk/tail ESS, MCSE, 94 % HDI). The posterior
 predictive check is the paper's mean RMSE of 100 model responses against the data for prior and posterior
 draws (Tables 3, 5, 7).
@@ -59,7 +64,7 @@ import yaml
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.inference.diagnostics import converged as _converged
 from vehcal_ros.inference.diagnostics import summarize_draws
-from vehcal_ros.inference.smc import Distribution, HalfNormal, Prior, SMCResult, Uniform, run_smc
+from vehcal_ros.inference.smc import Distribution, HalfNormal, Normal, Prior, SMCResult, Uniform, run_smc
 from vehcal_ros.models.vehicle_8dof import (
     DEFAULT_PARAMETERS,
     PARAM_INDEX,
@@ -484,6 +489,8 @@ class CalibrationResult:
     separate_bphi: bool = False
     priors: dict[str, tuple[float, float]] = field(default_factory=dict)
     """the uniform prior range (lower, upper) of each calibrated parameter (empty: the paper's)."""
+    initial_state: dict[str, dict[str, float]] = field(default_factory=dict)
+    """channel -> summary of the sampled initial value (channel units; empty unless ``initial_state="sampled"``)."""
     residual_correlation: dict[str, dict[str, float]] = field(default_factory=dict)
     """channel -> summary of the residuals' lag-one AR(1) coefficient rho (-, at the segment's sample period;
     empty with the white noise model); rho near 1 means the residuals are model-form error, not sensor noise."""
@@ -508,6 +515,7 @@ class CalibrationResult:
             "sampling_s": self.sampling_s, "log_evidence": self.log_evidence, "n_stages": self.n_stages,
             "parameters": self.parameters, "noise": self.noise, "fixed": self.fixed,
             "noise_model": self.noise_model, "residual_correlation": self.residual_correlation,
+            "initial_state": self.initial_state,
             "separate_bphi": self.separate_bphi, "priors": {k: list(v) for k, v in self.priors.items()},
             "rmse_prior": self.rmse_prior, "rmse_posterior": self.rmse_posterior,
             "rmse_posterior_mean": self.rmse_posterior_mean,
@@ -605,16 +613,40 @@ time, longer than any stage's segment (a constant offset); below -0.5 a 100 Hz s
 implausible. Zero (white sensor noise) is inside, away from the bounds."""
 
 
+INITIAL_FIT_S = 1.0
+"""s: span of the local quadratic fit whose standard error is the prior sd of a sampled initial state."""
+
+
+def initial_state_uncertainty(segment: Segment, channels: Sequence[str], span_s: float = INITIAL_FIT_S
+                              ) -> dict[str, float]:
+    """Standard error (channel units) of each channel's value at the segment's first sample from an ordinary
+    least-squares quadratic fit over the first ``span_s`` seconds (at most a third of the segment):
+    ``se = sqrt(s^2 [(X'X)^-1]_00)``, ``X = [1, t, t^2]``, ``s^2`` the fit's residual variance."""
+    t = segment.time - segment.time[0]
+    n = int(max(8, min(np.searchsorted(t, span_s + 1e-9), t.size // 3)))
+    x = np.column_stack([np.ones(n), t[:n], t[:n] ** 2])
+    inv00 = float(np.linalg.inv(x.T @ x)[0, 0])
+    out = {}
+    for c in channels:
+        y = segment.measured[c][:n]
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        s2 = float(np.sum((y - x @ coef) ** 2)) / (n - 3)
+        out[c] = max(math.sqrt(s2 * inv00), 1e-9)
+    return out
+
+
 class StageProblem:
     """The likelihood of one stage on one segment: maps sampled vectors to 8-DOF parameters and runs the
     batch model (:class:`~vehcal_ros.models.vehicle_8dof.Simulator8Dof`) for all particles at once.
 
     Sampled vector: the stage's model parameters, then ``sigma_<channel>`` (marginal residual sd, channel
-    units), then with ``noise_model="ar1"`` ``rho_<channel>`` (lag-one AR(1) coefficient, :data:`RHO_PRIOR`)."""
+    units), then with ``noise_model="ar1"`` ``rho_<channel>`` (lag-one AR(1) coefficient, :data:`RHO_PRIOR`), then
+    with ``initial_state_sd`` ``x0_<channel>`` (the channel's state at the first sample, normal prior around the
+    segment's initial state with that sd)."""
 
     def __init__(self, segment: Segment, spec: StageSpec, base: Mapping[str, float],
                  constants: VehicleConstants | None = None, roll_split: bool = False,
-                 noise_model: str = "ar1") -> None:
+                 noise_model: str = "ar1", initial_state_sd: Mapping[str, float] | None = None) -> None:
         if noise_model not in NOISE_MODELS:
             raise InputError(f"noise_model must be one of {', '.join(NOISE_MODELS)}, got {noise_model!r}")
         self.noise_model = noise_model
@@ -632,8 +664,13 @@ class StageProblem:
         self.n_model = len(spec.priors)
         self.n_channels = len(spec.noise_scales)
         rho = [(f"rho_{c}", Uniform(*RHO_PRIOR)) for c, _ in spec.noise_scales] if noise_model == "ar1" else []
+        x0_sd = dict(initial_state_sd or {})
+        self.x0_channels = tuple(c for c in spec.channels if c in x0_sd)
+        self.x0_index = np.array([CHANNELS[c] for c in self.x0_channels], dtype=np.int64)
+        x0 = [(f"x0_{c}", Normal(float(segment.initial_state[CHANNELS[c]]), float(x0_sd[c])))
+              for c in self.x0_channels]
         self.prior = Prior.from_pairs(list(spec.priors) + [(f"sigma_{c}", HalfNormal(s))
-                                                           for c, s in spec.noise_scales] + rho)
+                                                           for c, s in spec.noise_scales] + rho + x0)
         self.n_obs = segment.time.size
         gears = self.sim.feasible_gears()
         if len(gears) > 1:
@@ -723,9 +760,13 @@ class StageProblem:
             const = np.where(np.all((one_m > 0.0) & (sig2 > 0.0), axis=1), const, -np.inf)
             w = 1.0 / (sig2 * one_m)
             budget = None if floor is None else 2.0 * (const - np.asarray(floor, dtype=float))
+            x0 = None
+            if self.x0_channels:
+                x0 = np.repeat(self.sim.x0[None, :], theta.shape[0], axis=0)
+                x0[:, self.x0_index] = theta[:, theta.shape[1] - self.x0_index.size:]
             sse, steps = self.sim.sse_bounded(self.parameter_matrix(theta[:, : self.n_model]), self.chan, self.data,
                                               np.where(np.isfinite(w), w, 0.0), budget,
-                                              rho if self.noise_model == "ar1" else None)
+                                              rho if self.noise_model == "ar1" else None, x0)
             ll = const - 0.5 * np.sum(sse * w, axis=1)
         self.steps_done += int(steps.sum())
         return np.where(np.isfinite(ll), ll, -np.inf)
@@ -759,7 +800,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
                     smc_options: Mapping | None = None, max_mutation_steps: int = 10,
                     noise_prior_factor: float = 1.0,
                     priors: Mapping[str, Sequence[float]] | None = None, vehicle=None,
-                    roll_split: bool = True, noise_model: str = "ar1") -> CalibrationResult:
+                    roll_split: bool = True, noise_model: str = "ar1",
+                    initial_state: str = "measured") -> CalibrationResult:
     """Calibrate one stage on ``segment`` (paper Sections 3.3-3.5).
 
     ``vehicle``: vehicle description (name, file or description; None = the paper's HMMWV): the 8-DOF constants,
@@ -781,7 +823,9 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     front fraction (same uniform prior on the (kphi_f, kphi_r) box, :class:`_RollSplit`); results, draws and
     diagnostics are reported as kphi_f, kphi_r either way. False samples kphi_f, kphi_r directly (as before).
     ``noise_model``: ``"ar1"`` (default; per-channel AR(1) residuals, rho sampled, Eq. A1) or ``"white"``
-    (independent residuals, the paper's likelihood).
+    (independent residuals, the paper's likelihood). ``initial_state``: ``"measured"`` (default: the segment's
+    initial state) or ``"sampled"`` (the stage's measured channels' initial values are nuisance parameters with
+    the prior of :func:`initial_state_uncertainty`; for segments whose initial state is a fit to noisy data).
     """
     t_start = time.perf_counter()
     spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors, vehicle=vehicle)
@@ -797,7 +841,11 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     if check:
         check_segment(segment, spec, r0=constants.r0)
     base = _base_parameters(spec, previous, constants.default_parameters())
-    problem = StageProblem(segment, spec, base, constants, roll_split=roll_split, noise_model=noise_model)
+    if initial_state not in ("measured", "sampled"):
+        raise InputError(f"initial_state must be 'measured' or 'sampled', got {initial_state!r}")
+    x0_sd = initial_state_uncertainty(segment, spec.channels) if initial_state == "sampled" else None
+    problem = StageProblem(segment, spec, base, constants, roll_split=roll_split, noise_model=noise_model,
+                           initial_state_sd=x0_sd)
     smc: SMCResult = run_smc(problem.sampled_log_likelihood, problem.sampling_prior, n_particles=n_draws,
                              n_chains=n_chains, seed=seed, kernel=kernel, max_mutation_steps=max_mutation_steps,
                              **(smc_options or {}))
@@ -807,6 +855,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     params = {n: summ[n].to_dict() for n in names[: problem.n_model]}
     noise = {n[len("sigma_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("sigma_")}
     rho = {n[len("rho_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("rho_")}
+    x0s = {n[len("x0_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("x0_")}
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(n_chains + 1)[-1])
     flat = draws.reshape(-1, len(names))[:, : problem.n_model]
     k = min(predictive_draws, flat.shape[0])
@@ -829,7 +878,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
              "initial_gear": problem.sim.initial_gear,
              "sampled_as": list(problem.sampling_prior.names[: problem.n_model])}, separate_bphi=separate_bphi,
         priors={n: (float(d.low), float(d.high)) for n, d in spec.priors if isinstance(d, Uniform)},
-        residual_correlation=rho, noise_model=noise_model,
+        residual_correlation=rho, noise_model=noise_model, initial_state=x0s,
     )
 
 

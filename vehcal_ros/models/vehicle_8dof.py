@@ -650,9 +650,10 @@ def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.n
 def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                 chan: np.ndarray, data: np.ndarray, w: np.ndarray, rho: np.ndarray, budget: np.ndarray, lo: int,
                 hi: int, sse: np.ndarray, steps: np.ndarray) -> None:
-    """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``)."""
+    """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``); row ``i``
+    starts from ``x0[i]`` (``(n, 12)``)."""
     for i in range(lo, hi):
-        steps[i] = _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w[i], rho[i], budget[i],
+        steps[i] = _wsse_bounded_one(k, params[i], x0[i], inputs, dt, n_sub, chan, data, w[i], rho[i], budget[i],
                                      sse[i])
 
 
@@ -838,8 +839,8 @@ class Simulator8Dof:
         return sse
 
     def sse_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, weights: np.ndarray,
-                    budget: np.ndarray | None = None, rho: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    budget: np.ndarray | None = None, rho: np.ndarray | None = None,
+                    initial_states: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`sse` whose row ``i`` stops as soon as ``sum_c weights[i, c] sse[i, c] > budget[i]``.
 
         Returns ``(sse, steps)``: per-channel sums ``(n, n_channels)`` (``inf`` for a row stopped over budget or
@@ -849,6 +850,7 @@ class Simulator8Dof:
         ``rho`` (``(n, n_channels)`` or broadcastable, each in (-1, 1); None = 0): per-channel AR(1) coefficients
         of the residuals; the sums are then the AR(1) quadratic forms ``(1 - rho^2) e_0^2 + sum_{j>=1} (e_j -
         rho e_{j-1})^2`` (:func:`_wsse_bounded_loop`), equal to the plain sums at rho = 0.
+        ``initial_states`` (``(n, 12)``, None = the simulator's ``x0`` for every row): each row's initial state.
         """
         p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
         n = p2.shape[0]
@@ -862,9 +864,11 @@ class Simulator8Dof:
         b = np.where(np.isnan(b), np.inf, b)
         r = np.zeros((n, chan.size)) if rho is None else np.ascontiguousarray(
             np.broadcast_to(np.asarray(rho, dtype=float), (n, chan.size)))
+        x0 = np.ascontiguousarray(np.broadcast_to(self.x0 if initial_states is None else np.asarray(
+            initial_states, dtype=float), (n, self.x0.size)))
         sse = np.empty((n, chan.size))
         steps = np.zeros(n, dtype=np.int64)
-        run_chunked(_wsse_block, (self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
+        run_chunked(_wsse_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
                     (sse, steps), n)
         return sse, steps
 
