@@ -53,6 +53,32 @@ def test_matches_scipy_multivariate_normal_with_ar1_covariance() -> None:
         assert ll[i] == pytest.approx(ref, rel=1e-9, abs=1e-6), (i, rho[i])
 
 
+def test_discrepancy_matches_scipy_multivariate_normal() -> None:
+    ar1 = _small_lateral(40)
+    seg, spec = ar1.segment, ar1.spec
+    problem = StageProblem(seg, spec, dict(zip(PARAM_NAMES, ar1.base)), noise_model="discrepancy")
+    nc = problem.n_channels
+    rng = np.random.default_rng(7)
+    theta = np.column_stack([_rows(ar1, 5, seed=8)[:, : ar1.n_model + nc],
+                             rng.uniform(0.2, 3.0, (5, nc)) * [NOISE[c] for c in spec.channels],
+                             rng.uniform(0.5, 0.999, (5, nc))])
+    ll = problem.log_likelihood(theta)
+    resp = problem.responses(theta[:, : problem.n_model])
+    lag = np.abs(np.subtract.outer(np.arange(problem.n_obs), np.arange(problem.n_obs)))
+    j = problem.n_model
+    for i in range(theta.shape[0]):
+        ref = 0.0
+        for c in range(nc):
+            s2, t2, rho = theta[i, j + c] ** 2, theta[i, j + nc + c] ** 2, theta[i, j + 2 * nc + c]
+            cov = s2 * np.eye(problem.n_obs) + t2 * rho ** lag
+            ref += multivariate_normal(mean=resp[i, :, c], cov=cov).logpdf(problem.data[:, c])
+        assert ll[i] == pytest.approx(ref, rel=1e-9, abs=1e-6), i
+    floor = ll + np.where(np.arange(5) % 2 == 0, -1.0, 1.0)
+    bounded = problem.log_likelihood(theta, floor=floor)
+    np.testing.assert_allclose(bounded[::2], ll[::2], rtol=1e-12)
+    assert np.all(np.isneginf(bounded[1::2]))
+
+
 def test_rho_zero_is_the_independent_gaussian_likelihood() -> None:
     problem = _small_lateral(60)
     seg, spec, base = problem.segment, problem.spec, problem.base

@@ -103,7 +103,9 @@ def _print_summary(res, out) -> None:
           f"elapsed={res.elapsed_s:.1f}s log_evidence={res.log_evidence:.2f}", file=out)
     print(f"  {'name':<16}{'mean':>12}{'std':>11}{'hdi_3%':>12}{'hdi_97%':>12}{'r_hat':>8}{'ess_bulk':>10}",
           file=out)
-    rows = list(res.parameters.items()) + [(f"sigma_{k}", v) for k, v in res.noise.items()]
+    rows = (list(res.parameters.items()) + [(f"sigma_{k}", v) for k, v in res.noise.items()]
+            + [(f"delta_{k}", v) for k, v in res.discrepancy.items()]
+            + [(f"rho_{k}", v) for k, v in res.residual_correlation.items()])
     for name, s in rows:
         print(f"  {name:<16}{s['mean']:>12.5g}{s['std']:>11.3g}{s['hdi_low']:>12.5g}{s['hdi_high']:>12.5g}"
               f"{s['r_hat']:>8.4f}{s['ess_bulk']:>10.0f}", file=out)

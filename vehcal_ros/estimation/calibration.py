@@ -42,8 +42,9 @@ channels are nuisance parameters instead, ``x0_c ~ N(x0_c measured, se_c^2)`` wi
 of a local quadratic fit over the segment's first second (:func:`initial_state_uncertainty`; the pipeline's
 segments start from such a fit): an initial roll angle or roll rate off by one or two of its standard errors
 starts a roll transient that the roll damping would otherwise absorb (bphi 2.3-2.6 posterior sd high on the
-pipeline's synthetic drive, 0.3 sd with the true initial state). Sampling: tempered SMC (:mod:`vehcal_ros.inference.smc`), several
-independent runs as chains; diagnostics via arviz (R-hat, bulk/tail ESS, MCSE, 94 % HDI). The posterior
+pipeline's synthetic drive, 0.3 sd with the true initial state).
+
+Sampling: tempered SMC (:mod:`vehcal_ros.inference.smc`), several independent runs as chains; diagnostics via arviz (R-hat, bulk/tail ESS, MCSE, 94 % HDI). The posterior
 predictive check is the paper's mean RMSE of 100 model responses against the data for prior and posterior
 draws (Tables 3, 5, 7).
 """
@@ -73,6 +74,7 @@ from vehcal_ros.models.vehicle_8dof import (
     STATE_NAMES,
     Simulator8Dof,
     VehicleConstants,
+    kf_log_det,
     parameter_vector,
 )
 
@@ -489,6 +491,10 @@ class CalibrationResult:
     separate_bphi: bool = False
     priors: dict[str, tuple[float, float]] = field(default_factory=dict)
     """the uniform prior range (lower, upper) of each calibrated parameter (empty: the paper's)."""
+    discrepancy: dict[str, dict[str, float]] = field(default_factory=dict)
+    """channel -> summary of the model discrepancy's marginal sd delta (channel units; ``noise_model=
+    "discrepancy"`` only; ``noise`` is then the white sensor noise and ``residual_correlation`` the
+    discrepancy's rho)."""
     initial_state: dict[str, dict[str, float]] = field(default_factory=dict)
     """channel -> summary of the sampled initial value (channel units; empty unless ``initial_state="sampled"``)."""
     residual_correlation: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -515,7 +521,7 @@ class CalibrationResult:
             "sampling_s": self.sampling_s, "log_evidence": self.log_evidence, "n_stages": self.n_stages,
             "parameters": self.parameters, "noise": self.noise, "fixed": self.fixed,
             "noise_model": self.noise_model, "residual_correlation": self.residual_correlation,
-            "initial_state": self.initial_state,
+            "initial_state": self.initial_state, "discrepancy": self.discrepancy,
             "separate_bphi": self.separate_bphi, "priors": {k: list(v) for k, v in self.priors.items()},
             "rmse_prior": self.rmse_prior, "rmse_posterior": self.rmse_posterior,
             "rmse_posterior_mean": self.rmse_posterior_mean,
@@ -604,9 +610,13 @@ class _RollSplit:
             return np.where(inside, np.log(np.where(inside, total, 1.0)) + self._log_const, -np.inf)
 
 
-NOISE_MODELS: tuple[str, ...] = ("ar1", "white")
+NOISE_MODELS: tuple[str, ...] = ("ar1", "white", "discrepancy")
 """Residual models of the likelihood: ``ar1`` per-channel stationary AR(1) (Eq. A1-A2, the default), ``white``
-independent Gaussian (the paper's Eq. 2-3)."""
+independent Gaussian (the paper's Eq. 2-3), ``discrepancy`` white sensor noise plus an AR(1) model discrepancy
+per channel (Eq. A3)."""
+DISCREPANCY_RHO_PRIOR: tuple[float, float] = (0.5, 0.999)
+"""Uniform prior of the discrepancy's lag-one coefficient (-): a discrepancy is smooth (correlated over more than
+1.4 samples); below 0.5 it would be white noise, which ``sigma`` already is (and the two would not separate)."""
 RHO_PRIOR: tuple[float, float] = (-0.5, 0.999)
 """Uniform prior of each channel's residual AR(1) coefficient rho (-). 0.999 at 100 Hz is a 10 s correlation
 time, longer than any stage's segment (a constant offset); below -0.5 a 100 Hz sensor's lag-one correlation is
@@ -664,6 +674,9 @@ class StageProblem:
         self.n_model = len(spec.priors)
         self.n_channels = len(spec.noise_scales)
         rho = [(f"rho_{c}", Uniform(*RHO_PRIOR)) for c, _ in spec.noise_scales] if noise_model == "ar1" else []
+        if noise_model == "discrepancy":
+            rho = [(f"delta_{c}", HalfNormal(s)) for c, s in spec.noise_scales] + [
+                (f"rho_{c}", Uniform(*DISCREPANCY_RHO_PRIOR)) for c, _ in spec.noise_scales]
         x0_sd = dict(initial_state_sd or {})
         self.x0_channels = tuple(c for c in spec.channels if c in x0_sd)
         self.x0_index = np.array([CHANNELS[c] for c in self.x0_channels], dtype=np.int64)
@@ -731,12 +744,41 @@ class StageProblem:
         return best
 
     def noise_parameters(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(sigma, rho)``, each ``(n, n_channels)``, of sampled rows (rho = 0 with the white noise model)."""
+        """``(sigma, rho)``, each ``(n, n_channels)``, of sampled rows (rho = 0 with the white noise model; with
+        the discrepancy model the discrepancy's rho)."""
         theta = np.atleast_2d(theta)
         j = self.n_model + self.n_channels
         sigma = theta[:, self.n_model:j]
-        rho = theta[:, j:j + self.n_channels] if self.noise_model == "ar1" else np.zeros_like(sigma)
+        if self.noise_model == "discrepancy":
+            j += self.n_channels
+        rho = theta[:, j:j + self.n_channels] if self.noise_model != "white" else np.zeros_like(sigma)
         return sigma, rho
+
+    def _initial_states(self, theta: np.ndarray) -> np.ndarray | None:
+        if not self.x0_channels:
+            return None
+        x0 = np.repeat(self.sim.x0[None, :], theta.shape[0], axis=0)
+        x0[:, self.x0_index] = theta[:, theta.shape[1] - self.x0_index.size:]
+        return x0
+
+    def _discrepancy_log_likelihood(self, theta: np.ndarray, floor: np.ndarray | None) -> np.ndarray:
+        """Eq. A3: per channel ``-1/2 [N log 2 pi + log det C + e' C^-1 e]``, ``C = sigma^2 I + delta^2
+        rho^|i-j|``, by a scalar Kalman filter in the 8-DOF kernel (exact early rejection as Eq. A1)."""
+        j = self.n_model + self.n_channels
+        s2 = theta[:, self.n_model:j] ** 2
+        t2 = theta[:, j:j + self.n_channels] ** 2
+        rho = theta[:, j + self.n_channels:j + 2 * self.n_channels]
+        ok = np.all((s2 > 0.0) & (np.abs(rho) < 1.0) & (t2 >= 0.0), axis=1)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            logdet = kf_log_det(np.where(ok[:, None], s2, 1.0), np.where(ok[:, None], t2, 0.0),
+                                np.where(ok[:, None], rho, 0.0), self.n_obs)
+            const = np.where(ok, -0.5 * np.sum(self.n_obs * math.log(2.0 * math.pi) + logdet, axis=1), -np.inf)
+            budget = None if floor is None else 2.0 * (const - np.asarray(floor, dtype=float))
+            quad, steps = self.sim.discrepancy_bounded(self.parameter_matrix(theta[:, : self.n_model]), self.chan,
+                                                       self.data, s2, t2, rho, budget, self._initial_states(theta))
+            ll = const - 0.5 * np.sum(quad, axis=1)
+        self.steps_done += int(steps.sum())
+        return np.where(np.isfinite(ll), ll, -np.inf)
 
     def log_likelihood(self, theta: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
         """Log likelihood (Eq. A1; at rho = 0 the independent Gaussian) of each row of ``theta`` (model
@@ -751,6 +793,8 @@ class StageProblem:
         Simulated steps add up in ``steps_done``. Rows with ``|rho| >= 1`` or ``sigma <= 0`` get ``-inf``.
         """
         theta = np.atleast_2d(theta)
+        if self.noise_model == "discrepancy":
+            return self._discrepancy_log_likelihood(theta, floor)
         sigma, rho = self.noise_parameters(theta)
         sig2 = sigma ** 2
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -760,10 +804,7 @@ class StageProblem:
             const = np.where(np.all((one_m > 0.0) & (sig2 > 0.0), axis=1), const, -np.inf)
             w = 1.0 / (sig2 * one_m)
             budget = None if floor is None else 2.0 * (const - np.asarray(floor, dtype=float))
-            x0 = None
-            if self.x0_channels:
-                x0 = np.repeat(self.sim.x0[None, :], theta.shape[0], axis=0)
-                x0[:, self.x0_index] = theta[:, theta.shape[1] - self.x0_index.size:]
+            x0 = self._initial_states(theta)
             sse, steps = self.sim.sse_bounded(self.parameter_matrix(theta[:, : self.n_model]), self.chan, self.data,
                                               np.where(np.isfinite(w), w, 0.0), budget,
                                               rho if self.noise_model == "ar1" else None, x0)
@@ -856,6 +897,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     noise = {n[len("sigma_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("sigma_")}
     rho = {n[len("rho_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("rho_")}
     x0s = {n[len("x0_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("x0_")}
+    disc = {n[len("delta_"):]: summ[n].to_dict() for n in names[problem.n_model:] if n.startswith("delta_")}
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(n_chains + 1)[-1])
     flat = draws.reshape(-1, len(names))[:, : problem.n_model]
     k = min(predictive_draws, flat.shape[0])
@@ -878,7 +920,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
              "initial_gear": problem.sim.initial_gear,
              "sampled_as": list(problem.sampling_prior.names[: problem.n_model])}, separate_bphi=separate_bphi,
         priors={n: (float(d.low), float(d.high)) for n, d in spec.priors if isinstance(d, Uniform)},
-        residual_correlation=rho, noise_model=noise_model, initial_state=x0s,
+        residual_correlation=rho, noise_model=noise_model, initial_state=x0s, discrepancy=disc,
     )
 
 

@@ -657,6 +657,96 @@ def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.nd
                                      sse[i])
 
 
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _kf_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray,
+                     inputs: np.ndarray, dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, s2: np.ndarray,
+                     t2: np.ndarray, rho: np.ndarray, budget: float, out: np.ndarray, kf: np.ndarray) -> int:
+    """Per-channel sums ``out[c] = sum_j v_j^2 / S_j`` of the standardised Kalman innovations of the residuals
+    ``e_j = state[chan[c]] - data[j, c]`` under ``e_j = d_j + eps_j``: white noise ``eps_j ~ N(0, s2[c])`` plus a
+    stationary AR(1) discrepancy ``d_j = rho d_{j-1} + eta_j`` of marginal variance ``t2[c]`` (scalar Kalman
+    filter, exact; the innovation variances ``S_j`` do not depend on the data). Stops as soon as ``sum_c out[c]``
+    exceeds ``budget`` (every term >= 0); a stopped or diverged run leaves ``out = inf``. ``kf`` ``(2,
+    n_channels)`` is scratch (predicted mean and variance of d). Returns the integration steps taken."""
+    k = borrowed(k)
+    q = borrowed(q)
+    p = borrowed(p)
+    s = borrowed(s)
+    fz = borrowed(fz)
+    inputs = borrowed(inputs)
+    chan = borrowed(chan)
+    data = borrowed(data)
+    s2 = borrowed(s2)
+    t2 = borrowed(t2)
+    rho = borrowed(rho)
+    out = borrowed(out)
+    kf = borrowed(kf)
+    _derived(k, q)
+    _initial_loads(k, q, p, s, fz)
+    n_ch = chan.shape[0]
+    xy = False
+    for c in range(n_ch):
+        xy = xy or chan[c] < 2
+    tot = 0.0
+    for c in range(n_ch):
+        kf[0, c] = 0.0
+        kf[1, c] = t2[c]
+        out[c] = 0.0
+    step = 0
+    for j in range(data.shape[0]):
+        if j > 0:
+            for _ in range(n_sub):
+                _step(k, q, p, s, fz, inputs[step], dt, xy)
+                step += 1
+        for c in range(n_ch):
+            r = s[chan[c]] - data[j, c]
+            m = kf[0, c]
+            pv = kf[1, c]
+            sv = pv + s2[c]
+            v = r - m
+            e = v * v / sv
+            out[c] += e
+            tot += e
+            gain = pv / sv
+            a = rho[c]
+            kf[0, c] = a * (m + gain * v)
+            kf[1, c] = a * a * pv * (1.0 - gain) + t2[c] * (1.0 - a * a)
+        if not tot <= budget:  # over budget, or NaN
+            break
+    if not tot <= budget:
+        for c in range(n_ch):
+            out[c] = np.inf
+    return step
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _kf_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+              chan: np.ndarray, data: np.ndarray, s2: np.ndarray, t2: np.ndarray, rho: np.ndarray,
+              budget: np.ndarray, lo: int, hi: int, out: np.ndarray, steps: np.ndarray) -> None:
+    """Rows ``lo..hi-1`` of :func:`_kf_bounded_loop`, serially in the calling thread; row ``i`` from ``x0[i]``."""
+    for i in range(lo, hi):
+        steps[i] = _kf_bounded_loop(k, np.empty(N_DERIVED), params[i], x0[i].copy(), np.zeros(5), inputs, dt,
+                                    n_sub, chan, data, s2[i], t2[i], rho[i], budget[i], out[i],
+                                    np.empty((2, chan.shape[0])))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def kf_log_det(s2: np.ndarray, t2: np.ndarray, rho: np.ndarray, n_obs: int) -> np.ndarray:
+    """``sum_j log S_j`` per row and channel ``(n, n_channels)`` of :func:`_kf_bounded_loop`'s innovation
+    variances (the log determinant of the covariance ``t2 rho^|i-j| + s2 I`` of ``n_obs`` residuals)."""
+    out = np.zeros(s2.shape)
+    for i in range(s2.shape[0]):
+        for c in range(s2.shape[1]):
+            pv = t2[i, c]
+            a = rho[i, c]
+            tot = 0.0
+            for _ in range(n_obs):
+                sv = pv + s2[i, c]
+                tot += math.log(sv)
+                pv = a * a * pv * (1.0 - pv / sv) + t2[i, c] * (1.0 - a * a)
+            out[i, c] = tot
+    return out
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
@@ -871,6 +961,35 @@ class Simulator8Dof:
         run_chunked(_wsse_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
                     (sse, steps), n)
         return sse, steps
+
+    def discrepancy_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, noise_var: np.ndarray,
+                            discrepancy_var: np.ndarray, rho: np.ndarray, budget: np.ndarray | None = None,
+                            initial_states: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-channel ``sum_j v_j^2 / S_j`` ``(n, n_channels)`` of the residuals' Kalman innovations under white
+        noise of variance ``noise_var`` plus an AR(1) discrepancy of marginal variance ``discrepancy_var`` and
+        lag-one coefficient ``rho`` (each ``(n, n_channels)``; :func:`_kf_bounded_loop`), row ``i`` stopping once
+        its sum over channels exceeds ``budget[i]``; and the steps each row took. With :func:`kf_log_det` the
+        exact Gaussian log density ``-1/2 sum_c [N log 2 pi + log det + out_c]``."""
+        p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
+        n = p2.shape[0]
+        chan = np.ascontiguousarray(np.asarray(channels, dtype=np.int64))
+        data = np.ascontiguousarray(np.asarray(data, dtype=float))
+        if data.shape != (self.n_out, chan.size):
+            raise ValueError(f"data must be ({self.n_out}, {chan.size}), got {data.shape}")
+
+        def rows(a: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=float), (n, chan.size)))
+
+        b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
+            np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
+        b = np.where(np.isnan(b), np.inf, b)
+        x0 = np.ascontiguousarray(np.broadcast_to(self.x0 if initial_states is None else np.asarray(
+            initial_states, dtype=float), (n, self.x0.size)))
+        out = np.empty((n, chan.size))
+        steps = np.zeros(n, dtype=np.int64)
+        run_chunked(_kf_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, rows(noise_var),
+                                rows(discrepancy_var), rows(rho), b), (out, steps), n)
+        return out, steps
 
     @property
     def steps_per_run(self) -> int:
