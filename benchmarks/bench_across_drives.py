@@ -127,7 +127,8 @@ def main() -> None:
     meta = {"date": started, "load_average_start": [round(x, 2) for x in load],
             "load_average_end": [round(x, 2) for x in os.getloadavg()], "cpu_s": cpu, "wall_s": wall,
             "command": f"PYTHONPATH=. .venv/bin/python benchmarks/bench_across_drives.py --chains {args.chains} "
-                       f"--draws {args.draws} --noise-prior-factor {args.noise_prior_factor:g} --models {args.models}", "drives": DRIVES, "stage": STAGE, "window_s": WINDOW}
+                       f"--draws {args.draws} --noise-prior-factor {args.noise_prior_factor:g} --models {args.models}",
+            "drives": DRIVES, "stage": STAGE, "window_s": WINDOW}
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "table": table, "fits": fits}, indent=1))
     lines = [f"# Intervals across five drives ({STAGE} stage, 14-DOF HMMWV)", "",
              f"{meta['date']}, load average {load[0]:.2f} -> {os.getloadavg()[0]:.2f}, {cpu:.0f} CPU s, "

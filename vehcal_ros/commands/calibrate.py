@@ -43,6 +43,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="x the paper's half-normal noise-sigma scales (default 1 = the paper's; ~10 for data the "
                         "8-DOF model cannot reproduce exactly, e.g. the 14-DOF simulator or a real vehicle, as the "
                         "live calibrator uses)")
+    p.add_argument("--noise-model", choices=("ar1", "discrepancy", "white"), default="ar1",
+                   help="residual model of the likelihood: ar1 (default; per-channel AR(1) residuals, rho sampled), "
+                        "discrepancy (white sensor noise + an AR(1) model discrepancy per channel), white (the "
+                        "paper's independent Gaussian); docs/calibration.md, 'Likelihood'")
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="vehicle description (config/vehicles/<NAME>.yaml or a file; default hmmwv): 8-DOF "
                         "constants, drive/brake/steering maps, priors")
@@ -135,12 +139,13 @@ def run(args: argparse.Namespace) -> int:
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
                                     separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle,
-                                    noise_prior_factor=args.noise_prior_factor)
+                                    noise_prior_factor=args.noise_prior_factor, noise_model=args.noise_model)
     else:
         results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,
                                                    n_draws=args.draws, seed=args.seed,
                                                    separate_bphi=args.separate_bphi, previous=previous,
-                                                   vehicle=vehicle, noise_prior_factor=args.noise_prior_factor)}
+                                                   vehicle=vehicle, noise_prior_factor=args.noise_prior_factor,
+                                                   noise_model=args.noise_model)}
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)
