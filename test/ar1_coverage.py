@@ -47,19 +47,24 @@ def coast_down_segment() -> Segment:
     return Segment.from_arrays(t[sel], thr[sel], brk[sel], steer[sel], meas, x[sel][0], "synthetic coast-down")
 
 
-def replicate(seed: int, *, chains: int = 2, draws: int = 200, noise_models: tuple[str, ...] = ("ar1",)
-              ) -> dict:
-    """One replicate: truth from the prior (seeded), AR(1) data, a calibration per noise model. Returns
-    ``{"truth": {name: value}, model: {name: (q05, q95)}}``."""
+def replicate(seed: int, *, chains: int = 2, draws: int = 200, noise_models: tuple[str, ...] = ("ar1",),
+              generator: str = "ar1") -> dict:
+    """One replicate: truth from the ``generator`` noise model's prior (seeded), data from that model (``ar1``:
+    AR(1) residuals; ``discrepancy``: white noise plus an AR(1) discrepancy), a calibration per noise model.
+    Returns ``{"truth": {name: value}, model: {name: (q05, q95)}}``."""
     rng = np.random.default_rng(seed)
     seg = coast_down_segment()
     spec = stage_spec("rolling_resistance")
     base = _base_parameters(spec, TRUTH)
-    problem = StageProblem(seg, spec, base)
+    problem = StageProblem(seg, spec, base, noise_model=generator)
     truth = problem.prior.sample(rng, 1)[0]
     names = problem.prior.names
     y = problem.responses(truth[None, : problem.n_model])[0][:, 0]
-    y = y + ar1_noise(rng, y.size, truth[names.index("sigma_u")], truth[names.index("rho_u")])
+    if generator == "discrepancy":
+        y = y + rng.normal(0.0, truth[names.index("sigma_u")], y.size) + ar1_noise(
+            rng, y.size, truth[names.index("delta_u")], truth[names.index("rho_u")])
+    else:
+        y = y + ar1_noise(rng, y.size, truth[names.index("sigma_u")], truth[names.index("rho_u")])
     data = Segment.from_arrays(seg.time, seg.throttle, seg.brake, seg.steering, {"u": y}, seg.initial_state,
                                f"AR(1) coast-down, seed {seed}")
     out: dict = {"truth": dict(zip(names, map(float, truth)))}
