@@ -241,8 +241,7 @@ def check_against_numba(problem, model, n: int = 5, seed: int = 1) -> float:
     theta = problem.prior.sample(rng, n)
     ll_ref = problem.log_likelihood(theta)
     with model:
-        terms = [model.logp(vars=model.observed_RVs)] if model.observed_RVs else []
-        fn = model.compile_fn(pm.math.sum(terms + list(model.potentials)), point_fn=True)
+        fn = model.compile_fn(model.logp(vars=[*model.observed_RVs, *model.potentials]), point_fn=True)
     worst = 0.0
     for i in range(n):
         point = {f"{nm}_interval__" if nm in _interval_names(problem) else f"{nm}_log__":
