@@ -26,8 +26,8 @@ Needs the optional benchmark environment (never a dependency of the package): ``
 
 ``--pymc-model pytensor``: PyMC's side is instead the model as a PyMC user writes it from the paper, the 8-DOF
 equations in pytensor (``pymc_8dof_pytensor.py``: ``pytensor.scan`` over the 369 time steps, the AR(1)
-density per channel as a ``pm.Potential``; its log likelihood equals this project's to ~1e-15 relative at
-rho = 0, checked by ``check_against_numba`` at the stage's prior draws), compiled by pytensor's C
+density per channel as a ``pm.Potential``; its log likelihood equals this project's to ~1e-15 relative,
+``check_against_numba`` at 5 prior draws rho included: 4.1e-15), compiled by pytensor's C
 backend (``--pytensor-mode default``) or its numba backend (``--pytensor-mode NUMBA``). Slow: 0.7-2.3 ms per
 evaluation instead of ~0.06 ms; try a reduced ``--chains``/``--draws`` first.
 """

@@ -234,8 +234,6 @@ def pytensor_lateral_model(problem):
 def check_against_numba(problem, model, n: int = 5, seed: int = 1) -> float:
     """Largest relative difference between the pytensor model's log likelihood and this project's
     (``StageProblem.log_likelihood``) at ``n`` prior draws."""
-    import pymc as pm
-
     names = list(problem.prior.names)
     rng = np.random.default_rng(seed)
     theta = problem.prior.sample(rng, n)
