@@ -486,8 +486,8 @@ class CalibrationResult:
     """SMC tempering stages (longest run)."""
     names: tuple[str, ...]
     draws: np.ndarray = field(repr=False)
-    """``(chain, draw, param)`` in ``names`` order (parameters, then ``sigma_<channel>``, then ``rho_<channel>``
-    with the AR(1) noise model)."""
+    """``(chain, draw, param)`` in ``names`` order (parameters, then ``sigma_<channel>``, then the noise model's
+    ``delta_<channel>``/``rho_<channel>`` and any sampled ``x0_<channel>``: :class:`StageProblem`)."""
     fixed: dict[str, float] = field(default_factory=dict)
     """values of the 8-DOF parameters not calibrated in this stage."""
     rmse_prior: dict[str, float] = field(default_factory=dict)
@@ -513,7 +513,8 @@ class CalibrationResult:
     """channel -> summary of the residuals' lag-one AR(1) coefficient rho (-, at the segment's sample period;
     empty with the white noise model); rho near 1 means the residuals are model-form error, not sensor noise."""
     noise_model: str = "ar1"
-    """the likelihood's residual model: ``"ar1"`` (Eq. A1) or ``"white"`` (independent, the paper's)."""
+    """the likelihood's residual model: ``"ar1"`` (Eq. A1), ``"discrepancy"`` (Eq. A3) or ``"white"``
+    (independent, the paper's)."""
 
     def posterior_means(self) -> dict[str, float]:
         """Means of the calibrated 8-DOF parameters, with merged ``bphi`` split into ``bphi_f = bphi_r``."""
@@ -662,9 +663,10 @@ class StageProblem:
     batch model (:class:`~vehcal_ros.models.vehicle_8dof.Simulator8Dof`) for all particles at once.
 
     Sampled vector: the stage's model parameters, then ``sigma_<channel>`` (marginal residual sd, channel
-    units), then with ``noise_model="ar1"`` ``rho_<channel>`` (lag-one AR(1) coefficient, :data:`RHO_PRIOR`), then
-    with ``initial_state_sd`` ``x0_<channel>`` (the channel's state at the first sample, normal prior around the
-    segment's initial state with that sd)."""
+    units), then with ``noise_model="ar1"`` ``rho_<channel>`` (lag-one AR(1) coefficient, :data:`RHO_PRIOR`;
+    with ``"discrepancy"`` ``sigma`` is the white sensor noise, followed by ``delta_<channel>`` (discrepancy sd)
+    and ``rho_<channel>`` (:data:`DISCREPANCY_RHO_PRIOR`)), then with ``initial_state_sd`` ``x0_<channel>`` (the
+    channel's state at the first sample, normal prior around the segment's initial state with that sd)."""
 
     def __init__(self, segment: Segment, spec: StageSpec, base: Mapping[str, float],
                  constants: VehicleConstants | None = None, roll_split: bool = False,
