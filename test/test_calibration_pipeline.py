@@ -61,16 +61,7 @@ def test_stages_run_in_order_and_hdis_contain_truth(calibrated) -> None:
         st = p.status[stage]
         assert st.level == 0 and st.n_fits == 1 and st.result is not None, st.message
         for name, s in st.result.parameters.items():
-            if name == "bphi":
-                # bphi sits 2.3 posterior sd high on this drive (seed 1, AR(1) residuals: 8669 +- 403, truth 7726;
-                # 2.5-7.7 sd over seeds 1-3 with independent residuals). Not autocorrelation (rho ~ 0 on every
-                # channel): the cause is the segment's initial state, a local quadratic fit to noisy data (roll
-                # 6.8e-4 rad, roll rate 1.2e-3 rad/s off), whose roll transient bphi absorbs. The same stage from the
-                # true initial state: 0.27 sd (AR(1)), 0.31 sd (independent); with initial_state="sampled" 1.1 sd,
-                # but not converged at 4 x 300 (R-hat 1.21). The other 7 parameters are within 1.5 sd for seed 1.
-                assert abs(s["mean"] / TRUTH_SAMPLED[name] - 1) < 0.2, s
-            else:
-                assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
+            assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
             assert s["r_hat"] <= 1.01 and s["ess_bulk"] >= 400
     # a later stage held the earlier stages' posterior means fixed
     lat = p.status["lateral"].result
@@ -181,8 +172,11 @@ def test_prior_override_is_sampled_and_checked_at_its_bounds() -> None:
     recs = drive_records(seed=3, duration=10.0)
     outcome = {}
     for lo in (0.015, 0.001):
+        # the initial state held (measured): with it sampled, the posterior piled at the bound mixes worse (rr
+        # R-hat 1.06, ESS 28 at 2 x 200) and the fit is refused as not converged instead of at its bound
         cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=200, min_ess=50.0,
-                                        max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (lo, 0.03)})
+                                        max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (lo, 0.03)},
+                                        initial_state="measured")
         p = CalibrationPipeline(cfg)
         for rec in recs:
             p.add(rec)

@@ -119,6 +119,10 @@ class CalibrationPipelineConfig:
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
     noise_prior_factor: float = 10.0   #: x the paper's half-normal noise scales: live data carry model-form
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
+    initial_state: str = "sampled"     #: the segments' initial states are local quadratic fits to noisy data
+    #: (segments.build_segment): "sampled" treats the stage's channels' initial values as nuisance parameters
+    #: with the fit's standard error (calibration.calibrate_stage; on the synthetic drive's lateral window the
+    #: fitted initial roll rate put bphi 2.3 posterior sd high, sampled 0.7 sd); "measured" holds them fixed
     replace_min_score: float = 0.9     #: a converged refit replaces the accepted result of its stage only if its
     #: segment's excitation score is at least this share of the accepted one's (a gentle speed-controlled
     #: acceleration must not overwrite a fit on a throttle ramp; such a segment is not fitted); 0 = always replace
@@ -155,6 +159,9 @@ class CalibrationPipelineConfig:
         if not (isinstance(self.replace_min_score, (int, float)) and 0.0 <= self.replace_min_score <= 10.0):
             raise InputError(f"calibration config: replace_min_score = {self.replace_min_score!r} is out of range "
                              "[0, 10]")
+        if self.initial_state not in ("measured", "sampled"):
+            raise InputError(f"calibration config: initial_state = {self.initial_state!r}: expected 'measured' or "
+                             "'sampled'")
         if self.dt is not None and not 1e-4 <= self.dt <= 0.05:
             raise InputError(f"calibration config: dt = {self.dt!r} is out of range [0.0001, 0.05]")
         try:
@@ -456,6 +463,7 @@ class CalibrationPipeline:
                                          predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                          max_mutation_steps=c.max_mutation_steps,
                                          noise_prior_factor=c.noise_prior_factor, priors=c.priors,
+                                         initial_state=c.initial_state,
                                          vehicle=c.vehicle,
                                          smc_options={"refit_proposal": bool(c.refit_proposal),
                                                       "stop": self.cancel.is_set})
