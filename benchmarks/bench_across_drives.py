@@ -88,6 +88,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="directory for the simulated bags (kept)")
     ap.add_argument("--noise-prior-factor", type=float, default=10.0,
                     help="x the paper's half-normal noise scales (the pipeline's default 10)")
+    ap.add_argument("--initial-state", choices=("measured", "sampled"), default="measured",
+                    help="the segment's fitted initial state held (as vehcal calibrate) or sampled (as the pipeline)")
     ap.add_argument("--models", default=",".join(NOISE_MODELS), help="noise models to compare (comma-separated)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "across_drives")
     args = ap.parse_args()
@@ -102,7 +104,8 @@ def main() -> None:
         seg = drive_segment(k, work)
         for model in models:
             res = calibrate_stage(seg, STAGE, n_chains=args.chains, n_draws=args.draws, seed=k,
-                                  noise_prior_factor=args.noise_prior_factor, noise_model=model, vehicle="hmmwv")
+                                  noise_prior_factor=args.noise_prior_factor, noise_model=model, vehicle="hmmwv",
+                                  initial_state=args.initial_state)
             flat = res.draws.reshape(-1, res.draws.shape[-1])
             q = {n: np.quantile(flat[:, j], [0.05, 0.95]).tolist() for j, n in enumerate(res.names)}
             fits[model].append({
@@ -127,7 +130,8 @@ def main() -> None:
     meta = {"date": started, "load_average_start": [round(x, 2) for x in load],
             "load_average_end": [round(x, 2) for x in os.getloadavg()], "cpu_s": cpu, "wall_s": wall,
             "command": f"PYTHONPATH=. .venv/bin/python benchmarks/bench_across_drives.py --chains {args.chains} "
-                       f"--draws {args.draws} --noise-prior-factor {args.noise_prior_factor:g} --models {args.models}",
+                       f"--draws {args.draws} --noise-prior-factor {args.noise_prior_factor:g} --models {args.models} "
+                       f"--initial-state {args.initial_state}",
             "drives": DRIVES, "stage": STAGE, "window_s": WINDOW}
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "table": table, "fits": fits}, indent=1))
     lines = [f"# Intervals across five drives ({STAGE} stage, 14-DOF HMMWV)", "",
