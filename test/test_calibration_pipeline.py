@@ -61,6 +61,9 @@ def test_stages_run_in_order_and_hdis_contain_truth(calibrated) -> None:
         st = p.status[stage]
         assert st.level == 0 and st.n_fits == 1 and st.result is not None, st.message
         for name, s in st.result.parameters.items():
+            # bphi included: with the segment's fitted initial state held it sat 2.3-2.9 sd high over noise
+            # seeds 1-3 (the roll transient of a 1e-3 rad/s initial roll-rate error); the pipeline samples the
+            # initial values (initial_state="sampled"): seed 1 +0.76 sd (seeds 2, 3: -2.2, -1.0)
             assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
             assert s["r_hat"] <= 1.01 and s["ess_bulk"] >= 400
     # a later stage held the earlier stages' posterior means fixed
