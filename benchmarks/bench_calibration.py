@@ -22,8 +22,7 @@ import numpy as np
 
 from vehcal_ros.estimation.calibration import Segment, StageProblem, _base_parameters, calibrate_stage, stage_spec
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-CHRONO = SHARED / "data" / "chrono_hmmwv"
+CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
 NOISE = dict(u=0.1, w_lf=1.0, w_lr=1.0, w_rf=1.0, w_rr=1.0, v=0.05, yaw_rate=0.02, roll=0.005, roll_rate=0.002)
 WINDOWS = {  # stage: (csv, driver file, first row, last row) per data/chrono_hmmwv/README.md
     "longitudinal": ("acc.csv", "acc_test.txt", 100, 849),
@@ -35,7 +34,7 @@ WINDOWS = {  # stage: (csv, driver file, first row, last row) per data/chrono_hm
 def chrono_segment(stage: str, seed: int = 0) -> Segment:
     """The stage's Chrono window with the paper's noise (the initial state stays noise-free, as the paper)."""
     if not CHRONO.is_dir():
-        sys.exit(f"shared Chrono data not found at {CHRONO} (expected ../shared beside the clone)")
+        sys.exit(f"the vendored Chrono data are missing at {CHRONO}")
     csv, drv, a, b = WINDOWS[stage]
     return Segment.from_chrono(CHRONO / csv, CHRONO / drv, a, b).with_noise(NOISE, seed)
 

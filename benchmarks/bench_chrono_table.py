@@ -145,7 +145,8 @@ def main() -> None:
         f"seed {args.seed}, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (2 cores, shared).", "",
         "## Posterior vs the paper's published means", "", *rows, "",
         "## Sampling (chained run)", "", *timing, "",
-        "## Held-out Chrono test 2 (paper Section 3.6, Table 9): RMSE from 1.0 s to 11.6 s, noise-free data", "",
+        "## Held-out Chrono test 2 (paper Section 3.6, Table 9): RMSE from 1.0 s to 11.6 s, noise-free data, wheel "
+        "speeds as spin speeds (chrono_holdout.py)", "",
         *hold, ""])
     Path(args.out).write_text(text)
     Path(args.out).with_suffix(".json").write_text(json.dumps(

@@ -44,9 +44,10 @@ def drive_states(params: dict | None = None, duration: float = DURATION) -> tupl
 
 
 def drive_records(seed: int = 1, t0: float = 100.0, noise: bool = True, wheel_scale: float = 1.0,
-                  duration: float = DURATION) -> list:
-    """Records (WheelSpeeds, ImuSample, OdomSample, Controls) of the drive in stamp order, stamps from ``t0``."""
-    t, x = drive_states(duration=duration)
+                  duration: float = DURATION, states: tuple[np.ndarray, np.ndarray] | None = None) -> list:
+    """Records (WheelSpeeds, ImuSample, OdomSample, Controls) of the drive in stamp order, stamps from ``t0``;
+    ``states``: the (time, states) to record instead of :func:`drive_states` (same inputs)."""
+    t, x = drive_states(duration=duration) if states is None else states
     _, thr, brk, steer = drive_inputs(duration)
     rng = np.random.default_rng(seed)
 

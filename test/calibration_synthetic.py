@@ -8,8 +8,8 @@ from pathlib import Path
 from vehcal_ros.estimation.calibration import CHANNELS, Segment
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-CHRONO = SHARED / "data" / "chrono_hmmwv"
+CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
+"""The paper's Chrono runs, vendored in the repository (data/chrono_hmmwv/README.md, BSD-3-Clause)."""
 
 TRUTH = dict(Cxf=10659.0, Cxr=10280.0, Cyf=44016.0, Cyr=54046.0, kphi_f=36245.0, kphi_r=26439.0,
              bphi_f=3863.0, bphi_r=3863.0, rr=0.0131)
@@ -28,7 +28,7 @@ MANEUVERS = {
 
 def require_chrono() -> Path:
     if not CHRONO.is_dir():
-        raise FileNotFoundError(f"shared Chrono data not found at {CHRONO}: CI needs ../shared beside the clone")
+        raise FileNotFoundError(f"the vendored Chrono data are missing at {CHRONO}")
     return CHRONO
 
 

@@ -47,7 +47,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 GRIP_OVERRIDES = {"fit_period": 3600.0, "diagnostics_period": 0.05, "average_window": 0.0, "n_chains": 8,
                   "n_steps": 20000, "n_ml_starts": 8, "stale_timeout": 1000.0, "seed": 7,
                   # the test's clock stands still while it computes (long on a loaded machine): not "data ended"
-                  "clock_stall_timeout": 600.0}
+                  "clock_stall_timeout": 600.0,
+                  "speed_reference": "odometry"}   # the synthetic stream's odometry is its exact speed
 RATE, SECONDS, T0 = 100.0, 20.0, 500.0
 FZ, SPEED = 5000.0, 15.0
 R_EFF = 0.47 - FZ / 326332.0

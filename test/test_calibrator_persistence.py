@@ -129,3 +129,34 @@ def test_state_file_format_checks(tmp_path) -> None:
         (tmp_path / "b.json").write_text(text)
         with pytest.raises(StateRefused, match=reason):
             read_state(tmp_path / "b.json", "a" if "unknown" in reason else "truck7")
+
+
+def test_state_file_keeps_the_predictive_check_and_reads_files_without_it(tmp_path) -> None:
+    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.io.calibration_state import StageState, restore_into, write_state
+
+    summ = {"mean": 0.013, "std": 1e-4, "hdi_low": 0.0128, "hdi_high": 0.0132, "r_hat": 1.002, "ess_bulk": 800.0,
+            "ess_tail": 700.0}
+    holdout = {"segment": [29.0, 30.5], "fitted": [20.5, 28.99], "passed": True, "replaced": "nominal",
+               "rmse_candidate": {"u": 0.101}, "rmse_replaced": {"u": 0.12}, "coverage": {"u": 0.9},
+               "message": "held-back [29.00, 30.50] s: ..."}
+    new = StageState({"rr": dict(summ)}, {"u": {**summ, "mean": 0.1}}, True, (20.5, 30.5), 1.2, holdout)
+    for name in ("h.json", "h.yaml"):
+        write_state(tmp_path / name, "truck7", {"rolling_resistance": new})
+        assert read_state(tmp_path / name, "truck7") == {"rolling_resistance": new}
+    # a file written before the check existed: no 'holdout' key; read, restored without a check
+    doc = json.loads((tmp_path / "h.json").read_text())
+    del doc["stages"]["rolling_resistance"]["holdout"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    old = read_state(tmp_path / "old.json", "truck7")["rolling_resistance"]
+    assert old.holdout is None and old.parameters == new.parameters
+    p = CalibrationPipeline(CalibrationPipelineConfig(stages=("rolling_resistance",)))
+    assert restore_into(p, {"rolling_resistance": old}, note="restored") == ["rolling_resistance"]
+    assert p.status["rolling_resistance"].result_holdout is None
+    assert restore_into(p, read_state(tmp_path / "h.json", "truck7"), note="restored") == ["rolling_resistance"]
+    st = p.status["rolling_resistance"]
+    assert st.result_holdout == holdout and "held-out RMSE u 0.101 vs 0.12 nominal" in st.message
+    doc["stages"]["rolling_resistance"]["holdout"] = [1, 2]
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(StateRefused, match="'holdout' must be a mapping"):
+        read_state(tmp_path / "bad.json", "truck7")

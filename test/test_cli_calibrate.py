@@ -147,3 +147,21 @@ def test_bag_input_with_times_and_unexcited_stage(drive_bag: Path, capsys) -> No
     rc = main(["calibrate", str(drive_bag), "--stage", "lateral", "--chains", "2", "--draws", "100"])
     err = capsys.readouterr().err
     assert rc == 1 and "no qualifying segment" in err and len(err.strip().splitlines()) == 1
+
+
+def test_holdout_judges_the_fit_on_the_segments_tail(tmp_path: Path, rr_segment: Segment, capsys) -> None:
+    # the last quarter of the coast-down is not fitted; the fit (truth rr 0.0131) predicts it better than the
+    # description's nominal rr 0.0175 (measured on this segment: u RMSE ~0.10 vs ~0.11 m/s) and within its band
+    path = _write_csv(tmp_path / "coast.csv", rr_segment)
+    out = tmp_path / "rr.json"
+    rc = main(["calibrate", str(path), "--stage", "rolling_resistance", "--chains", "2", "--draws", "200",
+               "--seed", "1", "--json", str(out), "--holdout", "0.25"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    h = doc["holdout"]
+    assert h["passed"] and h["replaced"] == "nominal" and h["replaced_values"] == {"rr": pytest.approx(0.0175)}
+    assert h["fitted"][1] < h["segment"][0] and h["segment"][1] == pytest.approx(float(rr_segment.time[-1]))
+    assert h["rmse_candidate"]["u"] < h["rmse_replaced"]["u"]
+    assert "holdout: held-back" in capsys.readouterr().out
+    assert main(["calibrate", str(path), "--stage", "all", "--holdout", "0.25"]) == 2
+    assert "--holdout works on a single --stage" in capsys.readouterr().err

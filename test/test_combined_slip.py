@@ -16,6 +16,7 @@ longitudinal and lateral slip by the friction ellipse, so Fx(kappa) lies well be
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -59,13 +60,16 @@ def test_friction_ellipse_equals_the_simulators_tire(description):
 
 
 def _signal_config(description) -> GripSignalConfig:
-    """The grip estimator's slip geometry from the description (as benchmarks/bench_tire_forces.py sets it)."""
+    """The grip estimator's slip geometry from the description (as benchmarks/bench_tire_forces.py sets it), with
+    the collector's friction-ellipse samples on (the pipeline fits an ellipse tire's samples as pure slip:
+    grip_pipeline.vehicle_signal_config; these tests check the collector's slip angles and the fit's ellipse
+    model themselves, against the odometry's true lateral velocity)."""
     d = description
     r0 = d.r0 - d.rolling_excess                 # the tire's R0; it rolls at R0 - deflection / 3
     cfg = GripSignalConfig(wheel_x=(d.a, d.a, -d.b, -d.b),
                            wheel_y=(d.cf / 2, -d.cf / 2, d.cr / 2, -d.cr / 2), steering_gain=d.steer_gain,
                            r0=r0, kt=3.0 * d.ktf, max_lateral_mu=10.0)
-    return vehicle_signal_config(cfg, d)
+    return dataclasses.replace(vehicle_signal_config(cfg, d), combined_slip="ellipse")
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,8 @@ MU_MAX_TRUE = float(mf_peak(np.asarray(THETA, dtype=float))[0])
 FAST = [Parameter("fit_period", value=0.5), Parameter("n_chains", value=8), Parameter("n_steps", value=20000),
         Parameter("n_ml_starts", value=8), Parameter("stale_timeout", value=0.5),
         Parameter("diagnostics_period", value=0.2),
-        Parameter("average_window", value=0.0)]   # the fake vehicle sweeps the slip within 0.1 s
+        Parameter("average_window", value=0.0),   # the fake vehicle sweeps the slip within 0.1 s
+        Parameter("speed_reference", value="odometry")]   # the synthetic stream's odometry is its exact speed
 
 pytestmark = pytest.mark.ros
 
@@ -217,6 +218,7 @@ def test_grip_estimate_over_dds_contains_truth(tmp_path, rclpy_context) -> None:
     # the synthetic vehicle's slips are exact (its mu is computed at the published slip, which jitters +-10 %
     # from sample to sample): every sample as it comes, as the paper's simulated case
     node_proc = spawn(["-m", "vehcal_ros.nodes.grip_estimator", "--ros-args", "-p", "fit_period:=2.0",
+                       "-p", "speed_reference:=odometry",
                        "-p", "n_ml_starts:=10", "-p", "interval_prob:=0.99", "-p", "average_window:=0.0"],
                       log_path=str(tmp_path / "node.log"))
     veh_proc = spawn([str(HERE / "synthetic_grip_publisher.py"), "--duration", "90", "--mu-limit", "0.6"],

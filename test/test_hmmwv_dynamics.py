@@ -4,17 +4,17 @@ static settling, cornering, throttle ramp (the 8-DOF paper's acc maneuver) and c
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from calibration_synthetic import CHRONO
 
 from vehcal_ros.models.hmmwv import Hmmwv14, HmmwvParams, RoadMap
 from vehcal_ros.models.hmmwv import dynamics as dyn
 from vehcal_ros.models.hmmwv.kinematics import corner_state
 from vehcal_ros.models.powertrain import road_wheel_angle
 
-ACC_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "chrono_hmmwv" / "acc.csv"
+ACC_CSV = CHRONO / "acc.csv"
 
 
 @pytest.fixture(scope="module")

@@ -131,6 +131,13 @@ def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> N
     assert any(s.name == "rolling_resistance/sigma_u" for s in arr.status)
     assert node.get_parameter("model.rr").value == pytest.approx(float(kv["mean"]))
     assert node.get_parameter("model.cxf").value == 10300.0          # not calibrated: the default
+    # the accepted fit's held-out RMSE next to its parameters on the stage's /diagnostics status
+    assert spin_until(ex, lambda: (s := _stage_status(received)) is not None and any(
+        k.key == "holdout_rmse_u" for k in s.values), timeout=10.0)
+    diag = {k.key: k.value for k in _stage_status(received).values}
+    assert float(diag["holdout_rmse_u"]) > 0 and float(diag["holdout_rmse_replaced_u"]) > 0
+    assert diag["holdout_replaced"] == "nominal" and 0.0 <= float(diag["holdout_coverage_u"]) <= 1.0
+    assert float(diag["holdout_t0"]) > float(diag["segment_t0"]) and "rr" in diag
     doc = yaml.safe_load((tmp_path / "model.yaml").read_text())
     assert doc["model_calibrator"]["ros__parameters"]["model"]["rr"] == pytest.approx(float(kv["mean"]))
     good_rr = node.get_parameter("model.rr").value

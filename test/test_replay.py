@@ -46,6 +46,7 @@ grip_estimator:
     max_fit_points: 80
     min_ess: 10.0
     max_r_hat: 1.5
+    speed_reference: odometry   # the synthetic stream's odometry is its exact speed
 """
 
 
@@ -326,6 +327,11 @@ def test_calibration_replay_deterministic_cli_and_report(cal_bags, tmp_path, cap
     d = a.to_dict()
     assert set(d["calibration"]["lateral"]["parameters"]["Cyf"]) >= {"mean", "std", "hdi_low", "hdi_high", "r_hat",
                                                                     "ess_bulk"}
+    for stage, c in d["calibration"].items():   # the predictive check of the accepted fit, per channel
+        h = c["holdout"]
+        assert h["passed"] and h == c["final"]["holdout"] and c["status"]["n_refused_holdout"] >= 0, stage
+        assert set(h["rmse_candidate"]) == set(h["rmse_replaced"]) == set(c["final"]["noise"]), stage
+        assert h["segment"][0] > h["fitted"][1] and all(v > 0 for v in h["rmse_candidate"].values()), stage
     assert bags.bag_topics(tmp_path / "rec")["/vehcal/model_parameters"][1] >= 1
     files = {p.relative_to(tmp_path / "rep").as_posix() for p in (tmp_path / "rep").rglob("*.*")}
     assert {"index.html", "calibration/lateral/posterior.png", "calibration/lateral/trace.png",

@@ -32,7 +32,7 @@ GRIP = {"r0": R0, "theta_lower": [5.0, 0.5, 0.2, -2.0, -0.05, -0.3], "theta_uppe
         "belief_period": 60.0, "max_peak_slip": 0.15, "fit_period": PERIOD, "n_chains": 4,
         "n_steps": 2000, "max_steps": 2000, "n_ml_starts": 4, "min_points": 20, "max_fit_points": 60,
         "min_new_points": 10, "min_ess": 10.0, "min_ess_tail": 10.0, "max_r_hat": 1.5, "min_excitation": 0.05,
-        "average_window": 0.0}
+        "average_window": 0.0, "speed_reference": "odometry"}   # the synthetic stream's odometry is its exact speed
 
 
 def records(seed: int = 2) -> list[tuple[str, object]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from calibration_synthetic import CHRONO
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.io.scenarios import (
@@ -20,7 +21,6 @@ from vehcal_ros.io.scenarios import (
     read_driver_file,
 )
 
-CHRONO = Path(__file__).resolve().parents[2] / "shared" / "data" / "chrono_hmmwv"
 SHIPPED = ("throttle_ramp", "steering_ramp", "coast_down", "test_maneuver", "daily_driving", "split_mu_braking")
 
 
@@ -54,7 +54,7 @@ def test_load_by_path_and_builtin_name_agree():
 def test_paper_maneuvers_match_driver_files(scenario, driver_file):
     """The shipped paper maneuvers reproduce the paper's driver files (linear between rows)."""
     path = CHRONO / driver_file
-    assert path.exists(), f"the paper's driver file {path} is missing (shared/ must sit beside the clone)"
+    assert path.exists(), f"the paper's driver file {path} is missing (vendored in data/chrono_hmmwv)"
     th, br, st = read_driver_file(path)
     d = DriverProgram(load_scenario(scenario).driver)
     for t in np.arange(0.0, 10.7, 0.01):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from calibration_drive import drive_records, drive_states
+from calibration_drive import STEER, T_STEER, drive_records, drive_states
 from calibration_synthetic import NOISE
 
 from vehcal_ros.errors import InputError
@@ -23,6 +23,7 @@ from vehcal_ros.estimation.segments import (
 from vehcal_ros.estimation.signals import ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.io.scenarios import DriverProgram, load_scenario
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof
+from vehcal_ros.vehicle.description import load_vehicle
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +37,12 @@ def test_drive_windows_and_segment_state(sources) -> None:
     (lon,), _ = find_windows(r, "longitudinal")
     (rr,), _ = find_windows(r, "rolling_resistance")
     (lat,), _ = find_windows(r, "lateral")
-    # throttle 1 -> 5 s (onset padded back by 1 s), coast 5 -> 10 s (0.5 s settle), steering from 10 s
+    # throttle 1 -> 5 s (onset padded back by 1 s), coast 5 -> 10 s (0.5 s settle), steering from 10 s: the coast
+    # ends where the steering ramp's road-wheel angle passes straight_max_road_wheel_angle
     assert 100.15 <= lon.t_start <= 100.3 and 104.8 <= lon.t_end <= 105.0 and lon.score > 0.5  # m/s^2
-    assert rr.t_start == pytest.approx(105.46, abs=0.05) and rr.t_end == pytest.approx(110.45, abs=0.06)
+    t_bend = T_STEER[0] + (T_STEER[1] - T_STEER[0]) * SegmentConfig().straight_max_road_wheel_angle / (
+        STEER * load_vehicle("hmmwv").steer_gain)
+    assert rr.t_start == pytest.approx(105.46, abs=0.05) and rr.t_end == pytest.approx(100.0 + t_bend, abs=0.02)
     assert 109.0 <= lat.t_start <= 109.5 and lat.t_end == pytest.approx(114.5) and lat.score > 0.3
     seg = build_segment(r, rr.t_start, rr.t_end)
     _, x = drive_states()
@@ -165,7 +169,7 @@ def test_longitudinal_window_needs_the_acceleration_to_vary(a0: float, a1: float
         (win,) = wins
         assert win.score == pytest.approx(max(a0, a1), abs=1e-6) and why == ""
     else:
-        assert wins == [] and "long_min_accel_range" in why and f"spread {a1 - a0:.2f}" in why
+        assert wins == [] and "long_min_accel_range" in why and f"acceleration range {a1 - a0:.2f} m/s^2" in why
     # the threshold is a parameter: 0 accepts the steady launch
     assert find_windows(r, "longitudinal", SegmentConfig(long_min_accel_range=0.0))[0]
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from calibration_synthetic import CHRONO
 from numba import njit
 
 from vehcal_ros.models.borrowed import borrowed
@@ -22,8 +21,6 @@ from vehcal_ros.models.vehicle_8dof import (
 
 K = VehicleConstants()
 MT = K.total_mass
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-CHRONO = SHARED / "data" / "chrono_hmmwv"
 
 
 def _rolling_state(u: float, wz: float = 0.0) -> dict[str, float]:
@@ -181,7 +178,7 @@ def test_brake_gain_parameters_scale_deceleration() -> None:
 
 def test_reproduces_chrono_lateral_maneuver_with_published_means() -> None:
     if not CHRONO.is_dir():
-        pytest.fail(f"shared Chrono data not found at {CHRONO} (CI needs ../shared beside the clone)")
+        pytest.fail(f"the vendored Chrono data are missing at {CHRONO}")
     from vehcal_ros.estimation.calibration import Segment
 
     seg = Segment.from_chrono(CHRONO / "simp_ramp.csv", CHRONO / "ramp_steer.txt", 700, 1069)

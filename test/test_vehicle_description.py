@@ -1,7 +1,7 @@
 """Vehicle descriptions (config/vehicles/*.yaml, vehicle/description.py): shipped files, validation, round trip.
 
-Checked against independent sources: the 8-DOF reference file (shared/reference/vehicle_8dof.yaml) for the HMMWV
-and the sedan reference's derived static wheel loads (shared/reference/sedan.yaml).
+Checked against independent sources: the 8-DOF paper's reference file (vehcal_ros/data/vehicle_8dof.yaml) for the
+HMMWV and the Chrono sedan reference's derived static wheel loads (vehcal_ros/data/sedan.yaml).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+import vehcal_ros
 from vehcal_ros.errors import InputError
 from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, vehicle_names
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REFERENCE = Path(vehcal_ros.__file__).resolve().parent / "data"   # the vendored Chrono / paper reference files
 
 
 def test_shipped_vehicles_load():

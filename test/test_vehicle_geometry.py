@@ -116,3 +116,48 @@ def test_no_interval_published_that_its_data_contradict() -> None:
                         mu_floor=est.mu_max_lower)
     if not est.prior_dominated:
         assert pipe.commit([inside]) == [scope] and pipe.status[scope].estimate is est
+
+
+def test_only_a_well_conditioned_combined_slip_law_reaches_the_fit() -> None:
+    """The HMMWV's MF2002 weighting reduces samples to pure slip; a friction-ellipse tire's samples are fitted as
+    pure slip (grip_pipeline.vehicle_signal_config: the ellipse's share at everyday slips is set by the slip
+    angle's error and overstated the sedan's grip)."""
+    assert pipeline_from_params(grip_values(vehicle="hmmwv_sim")).signal_config.combined_slip == "mf"
+    assert load_vehicle("sedan").combined_slip == "ellipse"
+    assert pipeline_from_params(grip_values(vehicle="sedan")).signal_config.combined_slip == "none"
+
+
+def test_a_prior_dominated_estimate_is_published_with_the_datas_floor_as_its_lower_bound() -> None:
+    """Weak data (a 0.3 road seen up to |mu| ~0.2) leave mu_max prior-dominated: its
+    posterior lower quantile comes from the prior's bulk. The pipeline publishes it with the lower bound lowered to
+    the window's floor, so the interval holds the 0.3 road; a floor above the posterior's lower end changes
+    nothing. A real (short) fit; the pipeline's commit applies the rule."""
+    import dataclasses
+
+    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.models.pacejka import mf_curve
+
+    rng = np.random.default_rng(5)
+    theta = np.array([20.0, 1.6, 0.3, 0.5, 0.0, 0.0])   # a snowy road, mu_max 0.3
+    slip = rng.uniform(0.0, 0.015, 120)
+    mu = mf_curve(slip, theta) + 0.01 * rng.standard_normal(120)
+    est = GripEstimator(GripConfig(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
+                                   r_hat_threshold=2.0, ess_threshold=10.0, ess_tail_threshold=10.0)).fit(slip, mu)
+    est = dataclasses.replace(est, prior_dominated=True)
+    floor = observed_floor(ScopeData("rear_axle", np.arange(120.0), slip, mu, np.zeros(120), np.zeros(120),
+                                     np.zeros(120)), sigma=0.01)
+    assert 0.1 < floor < 0.3 < est.mu_max_upper
+    assert floor < est.mu_max_lower   # the case the rule is for: the prior lifts the posterior's lower end
+    pipe = pipeline_from_params(grip_values(vehicle="sedan", max_r_hat=2.0, min_ess=1.0, min_ess_tail=1.0,
+                                            min_excitation=0.0))
+    out = FitOutcome(scope="rear_axle", stamp=10.0, n_points=120, excitation=0.2, estimate=est, mu_floor=floor)
+    assert pipe.commit([out]) == ["rear_axle"]
+    published = pipe.status["rear_axle"].estimate
+    assert published.mu_max_lower == pytest.approx(min(floor, est.mu_max_lower))
+    assert published.mu_max_lower <= 0.3 <= published.mu_max_upper
+    assert published.mu_max_upper == est.mu_max_upper and published.mu_max_mean == est.mu_max_mean
+    assert pipe.status["rear_axle"].n_prior_dominated == 1
+    above = FitOutcome(scope="rear_axle", stamp=11.0, n_points=120, excitation=0.2, estimate=est,
+                       mu_floor=est.mu_max_lower)   # a floor at the lower end: nothing to lower
+    pipe.commit([above])
+    assert pipe.status["rear_axle"].estimate.mu_max_lower == pytest.approx(est.mu_max_lower)

@@ -44,7 +44,9 @@ Axes: the model is written in SAE axes (x forward, y right, z down; its left whe
 yaw rate turns right, a positive steering angle steers right). Every record is in ROS axes (x forward, y left,
 z up): lateral velocity, lateral acceleration, yaw angle and rate, pitch, the y position and the steering angle
 change sign; roll (+ = right side down in both) and the longitudinal quantities do not.
-- ``OdomSample`` 100 Hz: body-frame velocity at the CG + N(0, 0.05) m/s (the speed reference), yaw rate, pose.
+- ``OdomSample`` 100 Hz: body-frame velocity at the CG + N(0, 0.05) m/s, yaw rate, pose.
+- ``GnssVelocity`` 10 Hz: the car's ENU velocity (east = the model's x, north = its -y) + N(0, 0.05) m/s per axis
+  (its own random stream), recorded 0.1 s after its stamp (the receiver's latency): the slips' speed reference.
 - ``Controls`` 100 Hz: throttle = a/3 m/s^2, brake = -a/g (0..1, from the constrained acceleration input),
   steering = road-wheel angle x the spec sheet's steering ratio (rad of steering-wheel angle, + = left).
 - ``GroundTruth`` 20 Hz: ``mu_road`` per wheel; ``mu_max`` per wheel = the peak over slip of the car's
@@ -80,6 +82,10 @@ VEHICLES = HERE / "vehicles"
 G = 9.81                      # m/s^2, the MB model's gravity
 DT = 0.01                     # s, control interval = sensor period
 TRUTH_EVERY = 5               # control intervals per ground-truth sample (20 Hz)
+GNSS_EVERY = 10               # control intervals per GNSS fix (10 Hz)
+GNSS_LATENCY_STEPS = 10       # a fix is recorded 0.1 s after its stamp (the receiver's latency)
+GNSS_STD = 0.05               # m/s per horizontal axis
+GNSS_STREAM = 7               # seeds the GNSS noise's own random stream
 THROTTLE_FULL = 3.0           # m/s^2 at throttle 1 (Controls record only)
 KINEMATIC_SPEED = 0.1         # m/s, below it vehicle_dynamics_mb is kinematic
 SETS = {1: "parameters_vehicle1", 3: "parameters_vehicle3"}
@@ -333,7 +339,7 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
     from vehiclemodels.utils.acceleration_constraints import acceleration_constraints
     from vehiclemodels.vehicle_dynamics_mb import vehicle_dynamics_mb
 
-    from vehcal_ros.estimation.signals import Controls, GroundTruth, ImuSample, OdomSample, WheelSpeeds
+    from vehcal_ros.estimation.signals import Controls, GnssVelocity, GroundTruth, ImuSample, OdomSample, WheelSpeeds
 
     if duration < 5.0:
         raise ValueError(f"--duration {duration}: expected at least 5 s")
@@ -348,6 +354,8 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
     friction = FrictionScaling(p.tire)
     prog = programme(duration, road, seed)
     rng = np.random.default_rng(seed)
+    gnss_rng = np.random.default_rng([seed, GNSS_STREAM])   # its own stream: the other sensors' noise unchanged
+    gnss_pending: list[tuple[int, Any]] = []                 # (release step, record): the receiver's latency
     L = p.a + p.b
     x = np.array(init_mb([0.0, 0.0, 0.0, float(prog.v_ref[0]), 0.0, 0.0, 0.0], p), dtype=float)
     records: list[tuple[str, Any]] = []
@@ -406,6 +414,13 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
         records.append(("/vehicle/controls", Controls(
             t=tk, throttle=float(np.clip(a_applied / THROTTLE_FULL, 0.0, 1.0)),
             brake=float(np.clip(-a_applied / G, 0.0, 1.0)), steering=-float(x[2]) * ratio)))
+        if k % GNSS_EVERY == 0:   # ENU velocity of the car (ROS yaw -x[4], lateral speed -x[10])
+            yaw, vy = -float(x[4]), -float(x[10])
+            ve = v * math.cos(yaw) - vy * math.sin(yaw) + GNSS_STD * gnss_rng.standard_normal()
+            vn = v * math.sin(yaw) + vy * math.cos(yaw) + GNSS_STD * gnss_rng.standard_normal()
+            gnss_pending.append((k + GNSS_LATENCY_STEPS, GnssVelocity(t=tk, ve=ve, vn=vn, std=GNSS_STD)))
+        while gnss_pending and gnss_pending[0][0] <= k:
+            records.append(("/vehicle/gnss/vel", gnss_pending.pop(0)[1]))
         if k % TRUTH_EVERY == 0:
             fz, uw, alpha, gamma = _wheel_geometry(x, p)
             fx = (torque - p.I_y_w * f[23:27]) / p.R_w

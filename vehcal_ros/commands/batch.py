@@ -127,13 +127,14 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
             kw["n_chains"] = chains
         if draws:
             kw["n_draws"] = draws
-        if task == "all":  # every stage the segment excites, in order, each on the earlier stages' means
+        if task == "all":  # every stage the segment excites, in chain order, each on the earlier stages' means
             from vehcal_ros.errors import EstimationError
+            from vehcal_ros.estimation.stage_order import CHAIN_ORDER
 
             result, skipped, known = {}, {}, {}
-            for name in calibration.STAGE_NAMES:
+            for name in CHAIN_ORDER:
                 try:
-                    calibration.check_segment(seg, calibration.stage_spec(name, vehicle=vehicle))
+                    calibration.check_segment(seg, calibration.stage_spec(name, vehicle=vehicle), vehicle=vehicle)
                 except (EstimationError, InputError) as exc:
                     skipped[name] = str(exc)
                     continue

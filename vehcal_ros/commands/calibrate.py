@@ -25,7 +25,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Staged Bayesian calibration of the 8-DOF vehicle model from one maneuver "
                     "(CSV or rosbag2). Prints a summary; --json writes parameters, noise and diagnostics.")
     p.add_argument("input", help="calibration CSV, or a rosbag2 (.mcap, .db3, directory)")
-    p.add_argument("--stage", required=True, choices=STAGE_CHOICES, help="stage to calibrate ('all': in order)")
+    p.add_argument("--stage", required=True, choices=STAGE_CHOICES,
+                   help="stage to calibrate ('all': rolling_resistance -> longitudinal -> lateral, each holding the "
+                        "earlier ones; a single stage warns when a stage it depends on has not been chained in "
+                        "with --model)")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON ('-' for stdout)")
     p.add_argument("--report", metavar="DIR", help="write posterior, trace, ESS, pair and response plots here")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -50,12 +53,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="vehicle description (config/vehicles/<NAME>.yaml or a file; default hmmwv): 8-DOF "
                         "constants, drive/brake/steering maps, priors")
+    p.add_argument("--holdout", type=float, default=0.0, metavar="F",
+                   help="single stage: hold back the last F (0..0.5) of the segment, fit the rest, and judge the fit "
+                        "on it against the model it replaces (--model's values, else the description's nominal "
+                        "ones): held-out RMSE per channel, 90 %% band coverage, accepted or refused, as the live "
+                        "calibrator (JSON 'holdout'; a refusal warns on stderr); default 0 = off")
+    p.add_argument("--holdout-band", choices=("warn", "refuse"), default="warn",
+                   help="with --holdout: a 90 %% band holding too few held-back samples warns (default) or refuses, "
+                        "as the calibrator's holdout_band")
     p.set_defaults(func=run)
     return p
 
 
-def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end: float | None):
-    """A Segment (CSV, or a bag cut at --t-start/--t-end) or, for a bag without times, stage -> Segment."""
+def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end: float | None, vehicle=None):
+    """A Segment (CSV, or a bag cut at --t-start/--t-end) or, for a bag without times, stage -> Segment; the
+    windows of a bag qualify through ``vehicle``'s steering map (None: the default vehicle)."""
     from vehcal_ros.errors import EstimationError, InputError
     from vehcal_ros.estimation.calibration import Segment
 
@@ -81,7 +93,7 @@ def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end
     out = {}
     reasons = []
     for stage in stages:
-        windows, why = sg.find_windows(r, stage, config)
+        windows, why = sg.find_windows(r, stage, config, vehicle)
         if windows:
             best = max(windows, key=lambda w: w.score)
             out[stage] = sg.build_segment(r, best.t_start, best.t_end, config, source=f"{path} ({stage})")
@@ -117,6 +129,52 @@ def _print_summary(res, out) -> None:
         print(f"  rmse {ch:<11} prior {res.rmse_prior[ch]:.4g}  posterior {res.rmse_posterior[ch]:.4g}", file=out)
 
 
+def _holdout(fitted, held, res, previous: dict[str, float] | None, vehicle, args: argparse.Namespace,
+             out) -> dict:
+    """The predictive check of ``res`` (fitted on the segment ``fitted``) on the held-back ``held``
+    (estimation/acceptance.py) against ``--model``'s values of the stage's parameters (else the description's
+    nominal values); printed, JSON-ready."""
+    from vehcal_ros.estimation.acceptance import predictive_check
+    from vehcal_ros.estimation.calibration import stage_spec
+
+    names = stage_spec(res.stage, separate_bphi=res.separate_bphi, vehicle=vehicle).parameter_names
+    prev = dict(previous or {})
+    if "bphi" in names and "bphi_f" in prev and "bphi_r" in prev:
+        names = (*[n for n in names if n != "bphi"], "bphi_f", "bphi_r")
+    replaced = {n: prev[n] for n in names if n in prev}
+    chk = predictive_check(held, res, prev, replaced or None, vehicle=vehicle, seed=args.seed,
+                           fitted=(float(fitted.time[0]), float(fitted.time[-1])),
+                           label="--model" if replaced else "nominal", band=args.holdout_band)
+    print(f"  holdout: {chk.describe()} -> {'accepted' if chk.passed else 'REFUSED'}", file=out)
+    for line in chk.warnings():
+        print(f"vehcal calibrate: warning: its 90 % band is too narrow: {line}", file=sys.stderr)
+    if not chk.passed:
+        print(f"vehcal calibrate: warning: the fit does not predict its {chk.describe()}", file=sys.stderr)
+    return chk.to_dict()
+
+
+def _order_warnings(segments: dict, previous: dict[str, float] | None, model: str | None,
+                    vehicle) -> tuple[set[str], list[str]]:
+    """(names ``--model``'s chain calibrated, one warning per stage about to run whose fit depends on a parameter
+    no earlier stage calibrated: :mod:`vehcal_ros.estimation.stage_order`)."""
+    from vehcal_ros.estimation.stage_order import CALIBRATED_BY, CHAIN_ORDER, order_warning
+    from vehcal_ros.io.model_file import calibrated_names
+    from vehcal_ros.models.vehicle_8dof import VehicleConstants
+
+    before = calibrated_names(model) if model else set()
+    held = {**VehicleConstants.from_description(vehicle).default_parameters(), **(previous or {})}
+    known = set(before)
+    warnings = []
+    for stage in CHAIN_ORDER:
+        if stage not in segments:
+            continue
+        msg = order_warning(stage, known, held)
+        if msg:
+            warnings.append(f"vehcal calibrate: warning: {msg}")
+        known |= {name for name, st in CALIBRATED_BY.items() if st == stage}
+    return before, warnings
+
+
 def run(args: argparse.Namespace) -> int:
     from vehcal_ros.errors import InputError
     from vehcal_ros.estimation import calibration as cal
@@ -125,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--chains must be in 1..64, got {args.chains}")
     if args.draws < 50 or args.draws > 100000:
         raise InputError(f"--draws must be in 50..100000, got {args.draws}")
+    if not 0.0 <= args.holdout <= 0.5:
+        raise InputError(f"--holdout must be in 0..0.5, got {args.holdout}")
+    if args.holdout > 0.0 and args.stage == "all":
+        raise InputError("--holdout works on a single --stage")
     stages = cal.STAGE_NAMES if args.stage == "all" else (args.stage,)
     vehicle = None
     if args.vehicle:
@@ -134,18 +196,26 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         from vehcal_ros.io.model_file import load_model_file
         previous = load_model_file(args.model)
-    loaded = _read_input(args.input, stages, args.t_start, args.t_end)
+    loaded = _read_input(args.input, stages, args.t_start, args.t_end, vehicle)
     segments = loaded if isinstance(loaded, dict) else dict.fromkeys(stages, loaded)
+    calibrated, order_warnings = _order_warnings(segments, previous, args.model, vehicle)
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
                                     separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle,
                                     noise_prior_factor=args.noise_prior_factor, noise_model=args.noise_model)
     else:
+        held = None
+        if args.holdout > 0.0:
+            from vehcal_ros.estimation.acceptance import split_segment
+
+            segments[args.stage], held = split_segment(segments[args.stage], args.holdout)
         results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,
                                                    n_draws=args.draws, seed=args.seed,
                                                    separate_bphi=args.separate_bphi, previous=previous,
                                                    vehicle=vehicle, noise_prior_factor=args.noise_prior_factor,
                                                    noise_model=args.noise_model)}
+    for line in order_warnings:   # after the fit, so that a refused segment stays a one-line error
+        print(line, file=sys.stderr)
     summary_out = sys.stderr if args.json == "-" else sys.stdout
     for res in results.values():
         _print_summary(res, summary_out)
@@ -160,9 +230,13 @@ def run(args: argparse.Namespace) -> int:
         }
     else:
         doc = _stage_json(results[args.stage])
+        if held is not None:
+            doc["holdout"] = _holdout(segments[args.stage], held, results[args.stage], previous, vehicle, args,
+                                      summary_out)
     doc["input"] = os.fspath(args.input)
     doc["seed"] = args.seed
     doc["vehicle"] = vehicle.name if vehicle is not None else "hmmwv"
+    doc["calibrated"] = sorted(calibrated | {k for r in results.values() for k in r.parameters})
     if args.model:
         doc["model"] = os.fspath(args.model)
     if args.json == "-":

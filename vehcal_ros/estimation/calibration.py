@@ -77,6 +77,13 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import EstimationError, InputError
+from vehcal_ros.estimation.qualification import (
+    MAX_ROAD_WHEEL_ANGLE,
+    STAGE_NEED,
+    StageThresholds,
+    excitation_failures,
+    fmt_angle,
+)
 from vehcal_ros.inference.diagnostics import converged as _converged
 from vehcal_ros.inference.diagnostics import summarize_draws
 from vehcal_ros.inference.smc import Distribution, HalfNormal, Normal, Prior, SMCResult, Uniform, run_smc
@@ -91,6 +98,7 @@ from vehcal_ros.models.vehicle_8dof import (
     kf_log_det,
     parameter_vector,
 )
+from vehcal_ros.vehicle.description import VehicleDescription, load_vehicle
 
 STAGE_NAMES: tuple[str, ...] = ("longitudinal", "lateral", "rolling_resistance")
 
@@ -114,7 +122,9 @@ MIN_DURATION_S = 0.5
 class Segment:
     """One maneuver: inputs and measured channels on a uniform time grid, and the initial 8-DOF state.
 
-    ``time`` s; ``throttle``, ``brake`` 0..1; ``steering`` -1..1 (normalised driver inputs, DESIGN section 4);
+    ``time`` s; ``throttle``, ``brake`` 0..1 (normalised pedals); ``steering`` in the units of the controls'
+    steering axis (normalised -1..1, steering-wheel rad or road-wheel rad: the vehicle description's steering
+    map, :meth:`~vehcal_ros.vehicle.description.VehicleDescription.road_wheel_angle`, gives the road-wheel angle);
     ``measured`` channel -> samples in SI units (see :data:`CHANNELS`); ``initial_state`` (12,) in
     ``STATE_NAMES`` order (x, y, psi are irrelevant to the calibrated channels and default to 0).
     """
@@ -364,7 +374,6 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
     priors_out: list[tuple[str, Distribution]] = []
     desc = None
     if vehicle is not None:
-        from vehcal_ros.vehicle.description import load_vehicle
         desc = load_vehicle(vehicle)
     for pname, (lo, hi) in cfg["priors"].items():
         if desc is not None and not _identified(pname, name, desc):
@@ -393,9 +402,17 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
 
 
 # --------------------------------------------------------------------------------------------------- checks
-def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47) -> None:
+def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=None,
+                  thresholds: StageThresholds | None = None) -> None:
     """Plausibility of a segment for a stage: raises :class:`InputError` (units, NaN, gaps, too short, missing
-    channels) or :class:`EstimationError` (the maneuver does not excite the stage's parameters)."""
+    channels, a steering input the description's steering map turns into an impossible road-wheel angle) or
+    :class:`EstimationError` (the maneuver does not excite the stage's parameters; the message names each failing
+    quantity with its value and threshold in physical units, :mod:`~vehcal_ros.estimation.qualification`).
+
+    ``vehicle``: vehicle description (name, file or description; None: the default vehicle) whose steering map
+    converts the steering input to the road-wheel angle; ``thresholds``: the stage thresholds (None: their
+    declared defaults; the calibrator passes its configured ones)."""
+    desc = vehicle if isinstance(vehicle, VehicleDescription) else load_vehicle(vehicle)
     src = segment.source
     t = segment.time
     missing = [c for c in stage.channels if c not in segment.measured]
@@ -422,11 +439,19 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47) -> None:
         i = int(np.argmax(gap)) if gap.any() else int(np.argmax(dts < 0.5 * med))
         raise InputError(f"{src}: non-uniform sampling: step of {dts[i]:.4f} s at t = {t[i]:.3f} s "
                          f"(median {med:.4f} s); the segment must be gap-free and uniformly sampled")
-    for name, lo, hi in (("throttle", 0.0, 1.0), ("brake", 0.0, 1.0), ("steering", -1.0, 1.0)):
+    for name, lo, hi in (("throttle", 0.0, 1.0), ("brake", 0.0, 1.0)):
         arr = cols[name]
         if arr.min() < lo - 0.01 or arr.max() > hi + 0.01:
             raise InputError(f"{src}: '{name}' outside [{lo:g}, {hi:g}] (range {arr.min():.3g}..{arr.max():.3g}); "
-                             "inputs must be normalised driver commands")
+                             "pedals must be normalised 0..1")
+    delta = desc.road_wheel_angle(segment.steering)
+    peak = float(np.abs(delta).max())
+    if peak > MAX_ROAD_WHEEL_ANGLE:
+        raise InputError(f"{src}: the steering input reaches {float(np.abs(segment.steering).max()):.3g}, a "
+                         f"road-wheel angle of {fmt_angle(peak)} through the description's steering map "
+                         f"(steering.ratio {desc.steer_gain:g} rad per unit input), above any steering lock "
+                         f"({fmt_angle(MAX_ROAD_WHEEL_ANGLE)}); check steering.source / steering.ratio of "
+                         f"{desc.name}")
     meas = segment.measured
     if "u" in meas:
         moving = meas["u"] > 2.0
@@ -442,28 +467,12 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47) -> None:
         if name in meas and np.abs(meas[name]).max() > lim:
             raise InputError(f"{src}: |{name}| reaches {np.abs(meas[name]).max():.3g}, implausible in {unit} "
                              "(degrees?)")
-    _check_excitation(segment, stage)
-
-
-def _check_excitation(segment: Segment, stage: StageSpec) -> None:
-    src = segment.source
-    m = segment.measured
-    if stage.name == "longitudinal":
-        if segment.throttle.max() < 0.05 or np.ptp(m["u"]) < 1.0:
-            raise EstimationError(f"{src}: no longitudinal excitation (max throttle {segment.throttle.max():.2f}, "
-                                  f"u range {np.ptp(m['u']):.2f} m/s); need a throttle ramp changing u by > 1 m/s")
-    elif stage.name == "lateral":
-        if np.abs(segment.steering).max() < 0.02 or np.abs(m["yaw_rate"]).max() < 0.02 or m.get(
-                "u", np.array([10.0])).mean() < 3.0:
-            raise EstimationError(f"{src}: no lateral excitation (max |steering| "
-                                  f"{np.abs(segment.steering).max():.3f}, max |yaw rate| "
-                                  f"{np.abs(m['yaw_rate']).max():.3f} rad/s); need steering at speed")
-    else:
-        coasting = segment.throttle.max() < 0.02 and segment.brake.max() < 0.02
-        drop = float(m["u"][0] - m["u"][-1])
-        if not coasting or drop < 0.1 or m["u"].mean() < 2.0:
-            raise EstimationError(f"{src}: not a coast-down (max throttle {segment.throttle.max():.2f}, max brake "
-                                  f"{segment.brake.max():.2f}, u drop {drop:.2f} m/s); need a free roll at speed")
+    if "u" not in meas:   # a lateral segment without its speed channel: the initial speed stands for it
+        meas = {**meas, "u": np.full(t.size, float(segment.initial_state[STATE_INDEX["u"]]))}
+    failures = excitation_failures(stage.name, t, segment.throttle, segment.brake, delta, meas,
+                                   thresholds if thresholds is not None else StageThresholds())
+    if failures:
+        raise EstimationError(f"{src}: {STAGE_NEED[stage.name]}: " + "; ".join(failures))
 
 
 # --------------------------------------------------------------------------------------------------- results
@@ -896,7 +905,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     if constants.torque_source != "measured" and segment.wheel_torque is not None:
         segment = replace(segment, wheel_torque=None)   # the description's torque source decides, not the data
     if check:
-        check_segment(segment, spec, r0=constants.r0)
+        check_segment(segment, spec, r0=constants.r0, vehicle=vehicle)
     base = _base_parameters(spec, previous, constants.default_parameters())
     if initial_state not in ("measured", "sampled"):
         raise InputError(f"initial_state must be 'measured' or 'sampled', got {initial_state!r}")
@@ -944,15 +953,19 @@ def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 
                   seed: int = 0, separate_bphi: bool = False, kernel: str = "imh",
                   previous: Mapping[str, float] | None = None, vehicle=None,
                   noise_prior_factor: float = 1.0, noise_model: str = "ar1") -> dict[str, CalibrationResult]:
-    """Run longitudinal -> lateral -> rolling_resistance, each on its segment (one segment: the same for all),
-    each stage holding the earlier stages' posterior means fixed (paper Section 3); ``vehicle`` and
-    ``noise_model`` as :func:`calibrate_stage`."""
+    """Run rolling_resistance -> longitudinal -> lateral (``stage_order.CHAIN_ORDER``: each stage after the
+    stages its fit depends on), each on its segment (one segment: the same for all), each stage holding the
+    earlier stages' posterior means fixed (paper Section 3); stage ``k`` of ``STAGE_NAMES`` uses seed ``seed + k``;
+    ``vehicle`` and ``noise_model`` as :func:`calibrate_stage`."""
+    from vehcal_ros.estimation.stage_order import CHAIN_ORDER
+
     results: dict[str, CalibrationResult] = {}
     known = dict(previous or {})
-    for i, stage in enumerate(STAGE_NAMES):
+    for stage in CHAIN_ORDER:
         seg = segments if isinstance(segments, Segment) else segments.get(stage)
         if seg is None:
             continue
+        i = STAGE_NAMES.index(stage)
         res = calibrate_stage(seg, stage, previous=known, n_chains=n_chains, n_draws=n_draws, seed=seed + i,
                               separate_bphi=separate_bphi, kernel=kernel, vehicle=vehicle,
                               noise_prior_factor=noise_prior_factor, noise_model=noise_model)

@@ -5,8 +5,10 @@ torque of ``JointState.effort`` when the vehicle description's ``torque_source``
 buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.segments`) and runs the staged Bayesian
 calibration of papers/bayesian-calibration-8dof-vehicle-model.md (Section 3: longitudinal -> lateral -> rolling
 resistance; tempered SMC, several runs as chains) on them. Each stage keeps its last accepted result: a fit
-whose diagnostics fail (any R-hat > ``max_r_hat`` or bulk ESS < ``min_ess``, Section 3.2) or that raises is
-reported and does not replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
+whose diagnostics fail (any R-hat > ``max_r_hat`` or bulk ESS < ``min_ess``, Section 3.2), that raises, or that
+does not predict its window's held-back last part (``holdout_fraction``, not fitted) no worse than the model it
+would replace, within its predictive band (:mod:`vehcal_ros.estimation.acceptance`), is reported and does not
+replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
 paper's "previous stages' results"; after the first pass every stage sees the latest values of all others).
 
 A cycle is split in three, as :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`: :meth:`snapshot`
@@ -30,6 +32,14 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import Cancelled, EstimationError, InputError
+from vehcal_ros.estimation.acceptance import (
+    BAND_POLICIES,
+    DEFAULT_BAND,
+    DEFAULT_FRACTION,
+    DEFAULT_TOLERANCE,
+    MIN_HOLDOUT_S,
+    predictive_check,
+)
 from vehcal_ros.estimation.buffers import RollingBuffer
 from vehcal_ros.estimation.calibration import (
     STAGE_NAMES,
@@ -54,6 +64,7 @@ from vehcal_ros.estimation.segments import (
     resample,
 )
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+from vehcal_ros.vehicle.description import load_vehicle
 
 OK, WARN, ERROR = 0, 1, 2
 
@@ -64,6 +75,12 @@ UNITS: dict[str, str] = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad",
                          "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)"}
 STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf": "lateral", "Cyr": "lateral",
                             "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
+
+
+EXCITATION: dict[str, tuple[str, str]] = {
+    "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
+    "rolling_resistance": ("speed lost", "m/s")}
+"""What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
 
 
 def _measured_torque(vehicle: str | None) -> bool:
@@ -137,6 +154,17 @@ class CalibrationPipelineConfig:
     vehicle: str | None = None
     """vehicle description (name or file, vehicle/description.py): 8-DOF constants, drive maps, priors and
     nominal values; None: the paper's HMMWV."""
+    holdout_fraction: float = DEFAULT_FRACTION
+    """[-] share of each qualifying window held back from the fit (its last part, >= 0.5 s and 50 samples): the
+    fit is accepted only if it predicts that part no worse than the model it replaces, within its 90 % predictive
+    band (estimation/acceptance.py); 0: no predictive check (accepted on its diagnostics alone), 0..0.5."""
+    holdout_tolerance: float = DEFAULT_TOLERANCE
+    """[standard errors] k of the predictive check: a channel fails if the candidate's held-back RMSE exceeds the
+    replaced model's by more than k SE of the difference (autocorrelation counted) + 2 %, or its band holds fewer
+    than 90 % - k SE - 2 % of the samples (acceptance.py Eq. H4, H5; default 3), 0..10."""
+    holdout_band: str = DEFAULT_BAND
+    """what a 90 % band holding too few held-back samples does: ``warn`` (accepted on the RMSE rule, stage WARN,
+    shortfall named) or ``refuse`` (acceptance.py, "Band policy")."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -162,6 +190,13 @@ class CalibrationPipelineConfig:
         if self.initial_state not in ("measured", "sampled"):
             raise InputError(f"calibration config: initial_state = {self.initial_state!r}: expected 'measured' or "
                              "'sampled'")
+        for name, lo, hi in (("holdout_fraction", 0.0, 0.5), ("holdout_tolerance", 0.0, 10.0)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
+                raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo:g}, {hi:g}]")
+        if self.holdout_band not in BAND_POLICIES:
+            raise InputError(f"calibration config: holdout_band = {self.holdout_band!r} is not one of "
+                             f"{', '.join(BAND_POLICIES)}")
         if self.dt is not None and not 1e-4 <= self.dt <= 0.05:
             raise InputError(f"calibration config: dt = {self.dt!r} is out of range [0.0001, 0.05]")
         try:
@@ -186,6 +221,10 @@ class StageJob:
     """earlier stages with no accepted result yet: this job runs only if they are accepted earlier in the batch."""
     accepted: CalibrationResult | None = field(default=None, repr=False)
     """the stage's accepted result when the window is first checked against it (confirm_max_shift > 0)."""
+    held: Segment | None = field(default=None, repr=False)
+    """the window's held-back last part (not fitted; the predictive check's data), None: no check."""
+    replaced: Mapping[str, float] = field(default_factory=dict, repr=False)
+    """the stage's accepted posterior means (8-DOF names), the model a new fit replaces; empty: nominal."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +240,7 @@ class StageOutcome:
     wall_s: float = 0.0
     segment: Segment | None = field(default=None, repr=False)   #: the data fitted (for reports)
     check: WindowCheck | None = None   #: the recalibration check of the window (None: not checked)
+    holdout: dict | None = None        #: the predictive check on the held-back part (HoldoutCheck.to_dict)
 
     @property
     def confirmed(self) -> bool:
@@ -229,6 +269,9 @@ class StageStatus:
     segment: tuple[float, float] | None = None     #: last segment fitted or checked (t0, t1)
     excitation: float = float("nan")               #: the last window's score (segments.Window.score)
     last_reason: str = ""                          #: why the newest data did not give a fit ("" if it did)
+    result_holdout: dict | None = None             #: the accepted fit's predictive check (HoldoutCheck.to_dict)
+    last_holdout: dict | None = None               #: the newest predictive check (accepted or refused)
+    n_refused_holdout: int = 0                     #: converged fits refused because they did not predict
 
 
 @dataclass
@@ -256,6 +299,9 @@ class CalibrationPipeline:
         self.config = config or CalibrationPipelineConfig()
         self.config.validate()
         c = self.config
+        self.vehicle = load_vehicle(c.vehicle)
+        """the vehicle description (None in the config: the default vehicle): its steering map gives the
+        road-wheel angle of the stage thresholds"""
         self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
                         for name, cols in SOURCE_COLUMNS.items()}
         if _measured_torque(c.vehicle):   # per-wheel net torque (JointState.effort) drives the 8-DOF wheels
@@ -375,7 +421,7 @@ class CalibrationPipeline:
                 continue
             if newest - self._last_attempt[stage] < c.recalibration_period:
                 continue
-            windows, why = find_windows(r, stage, c.segments)
+            windows, why = find_windows(r, stage, c.segments, self.vehicle)
             open_end = newest - 2.0 / c.segments.rate
             fresh = [w for w in windows if w.t_end - self._last_end[stage] >= c.min_new_data
                      and (final or w.t_end < open_end or w.duration >= c.segments.max_duration - 1e-6)]
@@ -392,12 +438,16 @@ class CalibrationPipeline:
             self._last_attempt[stage] = newest
             st.segment, st.excitation = (w.t_start, w.t_end), w.score
             try:
-                seg = build_segment(r, w.t_start, w.t_end, c.segments, source=f"{stage} segment")
+                t_fit, t_held = self._split(w)   # the fitted part, the held-back last part (acceptance.py)
+                seg = build_segment(r, w.t_start, t_fit, c.segments, source=f"{stage} segment")
+                held = None if t_held is None else build_segment(r, t_held, w.t_end, c.segments,
+                                                                 source=f"{stage} held-back part")
                 if "wheel_torque" in self.buffers and seg.wheel_torque is None:
                     raise InputError(f"{stage} segment [{w.t_start:.2f}, {w.t_end:.2f}] s: no measured wheel torque "
                                      "(JointState.effort of every wheel) throughout, and the vehicle's "
                                      "torque_source is measured")
-                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0)
+                check_segment(seg, stage_spec(stage, priors=c.priors, vehicle=c.vehicle), r0=c.r0,
+                              vehicle=self.vehicle, thresholds=c.segments)
             except (InputError, EstimationError) as exc:
                 st.n_rejected += 1
                 self._note(stage, f"segment rejected: {exc}", level=ERROR if isinstance(exc, InputError) else WARN)
@@ -405,14 +455,34 @@ class CalibrationPipeline:
             if st.result is not None and w.score < c.replace_min_score * st.result_score:
                 # commit would keep the accepted model whatever this fit gives: spare the worker the fit (after the
                 # plausibility check, so a bad segment is still reported)
-                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({w.score:.3g} vs "
-                                  f"{st.result_score:.3g} of the accepted fit's); not fitted")
+                name, unit = EXCITATION[stage]
+                self._note(stage, f"segment [{w.t_start:.2f}, {w.t_end:.2f}] s is less excited ({name} {w.score:.3g} "
+                                  f"vs {st.result_score:.3g} {unit} of the accepted fit's); not fitted")
                 continue
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
-                                 waits_for=waits, accepted=st.result if c.confirm_max_shift > 0 else None))
+                                 waits_for=waits, accepted=st.result if c.confirm_max_shift > 0 else None,
+                                 held=held, replaced=st.result.posterior_means() if st.result is not None else {}))
             planned.append(stage)
         return jobs
+
+    def _split(self, w: Window) -> tuple[float, float | None]:
+        """(end of the fitted part, start of the held-back part) of window ``w`` [s]: the last
+        ``holdout_fraction`` of its samples, at least :data:`~vehcal_ros.estimation.acceptance.MIN_HOLDOUT_S` and
+        50 samples, are held back; ``(t_end, None)`` when the check is off. :class:`EstimationError` if the fitted
+        part would keep fewer than 50 samples."""
+        c = self.config
+        if c.holdout_fraction <= 0.0:
+            return w.t_end, None
+        step = 1.0 / c.segments.rate
+        n = int(round(w.duration / step)) + 1
+        n_hold = max(int(round(c.holdout_fraction * n)), 50, int(math.ceil(MIN_HOLDOUT_S / step)) + 1)
+        if n - n_hold < 50:
+            raise EstimationError(f"window [{w.t_start:.2f}, {w.t_end:.2f}] s is too short to hold back "
+                                  f"{c.holdout_fraction:g} of it (>= {MIN_HOLDOUT_S:g} s and 50 samples) and fit "
+                                  "50 samples")
+        t_split = w.t_start + (n - n_hold) * step   # the first held-back grid point
+        return t_split - 0.6 * step, t_split - 0.4 * step
 
     def _note(self, stage: str, reason: str, level: int = WARN) -> None:
         """Record why the newest data gave no fit; the last good result (and its OK level) is kept."""
@@ -474,12 +544,33 @@ class CalibrationPipeline:
             except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
                 error = f"fit failed: {exc!r}"
             ok = result is not None and self.acceptable(result)
+            holdout = None
+            if ok and job.held is not None and at_prior_bound(job.stage, result, priors=c.priors) is None:
+                # the acceptance rule: it must predict the held-back part (a fit at a prior bound is refused anyway)
+                holdout = self._predict(job, result, chained)
+                ok = bool(holdout["passed"])
             if ok:
                 chained.update(result.posterior_means())
                 accepted_now.add(job.stage)
             outcomes.append(StageOutcome(job.stage, job.window, job.cycle, result, ok, error,
-                                         time.perf_counter() - t0, segment=job.segment, check=check))
+                                         time.perf_counter() - t0, segment=job.segment, check=check,
+                                         holdout=holdout))
         return outcomes
+
+    def _predict(self, job: StageJob, result: CalibrationResult, chained: Mapping[str, float]) -> dict:
+        """The predictive check of ``result`` on ``job``'s held-back part against the model it replaces
+        (acceptance.predictive_check; ``HoldoutCheck.to_dict``); a check that cannot run refuses, saying why."""
+        c = self.config
+        fitted = (float(job.segment.time[0]), float(job.segment.time[-1]))
+        try:
+            return predictive_check(job.held, result, {**job.previous, **chained}, job.replaced,
+                                    tolerance=c.holdout_tolerance, vehicle=c.vehicle, priors=c.priors, dt=c.dt,
+                                    seed=job.seed, fitted=fitted, band=c.holdout_band).to_dict()
+        except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError,
+                np.linalg.LinAlgError) as exc:
+            t0, t1 = float(job.held.time[0]), float(job.held.time[-1])
+            return {"segment": [t0, t1], "fitted": list(fitted), "passed": False,
+                    "message": f"held-back [{t0:.2f}, {t1:.2f}] s: the predictive check failed: {exc!r}"}
 
     def _check(self, job: StageJob, chained: Mapping[str, float]) -> WindowCheck | None:
         """The recalibration check of ``job``'s window against its stage's accepted result (None: no accepted
@@ -518,10 +609,19 @@ class CalibrationPipeline:
                 continue
             st.n_fits += 1
             st.last_fit_s = o.wall_s
+            if o.holdout is not None:
+                st.last_holdout = o.holdout
             if o.result is None:
                 st.n_failed += 1
                 st.level = WARN if st.result is not None else ERROR
                 st.message = st.last_reason = f"{o.error}{keep}"
+            elif o.holdout is not None and not o.holdout.get("passed", False):
+                st.n_failed += 1
+                st.n_refused_holdout += 1
+                st.level = WARN if st.result is not None else ERROR
+                st.message = st.last_reason = (
+                    f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but does not predict its "
+                    f"{o.holdout.get('message', 'held-back part')}{keep}")
             elif not o.accepted:
                 st.n_failed += 1
                 st.n_not_converged += 1
@@ -540,26 +640,33 @@ class CalibrationPipeline:
             elif st.result is not None and o.window.score < self.config.replace_min_score * st.result_score:
                 st.level = OK
                 st.last_reason = (f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but its "
-                                  f"segment is less excited ({o.window.score:.3g} vs {st.result_score:.3g}); "
+                                  f"segment is less excited ({EXCITATION[o.stage][0]} {o.window.score:.3g} vs "
+                                  f"{st.result_score:.3g} {EXCITATION[o.stage][1]}); "
                                   "keeping the model from the more excited one")
             else:
                 st.result = o.result
                 st.result_segment = (o.window.t_start, o.window.t_end)
                 st.result_data = o.segment
                 st.result_score = float(o.window.score)
+                st.result_holdout = o.holdout
                 st.level = OK
                 st.last_reason = ""
                 st.message = self._summary(o.stage)
+                if o.holdout and o.holdout.get("warnings"):   # holdout_band warn: accepted, its band too narrow
+                    st.level = WARN
+                    st.message += f"; its 90 % band is too narrow: {'; '.join(o.holdout['warnings'])}"
                 updated.append(o.stage)
         self.cycle += 1
         return updated
 
     def restore(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None, score: float,
-                note: str = "restored") -> None:
-        """Take ``result`` as ``stage``'s accepted result (a restart reading its state file back); a new fit
-        replaces it under the usual rule (a segment at least ``replace_min_score`` as excited)."""
+                note: str = "restored", holdout: dict | None = None) -> None:
+        """Take ``result`` as ``stage``'s accepted result (a restart reading its state file back; ``holdout``: its
+        predictive check, if the file has one); a new fit replaces it under the usual rule (a segment at least
+        ``replace_min_score`` as excited, predicting its held-back part no worse than this result)."""
         st = self.status[stage]
         st.result, st.result_segment, st.result_score, st.result_data = result, segment, float(score), None
+        st.result_holdout = holdout
         st.level, st.last_reason = OK, ""
         st.message = f"{self._summary(stage)} ({note})"
 
@@ -571,7 +678,12 @@ class CalibrationPipeline:
         r_hat, ess = worst_diagnostics(res)
         vals = ", ".join(f"{k} {v['mean']:.5g}" for k, v in res.parameters.items())
         t0, t1 = st.result_segment or (float("nan"), float("nan"))
-        return f"{vals} (segment [{t0:.2f}, {t1:.2f}] s, max R-hat {r_hat:.4f}, min ESS {ess:.0f})"
+        h = st.result_holdout
+        held = ""
+        if h and h.get("rmse_candidate"):
+            held = "; held-out RMSE " + ", ".join(
+                f"{c} {v:.4g} vs {h['rmse_replaced'][c]:.4g} {h['replaced']}" for c, v in h["rmse_candidate"].items())
+        return f"{vals} (segment [{t0:.2f}, {t1:.2f}] s, max R-hat {r_hat:.4f}, min ESS {ess:.0f}{held})"
 
     def run_cycle(self, final: bool = False) -> list[str]:
         """snapshot + fit + commit in the caller's thread (bag replay, tests); ``final``: see :meth:`snapshot`."""
@@ -776,7 +888,8 @@ PRIOR_PREFIX = "prior."
 """model_calibrator parameters ``prior.<name>`` (lower case) = [lower, upper] uniform prior ranges."""
 
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
-               "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift")
+               "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift",
+               "holdout_fraction", "holdout_tolerance", "holdout_band")
 HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
                         "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
 """The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,

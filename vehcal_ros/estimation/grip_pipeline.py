@@ -40,7 +40,7 @@ from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimat
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
-from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, TireForce, WheelSpeeds
 from vehcal_ros.estimation.surface_change import (
     PredictiveReference,
     SurfaceChange,
@@ -68,7 +68,7 @@ class ScopeStatus:
     n_fits: int = 0
     n_failed: int = 0
     n_not_converged: int = 0
-    n_prior_dominated: int = 0
+    n_prior_dominated: int = 0                 #: published estimates whose mu_max the data barely narrow
     n_skipped_unexcited: int = 0               #: windows below min_excitation: not sampled (counted in n_failed)
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
@@ -105,6 +105,10 @@ SUBSAMPLE_RULES = ("even", "excitation")
 
 RADIUS_DOUBT = 0.005
 """A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
+
+ACCEL_DOUBT = 0.05
+"""m/s^2: a learnt accelerometer offset larger than this (and 3 SDs) names the IMU as doubtful: a calibrated
+automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting pitch."""
 
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
@@ -233,6 +237,20 @@ def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: fl
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
 
 
+def floored(estimate: GripEstimate, floor: float) -> GripEstimate:
+    """A prior-dominated estimate with the lower end of its interval at the data's floor when that is lower.
+
+    When the data barely narrow mu_max, the posterior's lower quantile is set by the prior's bulk: the uniform
+    prior on D (up to 1.7 for published tires) puts it near 0.35-0.5 whatever the road, above a snowy road's 0.3
+    (measured: grip overstated 16 % of a 15-minute snow drive). What such data establish is only the floor, the
+    largest friction they show beyond their noise (:func:`observed_floor`), which every road under them offers;
+    the interval [min(lower, floor), upper] holds at least the posterior's probability."""
+    mu = estimate.mu_max
+    if not floor < mu.lower:
+        return estimate
+    return dataclasses.replace(estimate, mu_max=dataclasses.replace(mu, lower=max(float(floor), 0.0)))
+
+
 def mu_span(mu: np.ndarray) -> float:
     """The span of |mu| (95th - 5th percentile), friction; 0 without samples."""
     return float(np.subtract(*np.quantile(np.abs(mu), [0.95, 0.05]))) if mu.size else 0.0
@@ -311,6 +329,7 @@ class GripPipeline:
         self.config_warnings: list[str] = []   #: parameters that override the vehicle description (WARN)
         self.radius = RollingRadiusEstimator(self.radius_config) if self.radius_config is not None else None
         self.odometer = Odometer()   #: distance travelled (the road-change hazard's clock)
+        self.collector.on_speed = self.odometer.add_speed   # driven by the slips' speed reference
         self.beliefs: dict[str, BeliefTracker] = {
             s: BeliefTracker(self.hazard, self.fit_config.interval_prob, self.odometer) for s in self.status}
 
@@ -318,14 +337,14 @@ class GripPipeline:
     def add(self, record: object) -> list[TireForce]:
         """Feed one record; returns the estimated tire forces it produced (empty unless a force estimator runs
         and ``record`` is a wheel-speed sample)."""
-        if isinstance(record, OdomSample):
-            self.odometer.add_speed(record.t, record.u)
         radius = self.radius
         if radius is not None and isinstance(record, (WheelSpeeds, ImuSample, Controls, GnssVelocity)):
             radius.add(record)
             if isinstance(record, GnssVelocity):   # a speed reference: the slips use the learnt radius
                 self._use_radius(radius)
-                return []
+        if isinstance(record, GnssVelocity):
+            self.collector.add_gnss(record)
+            return []
         est = self.force_estimator
         if est is None:
             self.collector.add(record)
@@ -490,15 +509,21 @@ class GripPipeline:
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{why}: not published{keep}"
                 continue
+            if e.prior_dominated:
+                e = floored(e, o.mu_floor)
             st.estimate = e
             self.beliefs[o.scope].set_estimate(e.mu_max, o.stamp, e)
             if e.shape_cov is not None and not e.shape_prior_used:
                 self._shape_history.setdefault(o.scope, []).append((np.asarray(e.shape_mean), e.shape_cov))
             st.estimate_stamp = o.stamp
             st.level = OK
-            st.message = (f"mu_max {o.estimate.mu_max_mean:.3f} "
-                          f"[{o.estimate.mu_max_lower:.3f}, {o.estimate.mu_max_upper:.3f}] "
+            st.message = (f"mu_max {e.mu_max_mean:.3f} [{e.mu_max_lower:.3f}, {e.mu_max_upper:.3f}] "
                           f"from {o.n_points} points, excitation {o.excitation:.2f}")
+            if e.prior_dominated:
+                st.n_prior_dominated += 1
+                st.message += (f"; prior-dominated (posterior std {e.mu_max.std:.2f} > "
+                               f"{self.fit_config.prior_dominated_ratio:.2f} x prior std {e.mu_max_prior_std:.2f}): "
+                               "its lower bound is the largest friction the data show")
             if o.surface_change is not None:
                 st.message += f"; road surface change detected at t = {o.surface_change.time:.2f} s"
             updated.append(o.scope)
@@ -576,17 +601,26 @@ class GripPipeline:
         return dataclasses.replace(config, n_steps=int(self.warm_steps), burn_in=float(self.warm_burn_in))
 
     def doubtful_assumptions(self) -> list[str]:
-        """The vehicle-description facts the data contradict, one sentence each: today the rolling radius, when the
-        online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs (the slips use the
-        learnt radius, so the estimate is corrected; the description should be)."""
+        """The vehicle-description and sensor assumptions the data contradict, one sentence each: the rolling
+        radius, when the online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs
+        (the slips use the learnt radius, so the estimate is corrected; the description should be); the IMU, when
+        the speed filter's accelerometer offset exceeds ``ACCEL_DOUBT`` and 3 of its SDs (the slips' speed
+        reference learns it, so they are corrected; the IMU's bias or mounting should be)."""
         out = []
         radius = self.radius
-        if radius is None:
-            return out
-        for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
-            if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
-                out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % (SD {100.0 * sd:.2f} %) "
-                           "against the vehicle description (tire.unloaded_radius / tire.rolling_radius)")
+        if radius is not None:
+            for axle, k, sd in zip(("front", "rear"), radius.k, radius.sd):
+                if abs(k - 1.0) > max(RADIUS_DOUBT, 3.0 * sd):
+                    out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % "
+                               f"(SD {100.0 * sd:.2f} %) against the vehicle description "
+                               "(tire.unloaded_radius / tire.rolling_radius)")
+        speed = self.collector.speed
+        offset = speed.offset if speed is not None else None
+        if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):
+            b, sd = offset
+            out.append(f"IMU longitudinal acceleration: the data give an offset of {b:+.3f} m/s^2 (SD {sd:.3f}) "
+                       f"against the GNSS speed: an accelerometer bias, or the IMU pitched "
+                       f"{math.degrees(math.asin(max(-1.0, min(1.0, b / 9.81)))):+.2f} deg on its mount")
         return out
 
     def data_time(self) -> float:
@@ -621,8 +655,10 @@ class GripPipeline:
 
     def _withheld(self, o: FitOutcome) -> tuple[str, str] | None:
         """(status counter, reason) when a fitted estimate must not be published: too little excitation, the
-        convergence rule not met, a prior-dominated mu_max, or an interval the fitted samples contradict (its
-        upper end below the largest |mu| they show beyond their noise); None when it may be."""
+        convergence rule not met, or an interval the fitted samples contradict (its upper end below the largest
+        |mu| they show beyond their noise); None when it may be. A prior-dominated mu_max (the data barely narrow
+        it) is published: its wide interval is what the data say, and its lower bound is theirs; a consumer that
+        gets "unknown" instead can use no grip at all."""
         e = o.estimate
         if e.mu_max_upper < o.mu_floor:
             return "n_not_converged", (
@@ -638,12 +674,6 @@ class GripPipeline:
                 f"not converged after {e.n_steps_used} steps per chain (R-hat max {e.r_hat_max:.3f} > "
                 f"{self.max_r_hat} or ESS bulk/tail min {e.ess_bulk_min:.0f}/{e.ess_tail_min:.0f} < "
                 f"{self.min_ess:.0f}/{self.min_ess_tail:.0f})")
-        if e.prior_dominated:
-            return "n_prior_dominated", (
-                f"prior-dominated: the data do not identify the curve maximum (mu_max posterior std "
-                f"{e.mu_max.std:.2f} > {self.fit_config.prior_dominated_ratio:.2f} x prior std "
-                f"{e.mu_max_prior_std:.2f}), mu_max {e.mu_max_mean:.2f} [{e.mu_max_lower:.2f}, "
-                f"{e.mu_max_upper:.2f}]")
         return None
 
     def learnt_shape_prior(self, scope: str) -> tuple | None:
@@ -766,6 +796,8 @@ def signal_config_from(values: Mapping[str, Any], vehicle: Any = None) -> GripSi
         max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
         sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
         average_window=values.get("average_window", GripSignalConfig.average_window),
+        speed_reference=str(values.get("speed_reference", GripSignalConfig.speed_reference)),
+        accel_std=float(values.get("accel_noise", GripSignalConfig.accel_std)),
     )
 
 
@@ -773,7 +805,17 @@ def vehicle_signal_config(config: GripSignalConfig, vehicle: Any = None) -> Grip
     """``config`` with the vehicle description's toe (static toe and bump steer), its IMU pitch at rest, the
     front travel per longitudinal acceleration (the rear suspension's and the tires' deflection under the load
     transfer (m h + 2 (muf + mur) r0) a_x / 2L per wheel; 0 without ``suspension.wheel_rate_rear``) and its
-    tire's combined-slip law (``tire.combined_slip``, ``tire.lateral_friction_ratio``); unchanged without one."""
+    tire's combined-slip law (``tire.combined_slip``, ``tire.lateral_friction_ratio``); unchanged without one.
+
+    A tire with MF2002 combined-slip coefficients (``mf``) has each sample reduced to pure slip by its weighting
+    G_xa, which stays near 1 at everyday slip angles (0.98 at 0.6 deg on the HMMWV's Pac02). A tire described by
+    the friction ellipse (``ellipse``) is not: at everyday slips its longitudinal share kappa / hypot(kappa,
+    mu_x sin(alpha) / mu_y,max) is set by the slip angle, and at kappa = 0.01 a 0.5 deg error of alpha (the
+    kinematic lateral velocity, toe, the rear axle's own slip angle) moves it by ~30 %. A sample divided by too
+    small a share reads a higher curve, and the fitted peak is overstated (measured on the sedan's daily drive:
+    grip overstated 7-27 % of the time with the ellipse, 0 % without). Its samples are therefore fitted as pure
+    slip: friction used laterally then lowers the fitted curve, which can only understate the peak (the samples
+    are gated at ``max_lateral_mu`` and ``max_steer``)."""
     if vehicle is None:
         return config
     v = vehicle
@@ -783,7 +825,8 @@ def vehicle_signal_config(config: GripSignalConfig, vehicle: Any = None) -> Grip
         travel_per_ax = transfer * (1.0 / v.wheel_rate_r + 1.0 / v.ktf + 1.0 / v.ktr)
     config = dataclasses.replace(config, toe_front=tuple(v.toe_front), toe_rear=tuple(v.toe_rear),
                                  pitch_at_rest=float(v.pitch_at_rest), travel_per_ax=travel_per_ax,
-                                 combined_slip=v.combined_slip, lateral_ratio=float(v.lateral_ratio),
+                                 combined_slip=v.combined_slip if v.combined_slip == "mf" else "none",
+                                 lateral_ratio=float(v.lateral_ratio),
                                  combined_coefficients=tuple(getattr(v, "combined_coefficients", ())))
     config.validate()
     return config

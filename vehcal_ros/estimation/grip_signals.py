@@ -60,10 +60,17 @@ from vehcal_ros.estimation.buffers import RollingBuffer
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
+    GnssVelocity,
     ImuSample,
     OdomSample,
     TireForce,
     WheelSpeeds,
+)
+from vehcal_ros.estimation.speed_reference import (
+    SPEED_REFERENCES,
+    GnssImuSpeed,
+    ReferenceSpeed,
+    SpeedReferenceConfig,
 )
 from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
@@ -105,6 +112,8 @@ class GripSignalConfig:
     combined_slip: str = "none"           #: "none", "ellipse" (samples carry |sin alpha| / lateral_ratio) or "mf"
     combined_coefficients: tuple[float, ...] = ()  #: "mf": (r_Bx1, r_Bx2, r_Cx1, r_Ex1, r_Hx1) of the tire
     lateral_ratio: float = 1.0            #: the tire's lateral / longitudinal friction peak
+    speed_reference: str = "odometry"     #: "odometry" (its twist) or "gnss_imu" (estimation/speed_reference.py)
+    accel_std: float = 0.05               #: m/s^2, IMU a_x white noise (the gnss_imu speed filter)
 
     def validate(self) -> None:
         """Raise ValueError naming the field and its allowed range."""
@@ -137,6 +146,8 @@ class GripSignalConfig:
             (-0.5 <= self.pitch_at_rest <= 0.5, f"pitch_at_rest must be in [-0.5, 0.5] rad, got {self.pitch_at_rest}"),
             (0.0 <= self.travel_per_ax <= 0.1, f"travel_per_ax must be in [0, 0.1] m s^2/m, got {self.travel_per_ax}"),
             (len(self.toe_front) > 0 and len(self.toe_rear) > 0, "toe_front / toe_rear need at least one row"),
+            (self.speed_reference in SPEED_REFERENCES,
+             f"speed_reference must be one of {', '.join(SPEED_REFERENCES)}, got {self.speed_reference!r}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -259,7 +270,7 @@ class _Series:
 class _Block:
     """Running sums of one wheel's gated (slip, mu) samples in the current averaging block."""
 
-    __slots__ = ("n", "slip", "mu", "slip2", "var_fx", "var_fz", "rho", "speed", "lat")
+    __slots__ = ("n", "slip", "mu", "slip2", "var_fx", "var_fz", "rho", "speed", "lat", "ref_var")
 
     def __init__(self) -> None:
         self.clear()
@@ -267,10 +278,12 @@ class _Block:
     def clear(self) -> None:
         self.n, self.slip, self.mu, self.slip2 = 0, 0.0, 0.0, 0.0
         self.var_fx, self.var_fz, self.rho, self.speed, self.lat = 0.0, 0.0, 0.0, 0.0, 0.0
+        self.ref_var = 0.0
 
     def add(self, slip: float, mu: float, var_fx: float = 0.0, var_fz: float = 0.0, rho: float = 0.0,
-            speed: float = 1.0, lat: float = 0.0) -> None:
+            speed: float = 1.0, lat: float = 0.0, ref_var: float = 0.0) -> None:
         self.n += 1
+        self.ref_var += ref_var
         self.lat += lat
         self.speed += speed
         self.slip += slip
@@ -309,7 +322,13 @@ class GripDataCollector:
         #: True while a speed reference is present but k is not yet known well enough: samples are dropped
         self.radius_gate = False
         self._wheel = _Series(tuple(f"w{i}" for i in range(4)), capacity=2048, max_gap=c.max_gap)
-        self._odom = _Series(("u", "v", "r"), capacity=2048, max_gap=c.max_gap)
+        #: the speed reference at its stamps: u, v, r and u's variance (0 for odometry)
+        self._odom = _Series(("u", "v", "r", "u_var"), capacity=2048, max_gap=c.max_gap)
+        self.speed = (GnssImuSpeed(SpeedReferenceConfig(accel_std=c.accel_std,
+                                                        rear_distance=max(0.0, -min(c.wheel_x))))
+                      if c.speed_reference == "gnss_imu" else None)
+        #: called with each speed-reference sample (t, u): the pipeline's odometer
+        self.on_speed = None
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
         self._pitch = _Series(("pitch", "ax"), capacity=512, max_gap=c.max_gap)
         self._toe = [tuple(tuple(float(x) for x in col)
@@ -332,7 +351,8 @@ class GripDataCollector:
 
     # ------------------------------------------------------------------ input
     def add(self, record: object) -> None:
-        """Dispatch one record (WheelSpeeds, TireForce, OdomSample, Controls); other records are ignored."""
+        """Dispatch one record (WheelSpeeds, TireForce, OdomSample, Controls, ImuSample, GnssVelocity); other
+        records are ignored."""
         if isinstance(record, TireForce):
             self.add_tire_force(record)
         elif isinstance(record, WheelSpeeds):
@@ -343,6 +363,8 @@ class GripDataCollector:
             self.add_controls(record)
         elif isinstance(record, ImuSample):
             self.add_imu(record)
+        elif isinstance(record, GnssVelocity):
+            self.add_gnss(record)
 
     def reject(self, topic: str, reason: str) -> None:
         """Count a message of ``topic`` refused before it became a sample (malformed, implausible, bad stamp)."""
@@ -357,10 +379,31 @@ class GripDataCollector:
         self._drain()
 
     def add_odom(self, rec: OdomSample) -> None:
+        """Odometry: the speed reference with ``speed_reference`` odometry, otherwise only counted."""
         self.counters.received["odom"] += 1
         self._stamp("odom", rec.t)
-        self._append(self._odom, rec.t, (rec.u, rec.v, rec.yaw_rate))
+        if self.speed is not None:
+            return
+        self._append(self._odom, rec.t, (rec.u, rec.v, rec.yaw_rate, 0.0))
+        if self.on_speed is not None:
+            self.on_speed(rec.t, rec.u)
         self._drain()
+
+    def add_gnss(self, rec: GnssVelocity) -> None:
+        """GNSS velocity: with ``speed_reference`` gnss_imu, an update of the speed filter, whose released
+        estimates become the speed reference."""
+        if self.speed is None:
+            return
+        self.counters.received["gnss"] = self.counters.received.get("gnss", 0) + 1
+        self._use_speeds(self.speed.add_gnss(rec))
+
+    def _use_speeds(self, speeds: list[ReferenceSpeed]) -> None:
+        for s in speeds:
+            self._append(self._odom, s.t, (s.u, s.v, s.r, s.u_var))
+            if self.on_speed is not None:
+                self.on_speed(s.t, s.u)
+        if speeds:
+            self._drain()
 
     def add_controls(self, rec: Controls) -> None:
         self.counters.received["controls"] += 1
@@ -372,6 +415,8 @@ class GripDataCollector:
         sample is skipped silently here (the force estimator and the nodes' input guard count IMU rejects); the
         toe then falls back to the last bracketing samples or to the static toe."""
         self._pitch.buf.append(rec.t, (rec.pitch, rec.ax))
+        if self.speed is not None:
+            self.speed.add_imu(rec)
 
     def add_tire_force(self, rec: TireForce, estimated: bool = False) -> None:
         """A measured (or, ``estimated``, a force-estimator's) tire-force sample."""
@@ -418,7 +463,7 @@ class GripDataCollector:
             self._advance_blocks(rec.t)
             self._block_seen[rec.wheel] += 1
             omega = self._wheel.at(rec.t, tol, (rec.wheel,))
-            odom = self._odom.at(rec.t, tol, (0, 1, 2))
+            odom = self._odom.at(rec.t, tol, (0, 1, 2, 3))
             if omega is None or odom is None:
                 self.counters.dropped["unsynced"] += 1
                 continue
@@ -426,7 +471,7 @@ class GripDataCollector:
 
     def _process(self, rec: TireForce, omega: float, odom: list[float]) -> None:
         c = self.config
-        u, v, r = odom
+        u, v, r, u_var = odom
         i = rec.wheel
         if self.radius_gate:
             self.counters.dropped["radius_unlearnt"] += 1
@@ -478,9 +523,10 @@ class GripDataCollector:
             self.counters.dropped["slip_range"] += 1
             return
         if c.average_window > 0.0:
-            self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho, denom, sin_alpha)
+            self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho, denom, sin_alpha, u_var / (denom * denom))
         else:
-            self._store(i, rec.t, slip, mu, 0.0, 1, var_fx + var_fz, abs(sin_alpha) / c.lateral_ratio)
+            self._store(i, rec.t, slip, mu, u_var / (denom * denom), 1, var_fx + var_fz,
+                        abs(sin_alpha) / c.lateral_ratio)
 
     def toe_in(self, wheel: int, t: float) -> float:
         """Toe-in (rad) of ``wheel`` at ``t``: the description's toe table at the wheel travel, front
@@ -529,7 +575,8 @@ class GripDataCollector:
                     self.counters.dropped["partial_block"] += block.n   # an edge of a gated stretch, or stale
                 else:
                     slip, mu, var = block.mean_var()
-                    noise = self._slip_noise(i, var, block.n, block.speed / block.n)
+                    # the speed reference's own error is common to the block's samples: its variance adds
+                    noise = self._slip_noise(i, var, block.n, block.speed / block.n) + block.ref_var / block.n
                     self._store(i, (self._block_key + 0.5) * w, slip, mu, noise, block.n,
                                 block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio)
             block.clear()

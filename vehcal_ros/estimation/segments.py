@@ -4,17 +4,21 @@ Sections 3.3-3.5).
 Each calibration stage needs its own kind of maneuver:
 
 ==================  ===========================================================================================
-stage               qualifying window (thresholds are :class:`SegmentConfig` fields)
+stage               qualifying window (thresholds are :class:`SegmentConfig` fields, in physical units: the
+                    road-wheel angle delta is the steering input through the vehicle description's steering map;
+                    qualification.py says why each value)
 ==================  ===========================================================================================
-longitudinal        throttle applied (> ``long_min_throttle``), no brake, straight (|steering| small), speed rising
+longitudinal        throttle applied (> ``long_min_throttle``), no brake, straight (|delta| <=
+                    ``straight_max_road_wheel_angle``), speed rising
                     by at least ``long_min_speed_gain`` (Sec. 3.3: throttle ramp 0 -> 0.5 -> 0); starts up to
                     ``pad`` before the throttle onset but not before u reaches ``long_min_start_speed`` (the
                     8-DOF model is not started from rest: its likelihood there is jagged; the paper starts at 1 s);
                     the tire force must VARY: the 0.5 s mean forward acceleration spans at least
                     ``long_min_accel_range`` within the window (identifiability of Cx, below)
-lateral             steering (> ``lat_min_steering``) with |yaw rate| > ``lat_min_yaw_rate`` at speed
-                    (u > ``lat_min_speed``), no brake, roughly steady speed (|du/dt| < ``lat_max_accel``) (Sec. 3.4)
-rolling_resistance  coast-down: throttle 0, brake 0, steering ~0, u > ``rr_min_speed``, decelerating (Sec. 3.5)
+lateral             steering (|delta| >= ``lat_min_road_wheel_angle``) at speed (u > ``lat_min_speed``), no brake,
+                    roughly steady speed (|du/dt| < ``lat_max_accel``), and a peak lateral acceleration
+                    |u r + dv/dt| >= ``lat_min_lateral_accel`` in the window (Sec. 3.4)
+rolling_resistance  coast-down: throttle 0, brake 0, straight, u > ``rr_min_speed``, decelerating (Sec. 3.5)
 ==================  ===========================================================================================
 
 Identifiability of the slip stiffnesses (longitudinal stage). In the Fiala tire's elastic range the wheel slip is
@@ -46,13 +50,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import STAGE_NAMES, Segment
+from vehcal_ros.estimation.qualification import (
+    StageThresholds,
+    fmt_angle,
+    lateral_acceleration,
+    mean_accelerations,
+    threshold,
+    validate_declared,
+)
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES
+from vehcal_ros.vehicle.description import VehicleDescription, load_vehicle
 
 SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
     "wheel_speeds": ("w_lf", "w_rf", "w_lr", "w_rr"),            # WHEELS order FL, FR, RL, RR
@@ -61,6 +75,7 @@ SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
     "controls": ("throttle", "brake", "steering"),
 }
 """Buffered source -> its value columns (after the stamp), in SI units."""
+YAW_RATE_SOURCES = ("odom", "imu")
 
 OPTIONAL_SOURCES: dict[str, tuple[str, ...]] = {
     "wheel_torque": ("t_fl", "t_fr", "t_rl", "t_rr"),
@@ -68,55 +83,32 @@ OPTIONAL_SOURCES: dict[str, tuple[str, ...]] = {
 """Optional sources: measured per-wheel net torque (N m, ``JointState.effort`` of the wheel-speed topic, FL, FR,
 RL, RR; ``WheelSpeeds.torque``). When present over a whole window, the segment carries it and it drives the
 8-DOF wheels instead of the vehicle description's powertrain and brake maps."""
-YAW_RATE_SOURCES = ("odom", "imu")
 MEASURED = ("u", "v", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rf", "w_lr", "w_rr")
 
 
 @dataclass(frozen=True)
-class SegmentConfig:
-    """Thresholds of the segment finder (units in brackets; ranges are enforced by :meth:`validate`)."""
+class SegmentConfig(StageThresholds):
+    """Settings of the segment finder: the stage thresholds in physical units (:class:`~vehcal_ros.estimation.
+    qualification.StageThresholds`, where each is declared with its unit and range, and why its value) and the
+    windowing below (units in brackets). The model_calibrator declares one parameter per field
+    (:func:`~vehcal_ros.estimation.qualification.declared`); :meth:`validate` enforces the declared ranges."""
 
-    rate: float = 100.0               #: [Hz] resampling grid, 10..1000
-    max_gap: float = 0.05             #: [s] a larger gap between samples of any topic invalidates the grid, 0.001..5
-    min_duration: float = 2.0         #: [s] shortest qualifying window, 0.5..600
-    max_duration: float = 10.0        #: [s] longest window handed to a fit, 0.5..600
-    initial_window: float = 1.0       #: [s] span of the local quadratic fit giving the initial state, 0..5
-    pad: float = 1.0                  #: [s] kept before the steering (lateral) / throttle (longitudinal) onset, 0..5
-    yaw_rate_source: str = "odom"     #: odom | imu
-    max_steering_straight: float = 0.02   #: [-] |steering| below this counts as straight, 0..1
-    max_brake: float = 0.02           #: [-] brake below this counts as released, 0..1
-    long_min_throttle: float = 0.05   #: [-] throttle above this counts as applied, 0..1
-    long_min_speed_gain: float = 2.0  #: [m/s] speed gained over the window, 0..100
-    long_min_start_speed: float = 1.0  #: [m/s] longitudinal windows start once u (0.2 s mean) reaches this, 0..100
-    long_min_accel_range: float = 1.5  #: [m/s^2] the 0.5 s mean forward acceleration must span this (max - min)
-    #: within a longitudinal window: the tire force must vary for Cx to be identified (module docstring), 0..20
-    lat_min_speed: float = 10.0       #: [m/s] 0..100
-    lat_min_steering: float = 0.02    #: [-] |steering| peak, 0..1
-    lat_min_yaw_rate: float = 0.05    #: [rad/s] |yaw rate| peak, 0..3
-    lat_max_accel: float = 2.0        #: [m/s^2] |du/dt| (1 s central difference) at roughly steady speed, 0..20
-    rr_min_speed: float = 5.0         #: [m/s] 0..100
-    rr_max_throttle: float = 0.02     #: [-] 0..1
-    rr_min_speed_drop: float = 0.2    #: [m/s] speed lost over the window, 0..100
-    rr_settle: float = 0.5            #: [s] skipped after the throttle release (wheel-slip transient), 0..10
+    rate: float = threshold(100.0, "Hz", 10.0, 1000.0, "resampling grid")
+    max_gap: float = threshold(0.05, "s", 0.001, 5.0, "larger gaps between samples of any topic invalidate the "
+                               "data there")
+    min_duration: float = threshold(2.0, "s", 0.5, 600.0, "shortest qualifying segment")
+    max_duration: float = threshold(10.0, "s", 0.5, 600.0, "longest segment handed to a fit")
+    initial_window: float = threshold(1.0, "s", 0.0, 5.0, "span of the local fit giving the initial state")
+    pad: float = threshold(1.0, "s", 0.0, 5.0, "kept before the steering (lateral) or throttle (longitudinal) "
+                           "onset")
+    yaw_rate_source: str = threshold("odom", "", None, None, "yaw rate from odometry or the IMU",
+                                     choices=YAW_RATE_SOURCES)
+    rr_settle: float = threshold(0.5, "s", 0.0, 10.0, "coast-down: skipped after the throttle release "
+                                 "(wheel-slip transient)")
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming the field and its range."""
-        ranges = {"rate": (10.0, 1000.0), "max_gap": (0.001, 5.0), "min_duration": (0.5, 600.0),
-                  "max_duration": (0.5, 600.0), "initial_window": (0.0, 5.0), "rr_settle": (0.0, 10.0),
-                  "pad": (0.0, 5.0),
-                  "long_min_speed_gain": (0.0, 100.0), "long_min_start_speed": (0.0, 100.0),
-                  "long_min_accel_range": (0.0, 20.0),
-                  "lat_min_speed": (0.0, 100.0), "lat_min_yaw_rate": (0.0, 3.0),
-                  "lat_max_accel": (0.0, 20.0), "rr_min_speed": (0.0, 100.0), "rr_min_speed_drop": (0.0, 100.0)}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name == "yaw_rate_source":
-                if v not in YAW_RATE_SOURCES:
-                    raise InputError(f"segment config: yaw_rate_source = {v!r} is not one of odom, imu")
-                continue
-            lo, hi = ranges.get(f.name, (0.0, 1.0))
-            if not (isinstance(v, (int, float)) and lo <= float(v) <= hi):
-                raise InputError(f"segment config: {f.name} = {v!r} is out of range [{lo:g}, {hi:g}]")
+        validate_declared(self, "segment config")
         if self.max_duration < self.min_duration:
             raise InputError(f"segment config: max_duration {self.max_duration} < min_duration {self.min_duration}")
 
@@ -143,8 +135,8 @@ class Resampled:
 @dataclass(frozen=True)
 class Window:
     """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: peak forward
-    acceleration m/s^2 — the tire-force level that identifies the slip stiffnesses —, |yaw rate| peak rad/s,
-    speed lost m/s)."""
+    acceleration m/s^2 — the tire-force level that identifies the slip stiffnesses —, peak |lateral acceleration|
+    m/s^2, speed lost m/s)."""
 
     stage: str
     t_start: float
@@ -241,16 +233,26 @@ def _best_subwindow(r: Resampled, i0: int, i1: int, n_max: int, score) -> tuple[
     return arg
 
 
-def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig()) -> tuple[list[Window], str]:
-    """Qualifying windows of ``stage`` in ``r`` (time order) and, when there are none, why (else "")."""
+def _description(vehicle: Any) -> VehicleDescription:
+    """The vehicle description of a name, file or description (None: the default vehicle)."""
+    return vehicle if isinstance(vehicle, VehicleDescription) else load_vehicle(vehicle)
+
+
+def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig(),
+                 vehicle: VehicleDescription | str | None = None) -> tuple[list[Window], str]:
+    """Qualifying windows of ``stage`` in ``r`` (time order) and, when there are none, why (else "").
+
+    ``vehicle`` (description, name or file; None: the default vehicle): its steering map turns the steering input
+    into the road-wheel angle the thresholds are in (:mod:`~vehcal_ros.estimation.qualification`)."""
     if stage not in STAGE_NAMES:
         raise InputError(f"unknown stage '{stage}'; choose one of {', '.join(STAGE_NAMES)}")
     c = config
     n_min = int(np.ceil(c.min_duration * c.rate)) + 1
     n_max = int(np.floor(c.max_duration * c.rate)) + 1
-    u, thr, brk, steer = r["u"], r["throttle"], r["brake"], r["steering"]
+    u, thr, brk = r["u"], r["throttle"], r["brake"]
+    delta = np.abs(_description(vehicle).road_wheel_angle(r["steering"]))   # rad
     no_brake = brk < c.max_brake
-    straight = np.abs(steer) < c.max_steering_straight
+    straight = delta <= c.straight_max_road_wheel_angle
     if stage == "longitudinal":
         mask = r.valid & no_brake & straight & (thr > c.long_min_throttle)
     elif stage == "lateral":
@@ -261,23 +263,20 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     best_reason, best_score = "", -np.inf
     runs = _runs(mask)
     if not runs:
-        what = {"longitudinal": "no straight throttle application without brake",
-                "lateral": f"no gap-free data at u > {c.lat_min_speed:g} m/s, steady speed, no brake",
-                "rolling_resistance": f"no coasting (throttle, brake, steering ~0) at u > {c.rr_min_speed:g} m/s"}
-        gaps = "" if r.valid.all() else f" ({int((~r.valid).sum())} grid points invalid: gaps or NaN)"
-        return [], what[stage] + gaps
+        return [], _why_none(r, stage, c, no_brake, straight)
+    ay = np.abs(lateral_acceleration(r.time, u, r["v"], r["yaw_rate"])) if stage == "lateral" else None
     for i0, i1 in runs:
         run0, run1 = i0, i1
         if stage == "lateral":
-            excited = np.nonzero((np.abs(steer[i0:i1 + 1]) > c.lat_min_steering)
-                                 & (np.abs(r["yaw_rate"][i0:i1 + 1]) > c.lat_min_yaw_rate))[0]
-            if excited.size == 0:
-                peak = float(np.abs(r["yaw_rate"][i0:i1 + 1]).max())
-                if peak > best_score:
-                    best_score, best_reason = peak, (f"no lateral excitation: |yaw rate| peak {peak:.3f} rad/s "
-                                                     f"(need > {c.lat_min_yaw_rate:g} with steering)")
+            steered = np.nonzero(delta[i0:i1 + 1] >= c.lat_min_road_wheel_angle)[0]
+            if steered.size == 0:   # closeness to qualifying: the share of the threshold reached (< 1)
+                peak = float(delta[i0:i1 + 1].max())
+                share = peak / c.lat_min_road_wheel_angle if c.lat_min_road_wheel_angle > 0 else 0.0
+                if share > best_score:
+                    best_score, best_reason = share, (
+                        f"no lateral excitation: peak road-wheel angle {fmt_angle(peak)}, need >= "
+                        f"{fmt_angle(c.lat_min_road_wheel_angle)}")
                 continue
-            steered = np.nonzero(np.abs(steer[i0:i1 + 1]) > c.lat_min_steering)[0]
             first, last = i0 + int(steered[0]), i0 + int(steered[-1])
             i0 = max(i0, first - int(round(c.pad * c.rate)))
             # ... and ends `pad` after the steering returns: straight driving after the maneuver adds nothing
@@ -310,45 +309,86 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
                 return float(u[b] - u[a])
             a, b = _best_subwindow(r, i0, i1, n_max, score)
             s, need = score(a, b), c.long_min_speed_gain
-            label = f"speed gain {s:.2f} m/s (need >= {need:g})"
+            label = f"speed gain {s:.2f} m/s, need >= {need:g} m/s"
             if s >= need:  # excitation of the slip stiffnesses: the peak tire force, i.e. the peak acceleration
-                acc = _mean_accels(u[a:b + 1], c.rate)
+                acc = mean_accelerations(u[a:b + 1], c.rate)
                 spread = float(acc.max() - acc.min())
                 if spread >= c.long_min_accel_range:
                     out.append(Window(stage, float(r.time[a]), float(r.time[b]), float(acc.max())))
                     continue
                 if math.inf > best_score:   # the closest miss: it qualifies but for the identifiability check
                     best_score, best_reason = math.inf, (
-                        f"not identifying Cx: the tire force hardly varies (forward acceleration {acc.min():.2f} to "
-                        f"{acc.max():.2f} m/s^2, spread {spread:.2f} < long_min_accel_range "
-                        f"{c.long_min_accel_range:g})")
+                        f"not identifying Cx: the tire force hardly varies: forward acceleration range "
+                        f"{spread:.2f} m/s^2 (0.5 s means {acc.min():.2f} to {acc.max():.2f}), need >= "
+                        f"{c.long_min_accel_range:g} m/s^2 (long_min_accel_range)")
                 continue
-        elif stage == "lateral":
-            def score(a: int, b: int) -> float:
-                return float(np.abs(r["yaw_rate"][a:b + 1]).max())
+        elif stage == "lateral":   # excitation of the lateral tire forces: the peak lateral acceleration
             a, b = i0, min(i1, i0 + n_max - 1)
-            s, need = score(a, b), c.lat_min_yaw_rate
-            label = f"|yaw rate| peak {s:.3f} rad/s (need >= {need:g})"
+            s, need = float(ay[a:b + 1].max()), c.lat_min_lateral_accel
+            if s >= need:
+                out.append(Window(stage, float(r.time[a]), float(r.time[b]), s))
+            elif (share := s / need) > best_score:
+                best_score, best_reason = share, (f"no lateral excitation: peak lateral acceleration {s:.2f} m/s^2, "
+                                                  f"need >= {need:g} m/s^2")
+            continue
         else:
             def score(a: int, b: int) -> float:
                 return float(u[a] - u[b])
             a, b = i0, min(i1, i0 + n_max - 1)
             s, need = score(a, b), c.rr_min_speed_drop
-            label = f"speed drop {s:.2f} m/s (need >= {need:g})"
+            label = f"speed drop {s:.2f} m/s, need >= {need:g} m/s"
         if s >= need:
             out.append(Window(stage, float(r.time[a]), float(r.time[b]), s))
         elif s > best_score:
             best_score, best_reason = s, f"not excited: {label}"
+    if not out and stage == "rolling_resistance" and best_reason.startswith("too short"):
+        released = r.valid & (thr < c.rr_max_throttle) & (u > c.rr_min_speed)
+        why = _shares(r, released, f"with the throttle released at u > {c.rr_min_speed:g} m/s", [
+            (~no_brake, f"braked (brake >= {c.max_brake:g})"),
+            (~straight, f"not straight (road-wheel angle > {fmt_angle(c.straight_max_road_wheel_angle)})")])
+        best_reason += f"; {why}" if why else ""
     return out, ("" if out else best_reason)
 
 
-def _mean_accels(u: np.ndarray, rate: float, span: float = 0.5) -> np.ndarray:
-    """Mean forward accelerations over every ``span`` s within the window (m/s^2); its max is the window's
-    excitation score, its max - min the spread of the tire force (``long_min_accel_range``)."""
-    k = max(1, int(round(span * rate)))
-    if u.size <= k:
-        return np.array([(u[-1] - u[0]) * rate / max(u.size - 1, 1)])
-    return (u[k:] - u[:-k]) * rate / k
+def _shares(r: Resampled, base: np.ndarray, what: str, failing: list[tuple[np.ndarray, str]]) -> str:
+    """``of the T s <what>, a % <label>, ...``: the share of the ``base`` time each failing condition takes (only
+    conditions that fail somewhere are named)."""
+    rate = (r.size - 1) / max(float(r.time[-1] - r.time[0]), 1e-9)
+    parts = [f"{100 * float(bad[base].mean()):.0f} % {label}" for bad, label in failing if bad[base].any()]
+    if not parts:
+        return ""
+    return f"of the {base.sum() / rate:.1f} s {what}, " + ", ".join(parts)
+
+
+def _why_none(r: Resampled, stage: str, c: SegmentConfig, no_brake: np.ndarray, straight: np.ndarray) -> str:
+    """Why no sample can start a window of ``stage``: the quantity that fails, with its value and threshold."""
+    u, thr = r["u"], r["throttle"]
+    braked = (~no_brake, f"braked (brake >= {c.max_brake:g})")
+    steered = (~straight, f"not straight (road-wheel angle > {fmt_angle(c.straight_max_road_wheel_angle)})")
+    gaps = (~r.valid, "invalid (gaps or NaN)")
+    if stage == "longitudinal":
+        base = thr > c.long_min_throttle
+        if not base.any():
+            return f"no throttle application: peak throttle {float(thr.max()):.3f}, need > {c.long_min_throttle:g}"
+        return "no straight throttle application without brake: " + _shares(
+            r, base, f"with throttle > {c.long_min_throttle:g}", [braked, steered, gaps])
+    if stage == "lateral":
+        base = u > c.lat_min_speed
+        if not base.any():
+            return f"no lateral excitation: peak speed {float(u.max()):.1f} m/s, need > {c.lat_min_speed:g} m/s"
+        accelerating = (np.abs(_accel(r)) >= c.lat_max_accel,
+                        f"not at steady speed (forward acceleration >= {c.lat_max_accel:g} m/s^2 either way)")
+        return "no steady driving at speed without brake: " + _shares(
+            r, base, f"at u > {c.lat_min_speed:g} m/s", [braked, accelerating, gaps])
+    base = u > c.rr_min_speed
+    if not base.any():
+        return f"no coasting at speed: peak speed {float(u.max()):.1f} m/s, need > {c.rr_min_speed:g} m/s"
+    released = base & (thr < c.rr_max_throttle)
+    if not released.any():
+        return (f"no coasting: the throttle is never released at u > {c.rr_min_speed:g} m/s (lowest throttle "
+                f"{float(thr[base].min()):.3f}, need < {c.rr_max_throttle:g})")
+    return "no straight coasting: " + _shares(r, released, f"with the throttle released at u > "
+                                               f"{c.rr_min_speed:g} m/s", [braked, steered, gaps])
 
 
 def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:
@@ -397,10 +437,12 @@ def build_segment(r: Resampled, t_start: float, t_end: float, config: SegmentCon
 
 
 def find_segments(sources: Mapping[str, np.ndarray], stage: str, config: SegmentConfig = SegmentConfig(),
-                  source: str = "buffers") -> tuple[list[tuple[Window, Segment]], str]:
-    """Resample ``sources`` and return (window, segment) pairs of ``stage`` in time order, and why none ("" if some)."""
+                  source: str = "buffers", vehicle: VehicleDescription | str | None = None
+                  ) -> tuple[list[tuple[Window, Segment]], str]:
+    """Resample ``sources`` and return (window, segment) pairs of ``stage`` in time order, and why none ("" if some);
+    ``vehicle`` as :func:`find_windows`."""
     r = resample(sources, config.rate, config.max_gap, config.yaw_rate_source)
-    wins, reason = find_windows(r, stage, config)
+    wins, reason = find_windows(r, stage, config, vehicle)
     return [(w, build_segment(r, w.t_start, w.t_end, config, source)) for w in wins], reason
 
 

@@ -100,7 +100,7 @@ class Controls:
     t: float
     throttle: float      # 0..1
     brake: float         # 0..1
-    steering: float      # -1..1 (positive = left)
+    steering: float      # + = left, in the vehicle description's steering units (normalised -1..1 or rad)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,9 @@ model at once. JSON by default; a ``.yaml``/``.yml`` path is written as YAML (ei
         converged: true
         segment: [t0, t1]                          # s, data time of the fitted segment
         score: 1.9                                 # the segment's excitation (segments.Window.score)
+        holdout: {segment, rmse_candidate, rmse_replaced, coverage, passed, ...}   # optional: the accepted
+                                                   # fit's predictive check (estimation/acceptance.py); files
+                                                   # without it (written before the check existed) are read
 
 A file that cannot be used is refused with :class:`StateRefused` naming the reason — not valid JSON/YAML or
 truncated, not this format, another version, another ``vehicle_id`` or vehicle description, or a stage entry that
@@ -62,10 +65,15 @@ class StageState:
     converged: bool
     segment: tuple[float, float] | None
     score: float
+    holdout: dict[str, Any] | None = None
+    """the accepted fit's predictive check on its held-back segment (``HoldoutCheck.to_dict``), None if unknown."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"parameters": self.parameters, "noise": self.noise, "converged": bool(self.converged),
-                "segment": list(self.segment) if self.segment is not None else None, "score": float(self.score)}
+        out = {"parameters": self.parameters, "noise": self.noise, "converged": bool(self.converged),
+               "segment": list(self.segment) if self.segment is not None else None, "score": float(self.score)}
+        if self.holdout is not None:
+            out["holdout"] = _plain(self.holdout)
+        return out
 
 
 def state_text(path: str | os.PathLike, vehicle_id: str, stages: Mapping[str, StageState],
@@ -138,8 +146,11 @@ def _stage(path: Path, stage: Any, body: Any) -> StageState:
     score = body.get("score", 0.0)
     if not _finite(score):
         raise StateRefused(path, f"stage {stage}: 'score' must be a finite number")
+    holdout = body.get("holdout")
+    if holdout is not None and not isinstance(holdout, dict):
+        raise StateRefused(path, f"stage {stage}: 'holdout' must be a mapping or absent")
     return StageState(groups["parameters"], groups["noise"], bool(body.get("converged", True)),
-                      (float(seg[0]), float(seg[1])) if seg is not None else None, float(score))
+                      (float(seg[0]), float(seg[1])) if seg is not None else None, float(score), holdout)
 
 
 def stages_from(pipeline: CalibrationPipeline) -> dict[str, StageState]:
@@ -150,7 +161,8 @@ def stages_from(pipeline: CalibrationPipeline) -> dict[str, StageState]:
         if res is not None:
             out[stage] = StageState({k: dict(v) for k, v in res.parameters.items()},
                                     {k: dict(v) for k, v in res.noise.items()}, bool(res.converged),
-                                    st.result_segment, float(st.result_score))
+                                    st.result_segment, float(st.result_score),
+                                    getattr(st, "result_holdout", None))
     return out
 
 
@@ -165,9 +177,24 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
         result = CalibrationResult(stage=stage, parameters=saved.parameters, noise=saved.noise,
                                    converged=saved.converged, elapsed_s=0.0, log_evidence=math.nan, n_stages=0,
                                    names=tuple(names), draws=np.empty((0, 0, len(names))))
-        pipeline.restore(stage, result, saved.segment, saved.score, note=note)
+        pipeline.restore(stage, result, saved.segment, saved.score, note=note, holdout=saved.holdout)
         done.append(stage)
     return done
+
+
+def _plain(obj: Any) -> Any:
+    """JSON/YAML-safe copy: non-finite floats become None, tuples lists, numpy scalars Python numbers."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
 
 
 def _finite(x: Any) -> bool:

@@ -105,4 +105,26 @@ def _checked(values: Mapping[str, Any], where: str) -> dict[str, float]:
     return out
 
 
-__all__ = ["load_model_file"]
+def calibrated_names(path: str | os.PathLike) -> set[str]:
+    """Names of the 8-DOF parameters a ``--model`` file's chain has calibrated (not merely held fixed).
+
+    A ``vehcal calibrate --json`` result lists them in ``calibrated`` (this stage's parameters and, through
+    ``--model``, every earlier stage's); an older result without it gives its own posterior's names. A params
+    YAML the calibrator wrote counts as calibrated throughout. ``bphi`` also names ``bphi_f`` and ``bphi_r``.
+    """
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        doc = json.loads(text)
+        names = doc.get("calibrated") if isinstance(doc, Mapping) else None
+        if not isinstance(names, list):
+            names = list(doc.get("parameters", {})) if isinstance(doc, Mapping) else []
+    else:
+        names = list(load_model_file(p))
+    out = {_BY_LOWER.get(str(n).lower(), str(n)) for n in names}
+    if "bphi" in out:
+        out |= {"bphi_f", "bphi_r"}
+    return out
+
+
+__all__ = ["calibrated_names", "load_model_file"]

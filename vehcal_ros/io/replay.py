@@ -274,17 +274,24 @@ class CalibrationSeries:
     n_fits: int = 0
     n_failed: int = 0
     n_confirmed: int = 0   #: windows that confirmed the accepted model (no fit ran; recalibration_check)
+    holdout: dict | None = None       #: the accepted fit's predictive check (acceptance.HoldoutCheck.to_dict)
+    last_holdout: dict | None = None  #: the newest predictive check (accepted or refused)
+    n_refused_holdout: int = 0        #: converged fits refused because they did not predict their held-back part
 
     def to_dict(self) -> dict:
         final = None
         if self.final is not None:
             final = self.final.to_dict()
+            if self.holdout is not None:
+                final["holdout"] = _jsonable(self.holdout)
         return {
             "stage": self.stage, "n_updates": int(self.t.size), "t": _fl(self.t),
             "parameters": {k: {f: _fl(a) for f, a in v.items()} for k, v in self.parameters.items()},
             "converged": [bool(x) for x in self.converged], "final": final,
             "status": {"level": int(self.level), "message": self.message, "n_fits": self.n_fits,
-                       "n_failed": self.n_failed, "n_confirmed": self.n_confirmed},
+                       "n_failed": self.n_failed, "n_confirmed": self.n_confirmed,
+                       "n_refused_holdout": self.n_refused_holdout},
+            "holdout": _jsonable(self.holdout), "last_holdout": _jsonable(self.last_holdout),
         }
 
 
@@ -540,7 +547,9 @@ class CalibrationRecorder:
                 converged=np.asarray([r[1] for r in rows], dtype=bool), final=getattr(st, "result", None),
                 segment=self.segments.get(stage), level=int(getattr(st, "level", 1)),
                 message=str(getattr(st, "message", "")), n_fits=int(getattr(st, "n_fits", 0)),
-                n_failed=int(getattr(st, "n_failed", 0)), n_confirmed=int(getattr(st, "n_confirmed", 0)))
+                n_failed=int(getattr(st, "n_failed", 0)), n_confirmed=int(getattr(st, "n_confirmed", 0)),
+                holdout=getattr(st, "result_holdout", None), last_holdout=getattr(st, "last_holdout", None),
+                n_refused_holdout=int(getattr(st, "n_refused_holdout", 0)))
         return out
 
 

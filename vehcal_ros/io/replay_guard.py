@@ -26,10 +26,11 @@ CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")
 
 
 def grip_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
-    """Sensor keys the ``grip_estimator`` subscribes to: the IMU and the GNSS velocity feed the online rolling
-    radius (and the IMU the estimated forces' load transfer) whenever ``radius_learning`` is on."""
+    """Sensor keys the ``grip_estimator`` subscribes to: the IMU and the GNSS velocity feed the slips' speed
+    reference (``speed_reference`` gnss_imu) and the online rolling radius (``radius_learning``), the IMU also the
+    estimated forces' load transfer."""
     base = ("wheel_speeds", "tire_forces", "odom", "controls")
-    if values.get("radius_learning", True):
+    if values.get("radius_learning", True) or values.get("speed_reference") == "gnss_imu":
         return base + ("imu", "gnss")
     return base + ("imu",) if values.get("force_source", "measured") != "measured" else base
 

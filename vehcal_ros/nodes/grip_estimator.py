@@ -178,8 +178,12 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
+    ParamSpec("speed_reference", "gnss_imu", "the slips' vehicle speed: gnss_imu (GNSS velocity fused with the IMU's "
+              "a_x and pitch, estimation/speed_reference.py) or odometry (the odometry topic's twist, which must "
+              "then be independent of the wheels)", choices=("gnss_imu", "odometry"), read_only=True),
     ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
-              "receiver: the speed reference of the online rolling radius", read_only=True),
+              "receiver: the speed reference of the slips (speed_reference gnss_imu) and of the online rolling "
+              "radius", read_only=True),
     ParamSpec("radius_learning", True, "learn each axle's effective rolling radius online from free rolling against "
               "the GNSS speed (estimation/rolling_radius.py); friction samples wait until it is known",
               read_only=True),
@@ -248,7 +252,7 @@ class GripEstimatorNode(WorkerNode):
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
         # wheels' toe of a description with bump steer (estimation/grip_signals.py)
         self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
-        if v["radius_learning"]:   # the speed reference of the online rolling radius
+        if v["radius_learning"] or v["speed_reference"] == "gnss_imu":   # the speed reference
             self.create_subscription(TwistWithCovarianceStamped, v["gnss_topic"], self._on_gnss, qos,
                                      callback_group=group)
         if v["force_source"] != "measured":
@@ -435,9 +439,12 @@ class GripEstimatorNode(WorkerNode):
                 level, message = OK, f"receiving; {counters.accepted} samples kept, {counters.n_dropped} dropped"
             statuses.append(diag_status(f"{NODE_NAME}: inputs", hw, level, message, values))
             doubts = self.pipeline.doubtful_assumptions()
-            statuses.append(diag_status(f"{NODE_NAME}: vehicle description", hw, WARN if doubts else OK,
-                                        "; ".join(doubts) if doubts else "no fact of the description is in doubt",
-                                        {"doubtful": len(doubts)}))
+            offset = self.pipeline.collector.speed.offset if self.pipeline.collector.speed is not None else None
+            statuses.append(diag_status(
+                f"{NODE_NAME}: vehicle description", hw, WARN if doubts else OK,
+                "; ".join(doubts) if doubts else "no fact of the description and no sensor assumption is in doubt",
+                {"doubtful": len(doubts), "accel_offset": offset[0] if offset else math.nan,
+                 "accel_offset_sd": offset[1] if offset else math.nan}))
             for scope, st in self.pipeline.status.items():
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged,

@@ -43,7 +43,8 @@ from vehcal_ros.estimation.calibration_pipeline import (
     worst_diagnostics,
     write_atomic,
 )
-from vehcal_ros.estimation.segments import YAW_RATE_SOURCES
+from vehcal_ros.estimation.qualification import declared
+from vehcal_ros.estimation.segments import SegmentConfig
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io import calibration_state
 from vehcal_ros.io.replay_guard import calibration_guard
@@ -104,6 +105,19 @@ PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
     for name, (lo, hi) in paper_prior_ranges().items())
 """Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior (the paper's by default)."""
 
+
+def _segment_spec(d: dict) -> ParamSpec:
+    """The declared parameter of one :class:`SegmentConfig` field (its unit appended to the description)."""
+    unit = f", {d['unit']}" if d["unit"] and d["unit"] != "-" else ""
+    return ParamSpec(d["name"], d["default"], d["doc"] + unit, d["lo"], d["hi"],
+                     choices=tuple(d["choices"]) if d["choices"] else None)
+
+
+SEGMENT_SPECS: tuple[ParamSpec, ...] = tuple(_segment_spec(d) for d in declared(SegmentConfig))
+"""The segment finder's windowing and stage thresholds (physical units), one parameter per
+:class:`~vehcal_ros.estimation.segments.SegmentConfig` field: default, unit, range and meaning come from its
+declaration (estimation/qualification.py says why each threshold has its value)."""
+
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (roll, roll rate, yaw rate)", read_only=True),
@@ -135,6 +149,18 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("confirm_max_shift", 3.5, "a due refit first fits the new window by least squares around the "
               "accepted model: within this many sd (Mahalanobis) the model is confirmed and no SMC runs; 0 = always "
               "refit (estimation/recalibration_check.py)", 0.0, 100.0),
+    ParamSpec("holdout_fraction", 0.25, "share of each qualifying window held back from the fit (its last part, "
+              ">= 0.5 s and 50 samples): a fit is accepted only if it predicts that part no worse than the model it "
+              "replaces, within its 90 % predictive band; 0 = no predictive check (estimation/acceptance.py)",
+              0.0, 0.5),
+    ParamSpec("holdout_tolerance", 3.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
+              "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %; its "
+              "90 % band is too narrow (holdout_band) when it holds fewer than 90 % - this many SE - 2 % of the "
+              "samples",
+              0.0, 10.0),
+    ParamSpec("holdout_band", "warn", "what a fit's 90 % predictive band holding too few held-back samples does: warn "
+              "(accepted on the RMSE rule, stage WARN, shortfall named) or refuse (while the likelihood's intervals "
+              "miss model-form error, refuse rejects fits that predict better)", choices=("warn", "refuse")),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
     ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
               read_only=True),
@@ -144,27 +170,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_r_hat", 1.01, "accept a fit only if every R-hat <= this", 1.0, 10.0),
     ParamSpec("min_ess", 400.0, "accept a fit only if every bulk ESS >= this", 0.0, 1e7),
     ParamSpec("r0", 0.47, "tire radius of the wheel-speed unit check, m", 0.1, 2.0),
-    ParamSpec("rate", 100.0, "resampling grid, Hz", 10.0, 1000.0),
-    ParamSpec("max_gap", 0.05, "larger gaps between samples of any topic invalidate the data there, s", 0.001, 5.0),
-    ParamSpec("min_duration", 2.0, "shortest qualifying segment, s", 0.5, 600.0),
-    ParamSpec("max_duration", 10.0, "longest segment handed to a fit, s", 0.5, 600.0),
-    ParamSpec("initial_window", 1.0, "span of the local fit giving the initial state, s", 0.0, 5.0),
-    ParamSpec("yaw_rate_source", "odom", "yaw rate from odometry or the IMU", choices=YAW_RATE_SOURCES),
-    ParamSpec("max_steering_straight", 0.02, "|steering| below this counts as straight", 0.0, 1.0),
-    ParamSpec("max_brake", 0.02, "brake below this counts as released", 0.0, 1.0),
-    ParamSpec("long_min_throttle", 0.05, "throttle above this counts as applied", 0.0, 1.0),
-    ParamSpec("long_min_speed_gain", 2.0, "longitudinal: speed gained over the segment, m/s", 0.0, 100.0),
-    ParamSpec("long_min_accel_range", 1.5, "longitudinal: span (max - min) of the 0.5 s mean acceleration in the "
-              "segment, m/s^2 (a steady force does not identify Cx)", 0.0, 20.0),
-    ParamSpec("lat_min_speed", 10.0, "lateral: minimum speed, m/s", 0.0, 100.0),
-    ParamSpec("lat_min_steering", 0.02, "lateral: |steering| excitation", 0.0, 1.0),
-    ParamSpec("lat_min_yaw_rate", 0.05, "lateral: |yaw rate| excitation, rad/s", 0.0, 3.0),
-    ParamSpec("lat_max_accel", 2.0, "lateral: |du/dt| at roughly steady speed, m/s^2", 0.0, 20.0),
-    ParamSpec("pad", 1.0, "kept before the steering (lateral) or throttle (longitudinal) onset, s", 0.0, 5.0),
-    ParamSpec("rr_min_speed", 5.0, "coast-down: minimum speed, m/s", 0.0, 100.0),
-    ParamSpec("rr_max_throttle", 0.02, "coast-down: throttle below this counts as released", 0.0, 1.0),
-    ParamSpec("rr_min_speed_drop", 0.2, "coast-down: speed lost over the segment, m/s", 0.0, 100.0),
-    ParamSpec("rr_settle", 0.5, "coast-down: skipped after the throttle release, s", 0.0, 10.0),
+    *SEGMENT_SPECS,
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
@@ -465,15 +471,34 @@ class ModelCalibratorNode(WorkerNode):
                                       "n_not_converged": st.n_not_converged, "n_rejected": st.n_rejected,
                                       "n_confirmed": st.n_confirmed, "last_check": st.last_check,
                                       "last_fit_s": st.last_fit_s, "excitation": st.excitation,
-                                      "last_reason": st.last_reason}
+                                      "last_reason": st.last_reason,
+                                      "n_refused_holdout": st.n_refused_holdout,
+                                      "last_holdout": (st.last_holdout or {}).get("message", "")}
                 if st.segment:
                     kv.update({"segment_t0": st.segment[0], "segment_t1": st.segment[1]})
                 if st.result is not None:
                     r_hat, ess = worst_diagnostics(st.result)
                     kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "converged": st.result.converged})
                     kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
+                    kv.update(holdout_values(st.result_holdout))
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
         self._diag_pub.publish(diag_array(self, statuses))
+
+
+def holdout_values(holdout: dict | None) -> dict[str, Any]:
+    """The /diagnostics keys of an accepted fit's predictive check (estimation/acceptance.py), next to its
+    parameters: ``holdout_rmse_<channel>`` (the fit's held-back RMSE, channel units), ``holdout_rmse_replaced_
+    <channel>`` (the model it replaced), ``holdout_coverage_<channel>`` (share in its 90 % band),
+    ``holdout_replaced`` (accepted | nominal), ``holdout_t0``/``holdout_t1`` (s); none without a check."""
+    if not holdout or not holdout.get("rmse_candidate"):
+        return {}
+    out: dict[str, Any] = {"holdout_replaced": holdout.get("replaced", ""),
+                           "holdout_t0": holdout["segment"][0], "holdout_t1": holdout["segment"][1]}
+    for c, v in holdout["rmse_candidate"].items():
+        out[f"holdout_rmse_{c}"] = v
+        out[f"holdout_rmse_replaced_{c}"] = holdout["rmse_replaced"][c]
+        out[f"holdout_coverage_{c}"] = holdout["coverage"][c]
+    return out
 
 
 def build_node(context: Any = None, **overrides: Any) -> ModelCalibratorNode:

@@ -170,6 +170,13 @@ class VehicleDescription:
         """m + 2 muf + 2 mur, kg."""
         return self.m + 2.0 * self.muf + 2.0 * self.mur
 
+    def road_wheel_angle(self, steering: Any) -> Any:
+        """The steering map: road-wheel angle (rad, + = left) of a steering input (a number or an array) in the
+        units the controls' steering axis carries (``steering.source``: ``ratio`` = normalised -1..1 x lock, or
+        steering-wheel rad / steering ratio; ``measured`` = the road-wheel angle itself). The one conversion
+        every stage threshold in road-wheel angle goes through."""
+        return self.steer_gain * steering
+
     def rolling_radius_at(self, fz_front: float, fz_rear: float) -> tuple[float, float]:
         """Effective rolling radius of a front and a rear wheel at these normal loads, m: ``tire.rolling_radius``
         when the description gives it (load-independent), else ``r0 - Fz/kt`` (the 8-DOF model's radius)."""
