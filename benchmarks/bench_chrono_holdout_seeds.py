@@ -18,7 +18,8 @@ Checks printed: (a) the calibrated summed ratio within 10 % of the paper's means
 (b) on every channel, calibrated mean RMSE <= prior means' RMSE + 1 SE.
 
 Run: ``PYTHONPATH=. NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_chrono_holdout_seeds.py
-[--vehicle hmmwv_chrono] [--order chain|paper] [--seeds 0 1 2 3 4] [--out benchmarks/chrono_holdout_seeds.md]``.
+[--vehicle hmmwv_chrono] [--order chain|paper] [--noise-model ar1|discrepancy|white]
+[--seeds 0 1 2 3 4] [--out benchmarks/chrono_holdout_seeds.md]``.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def write_window(stage: str, seed: int, path: Path) -> None:
     np.savetxt(path, np.column_stack(cols), delimiter=",", header=",".join(CSV_COLUMNS), comments="", fmt="%.10g")
 
 
-def chain(seed: int, work: Path, vehicle: str, order: tuple[str, ...], chains: int, draws: int) -> dict:
-    """Calibrate the three stages through the CLI in ``order``, each with ``--model`` of the previous one."""
+def chain(seed: int, work: Path, vehicle: str, order: tuple[str, ...], chains: int, draws: int,
+          noise_model: str | None = None) -> dict:
+    """Calibrate the three stages through the CLI in ``order``, each with ``--model`` of the previous one;
+    ``noise_model``: the CLI's ``--noise-model`` (None: the CLI's default)."""
     model = None
     out = {}
     for stage in order:
@@ -74,6 +77,8 @@ def chain(seed: int, work: Path, vehicle: str, order: tuple[str, ...], chains: i
                 str(chains), "--draws", str(draws), "--seed", str(seed)]
         if model is not None:
             argv += ["--model", str(model)]
+        if noise_model is not None:
+            argv += ["--noise-model", noise_model]
         if vehcal(argv):
             raise SystemExit(f"vehcal {' '.join(argv)} failed")
         out[stage] = json.loads(js.read_text())
@@ -99,6 +104,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--chains", type=int, default=8)
     ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--noise-model", choices=("ar1", "discrepancy", "white"), default=None,
+                    help="the likelihood's residual model (vehcal calibrate --noise-model; default: the CLI's)")
     ap.add_argument("--out", default=str(Path(__file__).with_name("chrono_holdout_seeds.md")))
     args = ap.parse_args()
     order = CHAIN_ORDER if args.order == "chain" else STAGE_NAMES
@@ -107,7 +114,7 @@ def main() -> None:
     tab, raw = test2_table(), test2_table(spin=False)
     runs = []
     for s in args.seeds:
-        res = chain(s, work, args.vehicle, order, args.chains, args.draws)
+        res = chain(s, work, args.vehicle, order, args.chains, args.draws, args.noise_model)
         rmse, ratio = score(res["final"], tab, args.vehicle)
         rmse_raw, ratio_raw = score(res["final"], raw, args.vehicle)
         runs.append({"seed": s, "params": res["final"], "rmse": rmse, "ratio": ratio, "rmse_raw": rmse_raw,
@@ -125,7 +132,8 @@ def main() -> None:
     head = "| parameters | " + " | ".join(TABLE9_CHANNELS) + " | summed ratio |"
     sep = "|---|" + "---|" * (len(TABLE9_CHANNELS) + 1)
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, vehicle {args.vehicle}, order "
-             f"{' -> '.join(order)}, {args.chains} chains x {args.draws} draws, noise seeds {args.seeds}, load "
+             f"{' -> '.join(order)}, noise model {args.noise_model or 'the CLI default'}, "
+             f"{args.chains} chains x {args.draws} draws, noise seeds {args.seeds}, load "
              f"average {load0[0]:.1f} -> {os.getloadavg()[0]:.1f} (2 cores, shared), "
              f"{time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} CPU s.", "",
              "## Held-out Chrono test 2, wheel speeds as spin speeds (RMSE; calibrated: mean +- SE over the seeds)",
@@ -163,7 +171,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text)
     Path(args.out).with_suffix(".json").write_text(json.dumps(
-        {"vehicle": args.vehicle, "order": list(order), "runs": runs,
+        {"vehicle": args.vehicle, "order": list(order), "noise_model": args.noise_model, "runs": runs,
          "fixed": {k: {"rmse": r, "ratio": s} for k, (r, s) in fixed_scores.items()}}, indent=1))
     print(text)
 

@@ -2,9 +2,10 @@
 
 The paper's lateral stage (8-DOF paper Section 3.4; the Chrono ramp-steer window, rows 700-1069 of
 shared data/chrono_hmmwv, with the paper's Section 3.1 noise, seed 0): five uniform parameters (Cyf, Cyr,
-kphi_f, kphi_r, bphi) and four half-normal noise sigmas. Both samplers get
+kphi_f, kphi_r, bphi), four half-normal noise sigmas and four uniform residual AR(1) coefficients rho (the
+default likelihood, calibration.py Eq. A1). Both samplers get
 
-* the same log likelihood: this project's numba 8-DOF Gaussian log likelihood
+* the same log likelihood: this project's numba 8-DOF AR(1) log likelihood
   (:meth:`~vehcal_ros.estimation.calibration.StageProblem.log_likelihood`); PyMC sees it as a black-box
   pytensor ``Op`` (one particle per call, as PyMC's SMC evaluates it) inside ``pm.Potential``;
 * the same priors and transforms (uniform -> interval/logit, half-normal -> log, Jacobians included);
@@ -24,8 +25,9 @@ Needs the optional benchmark environment (never a dependency of the package): ``
 --json OUT]`` (this project's side on one thread by default, so both sides' CPU seconds are one core's).
 
 ``--pymc-model pytensor``: PyMC's side is instead the model as a PyMC user writes it from the paper, the 8-DOF
-equations in pytensor (``pymc_8dof_pytensor.py``: ``pytensor.scan`` over the 369 time steps, ``pm.Normal``
-likelihood per channel; its log likelihood equals this project's to ~1e-15 relative), compiled by pytensor's C
+equations in pytensor (``pymc_8dof_pytensor.py``: ``pytensor.scan`` over the 369 time steps, the AR(1)
+density per channel as a ``pm.Potential``; its log likelihood equals this project's to ~1e-15 relative,
+``check_against_numba`` at 5 prior draws rho included: 4.1e-15), compiled by pytensor's C
 backend (``--pytensor-mode default``) or its numba backend (``--pytensor-mode NUMBA``). Slow: 0.7-2.3 ms per
 evaluation instead of ~0.06 ms; try a reduced ``--chains``/``--draws`` first.
 """

@@ -198,8 +198,11 @@ def simulate_pytensor(problem, theta_model):
 
 def pytensor_lateral_model(problem):
     """The PyMC model: uniform / half-normal priors of the stage, the pytensor 8-DOF, a Gaussian likelihood per
-    channel (``pm.Normal(observed=...)``)."""
+    channel: independent (``pm.Normal(observed=...)``) with the white noise model, else the exact AR(1) density of
+    the residuals (calibration.py Eq. A1-A2, marginal sd ``sigma_c``, lag-one coefficient ``rho_c``) as a
+    ``pm.Potential`` per channel."""
     import pymc as pm
+    import pytensor.tensor as pt
 
     from vehcal_ros.inference.smc import HalfNormal, Uniform
 
@@ -214,22 +217,29 @@ def pytensor_lateral_model(problem):
             else:  # pragma: no cover
                 raise TypeError(dist)
         states = simulate_pytensor(problem, [rvs[n] for n in problem.spec.parameter_names])
+        n = problem.data.shape[0]
         for j, (c, idx) in enumerate(zip(problem.spec.channels, problem.chan)):
-            pm.Normal(f"obs_{c}", mu=states[:, int(idx)], sigma=rvs[f"sigma_{c}"], observed=problem.data[:, j])
+            if f"rho_{c}" not in rvs:
+                pm.Normal(f"obs_{c}", mu=states[:, int(idx)], sigma=rvs[f"sigma_{c}"], observed=problem.data[:, j])
+                continue
+            e = states[:, int(idx)] - problem.data[:, j]
+            rho, sig2 = rvs[f"rho_{c}"], rvs[f"sigma_{c}"] ** 2
+            one_m = 1.0 - rho ** 2
+            q = one_m * e[0] ** 2 + pt.sum((e[1:] - rho * e[:-1]) ** 2)
+            pm.Potential(f"obs_{c}", -0.5 * n * pt.log(2.0 * np.pi * sig2) - 0.5 * (n - 1) * pt.log(one_m)
+                         - q / (2.0 * sig2 * one_m))
     return model
 
 
 def check_against_numba(problem, model, n: int = 5, seed: int = 1) -> float:
     """Largest relative difference between the pytensor model's log likelihood and this project's
     (``StageProblem.log_likelihood``) at ``n`` prior draws."""
-    import pymc as pm
-
     names = list(problem.prior.names)
     rng = np.random.default_rng(seed)
     theta = problem.prior.sample(rng, n)
     ll_ref = problem.log_likelihood(theta)
     with model:
-        fn = model.compile_fn(pm.math.sum([model.logp(vars=model.observed_RVs)]), point_fn=True)
+        fn = model.compile_fn(model.logp(vars=[*model.observed_RVs, *model.potentials]), point_fn=True)
     worst = 0.0
     for i in range(n):
         point = {f"{nm}_interval__" if nm in _interval_names(problem) else f"{nm}_log__":

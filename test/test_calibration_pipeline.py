@@ -61,12 +61,10 @@ def test_stages_run_in_order_and_hdis_contain_truth(calibrated) -> None:
         st = p.status[stage]
         assert st.level == 0 and st.n_fits == 1 and st.result is not None, st.message
         for name, s in st.result.parameters.items():
-            if name == "bphi":
-                # measured over noise seeds 1-3: bphi sits 2.5-7.7 sd high on this drive (open issue, see the
-                # docs); the other 7 parameters are within 1.6 sd for seed 1
-                assert abs(s["mean"] / TRUTH_SAMPLED[name] - 1) < 0.2, s
-            else:
-                assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
+            # bphi included: with the segment's fitted initial state held it sat 2.3-2.9 sd high over noise
+            # seeds 1-3 (the roll transient of a 1e-3 rad/s initial roll-rate error); the pipeline samples the
+            # initial values (initial_state="sampled"): seed 1 +0.76 sd (seeds 2, 3: -2.2, -1.0)
+            assert s["hdi_low"] <= TRUTH_SAMPLED[name] <= s["hdi_high"], (stage, name, s)
             assert s["r_hat"] <= 1.01 and s["ess_bulk"] >= 400
     # a later stage held the earlier stages' posterior means fixed
     lat = p.status["lateral"].result
@@ -177,11 +175,13 @@ def test_prior_override_is_sampled_and_checked_at_its_bounds() -> None:
     recs = drive_records(seed=3, duration=10.0)
     outcome = {}
     for lo in (0.015, 0.001):
-        # the whole window fitted (holdout_fraction 0): on its first 75 % the 2 x 200 fit piled at the bound 0.015
+        # the initial state held (measured): with it sampled, the posterior piled at the bound mixes worse (rr
+        # R-hat 1.06, ESS 28 at 2 x 200) and the fit is refused as not converged instead of at its bound; the
+        # whole window fitted (holdout_fraction 0): on its first 75 % the 2 x 200 fit piled at the bound 0.015
         # misses the diagnostics (R-hat 1.066, bulk ESS 30) before the bound check could refuse it
         cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=200, min_ess=50.0,
                                         max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (lo, 0.03)},
-                                        holdout_fraction=0.0)
+                                        initial_state="measured", holdout_fraction=0.0)
         p = CalibrationPipeline(cfg)
         for rec in recs:
             p.add(rec)

@@ -83,7 +83,7 @@ def test_bounded_kernel_stops_exactly_when_over_budget() -> None:
     rng = np.random.default_rng(0)
     theta = pb.prior.sample(rng, 300)
     params = pb.parameter_matrix(theta[:, : pb.n_model])
-    w = 1.0 / theta[:, pb.n_model:] ** 2
+    w = 1.0 / theta[:, pb.n_model:pb.n_model + pb.n_channels] ** 2   # the sigmas (then the AR(1) rhos)
     # reference: the plain (prange) kernel, full runs. It compiles the same loop into numba's parallel gufunc,
     # where LLVM contracts other multiply-adds into FMAs: round-off differs, and prior draws that spin the vehicle
     # out amplify it (up to 3e-7 relative; 7 of 300 rows above 1e-10, 2026-11-24); the median is 3e-16

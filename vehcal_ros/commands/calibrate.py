@@ -46,6 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="x the paper's half-normal noise-sigma scales (default 1 = the paper's; ~10 for data the "
                         "8-DOF model cannot reproduce exactly, e.g. the 14-DOF simulator or a real vehicle, as the "
                         "live calibrator uses)")
+    p.add_argument("--noise-model", choices=("ar1", "discrepancy", "white"), default="ar1",
+                   help="residual model of the likelihood: ar1 (default; per-channel AR(1) residuals, rho sampled), "
+                        "discrepancy (white sensor noise + an AR(1) model discrepancy per channel), white (the "
+                        "paper's independent Gaussian); docs/calibration.md, 'Likelihood'")
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="vehicle description (config/vehicles/<NAME>.yaml or a file; default hmmwv): 8-DOF "
                         "constants, drive/brake/steering maps, priors")
@@ -115,7 +119,9 @@ def _print_summary(res, out) -> None:
           f"elapsed={res.elapsed_s:.1f}s log_evidence={res.log_evidence:.2f}", file=out)
     print(f"  {'name':<16}{'mean':>12}{'std':>11}{'hdi_3%':>12}{'hdi_97%':>12}{'r_hat':>8}{'ess_bulk':>10}",
           file=out)
-    rows = list(res.parameters.items()) + [(f"sigma_{k}", v) for k, v in res.noise.items()]
+    rows = (list(res.parameters.items()) + [(f"sigma_{k}", v) for k, v in res.noise.items()]
+            + [(f"delta_{k}", v) for k, v in res.discrepancy.items()]
+            + [(f"rho_{k}", v) for k, v in res.residual_correlation.items()])
     for name, s in rows:
         print(f"  {name:<16}{s['mean']:>12.5g}{s['std']:>11.3g}{s['hdi_low']:>12.5g}{s['hdi_high']:>12.5g}"
               f"{s['r_hat']:>8.4f}{s['ess_bulk']:>10.0f}", file=out)
@@ -196,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stage == "all":
         results = cal.calibrate_all(segments, n_chains=args.chains, n_draws=args.draws, seed=args.seed,
                                     separate_bphi=args.separate_bphi, previous=previous, vehicle=vehicle,
-                                    noise_prior_factor=args.noise_prior_factor)
+                                    noise_prior_factor=args.noise_prior_factor, noise_model=args.noise_model)
     else:
         held = None
         if args.holdout > 0.0:
@@ -206,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
         results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,
                                                    n_draws=args.draws, seed=args.seed,
                                                    separate_bphi=args.separate_bphi, previous=previous,
-                                                   vehicle=vehicle, noise_prior_factor=args.noise_prior_factor)}
+                                                   vehicle=vehicle, noise_prior_factor=args.noise_prior_factor,
+                                                   noise_model=args.noise_model)}
     for line in order_warnings:   # after the fit, so that a refused segment stays a one-line error
         print(line, file=sys.stderr)
     summary_out = sys.stderr if args.json == "-" else sys.stdout

@@ -52,7 +52,8 @@ include the model-form error.
 **Predictive band** (per channel): the candidate's 90 % posterior predictive band from ``S`` posterior draws
 ``theta_s`` with the noise model's marginal residual sd ``s_s`` (``sigma_c``; ``sqrt(sigma_c^2 + delta_c^2)``
 with a model-discrepancy term) and the standard error ``se_c`` of the held-back segment's initial value (its
-local quadratic fit over the first second, :func:`initial_value_se`): ``s_s^2 + se_c^2``, a mixture of normals.
+local quadratic fit over the first second, :func:`~vehcal_ros.estimation.calibration.initial_state_uncertainty`, the
+same standard error that sets the prior of a sampled initial state): ``s_s^2 + se_c^2``, a mixture of normals.
 The initial-state term is exact for an integrated state that keeps its initial error (u in a coast-down) and
 conservative for those that forget it (v, the rates); without it a correct longitudinal fit's u band held 80.5 %
 of a held-back tail (a 0.03 m/s initial error is 0.3 sigma_u for the whole segment). A sample ``y_t`` lies in
@@ -86,6 +87,7 @@ from vehcal_ros.estimation.calibration import (
     Segment,
     StageProblem,
     _base_parameters,
+    initial_state_uncertainty,
     stage_spec,
 )
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
@@ -248,23 +250,6 @@ def split_segment(segment: Segment, fraction: float = DEFAULT_FRACTION, initial_
     return fit, replace(held, initial_state=x0)
 
 
-def initial_value_se(segment: Segment, channels: Sequence[str], span_s: float = 1.0) -> np.ndarray:
-    """Standard error (channel units) of each channel's value at the segment's first sample from a least-squares
-    quadratic over the first ``span_s`` s (at most a third of the segment, at least 8 samples):
-    ``se = sqrt(s^2 [(X'X)^-1]_00)``, ``X = [1, t, t^2]``, ``s^2`` the fit's residual variance."""
-    t = segment.time - segment.time[0]
-    n = int(max(8, min(np.searchsorted(t, span_s + 1e-9), t.size // 3)))
-    x = np.column_stack([np.ones(n), t[:n], t[:n] ** 2])
-    inv00 = float(np.linalg.pinv(x.T @ x)[0, 0])
-    out = []
-    for c in channels:
-        y = np.asarray(segment.measured[c][:n], dtype=float)
-        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-        s2 = float(np.sum((y - x @ coef) ** 2)) / max(n - 3, 1)
-        out.append(math.sqrt(max(s2 * inv00, 0.0)))
-    return np.asarray(out)
-
-
 def _columns(result: CalibrationResult, names: Sequence[str]) -> np.ndarray:
     flat = result.draws.reshape(-1, result.draws.shape[-1])
     return flat[:, [result.names.index(n) for n in names]]
@@ -319,7 +304,9 @@ def predictive_check(held: Segment, candidate: CalibrationResult, previous: Mapp
     theta_mean = flat.mean(axis=0)
     rng = np.random.default_rng(seed)
     pick = rng.choice(flat.shape[0], min(n_draws, flat.shape[0]), replace=False)
-    sd = np.sqrt(marginal_sd(candidate, chans)[pick] ** 2 + initial_value_se(held, chans)[None, :] ** 2)  # (S, C)
+    se0 = initial_state_uncertainty(held, chans)
+    held_se = np.array([se0[c] for c in chans])
+    sd = np.sqrt(marginal_sd(candidate, chans)[pick] ** 2 + held_se[None, :] ** 2)  # (S, C)
     resp = problem.responses(np.vstack([theta_mean, theta_repl, flat[pick]]))
     data = problem.data                                             # (n, C)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -356,5 +343,5 @@ def predictive_check(held: Segment, candidate: CalibrationResult, previous: Mapp
 
 
 __all__ = ["HoldoutCheck", "ChannelCheck", "predictive_check", "split_segment", "effective_sample_size",
-           "marginal_sd", "initial_value_se", "BAND", "DEFAULT_TOLERANCE", "DEFAULT_FRACTION", "PRACTICAL_MARGIN",
+           "marginal_sd", "BAND", "DEFAULT_TOLERANCE", "DEFAULT_FRACTION", "PRACTICAL_MARGIN",
            "COVERAGE_MARGIN", "MIN_HOLDOUT_S", "BAND_DRAWS", "BAND_POLICIES", "DEFAULT_BAND"]

@@ -136,6 +136,10 @@ class CalibrationPipelineConfig:
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
     noise_prior_factor: float = 10.0   #: x the paper's half-normal noise scales: live data carry model-form
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
+    initial_state: str = "sampled"     #: the segments' initial states are local quadratic fits to noisy data
+    #: (segments.build_segment): "sampled" treats the stage's channels' initial values as nuisance parameters
+    #: with the fit's standard error (calibration.calibrate_stage; on the synthetic drive's lateral window the
+    #: fitted initial roll rate put bphi 2.3 posterior sd high, sampled 0.7 sd); "measured" holds them fixed
     replace_min_score: float = 0.9     #: a converged refit replaces the accepted result of its stage only if its
     #: segment's excitation score is at least this share of the accepted one's (a gentle speed-controlled
     #: acceleration must not overwrite a fit on a throttle ramp; such a segment is not fitted); 0 = always replace
@@ -183,6 +187,9 @@ class CalibrationPipelineConfig:
         if not (isinstance(self.replace_min_score, (int, float)) and 0.0 <= self.replace_min_score <= 10.0):
             raise InputError(f"calibration config: replace_min_score = {self.replace_min_score!r} is out of range "
                              "[0, 10]")
+        if self.initial_state not in ("measured", "sampled"):
+            raise InputError(f"calibration config: initial_state = {self.initial_state!r}: expected 'measured' or "
+                             "'sampled'")
         for name, lo, hi in (("holdout_fraction", 0.0, 0.5), ("holdout_tolerance", 0.0, 10.0)):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
@@ -487,8 +494,9 @@ class CalibrationPipeline:
             st.message = f"{self._summary(stage)}; newest data: {reason}"
 
     def acceptable(self, result: CalibrationResult) -> bool:
-        """Every parameter and noise sigma: finite mean, R-hat <= max_r_hat, bulk ESS >= min_ess."""
-        for s in (*result.parameters.values(), *result.noise.values()):
+        """Every parameter, noise sigma and residual AR(1) coefficient: finite mean, R-hat <= max_r_hat, bulk ESS
+        >= min_ess."""
+        for s in (*result.parameters.values(), *result.noise.values(), *result.residual_correlation.values()):
             r_hat, ess, mean = s.get("r_hat"), s.get("ess_bulk"), s.get("mean")
             if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (r_hat, ess, mean)):
                 return False
@@ -525,6 +533,7 @@ class CalibrationPipeline:
                                          predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                          max_mutation_steps=c.max_mutation_steps,
                                          noise_prior_factor=c.noise_prior_factor, priors=c.priors,
+                                         initial_state=c.initial_state,
                                          vehicle=c.vehicle,
                                          smc_options={"refit_proposal": bool(c.refit_proposal),
                                                       "stop": self.cancel.is_set})
@@ -711,6 +720,8 @@ class CalibrationPipeline:
                 out[name] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
             for ch, summ in st.result.noise.items():
                 out[f"{s}/sigma_{ch}"] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
+            for ch, summ in st.result.residual_correlation.items():
+                out[f"{s}/rho_{ch}"] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
         return out
 
     def params_yaml(self, node_name: str = "model_calibrator") -> str:
@@ -731,8 +742,9 @@ class CalibrationPipeline:
 
 
 def worst_diagnostics(res: CalibrationResult) -> tuple[float, float]:
-    """(largest R-hat, smallest bulk ESS) over a result's parameters and noise sigmas (nan counts as worst)."""
-    summ = [*res.parameters.values(), *res.noise.values()]
+    """(largest R-hat, smallest bulk ESS) over a result's parameters, noise sigmas and residual AR(1)
+    coefficients (nan counts as worst)."""
+    summ = [*res.parameters.values(), *res.noise.values(), *res.residual_correlation.values()]
     r_hats = [s["r_hat"] if s["r_hat"] is not None else math.nan for s in summ]
     esss = [s["ess_bulk"] if s["ess_bulk"] is not None else math.nan for s in summ]
     r = max(r_hats, key=lambda x: math.inf if not math.isfinite(x) else x)

@@ -11,8 +11,10 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
 1. Run the 8-DOF on the new window from its measured initial state, with this stage's parameters free and
    every other parameter at its currently accepted value (as a refit would), and find the window's best fit
    ``theta_new``: weighted least squares of the stage's channels, each divided by the accepted posterior mean of
-   its sigma_c, started at the accepted posterior mean (scipy.optimize.least_squares, bounded by the prior;
-   a few dozen 8-DOF runs, ~13 ms for a 4 s longitudinal window).
+   its sigma_c and whitened by the accepted posterior mean of its residual AR(1) coefficient rho_c
+   (calibration.py Eq. A2; rho_c = 0 with the white noise model), started at the accepted posterior mean
+   (scipy.optimize.least_squares, bounded by the prior; a few dozen 8-DOF runs, ~13 ms for a 4 s longitudinal
+   window).
 2. ``shift = sqrt(d' (S_acc + S_new)^-1 d)``, ``d = theta_new - mean_acc``: the Mahalanobis distance of the
    new window's best fit from the accepted posterior mean, under the accepted posterior's covariance ``S_acc``
    (from its draws) plus the best fit's ``S_new`` (Gauss-Newton, ``(J'J)^-1`` times the window's own residual
@@ -100,6 +102,8 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     base = _base_parameters(spec, {**previous, **result.posterior_means()}, constants.default_parameters())
     problem = StageProblem(segment, spec, base, constants, roll_split=False)
     sigma = np.array([float(result.noise[c]["mean"]) for c in spec.channels])
+    rho = np.array([float(result.residual_correlation[c]["mean"]) if c in result.residual_correlation else 0.0
+                    for c in spec.channels])
     flat = result.draws.reshape(-1, result.draws.shape[-1])[:, [result.names.index(n) for n in names]]
     mean = flat.mean(axis=0)
     cov = np.atleast_2d(np.cov(flat, rowvar=False))
@@ -110,6 +114,9 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     def standardized(theta: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore", over="ignore"):
             r = (problem.responses(theta[None, :])[0] - problem.data) / sigma
+            # whitened by the accepted fit's residual AR(1) coefficients (calibration.py Eq. A2): the sum of
+            # squares is the AR(1) quadratic form, so the new window's covariance counts its autocorrelation
+            r[1:] = (r[1:] - rho * r[:-1]) / np.sqrt(1.0 - rho * rho)
         return np.where(np.isfinite(r), r, 1e6).ravel()
 
     start = np.clip(mean, lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))

@@ -89,7 +89,19 @@ class HalfNormal:
             raise ValueError(f"half-normal prior needs scale > 0, got {self.scale}")
 
 
-Distribution = Uniform | HalfNormal
+@dataclass(frozen=True)
+class Normal:
+    """Normal prior N(mean, sd^2) on the real line (a nuisance offset; identity transform)."""
+
+    mean: float
+    sd: float
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.mean) and np.isfinite(self.sd) and self.sd > 0):
+            raise ValueError(f"normal prior needs a finite mean and sd > 0, got ({self.mean}, {self.sd})")
+
+
+Distribution = Uniform | HalfNormal | Normal
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,8 @@ class Prior:
         for j, d in enumerate(self.dists):
             if isinstance(d, Uniform):
                 out[:, j] = rng.uniform(d.low, d.high, n)
+            elif isinstance(d, Normal):
+                out[:, j] = rng.normal(d.mean, d.sd, n)
             else:
                 out[:, j] = np.abs(rng.normal(0.0, d.scale, n))
         return out
@@ -127,6 +141,8 @@ class Prior:
             if isinstance(d, Uniform):
                 p = np.clip((theta[:, j] - d.low) / (d.high - d.low), 1e-300, 1.0 - 1e-16)
                 z[:, j] = np.log(p) - np.log1p(-p)
+            elif isinstance(d, Normal):
+                z[:, j] = theta[:, j]
             else:
                 z[:, j] = np.log(np.maximum(theta[:, j], 1e-300))
         return z
@@ -136,6 +152,8 @@ class Prior:
         for j, d in enumerate(self.dists):
             if isinstance(d, Uniform):
                 theta[:, j] = d.low + (d.high - d.low) * _expit(z[:, j])
+            elif isinstance(d, Normal):
+                theta[:, j] = z[:, j]
             else:
                 theta[:, j] = np.exp(z[:, j])
         return theta
@@ -147,6 +165,8 @@ class Prior:
             zj = z[:, j]
             if isinstance(d, Uniform):
                 lp += -np.logaddexp(0.0, -zj) - np.logaddexp(0.0, zj)   # log sigmoid(z) + log sigmoid(-z)
+            elif isinstance(d, Normal):
+                lp += _normal_logpdf(zj, d)
             else:
                 th = np.exp(zj)
                 lp += (0.5 * math.log(2.0 / math.pi) - math.log(d.scale)) - 0.5 * (th / d.scale) ** 2 + zj
@@ -160,10 +180,16 @@ class Prior:
             if isinstance(d, Uniform):
                 inside = (x >= d.low) & (x <= d.high)
                 lp += np.where(inside, -math.log(d.high - d.low), -np.inf)
+            elif isinstance(d, Normal):
+                lp += _normal_logpdf(x, d)
             else:
                 val = (0.5 * math.log(2.0 / math.pi) - math.log(d.scale)) - 0.5 * (x / d.scale) ** 2
                 lp += np.where(x > 0, val, -np.inf)
         return lp
+
+
+def _normal_logpdf(x: np.ndarray, d: Normal) -> np.ndarray:
+    return -0.5 * ((x - d.mean) / d.sd) ** 2 - math.log(d.sd) - 0.5 * math.log(2.0 * math.pi)
 
 
 def _expit(z: np.ndarray) -> np.ndarray:

@@ -581,13 +581,15 @@ def _simulate_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: n
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray,
                        inputs: np.ndarray, dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, w: np.ndarray,
-                       budget: float, sse: np.ndarray) -> int:
-    """Per-channel sums of squared residuals ``sse[c]`` (``data[j, c]`` vs state ``chan[c]`` at output j) of the
+                       rho: np.ndarray, budget: float, sse: np.ndarray, prev: np.ndarray) -> int:
+    """Per-channel AR(1) quadratic forms ``sse[c]`` of the residuals ``e_j = state[chan[c]] - data[j, c]`` of the
     run from state ``s`` (in place), stopping as soon as the weighted sum ``sum_c w[c] sse[c]`` exceeds ``budget``.
 
-    Residuals only add up, so once the partial sum passes the budget the full one does too: the caller's
-    decision (an MH rejection) is already certain. A stopped or diverged (NaN) run leaves ``sse = inf``.
-    Returns the integration steps taken (the work done).
+    ``sse[c] = (1 - rho_c^2) e_0^2 + sum_{j >= 1} (e_j - rho_c e_{j-1})^2`` (the exponent of the exact AR(1)
+    likelihood with the stationary first term; ``rho_c = 0``: the plain sum of squared residuals, computed by
+    the same arithmetic). Every term is >= 0, so once the partial sum passes the budget the full one does too:
+    the caller's decision (an MH rejection) is already certain. A stopped or diverged (NaN) run leaves
+    ``sse = inf``. ``prev`` (n_channels) is scratch for ``e_{j-1}``. Returns the integration steps taken.
     """
     k = borrowed(k)
     q = borrowed(q)
@@ -598,7 +600,9 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
     chan = borrowed(chan)
     data = borrowed(data)
     w = borrowed(w)
+    rho = borrowed(rho)
     sse = borrowed(sse)
+    prev = borrowed(prev)
     _derived(k, q)
     _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
@@ -608,8 +612,10 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
     tot = 0.0
     for c in range(n_ch):
         r = s[chan[c]] - data[0, c]
-        sse[c] = r * r
-        tot += w[c] * r * r
+        prev[c] = r
+        e = (1.0 - rho[c] * rho[c]) * (r * r)
+        sse[c] = e
+        tot += w[c] * e
     step = 0
     if tot <= budget:
         for j in range(1, data.shape[0]):
@@ -618,7 +624,9 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
                 step += 1
             for c in range(n_ch):
                 r = s[chan[c]] - data[j, c]
-                e = r * r
+                a = r - rho[c] * prev[c]
+                prev[c] = r
+                e = a * a
                 sse[c] += e
                 tot += w[c] * e
             if not tot <= budget:  # over budget, or NaN
@@ -631,29 +639,124 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_bounded_one(k: np.ndarray, p: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: float, sse: np.ndarray) -> int:
+                      chan: np.ndarray, data: np.ndarray, w: np.ndarray, rho: np.ndarray, budget: float,
+                      sse: np.ndarray) -> int:
     """:func:`_wsse_bounded_loop` of one parameter set from ``x0``; returns the steps taken."""
     return _wsse_bounded_loop(k, np.empty(N_DERIVED), p, x0.copy(), np.zeros(5), inputs, dt, n_sub, chan, data,
-                              w, budget, sse)
+                              w, rho, budget, sse, np.empty(chan.shape[0]))
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _wsse_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
-                chan: np.ndarray, data: np.ndarray, w: np.ndarray, budget: np.ndarray, lo: int, hi: int,
-                sse: np.ndarray, steps: np.ndarray) -> None:
-    """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``)."""
+                chan: np.ndarray, data: np.ndarray, w: np.ndarray, rho: np.ndarray, budget: np.ndarray, lo: int,
+                hi: int, sse: np.ndarray, steps: np.ndarray) -> None:
+    """Rows ``lo..hi-1`` of a bounded batch, serially in the calling thread (GIL released: ``nogil``); row ``i``
+    starts from ``x0[i]`` (``(n, 12)``)."""
     for i in range(lo, hi):
-        steps[i] = _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w[i], budget[i], sse[i])
+        steps[i] = _wsse_bounded_one(k, params[i], x0[i], inputs, dt, n_sub, chan, data, w[i], rho[i], budget[i],
+                                     sse[i])
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _kf_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, fz: np.ndarray,
+                     inputs: np.ndarray, dt: float, n_sub: int, chan: np.ndarray, data: np.ndarray, s2: np.ndarray,
+                     t2: np.ndarray, rho: np.ndarray, budget: float, out: np.ndarray, kf: np.ndarray) -> int:
+    """Per-channel sums ``out[c] = sum_j v_j^2 / S_j`` of the standardised Kalman innovations of the residuals
+    ``e_j = state[chan[c]] - data[j, c]`` under ``e_j = d_j + eps_j``: white noise ``eps_j ~ N(0, s2[c])`` plus a
+    stationary AR(1) discrepancy ``d_j = rho d_{j-1} + eta_j`` of marginal variance ``t2[c]`` (scalar Kalman
+    filter, exact; the innovation variances ``S_j`` do not depend on the data). Stops as soon as ``sum_c out[c]``
+    exceeds ``budget`` (every term >= 0); a stopped or diverged run leaves ``out = inf``. ``kf`` ``(2,
+    n_channels)`` is scratch (predicted mean and variance of d). Returns the integration steps taken."""
+    k = borrowed(k)
+    q = borrowed(q)
+    p = borrowed(p)
+    s = borrowed(s)
+    fz = borrowed(fz)
+    inputs = borrowed(inputs)
+    chan = borrowed(chan)
+    data = borrowed(data)
+    s2 = borrowed(s2)
+    t2 = borrowed(t2)
+    rho = borrowed(rho)
+    out = borrowed(out)
+    kf = borrowed(kf)
+    _derived(k, q)
+    _initial_loads(k, q, p, s, fz)
+    n_ch = chan.shape[0]
+    xy = False
+    for c in range(n_ch):
+        xy = xy or chan[c] < 2
+    tot = 0.0
+    for c in range(n_ch):
+        kf[0, c] = 0.0
+        kf[1, c] = t2[c]
+        out[c] = 0.0
+    step = 0
+    for j in range(data.shape[0]):
+        if j > 0:
+            for _ in range(n_sub):
+                _step(k, q, p, s, fz, inputs[step], dt, xy)
+                step += 1
+        for c in range(n_ch):
+            r = s[chan[c]] - data[j, c]
+            m = kf[0, c]
+            pv = kf[1, c]
+            sv = pv + s2[c]
+            v = r - m
+            e = v * v / sv
+            out[c] += e
+            tot += e
+            gain = pv / sv
+            a = rho[c]
+            kf[0, c] = a * (m + gain * v)
+            kf[1, c] = a * a * pv * (1.0 - gain) + t2[c] * (1.0 - a * a)
+        if not tot <= budget:  # over budget, or NaN
+            break
+    if not tot <= budget:
+        for c in range(n_ch):
+            out[c] = np.inf
+    return step
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _kf_block(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
+              chan: np.ndarray, data: np.ndarray, s2: np.ndarray, t2: np.ndarray, rho: np.ndarray,
+              budget: np.ndarray, lo: int, hi: int, out: np.ndarray, steps: np.ndarray) -> None:
+    """Rows ``lo..hi-1`` of :func:`_kf_bounded_loop`, serially in the calling thread; row ``i`` from ``x0[i]``."""
+    for i in range(lo, hi):
+        steps[i] = _kf_bounded_loop(k, np.empty(N_DERIVED), params[i], x0[i].copy(), np.zeros(5), inputs, dt,
+                                    n_sub, chan, data, s2[i], t2[i], rho[i], budget[i], out[i],
+                                    np.empty((2, chan.shape[0])))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def kf_log_det(s2: np.ndarray, t2: np.ndarray, rho: np.ndarray, n_obs: int) -> np.ndarray:
+    """``sum_j log S_j`` per row and channel ``(n, n_channels)`` of :func:`_kf_bounded_loop`'s innovation
+    variances (the log determinant of the covariance ``t2 rho^|i-j| + s2 I`` of ``n_obs`` residuals)."""
+    out = np.zeros(s2.shape)
+    for i in range(s2.shape[0]):
+        for c in range(s2.shape[1]):
+            pv = t2[i, c]
+            a = rho[i, c]
+            tot = 0.0
+            for _ in range(n_obs):
+                sv = pv + s2[i, c]
+                tot += math.log(sv)
+                pv = a * a * pv * (1.0 - pv / sv) + t2[i, c] * (1.0 - a * a)
+            out[i, c] = tot
+    return out
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _sse_batch(k: np.ndarray, params: np.ndarray, x0: np.ndarray, inputs: np.ndarray, dt: float, n_sub: int,
                chan: np.ndarray, data: np.ndarray, sse: np.ndarray) -> None:
     """Unbounded per-channel sums of squared residuals, rows over numba's threads (``prange``): the bounded
-    kernel's loop, equal to its numbers up to round-off (the parallel gufunc contracts other multiply-adds)."""
+    kernel's loop at rho = 0, equal to its numbers up to round-off (the parallel gufunc contracts other
+    multiply-adds)."""
     w = np.ones(chan.shape[0])
+    rho = np.zeros(chan.shape[0])
     for i in prange(params.shape[0]):
-        _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w, np.inf, sse[i])
+        _wsse_bounded_one(k, params[i], x0, inputs, dt, n_sub, chan, data, w, rho, np.inf, sse[i])
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -826,12 +929,18 @@ class Simulator8Dof:
         return sse
 
     def sse_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, weights: np.ndarray,
-                    budget: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    budget: np.ndarray | None = None, rho: np.ndarray | None = None,
+                    initial_states: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`sse` whose row ``i`` stops as soon as ``sum_c weights[i, c] sse[i, c] > budget[i]``.
 
         Returns ``(sse, steps)``: per-channel sums ``(n, n_channels)`` (``inf`` for a row stopped over budget or
         diverged) and the integration steps each row took (a full run takes ``(n_out - 1) * n_sub``). The rows
         run in chunks over threads (:mod:`vehcal_ros.models.chunked`). ``budget`` None: no bound.
+
+        ``rho`` (``(n, n_channels)`` or broadcastable, each in (-1, 1); None = 0): per-channel AR(1) coefficients
+        of the residuals; the sums are then the AR(1) quadratic forms ``(1 - rho^2) e_0^2 + sum_{j>=1} (e_j -
+        rho e_{j-1})^2`` (:func:`_wsse_bounded_loop`), equal to the plain sums at rho = 0.
+        ``initial_states`` (``(n, 12)``, None = the simulator's ``x0`` for every row): each row's initial state.
         """
         p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
         n = p2.shape[0]
@@ -843,11 +952,44 @@ class Simulator8Dof:
         b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
             np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
         b = np.where(np.isnan(b), np.inf, b)
+        r = np.zeros((n, chan.size)) if rho is None else np.ascontiguousarray(
+            np.broadcast_to(np.asarray(rho, dtype=float), (n, chan.size)))
+        x0 = np.ascontiguousarray(np.broadcast_to(self.x0 if initial_states is None else np.asarray(
+            initial_states, dtype=float), (n, self.x0.size)))
         sse = np.empty((n, chan.size))
         steps = np.zeros(n, dtype=np.int64)
-        run_chunked(_wsse_block, (self.k, p2, self.x0, self.inputs, self.dt, self.n_sub, chan, data, w, b),
+        run_chunked(_wsse_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
                     (sse, steps), n)
         return sse, steps
+
+    def discrepancy_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, noise_var: np.ndarray,
+                            discrepancy_var: np.ndarray, rho: np.ndarray, budget: np.ndarray | None = None,
+                            initial_states: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-channel ``sum_j v_j^2 / S_j`` ``(n, n_channels)`` of the residuals' Kalman innovations under white
+        noise of variance ``noise_var`` plus an AR(1) discrepancy of marginal variance ``discrepancy_var`` and
+        lag-one coefficient ``rho`` (each ``(n, n_channels)``; :func:`_kf_bounded_loop`), row ``i`` stopping once
+        its sum over channels exceeds ``budget[i]``; and the steps each row took. With :func:`kf_log_det` the
+        exact Gaussian log density ``-1/2 sum_c [N log 2 pi + log det + out_c]``."""
+        p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
+        n = p2.shape[0]
+        chan = np.ascontiguousarray(np.asarray(channels, dtype=np.int64))
+        data = np.ascontiguousarray(np.asarray(data, dtype=float))
+        if data.shape != (self.n_out, chan.size):
+            raise ValueError(f"data must be ({self.n_out}, {chan.size}), got {data.shape}")
+
+        def rows(a: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=float), (n, chan.size)))
+
+        b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
+            np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
+        b = np.where(np.isnan(b), np.inf, b)
+        x0 = np.ascontiguousarray(np.broadcast_to(self.x0 if initial_states is None else np.asarray(
+            initial_states, dtype=float), (n, self.x0.size)))
+        out = np.empty((n, chan.size))
+        steps = np.zeros(n, dtype=np.int64)
+        run_chunked(_kf_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, rows(noise_var),
+                                rows(discrepancy_var), rows(rho), b), (out, steps), n)
+        return out, steps
 
     @property
     def steps_per_run(self) -> int:
