@@ -136,10 +136,19 @@ class CalibrationPipelineConfig:
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
     noise_prior_factor: float = 10.0   #: x the paper's half-normal noise scales: live data carry model-form
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
-    initial_state: str = "sampled"     #: the segments' initial states are local quadratic fits to noisy data
+    initial_state: str = "lateral"     #: the segments' initial states are local quadratic fits to noisy data
     #: (segments.build_segment): "sampled" treats the stage's channels' initial values as nuisance parameters
     #: with the fit's standard error (calibration.calibrate_stage; on the synthetic drive's lateral window the
-    #: fitted initial roll rate put bphi 2.3 posterior sd high, sampled 0.7 sd); "measured" holds them fixed
+    #: fitted initial roll rate put bphi 2.3 posterior sd high, sampled 0.7 sd); "measured" holds them fixed;
+    #: "lateral" (default) samples them in the lateral stage only: a coast-down's or a throttle ramp's initial
+    #: speeds are well fitted, and sampling them left the live coast-down fit of accel_coast unconverged (4 x 500:
+    #: R-hat 1.76, bulk ESS 6)
+    def stage_initial_state(self, stage: str) -> str:
+        """``initial_state`` of one stage: "sampled" or "measured" (``lateral`` resolved per stage)."""
+        if self.initial_state == "lateral":
+            return "sampled" if stage == "lateral" else "measured"
+        return self.initial_state
+
     replace_min_score: float = 0.9     #: a converged refit replaces the accepted result of its stage only if its
     #: segment's excitation score is at least this share of the accepted one's (a gentle speed-controlled
     #: acceleration must not overwrite a fit on a throttle ramp; such a segment is not fitted); 0 = always replace
@@ -187,9 +196,9 @@ class CalibrationPipelineConfig:
         if not (isinstance(self.replace_min_score, (int, float)) and 0.0 <= self.replace_min_score <= 10.0):
             raise InputError(f"calibration config: replace_min_score = {self.replace_min_score!r} is out of range "
                              "[0, 10]")
-        if self.initial_state not in ("measured", "sampled"):
-            raise InputError(f"calibration config: initial_state = {self.initial_state!r}: expected 'measured' or "
-                             "'sampled'")
+        if self.initial_state not in ("measured", "sampled", "lateral"):
+            raise InputError(f"calibration config: initial_state = {self.initial_state!r}: expected 'measured', "
+                             "'sampled' or 'lateral'")
         for name, lo, hi in (("holdout_fraction", 0.0, 0.5), ("holdout_tolerance", 0.0, 10.0)):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
@@ -533,7 +542,7 @@ class CalibrationPipeline:
                                          predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                          max_mutation_steps=c.max_mutation_steps,
                                          noise_prior_factor=c.noise_prior_factor, priors=c.priors,
-                                         initial_state=c.initial_state,
+                                         initial_state=c.stage_initial_state(job.stage),
                                          vehicle=c.vehicle,
                                          smc_options={"refit_proposal": bool(c.refit_proposal),
                                                       "stop": self.cancel.is_set})
