@@ -606,9 +606,7 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
     _derived(k, q)
     _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
-    xy = False
-    for c in range(n_ch):
-        xy = xy or chan[c] < 2
+    xy = _fits_position(chan)
     tot = 0.0
     for c in range(n_ch):
         r = s[chan[c]] - data[0, c]
@@ -635,6 +633,15 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
         for c in range(n_ch):
             sse[c] = np.inf
     return step
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def _fits_position(chan: np.ndarray) -> bool:
+    """True when a fitted channel is the position x or y (state indices 0, 1): the integration must track it."""
+    for c in range(chan.shape[0]):
+        if chan[c] < 2:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
@@ -683,9 +690,7 @@ def _kf_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray,
     _derived(k, q)
     _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
-    xy = False
-    for c in range(n_ch):
-        xy = xy or chan[c] < 2
+    xy = _fits_position(chan)
     tot = 0.0
     for c in range(n_ch):
         kf[0, c] = 0.0
@@ -942,25 +947,37 @@ class Simulator8Dof:
         rho e_{j-1})^2`` (:func:`_wsse_bounded_loop`), equal to the plain sums at rho = 0.
         ``initial_states`` (``(n, 12)``, None = the simulator's ``x0`` for every row): each row's initial state.
         """
+        p2, chan, data, b, x0, rows = self._bounded_batch(params, channels, data, budget, initial_states)
+        n = p2.shape[0]
+        w = rows(weights)
+        r = rows(0.0 if rho is None else rho)
+        sse = np.empty((n, chan.size))
+        steps = np.zeros(n, dtype=np.int64)
+        run_chunked(_wsse_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
+                    (sse, steps), n)
+        return sse, steps
+
+    def _bounded_batch(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray,
+                       budget: np.ndarray | None, initial_states: np.ndarray | None):
+        """The contiguous arguments of a bounded batch: ``(params (n, 13), channels, data, budget (n,) with NaN
+        and None as inf, initial states (n, 12), rows)``; ``rows(a)`` broadcasts a per-channel array to
+        ``(n, n_channels)``. ValueError when ``data`` is not ``(n_out, n_channels)``."""
         p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
         n = p2.shape[0]
         chan = np.ascontiguousarray(np.asarray(channels, dtype=np.int64))
         data = np.ascontiguousarray(np.asarray(data, dtype=float))
         if data.shape != (self.n_out, chan.size):
             raise ValueError(f"data must be ({self.n_out}, {chan.size}), got {data.shape}")
-        w = np.ascontiguousarray(np.broadcast_to(np.asarray(weights, dtype=float), (n, chan.size)))
         b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
             np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
         b = np.where(np.isnan(b), np.inf, b)
-        r = np.zeros((n, chan.size)) if rho is None else np.ascontiguousarray(
-            np.broadcast_to(np.asarray(rho, dtype=float), (n, chan.size)))
         x0 = np.ascontiguousarray(np.broadcast_to(self.x0 if initial_states is None else np.asarray(
             initial_states, dtype=float), (n, self.x0.size)))
-        sse = np.empty((n, chan.size))
-        steps = np.zeros(n, dtype=np.int64)
-        run_chunked(_wsse_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, w, r, b),
-                    (sse, steps), n)
-        return sse, steps
+
+        def rows(a) -> np.ndarray:
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=float), (n, chan.size)))
+
+        return p2, chan, data, b, x0, rows
 
     def discrepancy_bounded(self, params: np.ndarray, channels: np.ndarray, data: np.ndarray, noise_var: np.ndarray,
                             discrepancy_var: np.ndarray, rho: np.ndarray, budget: np.ndarray | None = None,
@@ -970,21 +987,8 @@ class Simulator8Dof:
         lag-one coefficient ``rho`` (each ``(n, n_channels)``; :func:`_kf_bounded_loop`), row ``i`` stopping once
         its sum over channels exceeds ``budget[i]``; and the steps each row took. With :func:`kf_log_det` the
         exact Gaussian log density ``-1/2 sum_c [N log 2 pi + log det + out_c]``."""
-        p2 = np.ascontiguousarray(np.atleast_2d(np.asarray(params, dtype=float)))
+        p2, chan, data, b, x0, rows = self._bounded_batch(params, channels, data, budget, initial_states)
         n = p2.shape[0]
-        chan = np.ascontiguousarray(np.asarray(channels, dtype=np.int64))
-        data = np.ascontiguousarray(np.asarray(data, dtype=float))
-        if data.shape != (self.n_out, chan.size):
-            raise ValueError(f"data must be ({self.n_out}, {chan.size}), got {data.shape}")
-
-        def rows(a: np.ndarray) -> np.ndarray:
-            return np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=float), (n, chan.size)))
-
-        b = np.full(n, np.inf) if budget is None else np.ascontiguousarray(
-            np.broadcast_to(np.asarray(budget, dtype=float), (n,)))
-        b = np.where(np.isnan(b), np.inf, b)
-        x0 = np.ascontiguousarray(np.broadcast_to(self.x0 if initial_states is None else np.asarray(
-            initial_states, dtype=float), (n, self.x0.size)))
         out = np.empty((n, chan.size))
         steps = np.zeros(n, dtype=np.int64)
         run_chunked(_kf_block, (self.k, p2, x0, self.inputs, self.dt, self.n_sub, chan, data, rows(noise_var),
