@@ -88,9 +88,8 @@ from vehcal_ros.estimation.calibration import (
     StageProblem,
     _base_parameters,
     initial_state_uncertainty,
-    stage_spec,
+    stage_setup,
 )
-from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
 BAND = 0.90
 """Central probability of the candidate's predictive band (-)."""
@@ -284,12 +283,8 @@ def predictive_check(held: Segment, candidate: CalibrationResult, previous: Mapp
     """
     if band not in BAND_POLICIES:
         raise ValueError(f"band must be one of {', '.join(BAND_POLICIES)}, got {band!r}")
-    spec = stage_spec(candidate.stage, separate_bphi=candidate.separate_bphi, priors=priors, vehicle=vehicle)
-    if dt is not None:
-        spec = replace(spec, dt=float(dt))
-    constants = VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle)
-    if constants.torque_source != "measured" and held.wheel_torque is not None:
-        held = replace(held, wheel_torque=None)
+    spec, constants, held = stage_setup(held, candidate.stage, separate_bphi=candidate.separate_bphi,
+                                        priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
     nominal = _base_parameters(spec, previous, constants.default_parameters())
     base = {**nominal, **(replaced or {})}

@@ -72,6 +72,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from typing import Any
 
 import numpy as np
 import yaml
@@ -554,14 +555,16 @@ class CalibrationResult:
         if include_draws:
             out["names"] = list(self.names)
             out["draws"] = self.draws.tolist()
-        return _jsonable(out)
+        return jsonable(out)
 
 
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+def jsonable(obj: Any) -> Any:
+    """A JSON/YAML-safe copy: mappings with str keys, tuples as lists, numpy scalars as Python numbers and
+    non-finite floats as None."""
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, (np.floating, float)):
         v = float(obj)
         return v if math.isfinite(v) else None
@@ -859,6 +862,22 @@ def _base_parameters(spec: StageSpec, previous: Mapping[str, float] | None,
     return base
 
 
+def stage_setup(segment: Segment, stage: str, *, separate_bphi: bool = False, priors: Mapping | None = None,
+                vehicle=None, dt: float | None = None, constants: VehicleConstants | None = None
+                ) -> tuple[StageSpec, VehicleConstants, Segment]:
+    """The stage's specification (``dt`` overriding its step), the vehicle's 8-DOF constants and the segment as
+    the model reads it: without its measured wheel torque unless the description's torque source is
+    ``measured`` (the description decides, not the data). Shared by the fit, the recalibration check and the
+    held-back acceptance check, so all three run the same model."""
+    spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors, vehicle=vehicle)
+    if dt is not None:
+        spec = replace(spec, dt=float(dt))
+    constants = constants or (VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle))
+    if constants.torque_source != "measured" and segment.wheel_torque is not None:
+        segment = replace(segment, wheel_torque=None)
+    return spec, constants, segment
+
+
 def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, float] | None = None,
                     n_chains: int = 8, n_draws: int = 1000, seed: int = 0, separate_bphi: bool = False,
                     kernel: str = "imh", predictive_draws: int = 100, check: bool = True,
@@ -894,16 +913,12 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     the prior of :func:`initial_state_uncertainty`; for segments whose initial state is a fit to noisy data).
     """
     t_start = time.perf_counter()
-    spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors, vehicle=vehicle)
-    if dt is not None:
-        spec = replace(spec, dt=float(dt))
+    spec, constants, segment = stage_setup(segment, stage, separate_bphi=separate_bphi, priors=priors,
+                                           vehicle=vehicle, dt=dt, constants=constants)
     if not (math.isfinite(noise_prior_factor) and noise_prior_factor > 0.0):
         raise InputError(f"noise_prior_factor must be > 0, got {noise_prior_factor!r}")
     if noise_prior_factor != 1.0:
         spec = replace(spec, noise_scales=tuple((c, s * float(noise_prior_factor)) for c, s in spec.noise_scales))
-    constants = constants or (VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle))
-    if constants.torque_source != "measured" and segment.wheel_torque is not None:
-        segment = replace(segment, wheel_torque=None)   # the description's torque source decides, not the data
     if check:
         check_segment(segment, spec, r0=constants.r0, vehicle=vehicle)
     base = _base_parameters(spec, previous, constants.default_parameters())

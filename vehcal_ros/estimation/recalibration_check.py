@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -49,9 +49,8 @@ from vehcal_ros.estimation.calibration import (
     Segment,
     StageProblem,
     _base_parameters,
-    stage_spec,
+    stage_setup,
 )
-from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
 DEFAULT_THRESHOLD = 3.5
 """Default largest ``shift`` [sd] of a consistent window (``confirm_max_shift``); 0: the check is off."""
@@ -92,12 +91,8 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     """The recalibration check of ``segment`` against the accepted ``result`` of its stage (module docstring).
     ``previous``: the other stages' accepted 8-DOF values (held fixed, as a refit would hold them);
     ``priors``/``vehicle``/``dt`` as the pipeline's fit. A few dozen batch 8-DOF runs; no sampling."""
-    spec = stage_spec(result.stage, separate_bphi=result.separate_bphi, priors=priors, vehicle=vehicle)
-    if dt is not None:
-        spec = replace(spec, dt=float(dt))
-    constants = VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle)
-    if constants.torque_source != "measured" and segment.wheel_torque is not None:
-        segment = replace(segment, wheel_torque=None)
+    spec, constants, segment = stage_setup(segment, result.stage, separate_bphi=result.separate_bphi,
+                                           priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
     base = _base_parameters(spec, {**previous, **result.posterior_means()}, constants.default_parameters())
     problem = StageProblem(segment, spec, base, constants, roll_split=False)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult
+from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult, jsonable
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, write_atomic
 
 FORMAT = "vehcal_ros/calibration_state"
@@ -72,7 +72,7 @@ class StageState:
         out = {"parameters": self.parameters, "noise": self.noise, "converged": bool(self.converged),
                "segment": list(self.segment) if self.segment is not None else None, "score": float(self.score)}
         if self.holdout is not None:
-            out["holdout"] = _plain(self.holdout)
+            out["holdout"] = jsonable(self.holdout)
         return out
 
 
@@ -180,21 +180,6 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
         pipeline.restore(stage, result, saved.segment, saved.score, note=note, holdout=saved.holdout)
         done.append(stage)
     return done
-
-
-def _plain(obj: Any) -> Any:
-    """JSON/YAML-safe copy: non-finite floats become None, tuples lists, numpy scalars Python numbers."""
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    return obj
 
 
 def _finite(x: Any) -> bool:

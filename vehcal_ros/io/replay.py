@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import jsonable
 from vehcal_ros.estimation.grip_belief import belief_timeline
 from vehcal_ros.estimation.grip_fit import GripEstimate
 from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_params
@@ -283,7 +284,7 @@ class CalibrationSeries:
         if self.final is not None:
             final = self.final.to_dict()
             if self.holdout is not None:
-                final["holdout"] = _jsonable(self.holdout)
+                final["holdout"] = jsonable(self.holdout)
         return {
             "stage": self.stage, "n_updates": int(self.t.size), "t": _fl(self.t),
             "parameters": {k: {f: _fl(a) for f, a in v.items()} for k, v in self.parameters.items()},
@@ -291,7 +292,7 @@ class CalibrationSeries:
             "status": {"level": int(self.level), "message": self.message, "n_fits": self.n_fits,
                        "n_failed": self.n_failed, "n_confirmed": self.n_confirmed,
                        "n_refused_holdout": self.n_refused_holdout},
-            "holdout": _jsonable(self.holdout), "last_holdout": _jsonable(self.last_holdout),
+            "holdout": jsonable(self.holdout), "last_holdout": jsonable(self.last_holdout),
         }
 
 
@@ -331,22 +332,8 @@ class ReplayResult:
             "calibration": {s: c.to_dict() for s, c in self.calibration.items()},
             "model_parameters": {k: _f(v) for k, v in self.model_parameters.items()},
             "calibration_note": self.calibration_note,
-            "params": _jsonable(self.params),
+            "params": jsonable(self.params),
         }
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return _f(obj)
-    return obj
 
 
 # --------------------------------------------------------------------------------------------------- replay
