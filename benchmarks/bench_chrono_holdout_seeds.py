@@ -131,6 +131,17 @@ def main() -> None:
 
     head = "| parameters | " + " | ".join(TABLE9_CHANNELS) + " | summed ratio |"
     sep = "|---|" + "---|" * (len(TABLE9_CHANNELS) + 1)
+
+    def table_rows(fixed: dict, rmse: str, ratio: str) -> tuple[list, float]:
+        """The fixed parameter sets' rows and the calibrated row (mean +- SE); its cells and mean summed ratio."""
+        for k, (r, s) in fixed.items():
+            lines.append(f"| {k} | " + " | ".join(f"{r[c]:.4g}" for c in TABLE9_CHANNELS) + f" | {s:.3f} |")
+        cells = [mean_se(rmse, c) for c in TABLE9_CHANNELS]
+        m, se = mean_se(ratio)
+        lines.append(f"| calibrated ({n} seeds) | " + " | ".join(f"{a:.4g} +- {b:.2g}" for a, b in cells)
+                     + f" | {m:.3f} +- {se:.3f} |")
+        return cells, m
+
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, vehicle {args.vehicle}, order "
              f"{' -> '.join(order)}, noise model {args.noise_model or 'the CLI default'}, "
              f"{args.chains} chains x {args.draws} draws, noise seeds {args.seeds}, load "
@@ -140,12 +151,7 @@ def main() -> None:
              "", head, sep,
              "| paper's Table 9 (its code, its posterior) | " + " | ".join(f"{PAPER_TABLE9[c]:.3g}"
                                                                        for c in TABLE9_CHANNELS) + " | 8.00 |"]
-    for k, (r, s) in fixed_scores.items():
-        lines.append(f"| {k} | " + " | ".join(f"{r[c]:.4g}" for c in TABLE9_CHANNELS) + f" | {s:.3f} |")
-    cells = [mean_se("rmse", c) for c in TABLE9_CHANNELS]
-    m, se = mean_se("ratio")
-    lines.append(f"| calibrated ({n} seeds) | " + " | ".join(f"{a:.4g} +- {b:.2g}" for a, b in cells)
-                 + f" | {m:.3f} +- {se:.3f} |")
+    cells, m = table_rows(fixed_scores, "rmse", "ratio")
     prior_r = fixed_scores["prior means"][0]
     worse = [c for (a, b), c in zip(cells, TABLE9_CHANNELS, strict=True) if a > prior_r[c] + b]
     paper_s = fixed_scores["the paper's means"][1]
@@ -156,12 +162,7 @@ def main() -> None:
               f"* all stages converged in every seed: {all(r['converged'] for r in runs)}.", "",
               "## The same, raw wheel-speed columns (global-frame projection, the paper's Table 9 convention)", "",
               head, sep]
-    for k, (r, s) in fixed_raw.items():
-        lines.append(f"| {k} | " + " | ".join(f"{r[c]:.4g}" for c in TABLE9_CHANNELS) + f" | {s:.3f} |")
-    cells = [mean_se("rmse_raw", c) for c in TABLE9_CHANNELS]
-    m, se = mean_se("ratio_raw")
-    lines.append(f"| calibrated ({n} seeds) | " + " | ".join(f"{a:.4g} +- {b:.2g}" for a, b in cells)
-                 + f" | {m:.3f} +- {se:.3f} |")
+    table_rows(fixed_raw, "rmse_raw", "ratio_raw")
     lines += ["", "## Calibrated means per seed", "", "| seed | " + " | ".join(
         ("rr", "Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f")) + " | summed ratio |", "|---|" + "---|" * 9]
     for r in runs:
