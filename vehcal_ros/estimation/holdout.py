@@ -26,9 +26,12 @@ def records_to_table(records: Iterable[object], rate: float = 100.0) -> dict[str
     """Resample odometry, IMU, wheel-speed and control records onto one grid (linear interpolation).
 
     Returns columns ``t, throttle, brake, steering, u, v, psi, yaw_rate, roll, roll_rate, w_lf, w_rf, w_lr,
-    w_rr`` over the span every topic covers. Yaw is unwrapped.
+    w_rr`` over the span every topic covers, and ``wheel_torque`` ``(n, 4)`` (N m, FL FR RL RR) when every
+    wheel-speed record reports its net torque (``JointState.effort``). Yaw is unwrapped.
     """
     cols: dict[str, list[tuple[float, ...]]] = {"odom": [], "imu": [], "wheels": [], "controls": []}
+    torque: list[tuple[float, ...]] = []
+    torque_complete = True
     for r in records:
         if isinstance(r, OdomSample):
             cols["odom"].append((r.t, r.u, r.v, r.yaw, r.yaw_rate))
@@ -36,6 +39,10 @@ def records_to_table(records: Iterable[object], rate: float = 100.0) -> dict[str
             cols["imu"].append((r.t, r.roll, r.roll_rate))
         elif isinstance(r, WheelSpeeds):
             cols["wheels"].append((r.t, *np.asarray(r.omega, dtype=float)))
+            if r.torque is None:
+                torque_complete = False
+            elif torque_complete:
+                torque.append((r.t, *np.asarray(r.torque, dtype=float)))
         elif isinstance(r, Controls):
             cols["controls"].append((r.t, r.throttle, r.brake, r.steering))
     arrays = {}
@@ -54,10 +61,14 @@ def records_to_table(records: Iterable[object], rate: float = 100.0) -> dict[str
 
     odom = arrays["odom"]
     psi = np.interp(t, odom[:, 0], np.unwrap(odom[:, 3]))
-    return {"t": t, "throttle": col("controls", 1), "brake": col("controls", 2), "steering": col("controls", 3),
-            "u": col("odom", 1), "v": col("odom", 2), "psi": psi, "yaw_rate": col("odom", 4),
-            "roll": col("imu", 1), "roll_rate": col("imu", 2),
-            "w_lf": col("wheels", 1), "w_rf": col("wheels", 2), "w_lr": col("wheels", 3), "w_rr": col("wheels", 4)}
+    out = {"t": t, "throttle": col("controls", 1), "brake": col("controls", 2), "steering": col("controls", 3),
+           "u": col("odom", 1), "v": col("odom", 2), "psi": psi, "yaw_rate": col("odom", 4),
+           "roll": col("imu", 1), "roll_rate": col("imu", 2),
+           "w_lf": col("wheels", 1), "w_rf": col("wheels", 2), "w_lr": col("wheels", 3), "w_rr": col("wheels", 4)}
+    if torque_complete and len(torque) >= 2:
+        a = np.asarray(sorted(torque), dtype=float)
+        out["wheel_torque"] = np.column_stack([np.interp(t, a[:, 0], a[:, j]) for j in range(1, 5)])
+    return out
 
 
 def holdout_rmse(table: Mapping[str, np.ndarray], params: Mapping[str, float], t_start: float = 1.0,
@@ -67,8 +78,11 @@ def holdout_rmse(table: Mapping[str, np.ndarray], params: Mapping[str, float], t
 
     ``constants``: the vehicle's 8-DOF constants and maps (``VehicleConstants.from_description``; default the
     HMMWV's); parameters ``params`` omits come from its nominal values. A ``wheel_torque`` column ``(n, 4)``
-    (FL, FR, RL, RR, N m) in ``table`` drives the wheels instead of the maps.
+    (FL, FR, RL, RR, N m) in ``table`` drives the wheels instead of the maps when the description's
+    ``torque_source`` is ``measured`` (the description decides, as in the calibration's stage set-up).
     """
+    constants = constants or VehicleConstants()
+    measured = constants.torque_source == "measured" and table.get("wheel_torque") is not None
     t = np.asarray(table["t"], dtype=float)
     keep = t >= t[0] + t_start - 1e-9
     t = t[keep]
@@ -77,8 +91,8 @@ def holdout_rmse(table: Mapping[str, np.ndarray], params: Mapping[str, float], t
         x0[_STATE_OF[name]] = float(np.asarray(table[name])[keep][0])
     sim = Simulator8Dof(x0, t - t[0], np.asarray(table["throttle"])[keep], np.asarray(table["brake"])[keep],
                         np.asarray(table["steering"])[keep], dt=dt, output_dt=float(t[1] - t[0]), n_out=t.size,
-                        constants=constants, wheel_torque=None if table.get("wheel_torque") is None
-                        else np.asarray(table["wheel_torque"])[keep])
+                        constants=constants,
+                        wheel_torque=np.asarray(table["wheel_torque"])[keep] if measured else None)
     states = sim.run(dict(params))
     out = {}
     for ch in channels:
