@@ -2,6 +2,11 @@
 
 For each vehicle and seed, the user's path end to end, as the live calibrator runs it:
 
+Every description is written from spec-sheet quantities (``benchmarks/spec_sheets/*.spec.yaml``,
+``benchmarks/foreign/vehicles/cr_set*.spec.yaml`` -> ``vehcal vehicle from-spec``), fixed before any calibration
+ran against it: its prior means are the baseline a user starts from (a description derived from the simulator's
+own model file would start at the truth).
+
 1. a daily drive is recorded: ``vehcal simulate daily_driving --vehicle V --seed S`` (the project's 14-DOF
    HMMWV and sedan) or ``benchmarks/foreign/commonroad_drive.py --set N --seed S`` (CommonRoad's multi-body
    model, parameter sets 1 and 3: cars the project did not build, described from a spec sheet);
@@ -41,13 +46,14 @@ from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
 ROOT = Path(__file__).resolve().parents[1]
 FOREIGN = ROOT / "benchmarks" / "foreign"
+SPEC = ROOT / "benchmarks" / "spec_sheets"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_vehicle_calibration import noise_free_scenario  # noqa: E402
 
 VEHICLES = {
     # name: (kind, simulated vehicle or CommonRoad set, description)
-    "hmmwv_sim": ("14dof", "hmmwv", "hmmwv_sim"),
-    "sedan": ("14dof", "sedan", "sedan"),
+    "hmmwv": ("14dof", "hmmwv", str(SPEC / "hmmwv_sim_spec.yaml")),
+    "sedan": ("14dof", "sedan", str(SPEC / "sedan_spec.yaml")),
     "cr_set1": ("commonroad", "1", str(FOREIGN / "vehicles" / "cr_set1.yaml")),
     "cr_set3": ("commonroad", "3", str(FOREIGN / "vehicles" / "cr_set3.yaml")),
 }
