@@ -36,6 +36,7 @@ import yaml
 from vehcal_ros.cli import main as vehcal
 from vehcal_ros.estimation import segments as sg
 from vehcal_ros.estimation.calibration import calibrate_stage
+from vehcal_ros.estimation.noise_models import NOISE_MODELS
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.resources import find_resource
 
@@ -43,7 +44,6 @@ STAGE = "lateral"
 WINDOW = (7.0, 10.7)
 DRIVES = [  # (steering amplitude of the lock, end of full throttle s, noise seed)
     (0.16, 3.0, 11), (0.18, 3.25, 12), (0.20, 3.5, 13), (0.22, 3.75, 14), (0.24, 4.0, 15)]
-NOISE_MODELS = ("ar1", "discrepancy", "white")
 
 
 def drive_scenario(amplitude: float, hold_end: float, seed: int, work: Path) -> Path:

@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
+
 STAGE_CHOICES = ("longitudinal", "lateral", "rolling_resistance", "all")
 BAG_SUFFIXES = (".mcap", ".db3")
 
@@ -46,10 +48,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="x the paper's half-normal noise-sigma scales (default 1 = the paper's; ~10 for data the "
                         "8-DOF model cannot reproduce exactly, e.g. the 14-DOF simulator or a real vehicle, as the "
                         "live calibrator uses)")
-    p.add_argument("--noise-model", choices=("ar1", "discrepancy", "white"), default="ar1",
-                   help="residual model of the likelihood: ar1 (default; per-channel AR(1) residuals, rho sampled), "
-                        "discrepancy (white sensor noise + an AR(1) model discrepancy per channel), white (the "
-                        "paper's independent Gaussian); docs/calibration.md, 'Likelihood'")
+    p.add_argument("--noise-model", choices=NOISE_MODELS, default=DEFAULT_NOISE_MODEL,
+                   help=f"residual model of the likelihood (default {DEFAULT_NOISE_MODEL}): ar1 (per-channel AR(1) "
+                        "residuals, rho sampled), discrepancy (white sensor noise + an AR(1) model discrepancy per "
+                        "channel), white (the paper's independent Gaussian); docs/calibration.md, 'Likelihood'")
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,
                    help="vehicle description (config/vehicles/<NAME>.yaml or a file; default hmmwv): 8-DOF "
                         "constants, drive/brake/steering maps, priors")

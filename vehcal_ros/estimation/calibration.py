@@ -19,7 +19,7 @@ angle fixes the total, not the split. Parameters a stage does not calibrate come
 posterior means), else from the stage's configured values (the yaml's ``held_fixed``), else from
 :data:`~vehcal_ros.models.vehicle_8dof.DEFAULT_PARAMETERS`.
 
-The likelihood (``noise_model="ar1"``, the default) models each channel's residuals ``e_t = y_t - f_t(theta)``
+The likelihood (``noise_model="ar1"``) models each channel's residuals ``e_t = y_t - f_t(theta)``
 as a stationary AR(1) process with marginal standard deviation ``sigma_c`` and lag-one correlation ``rho_c``,
 both sampled (half-normal and uniform priors): ``e_t = rho e_{t-1} + eta_t``, ``eta_t ~ N(0, sigma^2 (1 -
 rho^2))``, ``e_0 ~ N(0, sigma^2)``. Its exact log density (the first term stationary, nothing conditioned away) is
@@ -78,6 +78,7 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import EstimationError, InputError
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
 from vehcal_ros.estimation.qualification import (
     MAX_ROAD_WHEEL_ANGLE,
     STAGE_NEED,
@@ -524,7 +525,7 @@ class CalibrationResult:
     residual_correlation: dict[str, dict[str, float]] = field(default_factory=dict)
     """channel -> summary of the residuals' lag-one AR(1) coefficient rho (-, at the segment's sample period;
     empty with the white noise model); rho near 1 means the residuals are model-form error, not sensor noise."""
-    noise_model: str = "ar1"
+    noise_model: str = DEFAULT_NOISE_MODEL
     """the likelihood's residual model: ``"ar1"`` (Eq. A1), ``"discrepancy"`` (Eq. A3) or ``"white"``
     (independent, the paper's)."""
 
@@ -637,10 +638,6 @@ class _RollSplit:
             return np.where(inside, np.log(np.where(inside, total, 1.0)) + self._log_const, -np.inf)
 
 
-NOISE_MODELS: tuple[str, ...] = ("ar1", "white", "discrepancy")
-"""Residual models of the likelihood: ``ar1`` per-channel stationary AR(1) (Eq. A1-A2, the default), ``white``
-independent Gaussian (the paper's Eq. 2-3), ``discrepancy`` white sensor noise plus an AR(1) model discrepancy
-per channel (Eq. A3)."""
 DISCREPANCY_RHO_PRIOR: tuple[float, float] = (0.5, 0.999)
 """Uniform prior of the discrepancy's lag-one coefficient (-): a discrepancy is smooth (correlated over more than
 1.4 samples); below 0.5 it would be white noise, which ``sigma`` already is (and the two would not separate)."""
@@ -684,7 +681,7 @@ class StageProblem:
 
     def __init__(self, segment: Segment, spec: StageSpec, base: Mapping[str, float],
                  constants: VehicleConstants | None = None, roll_split: bool = False,
-                 noise_model: str = "ar1", initial_state_sd: Mapping[str, float] | None = None) -> None:
+                 noise_model: str = DEFAULT_NOISE_MODEL, initial_state_sd: Mapping[str, float] | None = None) -> None:
         if noise_model not in NOISE_MODELS:
             raise InputError(f"noise_model must be one of {', '.join(NOISE_MODELS)}, got {noise_model!r}")
         self.noise_model = noise_model
@@ -885,7 +882,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
                     smc_options: Mapping | None = None, max_mutation_steps: int = 10,
                     noise_prior_factor: float = 1.0,
                     priors: Mapping[str, Sequence[float]] | None = None, vehicle=None,
-                    roll_split: bool = True, noise_model: str = "ar1",
+                    roll_split: bool = True, noise_model: str = DEFAULT_NOISE_MODEL,
                     initial_state: str = "measured") -> CalibrationResult:
     """Calibrate one stage on ``segment`` (paper Sections 3.3-3.5).
 
@@ -967,7 +964,8 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
 def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 8, n_draws: int = 1000,
                   seed: int = 0, separate_bphi: bool = False, kernel: str = "imh",
                   previous: Mapping[str, float] | None = None, vehicle=None,
-                  noise_prior_factor: float = 1.0, noise_model: str = "ar1") -> dict[str, CalibrationResult]:
+                  noise_prior_factor: float = 1.0, noise_model: str = DEFAULT_NOISE_MODEL
+                  ) -> dict[str, CalibrationResult]:
     """Run rolling_resistance -> longitudinal -> lateral (``stage_order.CHAIN_ORDER``: each stage after the
     stages its fit depends on), each on its segment (one segment: the same for all), each stage holding the
     earlier stages' posterior means fixed (paper Section 3); stage ``k`` of ``STAGE_NAMES`` uses seed ``seed + k``;

@@ -51,6 +51,7 @@ from vehcal_ros.estimation.calibration import (
     paper_prior_ranges,
     stage_spec,
 )
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
@@ -174,6 +175,9 @@ class CalibrationPipelineConfig:
     holdout_band: str = DEFAULT_BAND
     """what a 90 % band holding too few held-back samples does: ``warn`` (accepted on the RMSE rule, stage WARN,
     shortfall named) or ``refuse`` (acceptance.py, "Band policy")."""
+    noise_model: str = DEFAULT_NOISE_MODEL
+    """the likelihood's residual model of every fit (estimation/noise_models.py: ``ar1``, ``white`` or
+    ``discrepancy``; calibration.calibrate_stage)."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -203,6 +207,9 @@ class CalibrationPipelineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
                 raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo:g}, {hi:g}]")
+        if self.noise_model not in NOISE_MODELS:
+            raise InputError(f"calibration config: noise_model = {self.noise_model!r} is not one of "
+                             f"{', '.join(NOISE_MODELS)}")
         if self.holdout_band not in BAND_POLICIES:
             raise InputError(f"calibration config: holdout_band = {self.holdout_band!r} is not one of "
                              f"{', '.join(BAND_POLICIES)}")
@@ -543,6 +550,7 @@ class CalibrationPipeline:
                                          max_mutation_steps=c.max_mutation_steps,
                                          noise_prior_factor=c.noise_prior_factor, priors=c.priors,
                                          initial_state=c.stage_initial_state(job.stage),
+                                         noise_model=c.noise_model,
                                          vehicle=c.vehicle,
                                          smc_options={"refit_proposal": bool(c.refit_proposal),
                                                       "stop": self.cancel.is_set})
@@ -898,7 +906,7 @@ PRIOR_PREFIX = "prior."
 
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift",
-               "holdout_fraction", "holdout_tolerance", "holdout_band")
+               "holdout_fraction", "holdout_tolerance", "holdout_band", "noise_model")
 HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
                         "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
 """The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,
