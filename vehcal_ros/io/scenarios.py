@@ -9,6 +9,8 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
     seed: 0                        # sensor-noise seed (the CLI's --seed overrides it)
     vehicle: sedan                 # simulated vehicle: hmmwv (default), sedan or a model file (--vehicle overrides)
     initial: {speed: 0.0, x: 0.0, y: 0.0, yaw: 0.0}
+    origin: {latitude: 43.0722, longitude: -89.4008, altitude: 270.0}  # WGS-84 deg, deg, m: where world
+                                   # (x, y, z) = (east, north, up) is 0 (the GNSS fix's reference; this default)
     driver:
       rate: 100                    # Hz at which the inputs are updated (held in between)
       file: ramp_steer.txt         # optional: driver file (time, steering, throttle, brake; linear between rows)
@@ -30,6 +32,8 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
     sensors:
       imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
       gnss: {rate: 10, noise_std: 0.05, latency: 0.1}   # ENU velocity (the defaults; on whenever odom is)
+      gnss_fix: {rate: 10, noise_std: {east: 1.5, north: 1.5, up: 3.0}, latency: 0.1}  # NavSatFix position, m
+                                                        # (the defaults; on whenever gnss is)
       # faults (none by default; models/sensors.py): wheel_speeds {torque_scale, quantisation_teeth,
       # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, any sensor {stamp_latency, stamp_jitter}
 
@@ -61,7 +65,8 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.models.sensors import DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
+from vehcal_ros.models.geodesy import Geodetic
+from vehcal_ros.models.sensors import DEFAULT_ORIGIN, DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
 from vehcal_ros.resources import resource_dirs, searched
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
@@ -219,6 +224,7 @@ class Scenario:
     sensors: Mapping[str, SensorSpec] = field(default_factory=lambda: dict(DEFAULT_SENSORS))
     source: str = ""                                 # file it was loaded from
     vehicle: str = ""                                # simulated vehicle (name or model file); "" = hmmwv
+    origin: Geodetic = DEFAULT_ORIGIN                # WGS-84 position of the world origin (deg, deg, m)
 
     def with_seed(self, seed: int) -> Scenario:
         from dataclasses import replace
@@ -693,7 +699,21 @@ def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
             **_faults(v, item, q))
     if "gnss" not in raw:   # a vehicle with odometry has a GNSS receiver too, unless the scenario says otherwise
         out["gnss"] = replace(DEFAULT_SENSORS["gnss"], enabled=out["odom"].enabled)
+    if "gnss_fix" not in raw:   # the receiver's position comes with its velocity, unless the scenario says otherwise
+        out["gnss_fix"] = replace(DEFAULT_SENSORS["gnss_fix"], enabled=out["gnss"].enabled)
     return out
+
+
+def _origin(v: _V, raw: Any) -> Geodetic:
+    """``scenario.origin``: {latitude, longitude (deg), altitude (m, ellipsoidal)}; omitted fields default to
+    ``DEFAULT_ORIGIN``'s."""
+    p = "scenario.origin"
+    v.mapping(raw, p, {"latitude", "longitude", "altitude"})
+    return Geodetic(latitude=v.number(raw.get("latitude", DEFAULT_ORIGIN.latitude), f"{p}.latitude", -90.0, 90.0),
+                    longitude=v.number(raw.get("longitude", DEFAULT_ORIGIN.longitude), f"{p}.longitude",
+                                       -180.0, 180.0),
+                    altitude=v.number(raw.get("altitude", DEFAULT_ORIGIN.altitude), f"{p}.altitude",
+                                      -11000.0, 100000.0))
 
 
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.PathLike = ".") -> Scenario:
@@ -701,7 +721,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
     v = _V(source)
     p = "scenario"
     v.mapping(data, p, {"name", "description", "duration", "dt", "seed", "initial", "driver", "road", "sensors",
-                        "vehicle"}, {"name", "duration"})
+                        "vehicle", "origin"}, {"name", "duration"})
     name = v.string(data["name"], f"{p}.name")
     if not name.strip():
         raise v.fail(f"{p}.name", "must not be empty")
@@ -718,12 +738,13 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
     driver = _driver(v, data.get("driver", {}), Path(base_dir), initial.speed, dt)
     road = _road(v, data.get("road", {}))
     sensors = _sensors(v, data.get("sensors", {}), dt)
+    origin = _origin(v, data.get("origin", {}))
     desc = v.string(data.get("description", ""), f"{p}.description")
     vehicle = v.string(data.get("vehicle", ""), f"{p}.vehicle")
     if vehicle.endswith((".yaml", ".yml")) and not Path(vehicle).is_absolute():
         vehicle = str(Path(base_dir) / vehicle)
     return Scenario(name=name, duration=duration, dt=dt, seed=seed, description=desc, initial=initial,
-                    driver=driver, road=road, sensors=sensors, source=source, vehicle=vehicle)
+                    driver=driver, road=road, sensors=sensors, source=source, vehicle=vehicle, origin=origin)
 
 
 def scenario_dirs() -> list[Path]:
