@@ -33,7 +33,7 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
       imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
       gnss: {rate: 10, noise_std: 0.05, latency: 0.1}   # ENU velocity (the defaults; on whenever odom is)
       gnss_fix: {rate: 10, noise_std: {east: 1.5, north: 1.5, up: 3.0}, latency: 0.1}  # NavSatFix position, m
-                                                        # (the defaults; on whenever gnss is)
+                                 # (the defaults; when not given: on whenever gnss is, at gnss's rate and latency)
       # faults (none by default; models/sensors.py): wheel_speeds {torque_scale, quantisation_teeth,
       # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, any sensor {stamp_latency, stamp_jitter}
 
@@ -699,8 +699,10 @@ def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
             **_faults(v, item, q))
     if "gnss" not in raw:   # a vehicle with odometry has a GNSS receiver too, unless the scenario says otherwise
         out["gnss"] = replace(DEFAULT_SENSORS["gnss"], enabled=out["odom"].enabled)
-    if "gnss_fix" not in raw:   # the receiver's position comes with its velocity, unless the scenario says otherwise
-        out["gnss_fix"] = replace(DEFAULT_SENSORS["gnss_fix"], enabled=out["gnss"].enabled)
+    if "gnss_fix" not in raw:   # the same receiver's position: with its velocity, at its rate and latency
+        gnss = out["gnss"]
+        out["gnss_fix"] = replace(DEFAULT_SENSORS["gnss_fix"], enabled=gnss.enabled, rate=gnss.rate,
+                                  latency=gnss.latency)
     return out
 
 
