@@ -32,7 +32,7 @@ from vehcal_ros.io.replay import replay_bag
 from vehcal_ros.io.scenarios import parse_scenario, resolve_scenario_path
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.geodesy import Geodetic, geodetic_to_enu
-from vehcal_ros.models.sensors import DEFAULT_ORIGIN
+from vehcal_ros.models.sensors import DEFAULT_ORIGIN, SensorSpec, SensorSuite
 
 ORIGIN = {"latitude": -33.8568, "longitude": 151.2153, "altitude": 40.0}
 DURATION = 20.0
@@ -226,6 +226,35 @@ def test_the_fix_leaves_every_other_topic_bit_identical():
     assert a == b and len(a) > 1000
 
 
+def test_the_fix_drift_is_a_gauss_markov_process():
+    """``drift_std`` / ``drift_tau``: with the white noise off, the fix error is the drift alone, and its innovations
+    (b_k - phi b_(k-1)) / (sd sqrt(1 - phi^2)), phi = exp(-0.1 s / tau), must be independent standard normal draws:
+    with N = 4999 of them, |mean| < 4 / sqrt(N), |lag-one correlation| < 4 / sqrt(N), sum of squares inside the
+    chi-square(N) 0.05 %-99.95 % quantiles; and the first state is a draw of the stationary distribution."""
+    sd, tau, origin = {"east": 2.0, "north": 1.0, "up": 4.0}, 5.0, Geodetic(**ORIGIN)
+    suite = SensorSuite({"gnss_fix": SensorSpec(rate=10.0, drift_std=sd, drift_tau=tau)}, dt=0.01, seed=11,
+                        origin=origin)
+    true = {"x": 100.0, "y": -50.0, "z": 1.0}
+    fixes = []
+    for step in range(0, 50000, 10):
+        suite.measure(step, true, (0.0, 0.0, 0.0))
+        fixes += [r for _, r in suite.release(step)]
+    assert len(fixes) == 5000
+    assert fixes[0].std_h == pytest.approx(math.sqrt(0.5 * (4.0 + 1.0))) and fixes[0].std_v == 4.0
+    enu = geodetic_to_enu(np.array([f.latitude for f in fixes]), np.array([f.longitude for f in fixes]),
+                          np.array([f.altitude for f in fixes]), origin)
+    phi = math.exp(-0.1 / tau)
+    for b, (axis, s_ax), truth in zip(enu, sd.items(), (true["x"], true["y"], true["z"])):
+        b = b - truth
+        w = (b[1:] - phi * b[:-1]) / (s_ax * math.sqrt(1.0 - phi * phi))
+        n = w.size
+        assert abs(w.mean()) < 4.0 / math.sqrt(n), axis
+        assert abs(np.corrcoef(w[1:], w[:-1])[0, 1]) < 4.0 / math.sqrt(n), axis
+        lo, hi = stats.chi2.ppf([0.0005, 0.9995], n)
+        assert lo < float(np.sum(w * w)) < hi, axis
+        assert abs(b[0]) < 4.0 * s_ax, axis
+
+
 def test_scenario_origin_default_and_validation():
     path = resolve_scenario_path("accel_coast")
     data = yaml.safe_load(path.read_text())
@@ -240,3 +269,9 @@ def test_scenario_origin_default_and_validation():
         parse_scenario({**data, "origin": {"longitude": "east"}})
     no_gnss = parse_scenario({**data, "sensors": {"gnss": {"enabled": False}}})
     assert not no_gnss.sensors["gnss_fix"].enabled   # the fix comes with the receiver's velocity by default
+    drift = parse_scenario({**data, "sensors": {"gnss_fix": {"drift_std": {"east": 2.0}, "drift_tau": 30}}})
+    assert (drift.sensors["gnss_fix"].drift_std, drift.sensors["gnss_fix"].drift_tau) == ({"east": 2.0}, 30.0)
+    with pytest.raises(InputError, match=r"scenario\.sensors\.gnss_fix\.drift_tau: 0 is out of range"):
+        parse_scenario({**data, "sensors": {"gnss_fix": {"drift_std": 1.0, "drift_tau": 0}}})
+    with pytest.raises(InputError, match=r"scenario\.sensors\.imu\.drift_std: unknown key"):
+        parse_scenario({**data, "sensors": {"imu": {"drift_std": 1.0}}})

@@ -35,7 +35,8 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
       gnss_fix: {rate: 10, noise_std: {east: 1.5, north: 1.5, up: 3.0}, latency: 0.1}  # NavSatFix position, m
                                  # (the defaults; when not given: on whenever gnss is, at gnss's rate and latency)
       # faults (none by default; models/sensors.py): wheel_speeds {torque_scale, quantisation_teeth,
-      # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, any sensor {stamp_latency, stamp_jitter}
+      # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, gnss_fix {drift_std: {east, north, up}
+      # m, drift_tau s}, any sensor {stamp_latency, stamp_jitter}
 
 Segments: ``{type: step|hold, t0, value}``, ``{type: ramp, t0, t1, to, from?}``,
 ``{type: sine, t0, t1, amplitude, frequency, offset?, phase?}``, ``{type: knots, points: [[t, v], ...]}``
@@ -253,15 +254,15 @@ class Scenario:
             raise InputError(f"unknown sensor {name!r} (sensors: {', '.join(self.sensors)})")
         spec = self.sensors[name]
         known = {f.name for f in fields(spec)}
-        fault_keys = {"torque_scale", "quantisation_teeth", "quantisation_window", "misalignment_deg",
-                      "stamp_latency", "stamp_jitter"}
+        fault_keys = {"torque_scale", "quantisation_teeth", "quantisation_window", "misalignment_deg", "drift_std",
+                      "drift_tau", "stamp_latency", "stamp_jitter"}
         kw: dict[str, Any] = {}
         for key, value in fault.items():
             if key not in known:
                 raise InputError(f"sensor {name!r}: unknown field {key!r} (fields: {', '.join(sorted(known))})")
             if key in fault_keys and key not in _fault_keys(name):
                 raise InputError(f"sensor {name!r} does not take {key!r}")
-            if key in ("bias", "noise_std"):
+            if key in ("bias", "noise_std", "drift_std"):
                 bad = sorted(set(value) - set(SENSOR_CHANNELS[name]))
                 if bad:
                     raise InputError(f"sensor {name!r}: unknown channel(s) {', '.join(bad)}")
@@ -638,6 +639,7 @@ def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> d
 SENSOR_FAULT_KEYS: dict[str, tuple[str, ...]] = {
     "wheel_speeds": ("torque_scale", "quantisation_teeth", "quantisation_window"),
     "imu": ("misalignment_deg",),
+    "gnss_fix": ("drift_std", "drift_tau"),
 }
 """Sensor -> the fault keys only it accepts; ``stamp_latency`` and ``stamp_jitter`` go on any sensor but ``clock``
 (models/sensors.py describes each fault)."""
@@ -653,6 +655,10 @@ def _fault_keys(sensor: str) -> set[str]:
 def _faults(v: _V, item: Mapping[str, Any], q: str) -> dict[str, Any]:
     """The fault fields of one sensor's mapping (only those given; the ``SensorSpec`` defaults are none)."""
     out: dict[str, Any] = {}
+    if "drift_std" in item:
+        out["drift_std"] = _per_channel(v, item["drift_std"], f"{q}.drift_std", q.rsplit(".", 1)[-1], 0.0)
+    if "drift_tau" in item:
+        out["drift_tau"] = v.number(item["drift_tau"], f"{q}.drift_tau", 0.0, 1.0e5, lo_open=True)
     if "torque_scale" in item:
         out["torque_scale"] = v.number(item["torque_scale"], f"{q}.torque_scale", 0.0, 10.0, lo_open=True)
     if "quantisation_teeth" in item:

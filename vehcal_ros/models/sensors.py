@@ -18,10 +18,10 @@ The ``gnss_fix`` sensor is the same receiver's position (sensor_msgs/NavSatFix):
 geographic ``origin`` (WGS-84 latitude, longitude in degrees, ellipsoidal height in m; ``DEFAULT_ORIGIN``), plus
 white noise per axis, converted to latitude, longitude and height (models/geodesy.py). Defaults: 10 Hz, 1.5 m
 per horizontal axis and 3 m vertical standard deviation, 0.1 s latency: a single-frequency receiver without
-corrections. The error is white (independent from fix to fix); a real receiver's error is correlated over tens of
-seconds (multipath, atmosphere), which this model leaves out. On a graded road the position is the road frame's
-(x along the road), not the level frame's. Its noise comes from its own stream (sensor index 8), so adding it
-changed no other sensor's numbers.
+corrections. The error is white (independent from fix to fix) unless the ``drift_std`` fault below adds the
+slowly varying part a real receiver's error has (multipath, atmosphere: correlated over tens of seconds). On a
+graded road the position is the road frame's (x along the road), not the level frame's. Its noise comes from its
+own stream (sensor index 8), so adding it changed no other sensor's numbers.
 
 Sensor faults (all off by default; a scenario without them gives bit-identical records). Each is a field of
 ``SensorSpec``:
@@ -41,6 +41,12 @@ Sensor faults (all off by default; a scenario without them gives bit-identical r
   ``stamp_latency`` plus a jitter uniform in ``[-stamp_jitter, +stamp_jitter]`` s (a driver that stamps on
   arrival); the record is released no earlier than its stamp. The jitter comes from its own stream.
 * An accelerometer bias is the existing ``bias: {ax: .., ay: ..}`` (m/s^2, in the sensor axes).
+* ``drift_std`` / ``drift_tau`` (gnss_fix): a slowly varying position error per channel (east, north, up), a
+  first-order Gauss-Markov process of stationary standard deviation ``drift_std`` (m) and correlation time
+  ``drift_tau`` (s): ``b_k = phi b_(k-1) + sqrt(1 - phi^2) drift_std w_k``, ``phi = exp(-T / drift_tau)`` over the
+  sampling period T, w_k standard normal, b_0 drawn from the stationary distribution; added before the white
+  noise. The reported standard deviations (``std_h``, ``std_v``) then include it (root sum of squares). Its draws
+  come from their own stream.
 
 No I/O and no rclpy here.
 """
@@ -119,6 +125,8 @@ class SensorSpec:
     misalignment_deg: imu only, (roll, pitch, yaw) of the sensor axes in the body axes, degrees.
     stamp_latency: s by which the stamp runs late of the data.
     stamp_jitter: s, half-width of the uniform jitter on the stamp.
+    drift_std: gnss_fix only, channel -> stationary standard deviation of the Gauss-Markov position drift, m.
+    drift_tau: gnss_fix only, s, the drift's correlation time.
     """
 
     rate: float
@@ -132,6 +140,8 @@ class SensorSpec:
     misalignment_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
     stamp_latency: float = 0.0
     stamp_jitter: float = 0.0
+    drift_std: Mapping[str, float] = field(default_factory=dict)
+    drift_tau: float = 60.0
 
     @property
     def quantisation_step(self) -> float:
@@ -238,6 +248,15 @@ class SensorSuite:
             self._encoder = {"teeth": ws.quantisation_teeth, "m": int(round(m)), "window": int(round(m)) * period,
                              "period": period, "phase": rng.uniform(0.0, pitch, 4), "theta": None, "omega": None,
                              "counts": []}
+        fix = self.specs.get("gnss_fix")
+        self._drift: dict[str, object] | None = None
+        if fix is not None and any(float(fix.drift_std.get(c, 0.0)) > 0.0 for c in SENSOR_CHANNELS["gnss_fix"]):
+            if not fix.drift_tau > 0.0:
+                raise ValueError(f"gnss_fix.drift_tau = {fix.drift_tau!r} s must be > 0")
+            rng = np.random.default_rng([int(seed), names.index("gnss_fix"), 4])
+            sd = np.array([float(fix.drift_std.get(c, 0.0)) for c in SENSOR_CHANNELS["gnss_fix"]])
+            phi = math.exp(-self._period["gnss_fix"] * self.dt / float(fix.drift_tau))
+            self._drift = {"rng": rng, "sd": sd, "phi": phi, "b": sd * rng.standard_normal(3)}
         imu = self.specs.get("imu")
         self._misalign = (_rot_zyx(*(math.radians(float(a)) for a in imu.misalignment_deg))
                           if imu is not None and any(float(a) != 0.0 for a in imu.misalignment_deg) else None)
@@ -355,13 +374,20 @@ class SensorSuite:
         return GnssVelocity(t=t, ve=e, vn=n, vu=z, std=math.sqrt(0.5 * (std[0] ** 2 + std[1] ** 2)))
 
     def _gnss_fix(self, t: float, out: Mapping[str, object]) -> GnssFix:
-        """The receiver's position: world (x, y, z) as ENU (east, north, up) about the origin, plus per-axis
-        noise and bias, as WGS-84 latitude, longitude (deg) and ellipsoidal height (m); ``std_h`` reports the
-        configured horizontal noise (root mean square of east and north), ``std_v`` the vertical."""
-        e, n, u = self._noisy("gnss_fix", np.array([float(out["x"]), float(out["y"]),
-                                                    float(out.get("z", 0.0))])).tolist()
-        lat, lon, alt = enu_to_geodetic(e, n, u, self.origin)
+        """The receiver's position: world (x, y, z) as ENU (east, north, up) about the origin, plus the drift
+        (when configured), per-axis noise and bias, as WGS-84 latitude, longitude (deg) and ellipsoidal height
+        (m); ``std_h`` reports the configured horizontal error (root mean square of east and north, drift and
+        noise), ``std_v`` the vertical."""
+        pos = np.array([float(out["x"]), float(out["y"]), float(out.get("z", 0.0))])
         std = self._std["gnss_fix"]
+        drift = self._drift
+        if drift is not None:   # the Gauss-Markov drift (module docstring): this sample's state, then the next
+            pos = pos + drift["b"]
+            phi = drift["phi"]
+            drift["b"] = phi * drift["b"] + math.sqrt(1.0 - phi * phi) * drift["sd"] * drift["rng"].standard_normal(3)
+            std = np.sqrt(std**2 + drift["sd"] ** 2)
+        e, n, u = self._noisy("gnss_fix", pos).tolist()
+        lat, lon, alt = enu_to_geodetic(e, n, u, self.origin)
         return GnssFix(t=t, latitude=lat, longitude=lon, altitude=alt,
                        std_h=math.sqrt(0.5 * (std[0] ** 2 + std[1] ** 2)), std_v=float(std[2]))
 
