@@ -3,7 +3,8 @@
 Runs :func:`vehcal_ros.io.replay.replay_bag` (the grip estimator's and the model calibrator's estimation objects,
 built from the same params YAML as the nodes) and prints a summary table on stdout; progress (percent of the
 bag's messages, rate) goes to stderr. ``--json`` writes the full result, ``--report`` the figures and
-index.html, ``--record`` the outputs the nodes would have published, as a bag. Bad input (a missing, truncated
+index.html, ``--record`` the outputs the nodes would have published, as a bag, ``--grip-map`` the grip in force
+at each GNSS fix as GeoJSON with a CSV and a figure beside it (io/grip_map.py). Bad input (a missing, truncated
 or foreign bag, no relevant topics, unexpected message types, a params file with an unknown key or a wrong
 type) is one line on stderr and exit status 2, and nothing is written: all outputs are produced under
 temporary names and renamed only when everything succeeded. rclpy is imported only because the node modules
@@ -34,6 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="sampler seed (default: the params' seed)")
     p.add_argument("--record", metavar="OUT", help="write the estimator outputs to a new bag OUT")
     p.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap", help="storage of --record (default mcap)")
+    p.add_argument("--grip-map", metavar="OUT.geojson",
+                   help="write the grip in force at each GNSS fix (1 Hz) as GeoJSON, with OUT.csv and OUT.png "
+                        "beside it (the bag needs /vehicle/gnss/fix)")
     p.add_argument("--no-calibration", action="store_true", help="run the grip estimator only")
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="worker processes for the fits (default: one per core; 1 = everything in one thread)")
@@ -173,6 +177,13 @@ def _check_outputs(args) -> None:
             raise InputError(f"--report {p}: exists and is not empty; refusing to overwrite")
         if flag == "--json" and p.is_dir():
             raise InputError(f"--json {p}: is a directory")
+    if args.grip_map:
+        p = Path(args.grip_map)
+        if p.suffix.lower() not in (".geojson", ".json"):
+            raise InputError(f"--grip-map {p}: must end in .geojson (the .csv and .png go beside it)")
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise InputError(f"--grip-map {p}: the parent directory {parent} does not exist")
 
 
 def _write_json(doc: dict, path: str) -> None:
@@ -223,12 +234,21 @@ def run(args: argparse.Namespace) -> int:
         if args.record:
             rp.record_outputs(result, args.record, storage=args.storage)
             created.append(args.record)
+        if args.grip_map:
+            if not result.grip_by_place:
+                raise InputError(f"--grip-map {args.grip_map}: the bag has no usable GNSS fix "
+                                 f"(sensor_msgs/NavSatFix on /vehicle/gnss/fix, or --remap gnss_fix:=TOPIC)")
+            from vehcal_ros.io.grip_map import write_grip_map
+
+            created += [str(p) for p in write_grip_map(result.grip_by_place, args.grip_map)]
         if args.json and args.json != "-":
             _write_json(result.to_dict(), args.json)
     except BaseException:
         for path in created:
             if os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
+            elif os.path.isfile(path) and path != args.record:
+                os.unlink(path)
         raise
     if args.json == "-":
         json.dump(result.to_dict(), sys.stdout, indent=1, allow_nan=False)

@@ -820,8 +820,9 @@ def _alive(pid: int) -> bool:
 _OWN_TEMPS: set[str] = set()   # temp files this process is writing right now (other threads)
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` so that no reader and no crash ever sees a partial file.
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write ``text`` (UTF-8 text, or bytes as they are) to ``path`` so that no reader and no crash ever sees a
+    partial file.
 
     The text goes to ``.tmp_<name>.<pid>.<random>`` in the same directory, is flushed and fsync'ed, then
     ``os.replace``d onto ``path`` and the directory fsync'ed: a kill -9 (or power loss) at any point leaves either
@@ -835,7 +836,7 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=".yaml", dir=directory)
     _OWN_TEMPS.add(os.path.basename(tmp))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

@@ -94,6 +94,29 @@ class GnssVelocity:
 
 
 @dataclass(frozen=True, slots=True)
+class GnssFix:
+    """``/vehicle/gnss/fix`` (sensor_msgs/NavSatFix): the GNSS receiver's position, WGS-84 latitude and longitude
+    in degrees and ellipsoidal height in m, as ``ublox_gps`` and ``nmea_navsat_driver`` publish on ``fix``.
+    ``t`` is the measurement time (header stamp). ``std_h``: m, 1-sigma per horizontal axis as reported (the
+    square root of the mean of the covariance's east and north variances); ``std_v``: m, 1-sigma of the height;
+    both 0 when the message does not report a covariance (``position_covariance_type`` unknown). ``status``: the
+    NavSatStatus (-1 no fix, 0 fix, 1 SBAS-augmented, 2 ground-based augmentation)."""
+
+    t: float
+    latitude: float      # deg, north positive
+    longitude: float     # deg, east positive
+    altitude: float      # m above the WGS-84 ellipsoid
+    std_h: float = 0.0   # m, horizontal 1-sigma per axis (0 = unknown)
+    std_v: float = 0.0   # m, vertical 1-sigma (0 = unknown)
+    status: int = 0      # NavSatStatus.status
+
+    @property
+    def has_fix(self) -> bool:
+        """A position the receiver stands by (status >= 0, finite latitude and longitude)."""
+        return self.status >= 0 and math.isfinite(self.latitude) and math.isfinite(self.longitude)
+
+
+@dataclass(frozen=True, slots=True)
 class Controls:
     """``/vehicle/controls`` (sensor_msgs/Joy): normalised driver inputs as in the 8-DOF paper."""
 
@@ -117,7 +140,7 @@ class GroundTruth:
     fz: np.ndarray | None = None              # (4,) N, true normal load
 
 
-Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth | GnssVelocity
+Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth | GnssVelocity | GnssFix
 
 
 def wheel_index(name: str, names: tuple[str, ...] = WHEELS) -> int:

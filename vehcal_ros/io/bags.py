@@ -24,6 +24,12 @@ topic                     type                            content
                           TwistWithCovarianceStamped      z up), frame_id = the antenna frame; covariance
                                                           diagonal std^2 on the linear axes, angular axes
                                                           not measured (zero twist, variance 1e6)
+/vehicle/gnss/fix         sensor_msgs/NavSatFix           WGS-84 latitude, longitude (deg), ellipsoidal
+                                                          altitude (m); position_covariance diagonal
+                                                          (east, north, up) std_h^2, std_h^2, std_v^2 m^2,
+                                                          position_covariance_type DIAGONAL_KNOWN (UNKNOWN
+                                                          and zeros when no std); status FIX, service GPS;
+                                                          frame_id = the antenna frame
 /clock                    rosgraph_msgs/Clock             simulation time (written, not read back)
 ========================  ==============================  ==============================================
 
@@ -49,6 +55,7 @@ from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
+    GnssFix,
     GnssVelocity,
     GroundTruth,
     ImuSample,
@@ -71,17 +78,24 @@ TOPIC_TYPES: dict[str, str] = {
     "/vehicle/ground_truth": "diagnostic_msgs/msg/DiagnosticArray",
     "/clock": "rosgraph_msgs/msg/Clock",
     "/vehicle/gnss/vel": "geometry_msgs/msg/TwistWithCovarianceStamped",
+    "/vehicle/gnss/fix": "sensor_msgs/msg/NavSatFix",
 }
-"""Canonical topic -> message type."""
+"""Canonical topic -> message type (the order ranks records of equal stamp in ``read_bag``: new topics go last)."""
 
 RECORD_TOPICS: dict[type, str] = {
     WheelSpeeds: "/vehicle/wheel_speeds", ImuSample: "/vehicle/imu", TireForce: "/vehicle/tire_forces",
     OdomSample: "/vehicle/odom", Controls: "/vehicle/controls", GroundTruth: "/vehicle/ground_truth",
-    ClockTick: "/clock", GnssVelocity: "/vehicle/gnss/vel",
+    ClockTick: "/clock", GnssVelocity: "/vehicle/gnss/vel", GnssFix: "/vehicle/gnss/fix",
 }
 
 GNSS_UNMEASURED_VARIANCE = 1.0e6
 """(rad/s)^2 on the angular diagonal of the GNSS twist covariance: a receiver does not measure rotation."""
+
+NAVSAT_STATUS_FIX = 0
+NAVSAT_SERVICE_GPS = 1
+NAVSAT_COVARIANCE_UNKNOWN = 0
+NAVSAT_COVARIANCE_DIAGONAL_KNOWN = 2
+"""sensor_msgs/NavSatStatus and NavSatFix constants the GNSS fix conversion writes."""
 
 GROUND_TRUTH_STATUS = "vehicle_simulator: ground_truth"
 GROUND_TRUTH_HARDWARE_ID = "vehicle_simulator"
@@ -244,6 +258,18 @@ def record_to_msg(rec: Any, T: MsgTypes, frames: Frames = DEFAULT_FRAMES) -> Any
         return T("geometry_msgs/msg/TwistWithCovarianceStamped")(
             header=T.header(rec.t, frames.gnss_frame),
             twist=T("geometry_msgs/msg/TwistWithCovariance")(twist=twist, covariance=cov))
+    if isinstance(rec, GnssFix):
+        cov = np.zeros(9)
+        known = rec.std_h > 0.0 and rec.std_v > 0.0
+        if known:
+            cov[0] = cov[4] = float(rec.std_h) ** 2
+            cov[8] = float(rec.std_v) ** 2
+        return T("sensor_msgs/msg/NavSatFix")(
+            header=T.header(rec.t, frames.gnss_frame),
+            status=T("sensor_msgs/msg/NavSatStatus")(status=int(rec.status), service=NAVSAT_SERVICE_GPS),
+            latitude=float(rec.latitude), longitude=float(rec.longitude), altitude=float(rec.altitude),
+            position_covariance=cov,
+            position_covariance_type=NAVSAT_COVARIANCE_DIAGONAL_KNOWN if known else NAVSAT_COVARIANCE_UNKNOWN)
     if isinstance(rec, ClockTick):
         return T("rosgraph_msgs/msg/Clock")(clock=T.time(rec.t))
     raise TypeError(f"no message conversion for {type(rec).__name__}")
@@ -339,6 +365,15 @@ def msg_to_records(topic: str, msg: Any, frames: Frames = DEFAULT_FRAMES) -> lis
         var = 0.5 * (float(cov[0]) + float(cov[7]))
         return [GnssVelocity(t=stamp_sec(msg.header.stamp), ve=float(lin.x), vn=float(lin.y), vu=float(lin.z),
                              std=math.sqrt(var) if var > 0.0 and math.isfinite(var) else 0.0)]
+    if topic == "/vehicle/gnss/fix":
+        cov = msg.position_covariance
+        known = int(msg.position_covariance_type) != NAVSAT_COVARIANCE_UNKNOWN
+        var_h, var_v = 0.5 * (float(cov[0]) + float(cov[4])), float(cov[8])
+        return [GnssFix(t=stamp_sec(msg.header.stamp), latitude=float(msg.latitude), longitude=float(msg.longitude),
+                        altitude=float(msg.altitude),
+                        std_h=math.sqrt(var_h) if known and var_h > 0.0 and math.isfinite(var_h) else 0.0,
+                        std_v=math.sqrt(var_v) if known and var_v > 0.0 and math.isfinite(var_v) else 0.0,
+                        status=int(msg.status.status))]
     if topic == "/vehicle/ground_truth":
         return [r for s in msg.status if (r := _ground_truth(msg, s, frames)) is not None]
     raise ValueError(f"no record conversion for topic {topic!r}")

@@ -40,7 +40,8 @@ from vehcal_ros.estimation.grip_belief import belief_timeline
 from vehcal_ros.estimation.grip_fit import GripEstimate
 from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_params
 from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.signals import GroundTruth, OdomSample
+from vehcal_ros.estimation.position import PositionTracker, grip_by_place
+from vehcal_ros.estimation.signals import GnssFix, GroundTruth, OdomSample
 from vehcal_ros.io import bags
 from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
 from vehcal_ros.io.replay_guard import replay_guards
@@ -316,6 +317,9 @@ class ReplayResult:
     calibration_note: str = ""
     outputs: tuple = field(default=(), repr=False, compare=False)
     """(topic, kind, t, payload) of every publication, for :func:`record_outputs`."""
+    grip_by_place: tuple[dict, ...] = field(default=(), repr=False)
+    """Per GNSS fix (one per second of bag time) and grip scope, the belief in force there: dicts of
+    ``estimation.position.PLACE_FIELDS`` (empty when the bag has no ``/vehicle/gnss/fix``)."""
 
     @property
     def bag_duration_s(self) -> float:
@@ -333,6 +337,7 @@ class ReplayResult:
             "model_parameters": {k: _f(v) for k, v in self.model_parameters.items()},
             "calibration_note": self.calibration_note,
             "params": jsonable(self.params),
+            "grip_by_place": [dict(r) for r in self.grip_by_place],
         }
 
 
@@ -426,6 +431,15 @@ class GripRecorder:
         self.doubts: list[str] = []        # the fed pipeline's doubtful description facts at the last tick
         self.speed_t: list[float] = []     # the odometry's speed trace (the belief's odometer)
         self.speed_u: list[float] = []
+        self.position = PositionTracker()      # the latest GNSS fix and its 1 Hz track (grip by place)
+        self.place_truths: list[dict[str, float]] = []   # per fix on the track: scope -> true mu_max then
+
+    def add_fix(self, rec: GnssFix) -> None:
+        """Feed a GNSS fix; one kept on the position track gets every scope's true mu_max at that instant (NaN
+        without a ground-truth record in the last TRUTH_PERIOD s)."""
+        if self.position.add(rec):
+            fresh = self.truth is not None and 0.0 <= rec.t - float(self.truth.t) <= TRUTH_PERIOD
+            self.place_truths.append(self.truths() if fresh else dict.fromkeys(self.tracks, math.nan))
 
     def add_speed(self, rec: OdomSample) -> None:
         """Keep the vehicle speed of an odometry record (the road-change hazard's odometer)."""
@@ -756,6 +770,8 @@ def _replay_serial(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, c
         if isinstance(rec, GroundTruth):
             last_truth[0] = recorder.add_truth(rec, last_truth[0])
             return
+        if isinstance(rec, GnssFix):
+            recorder.add_fix(rec)
         if guards.lets_in(0, topic, rec):
             grip.add(rec)
             if isinstance(rec, OdomSample):
@@ -815,7 +831,8 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         calibration=cal_series,
         model_parameters=model_params, counters=counter_doc, n_messages=stats.n, t_start=stats.t_start,
         t_end=stats.t_end, elapsed_s=elapsed, calibration_note=cal_note,
-        outputs=tuple((prefix, *o[2]) for o in outputs))
+        outputs=tuple((prefix, *o[2]) for o in outputs),
+        grip_by_place=tuple(grip_by_place(recorder.position.track, recorder.place_truths, in_force)))
 
 
 def _stat(s: Mapping | None, f: str) -> float:

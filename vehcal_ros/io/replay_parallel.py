@@ -47,7 +47,7 @@ from typing import Any
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, excitation_of
 from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.signals import GroundTruth, OdomSample
+from vehcal_ros.estimation.signals import GnssFix, GroundTruth, OdomSample
 from vehcal_ros.inference.executors import is_worker_lost, make_executor
 from vehcal_ros.io.replay import (
     CalibrationRecorder,
@@ -399,6 +399,8 @@ def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, 
         if isinstance(rec, GroundTruth):
             last_truth[0] = recorder.add_truth(rec, last_truth[0])
         else:
+            if isinstance(rec, GnssFix):
+                recorder.add_fix(rec)
             if guards.lets_in(0, topic, rec):
                 sched.add(rec)
                 if isinstance(rec, OdomSample):

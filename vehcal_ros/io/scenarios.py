@@ -9,6 +9,8 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
     seed: 0                        # sensor-noise seed (the CLI's --seed overrides it)
     vehicle: sedan                 # simulated vehicle: hmmwv (default), sedan or a model file (--vehicle overrides)
     initial: {speed: 0.0, x: 0.0, y: 0.0, yaw: 0.0}
+    origin: {latitude: 43.0722, longitude: -89.4008, altitude: 270.0}  # WGS-84 deg, deg, m: where world
+                                   # (x, y, z) = (east, north, up) is 0 (the GNSS fix's reference; this default)
     driver:
       rate: 100                    # Hz at which the inputs are updated (held in between)
       file: ramp_steer.txt         # optional: driver file (time, steering, throttle, brake; linear between rows)
@@ -30,8 +32,11 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
     sensors:
       imu: {rate: 100, noise_std: {yaw_rate: 0.02, roll: 0.005}, bias: {ay: 0.05}, latency: 0.005}
       gnss: {rate: 10, noise_std: 0.05, latency: 0.1}   # ENU velocity (the defaults; on whenever odom is)
+      gnss_fix: {rate: 10, noise_std: {east: 1.5, north: 1.5, up: 3.0}, latency: 0.1}  # NavSatFix position, m
+                                 # (the defaults; when not given: on whenever gnss is, at gnss's rate and latency)
       # faults (none by default; models/sensors.py): wheel_speeds {torque_scale, quantisation_teeth,
-      # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, any sensor {stamp_latency, stamp_jitter}
+      # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, gnss_fix {drift_std: {east, north, up}
+      # m, drift_tau s}, any sensor {stamp_latency, stamp_jitter}
 
 Segments: ``{type: step|hold, t0, value}``, ``{type: ramp, t0, t1, to, from?}``,
 ``{type: sine, t0, t1, amplitude, frequency, offset?, phase?}``, ``{type: knots, points: [[t, v], ...]}``
@@ -61,7 +66,8 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.models.sensors import DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
+from vehcal_ros.models.geodesy import Geodetic
+from vehcal_ros.models.sensors import DEFAULT_ORIGIN, DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
 from vehcal_ros.resources import resource_dirs, searched
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
@@ -219,6 +225,7 @@ class Scenario:
     sensors: Mapping[str, SensorSpec] = field(default_factory=lambda: dict(DEFAULT_SENSORS))
     source: str = ""                                 # file it was loaded from
     vehicle: str = ""                                # simulated vehicle (name or model file); "" = hmmwv
+    origin: Geodetic = DEFAULT_ORIGIN                # WGS-84 position of the world origin (deg, deg, m)
 
     def with_seed(self, seed: int) -> Scenario:
         from dataclasses import replace
@@ -247,15 +254,15 @@ class Scenario:
             raise InputError(f"unknown sensor {name!r} (sensors: {', '.join(self.sensors)})")
         spec = self.sensors[name]
         known = {f.name for f in fields(spec)}
-        fault_keys = {"torque_scale", "quantisation_teeth", "quantisation_window", "misalignment_deg",
-                      "stamp_latency", "stamp_jitter"}
+        fault_keys = {"torque_scale", "quantisation_teeth", "quantisation_window", "misalignment_deg", "drift_std",
+                      "drift_tau", "stamp_latency", "stamp_jitter"}
         kw: dict[str, Any] = {}
         for key, value in fault.items():
             if key not in known:
                 raise InputError(f"sensor {name!r}: unknown field {key!r} (fields: {', '.join(sorted(known))})")
             if key in fault_keys and key not in _fault_keys(name):
                 raise InputError(f"sensor {name!r} does not take {key!r}")
-            if key in ("bias", "noise_std"):
+            if key in ("bias", "noise_std", "drift_std"):
                 bad = sorted(set(value) - set(SENSOR_CHANNELS[name]))
                 if bad:
                     raise InputError(f"sensor {name!r}: unknown channel(s) {', '.join(bad)}")
@@ -632,6 +639,7 @@ def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> d
 SENSOR_FAULT_KEYS: dict[str, tuple[str, ...]] = {
     "wheel_speeds": ("torque_scale", "quantisation_teeth", "quantisation_window"),
     "imu": ("misalignment_deg",),
+    "gnss_fix": ("drift_std", "drift_tau"),
 }
 """Sensor -> the fault keys only it accepts; ``stamp_latency`` and ``stamp_jitter`` go on any sensor but ``clock``
 (models/sensors.py describes each fault)."""
@@ -647,6 +655,10 @@ def _fault_keys(sensor: str) -> set[str]:
 def _faults(v: _V, item: Mapping[str, Any], q: str) -> dict[str, Any]:
     """The fault fields of one sensor's mapping (only those given; the ``SensorSpec`` defaults are none)."""
     out: dict[str, Any] = {}
+    if "drift_std" in item:
+        out["drift_std"] = _per_channel(v, item["drift_std"], f"{q}.drift_std", q.rsplit(".", 1)[-1], 0.0)
+    if "drift_tau" in item:
+        out["drift_tau"] = v.number(item["drift_tau"], f"{q}.drift_tau", 0.0, 1.0e5, lo_open=True)
     if "torque_scale" in item:
         out["torque_scale"] = v.number(item["torque_scale"], f"{q}.torque_scale", 0.0, 10.0, lo_open=True)
     if "quantisation_teeth" in item:
@@ -693,7 +705,23 @@ def _sensors(v: _V, raw: Any, dt: float) -> dict[str, SensorSpec]:
             **_faults(v, item, q))
     if "gnss" not in raw:   # a vehicle with odometry has a GNSS receiver too, unless the scenario says otherwise
         out["gnss"] = replace(DEFAULT_SENSORS["gnss"], enabled=out["odom"].enabled)
+    if "gnss_fix" not in raw:   # the same receiver's position: with its velocity, at its rate and latency
+        gnss = out["gnss"]
+        out["gnss_fix"] = replace(DEFAULT_SENSORS["gnss_fix"], enabled=gnss.enabled, rate=gnss.rate,
+                                  latency=gnss.latency)
     return out
+
+
+def _origin(v: _V, raw: Any) -> Geodetic:
+    """``scenario.origin``: {latitude, longitude (deg), altitude (m, ellipsoidal)}; omitted fields default to
+    ``DEFAULT_ORIGIN``'s."""
+    p = "scenario.origin"
+    v.mapping(raw, p, {"latitude", "longitude", "altitude"})
+    return Geodetic(latitude=v.number(raw.get("latitude", DEFAULT_ORIGIN.latitude), f"{p}.latitude", -90.0, 90.0),
+                    longitude=v.number(raw.get("longitude", DEFAULT_ORIGIN.longitude), f"{p}.longitude",
+                                       -180.0, 180.0),
+                    altitude=v.number(raw.get("altitude", DEFAULT_ORIGIN.altitude), f"{p}.altitude",
+                                      -11000.0, 100000.0))
 
 
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.PathLike = ".") -> Scenario:
@@ -701,7 +729,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
     v = _V(source)
     p = "scenario"
     v.mapping(data, p, {"name", "description", "duration", "dt", "seed", "initial", "driver", "road", "sensors",
-                        "vehicle"}, {"name", "duration"})
+                        "vehicle", "origin"}, {"name", "duration"})
     name = v.string(data["name"], f"{p}.name")
     if not name.strip():
         raise v.fail(f"{p}.name", "must not be empty")
@@ -718,12 +746,13 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: str | os.Pat
     driver = _driver(v, data.get("driver", {}), Path(base_dir), initial.speed, dt)
     road = _road(v, data.get("road", {}))
     sensors = _sensors(v, data.get("sensors", {}), dt)
+    origin = _origin(v, data.get("origin", {}))
     desc = v.string(data.get("description", ""), f"{p}.description")
     vehicle = v.string(data.get("vehicle", ""), f"{p}.vehicle")
     if vehicle.endswith((".yaml", ".yml")) and not Path(vehicle).is_absolute():
         vehicle = str(Path(base_dir) / vehicle)
     return Scenario(name=name, duration=duration, dt=dt, seed=seed, description=desc, initial=initial,
-                    driver=driver, road=road, sensors=sensors, source=source, vehicle=vehicle)
+                    driver=driver, road=road, sensors=sensors, source=source, vehicle=vehicle, origin=origin)
 
 
 def scenario_dirs() -> list[Path]:

@@ -118,7 +118,7 @@ class ScenarioRun:
         self.duration = float(scenario.duration if duration is None else duration)
         constants = model_constants(self.sim)
         constants["dt"] = scenario.dt
-        self.sensors = SensorSuite(scenario.sensors, scenario.dt, scenario.seed, constants)
+        self.sensors = SensorSuite(scenario.sensors, scenario.dt, scenario.seed, constants, origin=scenario.origin)
         self.driver = DriverProgram(scenario.driver)
         self.t = 0.0
         self.steps = 0

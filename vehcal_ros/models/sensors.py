@@ -13,6 +13,16 @@ simulator's world x, y and its yaw from x are taken as east, north and the ENU h
 noise per axis and 0.1 s between the measurement and the message by default (``DEFAULT_SENSORS``), the typical
 figures of a single-frequency receiver. The antenna is taken at the body's reference point (no lever arm).
 
+The ``gnss_fix`` sensor is the same receiver's position (sensor_msgs/NavSatFix): the body's reference point
+(x, y, z) of the simulator's world frame taken as (east, north, up) of the local ENU frame at the scenario's
+geographic ``origin`` (WGS-84 latitude, longitude in degrees, ellipsoidal height in m; ``DEFAULT_ORIGIN``), plus
+white noise per axis, converted to latitude, longitude and height (models/geodesy.py). Defaults: 10 Hz, 1.5 m
+per horizontal axis and 3 m vertical standard deviation, 0.1 s latency: a single-frequency receiver without
+corrections. The error is white (independent from fix to fix) unless the ``drift_std`` fault below adds the
+slowly varying part a real receiver's error has (multipath, atmosphere: correlated over tens of seconds). On a
+graded road the position is the road frame's (x along the road), not the level frame's. Its noise comes from its
+own stream (sensor index 8), so adding it changed no other sensor's numbers.
+
 Sensor faults (all off by default; a scenario without them gives bit-identical records). Each is a field of
 ``SensorSpec``:
 
@@ -31,6 +41,12 @@ Sensor faults (all off by default; a scenario without them gives bit-identical r
   ``stamp_latency`` plus a jitter uniform in ``[-stamp_jitter, +stamp_jitter]`` s (a driver that stamps on
   arrival); the record is released no earlier than its stamp. The jitter comes from its own stream.
 * An accelerometer bias is the existing ``bias: {ax: .., ay: ..}`` (m/s^2, in the sensor axes).
+* ``drift_std`` / ``drift_tau`` (gnss_fix): a slowly varying position error per channel (east, north, up), a
+  first-order Gauss-Markov process of stationary standard deviation ``drift_std`` (m) and correlation time
+  ``drift_tau`` (s): ``b_k = phi b_(k-1) + sqrt(1 - phi^2) drift_std w_k``, ``phi = exp(-T / drift_tau)`` over the
+  sampling period T, w_k standard normal, b_0 drawn from the stationary distribution; added before the white
+  noise. The reported standard deviations (``std_h``, ``std_v``) then include it (root sum of squares). Its draws
+  come from their own stream.
 
 No I/O and no rclpy here.
 """
@@ -46,6 +62,7 @@ import numpy as np
 
 from vehcal_ros.estimation.signals import (
     Controls,
+    GnssFix,
     GnssVelocity,
     GroundTruth,
     ImuSample,
@@ -54,6 +71,7 @@ from vehcal_ros.estimation.signals import (
     TireForce,
     WheelSpeeds,
 )
+from vehcal_ros.models.geodesy import Geodetic, enu_to_geodetic
 
 SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
     "wheel_speeds": ("omega", "torque"),
@@ -64,6 +82,7 @@ SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
     "ground_truth": (),
     "clock": (),
     "gnss": ("ve", "vn", "vu"),
+    "gnss_fix": ("east", "north", "up"),
 }
 """Sensor name -> the channels that accept ``noise_std`` and ``bias`` (vector channels: each wheel alike).
 ``wheel_speeds.torque`` is the per-wheel net torque (drive minus brake, N m) in ``JointState.effort``, as an ECU
@@ -78,6 +97,7 @@ SENSOR_TOPICS: dict[str, str] = {
     "ground_truth": "/vehicle/ground_truth",
     "clock": "/clock",
     "gnss": "/vehicle/gnss/vel",
+    "gnss_fix": "/vehicle/gnss/fix",
 }
 """Sensor name -> canonical topic name (shared/DESIGN.md section 4). Records travel with these names."""
 
@@ -105,6 +125,8 @@ class SensorSpec:
     misalignment_deg: imu only, (roll, pitch, yaw) of the sensor axes in the body axes, degrees.
     stamp_latency: s by which the stamp runs late of the data.
     stamp_jitter: s, half-width of the uniform jitter on the stamp.
+    drift_std: gnss_fix only, channel -> stationary standard deviation of the Gauss-Markov position drift, m.
+    drift_tau: gnss_fix only, s, the drift's correlation time.
     """
 
     rate: float
@@ -118,6 +140,8 @@ class SensorSpec:
     misalignment_deg: tuple[float, float, float] = (0.0, 0.0, 0.0)
     stamp_latency: float = 0.0
     stamp_jitter: float = 0.0
+    drift_std: Mapping[str, float] = field(default_factory=dict)
+    drift_tau: float = 60.0
 
     @property
     def quantisation_step(self) -> float:
@@ -137,10 +161,16 @@ DEFAULT_SENSORS: dict[str, SensorSpec] = {
     "ground_truth": SensorSpec(rate=100.0),
     "clock": SensorSpec(rate=100.0),
     "gnss": SensorSpec(rate=10.0, noise_std={"ve": 0.05, "vn": 0.05, "vu": 0.05}, latency=0.1),
+    "gnss_fix": SensorSpec(rate=10.0, noise_std={"east": 1.5, "north": 1.5, "up": 3.0}, latency=0.1),
 }
-"""Noise-free sensors at 100 Hz, and the GNSS velocity at 10 Hz with 0.05 m/s per axis and 0.1 s latency: the
-defaults a scenario's ``sensors`` section overrides field by field. (``gnss`` is last: the noise streams are
-seeded by the sensor's index, so adding it changed no other sensor's noise.)"""
+"""Noise-free sensors at 100 Hz, the GNSS velocity at 10 Hz with 0.05 m/s per axis and 0.1 s latency, and the
+GNSS position at 10 Hz with 1.5 m per horizontal axis, 3 m vertical and 0.1 s latency: the defaults a scenario's
+``sensors`` section overrides field by field. (``gnss`` and then ``gnss_fix`` are last: the noise streams are
+seeded by the sensor's index, so adding them changed no other sensor's noise.)"""
+
+DEFAULT_ORIGIN = Geodetic(latitude=43.0722, longitude=-89.4008, altitude=270.0)
+"""Geographic origin of a scenario that names none (WGS-84, deg, deg, m): Madison, Wisconsin, where Project
+Chrono's HMMWV model comes from. The simulator's world (x, y, z) are (east, north, up) about it."""
 
 
 def period_steps(rate: float, dt: float) -> int:
@@ -181,11 +211,12 @@ class SensorSuite:
     """
 
     def __init__(self, specs: Mapping[str, SensorSpec], dt: float, seed: int = 0,
-                 constants: Mapping[str, float] | None = None) -> None:
+                 constants: Mapping[str, float] | None = None, origin: Geodetic = DEFAULT_ORIGIN) -> None:
         unknown = sorted(set(specs) - set(SENSOR_CHANNELS))
         if unknown:
             raise ValueError(f"unknown sensor(s): {', '.join(unknown)}")
         self.dt = float(dt)
+        self.origin = origin
         self.specs = {k: specs[k] for k in SENSOR_CHANNELS if k in specs and specs[k].enabled}
         self.constants = dict(constants or {})
         self._period = {k: period_steps(s.rate, dt) for k, s in self.specs.items()}
@@ -217,6 +248,15 @@ class SensorSuite:
             self._encoder = {"teeth": ws.quantisation_teeth, "m": int(round(m)), "window": int(round(m)) * period,
                              "period": period, "phase": rng.uniform(0.0, pitch, 4), "theta": None, "omega": None,
                              "counts": []}
+        fix = self.specs.get("gnss_fix")
+        self._drift: dict[str, object] | None = None
+        if fix is not None and any(float(fix.drift_std.get(c, 0.0)) > 0.0 for c in SENSOR_CHANNELS["gnss_fix"]):
+            if not fix.drift_tau > 0.0:
+                raise ValueError(f"gnss_fix.drift_tau = {fix.drift_tau!r} s must be > 0")
+            rng = np.random.default_rng([int(seed), names.index("gnss_fix"), 4])
+            sd = np.array([float(fix.drift_std.get(c, 0.0)) for c in SENSOR_CHANNELS["gnss_fix"]])
+            phi = math.exp(-self._period["gnss_fix"] * self.dt / float(fix.drift_tau))
+            self._drift = {"rng": rng, "sd": sd, "phi": phi, "b": sd * rng.standard_normal(3)}
         imu = self.specs.get("imu")
         self._misalign = (_rot_zyx(*(math.radians(float(a)) for a in imu.misalignment_deg))
                           if imu is not None and any(float(a) != 0.0 for a in imu.misalignment_deg) else None)
@@ -333,6 +373,24 @@ class SensorSuite:
         std = self._std["gnss"]
         return GnssVelocity(t=t, ve=e, vn=n, vu=z, std=math.sqrt(0.5 * (std[0] ** 2 + std[1] ** 2)))
 
+    def _gnss_fix(self, t: float, out: Mapping[str, object]) -> GnssFix:
+        """The receiver's position: world (x, y, z) as ENU (east, north, up) about the origin, plus the drift
+        (when configured), per-axis noise and bias, as WGS-84 latitude, longitude (deg) and ellipsoidal height
+        (m); ``std_h`` reports the configured horizontal error (root mean square of east and north, drift and
+        noise), ``std_v`` the vertical."""
+        pos = np.array([float(out["x"]), float(out["y"]), float(out.get("z", 0.0))])
+        std = self._std["gnss_fix"]
+        drift = self._drift
+        if drift is not None:   # the Gauss-Markov drift (module docstring): this sample's state, then the next
+            pos = pos + drift["b"]
+            phi = drift["phi"]
+            drift["b"] = phi * drift["b"] + math.sqrt(1.0 - phi * phi) * drift["sd"] * drift["rng"].standard_normal(3)
+            std = np.sqrt(std**2 + drift["sd"] ** 2)
+        e, n, u = self._noisy("gnss_fix", pos).tolist()
+        lat, lon, alt = enu_to_geodetic(e, n, u, self.origin)
+        return GnssFix(t=t, latitude=lat, longitude=lon, altitude=alt,
+                       std_h=math.sqrt(0.5 * (std[0] ** 2 + std[1] ** 2)), std_v=float(std[2]))
+
     def _records(self, key: str, t: float, out: Mapping[str, object],
                  controls: tuple[float, float, float]) -> list[Record | ClockTick]:
         if key == "wheel_speeds":
@@ -384,4 +442,6 @@ class SensorSuite:
             return [ClockTick(t=t)]
         if key == "gnss":
             return [self._gnss(t, out)]
+        if key == "gnss_fix":
+            return [self._gnss_fix(t, out)]
         raise ValueError(f"unknown sensor {key!r}")  # pragma: no cover - guarded in __init__

@@ -17,6 +17,7 @@ import numpy as np
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
+    GnssFix,
     GnssVelocity,
     GroundTruth,
     ImuSample,
@@ -64,7 +65,7 @@ def frames(wheel_names: Sequence[str] = WHEELS, axes: Sequence[int] = (0, 1, 2),
 # -- record -> message -----------------------------------------------------------------------------------
 def to_msg(rec: Record | ClockTick, fr: Frames = DEFAULT_FRAMES) -> Any:
     """The rclpy message of any record (WheelSpeeds, ImuSample, TireForce, OdomSample, Controls,
-    GroundTruth, GnssVelocity, ClockTick)."""
+    GroundTruth, GnssVelocity, GnssFix, ClockTick)."""
     return record_to_msg(rec, RCLPY_TYPES, fr)
 
 
@@ -90,6 +91,11 @@ def odom_to_msg(rec: OdomSample, fr: Frames = DEFAULT_FRAMES) -> Any:
 
 def gnss_velocity_to_msg(rec: GnssVelocity, fr: Frames = DEFAULT_FRAMES) -> Any:
     """geometry_msgs/TwistWithCovarianceStamped: world-frame ENU velocity, std^2 on the linear diagonal."""
+    return to_msg(rec, fr)
+
+
+def gnss_fix_to_msg(rec: GnssFix, fr: Frames = DEFAULT_FRAMES) -> Any:
+    """sensor_msgs/NavSatFix: WGS-84 latitude, longitude (deg), altitude (m); diagonal ENU covariance."""
     return to_msg(rec, fr)
 
 
@@ -137,6 +143,11 @@ def msg_to_odom(msg: Any, fr: Frames = DEFAULT_FRAMES) -> OdomSample:
 def msg_to_gnss_velocity(msg: Any, fr: Frames = DEFAULT_FRAMES) -> GnssVelocity:
     """TwistWithCovarianceStamped -> GnssVelocity (ENU velocity; std from the linear covariance diagonal)."""
     return _one("/vehicle/gnss/vel", msg, fr)
+
+
+def msg_to_gnss_fix(msg: Any, fr: Frames = DEFAULT_FRAMES) -> GnssFix:
+    """NavSatFix -> GnssFix (std_h, std_v from the covariance diagonal; 0 when its type is unknown)."""
+    return _one("/vehicle/gnss/fix", msg, fr)
 
 
 def msg_to_controls(msg: Any, fr: Frames = DEFAULT_FRAMES) -> Controls:

@@ -3,8 +3,9 @@ real vehicle would.
 
 Runs a scenario (io/scenarios.py) with the loop of io/simulate.py in a worker thread, paced to
 ``realtime_factor``, and publishes the sensor topics of shared/DESIGN.md section 4 stamped with the
-simulation time (the GNSS velocity ``vehicle/gnss/vel`` too, published ``latency`` after its stamp like every
-sensor), ``/vehicle/ground_truth``, ``/clock`` (``publish_clock``) and ``/diagnostics``.
+simulation time (the GNSS velocity ``vehicle/gnss/vel`` and position ``vehicle/gnss/fix`` too, published
+``latency`` after their stamps like every sensor), ``/vehicle/ground_truth``, ``/clock`` (``publish_clock``)
+and ``/diagnostics``.
 With ``controls_source: topic`` the driver inputs come from ``/vehicle/controls`` instead of the scenario.
 A diverging model gives an ERROR on /diagnostics and stops stepping; the node keeps running.
 Reference: docs/simulator_io.md.
@@ -100,7 +101,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("frames.base", "base_link", "frame id of the vehicle body (IMU, JointState, Joy)", read_only=True),
     ParamSpec("frames.odom", "odom", "frame id of the odometry pose", read_only=True),
     ParamSpec("frames.gnss", "gnss", "frame id of the GNSS antenna (the velocity itself is in the world ENU "
-              "frame)", read_only=True),
+              "frame; the fix is WGS-84 latitude, longitude, altitude)", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "s (wall clock) between /diagnostics messages", lo=0.05, hi=60.0,
               read_only=True),
     *(ParamSpec(f"topics.{key}", default_topic(topic), f"topic of {key}", read_only=True,
@@ -313,6 +314,7 @@ def _examples() -> dict[str, Any]:
 
     from vehcal_ros.estimation.signals import (
         Controls,
+        GnssFix,
         GnssVelocity,
         GroundTruth,
         ImuSample,
@@ -326,7 +328,8 @@ def _examples() -> dict[str, Any]:
     return {"wheel_speeds": WheelSpeeds(0.0, z), "imu": ImuSample(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
             "tire_forces": TireForce(0.0, 0, 0.0, 0.0, 0.0), "odom": OdomSample(0.0, 0.0, 0.0, 0.0),
             "controls": Controls(0.0, 0.0, 0.0, 0.0), "ground_truth": GroundTruth(0.0, z, z, z, z),
-            "clock": ClockTick(0.0), "gnss": GnssVelocity(0.0, 0.0, 0.0)}
+            "clock": ClockTick(0.0), "gnss": GnssVelocity(0.0, 0.0, 0.0),
+            "gnss_fix": GnssFix(0.0, 0.0, 0.0, 0.0)}
 
 
 _EXAMPLES = _examples()
