@@ -51,6 +51,7 @@ from vehcal_ros.estimation.calibration import (
     paper_prior_ranges,
     stage_spec,
 )
+from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
@@ -326,6 +327,11 @@ class CalibrationPipeline:
         self._newest = -math.inf
         self._reset_marks()
         self.cancel = threading.Event()   #: set it to stop a running fit (between SMC rounds): no outcome
+        self._first = math.nan
+        self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
+        self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
+        """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
+        after :meth:`carry_forward` (empty: none carried)"""
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -355,6 +361,8 @@ class CalibrationPipeline:
             self.buffers[src].counters.n_nonfinite += 1
             return
         t = float(row[0])
+        if self._carried and math.isfinite(t):
+            self._apply_carried(t)
         if math.isfinite(t) and t < self._newest - self.config.clock_jump:
             # time went back by more than a clock jump (simulation restart, bag loop): start over
             self._backward_jumps += 1
@@ -364,6 +372,8 @@ class CalibrationPipeline:
             self._reset_marks()
         if self.buffers[src].append(t, row[1:]):
             self._newest = max(self._newest, t)
+            if not math.isfinite(self._first):
+                self._first = t
         torque = self.buffers.get("wheel_torque") if src == "wheel_speeds" else None
         if torque is not None:
             effort = getattr(record, "torque", None)
@@ -391,6 +401,11 @@ class CalibrationPipeline:
         for reason, n in self._rejected.items():
             dropped[reason] = dropped.get(reason, 0) + n
         return PipelineCounters(dict(self._received), dropped, jumps, self._ignored)
+
+    @property
+    def data_span(self) -> tuple[float, float]:
+        """(first, newest) stamp buffered [s, stamp clock]; nan before any record."""
+        return self._first, (self._newest if math.isfinite(self._newest) else math.nan)
 
     def fill(self) -> dict[str, int]:
         """Rows buffered per topic."""
@@ -678,6 +693,34 @@ class CalibrationPipeline:
         st.result_holdout = holdout
         st.level, st.last_reason = OK, ""
         st.message = f"{self._summary(stage)} ({note})"
+
+    def carry_forward(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None,
+                      score: float, *, data_time: float | None, drift: DriftModel | None = DEFAULT_DRIFT,
+                      note: str = "carried forward", holdout: dict | None = None) -> None:
+        """Start ``stage`` from an earlier drive's accepted ``result`` (a state file read back, the previous bag of
+        a fleet chain): it is restored as the accepted result (:meth:`restore`), and, unless ``drift`` is None, the
+        stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.carry_forward` (the
+        posterior widened for the data time from ``data_time`` [s, the stamp clock; the accepted fit's segment
+        end] to the first record added after this call, clipped to the configured ranges). The ranges are set
+        in ``config.priors`` at that first record and listed in :attr:`carried_priors`."""
+        self.restore(stage, result, segment, score, note=note, holdout=holdout)
+        if drift is not None and data_time is not None and math.isfinite(data_time):
+            self._carried[stage] = ({k: dict(v) for k, v in result.parameters.items()}, float(data_time), drift)
+
+    def _apply_carried(self, t_now: float) -> None:
+        """Set the carried priors of :meth:`carry_forward` at data time ``t_now`` [s]."""
+        base, c = self.config.priors, self.config
+        ranges: dict[str, tuple[float, float]] = {}
+        for stage, (params, t_data, drift) in self._carried.items():
+            spec = stage_spec(stage, priors=base, vehicle=c.vehicle)
+            bounds = {n: (float(d.low), float(d.high)) for n, d in spec.priors if hasattr(d, "low")}
+            carried = carried_priors(params, t_now - t_data, bounds, drift)
+            ranges.update(carried)
+            self.carried_priors[stage] = {n: {"lower": lo, "upper": hi, "elapsed_s": t_now - t_data}
+                                          for n, (lo, hi) in carried.items()}
+        self._carried = {}
+        if ranges:
+            self.config = with_updates(self.config, priors={**(base or {}), **ranges})
 
     def _summary(self, stage: str) -> str:
         st = self.status[stage]
