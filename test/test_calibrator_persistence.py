@@ -120,7 +120,7 @@ def test_state_file_format_checks(tmp_path) -> None:
         read_state(tmp_path / "none.json", "truck7")
     good = json.loads((tmp_path / "s.json").read_text())
     bad = {"expected a mapping": "[1, 2]", "not a vehcal_ros": json.dumps({"format": "x"}),
-           "incompatible version 2": json.dumps({**good, "version": 2}),
+           "incompatible version 3": json.dumps({**good, "version": 3}),
            "written for vehicle_id 'truck8'": json.dumps({**good, "vehicle_id": "truck8"}),
            "unknown stage": json.dumps({"format": "vehcal_ros/calibration_state", "version": 1, "vehicle_id": "a",
                                         "stages": {"yaw": {}}}),

@@ -702,9 +702,13 @@ class CalibrationPipeline:
         stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.carry_forward` (the
         posterior widened for the data time from ``data_time`` [s, the stamp clock; the accepted fit's segment
         end] to the first record added after this call, clipped to the configured ranges). The ranges are set
-        in ``config.priors`` at that first record and listed in :attr:`carried_priors`."""
-        self.restore(stage, result, segment, score, note=note, holdout=holdout)
-        if drift is not None and data_time is not None and math.isfinite(data_time):
+        in ``config.priors`` at that first record and listed in :attr:`carried_priors`. A carried stage's
+        excitation ``score`` is not carried (``replace_min_score`` then compares against 0): a converged, predicting
+        fit of the new drive replaces the carried result however excited its segment, its prior holding the
+        earlier drives' information; with ``drift`` None the score is restored as given."""
+        carried = drift is not None and data_time is not None and math.isfinite(data_time)
+        self.restore(stage, result, segment, 0.0 if carried else score, note=note, holdout=holdout)
+        if carried:
             self._carried[stage] = ({k: dict(v) for k, v in result.parameters.items()}, float(data_time), drift)
 
     def _apply_carried(self, t_now: float) -> None:

@@ -33,8 +33,9 @@ path is written as YAML (either is read). Layout (version 2)::
         date: 2024-11-28T13:53:20+00:00            # UTC date of t_start (null when not Unix time)
         stages:
           longitudinal:
-            status: fitted                         # fitted (a new accepted fit this drive) | carried (no new fit;
-                                                   # the earlier drive's result still stands)
+            status: fitted                         # fitted (a new accepted fit this drive) | confirmed (a window
+                                                   # of this drive confirmed the earlier result without a fit) |
+                                                   # carried (no new fit; the earlier drive's result stands)
             data_time: 1732802400.0
             parameters: {Cxf: {mean, std, hdi_low, hdi_high}, ...}
 
@@ -53,7 +54,7 @@ import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,12 +103,14 @@ class StageState:
     drive: str | None = None
     """the drive that fitted it (bag stem or ``live <start>``), None if unknown."""
 
+    def __post_init__(self) -> None:
+        if self.data_time is None and self.segment is not None:   # version 1: the segment's end
+            object.__setattr__(self, "data_time", float(self.segment[1]))
+
     @property
     def time_of_data(self) -> float | None:
-        """``data_time``, else the segment's end, else None [s]."""
-        if self.data_time is not None:
-            return float(self.data_time)
-        return float(self.segment[1]) if self.segment is not None else None
+        """``data_time`` [s] (the segment's end when not given), None if unknown."""
+        return float(self.data_time) if self.data_time is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"parameters": self.parameters, "noise": self.noise, "converged": bool(self.converged),
@@ -291,14 +294,16 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
 
 
 def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, StageState],
-                after: Mapping[str, StageState]) -> dict[str, Any]:
+                after: Mapping[str, StageState], confirmed: Collection[str] = ()) -> dict[str, Any]:
     """The history entry of one drive (module docstring): every stage with a result after it, ``fitted`` when the
-    result changed during the drive, else ``carried``."""
+    result changed during the drive, else ``confirmed`` when the stage is in ``confirmed`` (a window of the drive
+    confirmed the carried model without a fit), else ``carried``."""
     stages = {}
     for stage, st in after.items():
         prev = before.get(stage)
         fitted = prev is None or prev.to_dict() != st.to_dict()
-        stages[stage] = {"status": "fitted" if fitted else "carried", "data_time": st.time_of_data,
+        status = "fitted" if fitted else "confirmed" if stage in confirmed else "carried"
+        stages[stage] = {"status": status, "data_time": st.time_of_data,
                          "parameters": {n: {k: float(v[k]) for k in HISTORY_KEYS if k in v}
                                         for n, v in st.parameters.items()}}
     t0 = float(t_start) if math.isfinite(t_start) else None
