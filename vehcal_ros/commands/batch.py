@@ -1,4 +1,5 @@
-"""``vehcal batch INPUTS... --out DIR``: calibrate many inputs (vehicles or days) as independent tasks.
+"""``vehcal batch INPUTS... --out DIR``: calibrate many inputs (vehicles or days) as independent tasks;
+``vehcal batch --fleet FLEET.yaml --out DIR`` (or bags as INPUTS): replay a fleet's bags, each vehicle's in a chain.
 
 Each input is one task on the chosen backend (:func:`vehcal_ros.inference.executors.make_executor`). Results are
 written as each task completes (``DIR/<input stem>.json``, and ``DIR/summary.json`` rewritten after every
@@ -21,7 +22,19 @@ Task body (:func:`calibrate_input`, chosen by ``--stage``; ``auto`` looks at the
 * ``brake``: brake CSV (time, throttle, brake, steering, u, w_lf, w_lr, w_rf, w_rr [, maneuver]) ->
   :func:`vehcal_ros.estimation.brake_fit.fit_brake` (auto: the brake columns without the lateral ones).
 
-Bags (.mcap, .db3 or a bag directory) are not calibrated by the batch yet: they are reported as failed inputs.
+Fleet (bags; docs/fleet.md): ``--fleet FILE`` (io/fleet.py: vehicle_id -> vehicle description, bag globs, optional
+params and starting state file) or bags given directly (grouped by their metadata ``vehicle_id``, else
+``--vehicle-id``, else the ``--vehicle`` name). Every bag is one task, :func:`vehcal_ros.io.fleet.replay_drive`: the
+replay of ``vehcal replay`` with the model calibrator started from the vehicle's state (each accepted stage carried
+forward: estimation/carry_forward.py). A vehicle's bags run in time order (bag start stamp), one after another
+(a chain: its next bag is submitted when the previous one is done, with the state that one returned); different
+vehicles run side by side. Results: ``DIR/<vehicle_id>/<bag stem>.json`` (the replay JSON with a ``fleet``
+section), ``DIR/<vehicle_id>/state.json`` (the state file, version 2, written atomically after each done bag),
+``DIR/<vehicle_id>/parameters.png`` and ``DIR/summary.json`` with the fleet summary (io/fleet_summary.py:
+parameters over drives, 90 % intervals, drift flags), rewritten as tasks complete. The faults above apply per
+bag; a bag whose metadata cannot be read is reported failed before any task runs, and its chain goes on from the
+unchanged state. ``--resume`` skips bags whose drive is in the vehicle's state history and whose result file
+exists.
 """
 
 from __future__ import annotations
@@ -108,8 +121,8 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
     t0 = time.perf_counter()
     p = Path(path)
     if p.is_dir() or p.suffix.lower() in BAG_SUFFIXES:
-        raise InputError(f"{path}: bag inputs are not supported by 'vehcal batch' yet; export a CSV "
-                         "(vehcal replay) and pass that")
+        raise InputError(f"{path}: a bag is replayed by 'vehcal batch --fleet' (or bags as inputs), not by "
+                         "calibrate_input")
     if not p.exists():
         raise InputError(f"no such file: {path}")
     task = detect_stage(path) if stage == "auto" else stage
