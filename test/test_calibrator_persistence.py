@@ -64,6 +64,9 @@ def test_restart_restores_model_and_bad_files_are_refused(rclpy_context, tmp_pat
         assert spin_until(ex, lambda: models, 120.0), (tmp_path / "run1.log").read_text()[-2000:]
         first = _model_rr(models[-1])
         assert state.is_file()
+        live = json.loads(state.read_text())   # version 2: this run's drive in the history
+        assert live["version"] == 2 and [h["drive"][:5] for h in live["history"]] == ["live "]
+        assert live["history"][0]["stages"]["rolling_resistance"]["status"] == "fitted"
         proc.send_signal(signal.SIGKILL)                      # kill -9 after the accepted fit
         proc.wait(timeout=10)
 
