@@ -309,3 +309,35 @@ def test_drift_flag_fires_on_a_jump_only():
     doc = fleet_summary({"t1": _history([0.013], [2e-4])}, drift, {"t1": [{"x": 1}]},
                         sections={"n_docs": lambda vid, docs: len(docs)})
     assert doc["t1"]["n_docs"] == 1
+
+
+def test_a_jump_in_rolling_resistance_is_refitted_and_flagged(tmp_path, fleet_dir):
+    """Drive 2 of a vehicle with rr 40 % higher than drive 1 (a real chain): the carried prior cannot hold it, the
+    fit is run again on the description's range, and the fleet summary flags the jump; the steady vehicle of
+    the same fleet is not flagged."""
+    from calibration_drive import drive_records, drive_states
+    from calibration_synthetic import TRUTH
+
+    from vehcal_ros.commands.batch import run_fleet
+    from vehcal_ros.commands.replay import load_params
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+
+    shutil.copytree(fleet_dir / "truckA_b", tmp_path / "c1")
+    recs = drive_records(seed=5, t0=T0 + 3 * DAY, states=drive_states({**TRUTH, "rr": 1.4 * TRUTH["rr"]}))
+    bags.write_bag(tmp_path / "c2", [(None, r) for r in recs], storage="mcap")
+    shutil.copytree(fleet_dir / "truckB_b", tmp_path / "s1")
+    shutil.copytree(fleet_dir / "truckB_a", tmp_path / "s2")
+    fleet = load_fleet(_fleet(tmp_path, "vehicles:\n  jumpy: {vehicle: hmmwv, bags: ['c*']}\n"
+                                        "  truckB: {vehicle: hmmwv, bags: ['s*']}\n"))
+    params = apply_vehicle(load_params(str(fleet_dir / "p.yaml")), "hmmwv")
+    summary = run_fleet(fleet, {"jumpy": params, "truckB": params}, tmp_path / "out", executor="serial", seed=3,
+                        progress=False, plots=False)
+    assert summary.n_ok == 4
+    doc = summary.to_dict()["vehicles"]
+    rr = doc["jumpy"]["parameters"]["rr"]
+    assert [r["status"] for r in rr] == ["fitted", "fitted"]
+    carried = json.loads((tmp_path / "out" / "jumpy" / "c2.json").read_text())["fleet"]["carried_priors"]
+    assert rr[1]["mean"] > carried["rolling_resistance"]["rr"]["upper"]   # estimated beyond the carried range
+    assert rr[1]["mean"] == pytest.approx(1.4 * TRUTH["rr"], rel=0.1)
+    assert [(f["parameter"], f["drive"]) for f in doc["jumpy"]["drift_flags"]] == [("rr", "c2")]
+    assert doc["truckB"]["drift_flags"] == []

@@ -51,7 +51,7 @@ from vehcal_ros.estimation.calibration import (
     paper_prior_ranges,
     stage_spec,
 )
-from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors
+from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
@@ -329,6 +329,7 @@ class CalibrationPipeline:
         self.cancel = threading.Event()   #: set it to stop a running fit (between SMC rounds): no outcome
         self._first = math.nan
         self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
+        self._base_priors: Mapping[str, tuple[float, float]] | None = None   # config.priors before carrying
         self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
         """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
         after :meth:`carry_forward` (empty: none carried)"""
@@ -567,6 +568,27 @@ class CalibrationPipeline:
                 error = str(exc)
             except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
                 error = f"fit failed: {exc!r}"
+            carried = self.carried_priors.get(job.stage, {})
+            if result is not None and any(touches_bound(result.parameters[n], (b["lower"], b["upper"]))
+                                          for n, b in carried.items() if n in result.parameters):
+                # the data contradict the carried prior (a change beyond the drift model's allowance): refit once
+                # on the ranges configured before carrying, so that the change is estimated, not clipped
+                try:
+                    result = calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
+                                             n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
+                                             predictive_draws=c.predictive_draws, check=False, dt=c.dt,
+                                             max_mutation_steps=c.max_mutation_steps,
+                                             noise_prior_factor=c.noise_prior_factor, priors=self._base_priors,
+                                             initial_state=c.stage_initial_state(job.stage), vehicle=c.vehicle,
+                                             smc_options={"refit_proposal": bool(c.refit_proposal),
+                                                          "stop": self.cancel.is_set})
+                except Cancelled:
+                    break
+                except (InputError, EstimationError) as exc:
+                    result, error = None, str(exc)
+                except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError,
+                        RuntimeError) as exc:
+                    result, error = None, f"fit failed: {exc!r}"
             ok = result is not None and self.acceptable(result)
             holdout = None
             if ok and job.held is not None and at_prior_bound(job.stage, result, priors=c.priors) is None:
@@ -702,10 +724,12 @@ class CalibrationPipeline:
         stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.carry_forward` (the
         posterior widened for the data time from ``data_time`` [s, the stamp clock; the accepted fit's segment
         end] to the first record added after this call, clipped to the configured ranges). The ranges are set
-        in ``config.priors`` at that first record and listed in :attr:`carried_priors`. A carried stage's
-        excitation ``score`` is not carried (``replace_min_score`` then compares against 0): a converged, predicting
-        fit of the new drive replaces the carried result however excited its segment, its prior holding the
-        earlier drives' information; with ``drift`` None the score is restored as given."""
+        in ``config.priors`` at that first record and listed in :attr:`carried_priors`. A fit of a carried stage
+        whose posterior HDI reaches a carried bound (``carry_forward.touches_bound``) is run once more on the ranges
+        configured before carrying (:meth:`fit`): a change beyond the drift model's allowance is estimated, not
+        clipped. A carried stage's excitation ``score`` is not carried (``replace_min_score`` then compares against
+        0): a converged, predicting fit of the new drive replaces the carried result however excited its segment,
+        its prior holding the earlier drives' information; with ``drift`` None the score is restored as given."""
         carried = drift is not None and data_time is not None and math.isfinite(data_time)
         self.restore(stage, result, segment, 0.0 if carried else score, note=note, holdout=holdout)
         if carried:
@@ -724,6 +748,7 @@ class CalibrationPipeline:
                                           for n, (lo, hi) in carried.items()}
         self._carried = {}
         if ranges:
+            self._base_priors = base
             self.config = with_updates(self.config, priors={**(base or {}), **ranges})
 
     def _summary(self, stage: str) -> str:

@@ -19,8 +19,9 @@ stage's roll split samples a uniform box) on ``m +- half_width * s_prior`` (defa
 widened posterior's 99.7 % range), clipped to the vehicle description's prior range of the parameter; a clip
 leaving less than ``min_share`` of the description's range, or a non-finite summary, falls back to the
 description's range. The uniform restricts the new drive's fit to the plausible range rather than sharpening it:
-its own sd is ``half_width / sqrt(3)`` times ``s_prior``. A converged fit piled against a carried bound is refused
-by the pipeline's prior-bound rule (the stage says which parameter), as against the description's bounds.
+its own sd is ``half_width / sqrt(3)`` times ``s_prior``. A fit whose posterior HDI reaches a carried bound
+(:func:`touches_bound`: the data pull beyond the drift model's allowance) is run once more by the calibration
+pipeline on the description's ranges, so that a change larger than the model allows is estimated, not clipped.
 
 Drift between drives (:func:`drift_flag`): consecutive drives' means ``m_prev``, ``m_i`` with sds ``s_prev``,
 ``s_i`` differ beyond their uncertainty when ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + s_drift^2)`` with
@@ -123,6 +124,16 @@ def carried_priors(parameters: Mapping[str, Mapping[str, float]], elapsed_s: flo
     return out
 
 
+def touches_bound(summary: Mapping[str, float], bounds: tuple[float, float], share: float = 0.01) -> bool:
+    """True when a posterior summary's HDI (``hdi_low``, ``hdi_high``) reaches within ``share`` of the range of
+    ``bounds`` (a carried prior's): the data pull the parameter against the carried range (a truncated posterior's
+    mean stays about one sd inside, its HDI does not)."""
+    lo, hi = float(bounds[0]), float(bounds[1])
+    margin = share * (hi - lo)
+    h_lo, h_hi = float(summary.get("hdi_low", math.nan)), float(summary.get("hdi_high", math.nan))
+    return (math.isfinite(h_hi) and h_hi >= hi - margin) or (math.isfinite(h_lo) and h_lo <= lo + margin)
+
+
 def drift_flag(m_prev: float, s_prev: float, m: float, s: float, elapsed_s: float, drift: DriftModel,
                z: float = DRIFT_Z) -> tuple[bool, float]:
     """(flag, score): ``score = |m - m_prev| / sqrt(s^2 + s_prev^2 + drift_sd(m_prev, elapsed)^2)`` and
@@ -138,4 +149,4 @@ def drift_flag(m_prev: float, s_prev: float, m: float, s: float, elapsed_s: floa
 
 
 __all__ = ["DriftModel", "DEFAULT_DRIFT", "DRIFT_Z", "SECONDS_PER_DAY", "drift_sd", "prior_sd", "carried_range",
-           "carried_priors", "drift_flag"]
+           "carried_priors", "touches_bound", "drift_flag"]
