@@ -179,6 +179,37 @@ def test_truncated_and_mislabelled_bags_fail_once_the_others_finish(fleet_dir, t
     assert [h["drive"] for h in hist] == ["truckA_b", "truckA_a"]   # the failed bags left the chain unchanged
 
 
+def dying_drive(bag: str, vehicle_id: str, params: dict, state_text, seed, drift, drive) -> dict:
+    """The real fleet task, except that a bag whose name contains 'die' kills its worker process."""
+    import os
+
+    from vehcal_ros.io.fleet import replay_drive
+
+    if "die" in os.path.basename(bag):
+        os._exit(3)
+    return replay_drive(bag, vehicle_id, params, state_text, seed, drift, drive)
+
+
+def test_a_dead_worker_fails_its_bag_once_on_a_local_pool_and_the_chains_go_on(fleet_dir, tmp_path):
+    from vehcal_ros.commands.batch import run_fleet
+    from vehcal_ros.commands.replay import load_params
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+
+    for src, dst in (("truckA_b", "a1"), ("truckA_a", "a2_die"), ("truckB_b", "b1"), ("truckB_a", "b2")):
+        shutil.copytree(fleet_dir / src, tmp_path / dst)
+    fleet = load_fleet(_fleet(tmp_path, "vehicles:\n  truckA: {vehicle: hmmwv, bags: ['a*']}\n"
+                                        "  truckB: {vehicle: hmmwv, bags: ['b*']}\n"))
+    params = apply_vehicle(load_params(str(fleet_dir / "p.yaml")), "hmmwv")
+    summary = run_fleet(fleet, {"truckA": params, "truckB": params}, tmp_path / "out", executor="local", workers=2,
+                        seed=3, task=dying_drive, progress=False, plots=False)
+    by = {o.drive: o for o in summary.outcomes}
+    assert by["a2_die"].status == "failed" and "worker died" in by["a2_die"].error and by["a2_die"].attempts == 2
+    assert [by[n].status for n in ("a1", "b1", "b2")] == ["ok"] * 3 and summary.executor_rebuilds >= 1
+    hist = {v: [h["drive"] for h in json.loads((tmp_path / "out" / v / "state.json").read_text())["history"]]
+            for v in ("truckA", "truckB")}
+    assert hist == {"truckA": ["a1"], "truckB": ["b1", "b2"]}
+
+
 def _fleet(tmp_path: Path, text: str) -> Path:
     (tmp_path / "f.yaml").write_text(text)
     return tmp_path / "f.yaml"
