@@ -64,6 +64,9 @@ def test_restart_restores_model_and_bad_files_are_refused(rclpy_context, tmp_pat
         assert spin_until(ex, lambda: models, 120.0), (tmp_path / "run1.log").read_text()[-2000:]
         first = _model_rr(models[-1])
         assert state.is_file()
+        live = json.loads(state.read_text())   # version 2: this run's drive in the history
+        assert live["version"] == 2 and [h["drive"][:5] for h in live["history"]] == ["live "]
+        assert live["history"][0]["stages"]["rolling_resistance"]["status"] == "fitted"
         proc.send_signal(signal.SIGKILL)                      # kill -9 after the accepted fit
         proc.wait(timeout=10)
 
@@ -120,7 +123,7 @@ def test_state_file_format_checks(tmp_path) -> None:
         read_state(tmp_path / "none.json", "truck7")
     good = json.loads((tmp_path / "s.json").read_text())
     bad = {"expected a mapping": "[1, 2]", "not a vehcal_ros": json.dumps({"format": "x"}),
-           "incompatible version 2": json.dumps({**good, "version": 2}),
+           "incompatible version 3": json.dumps({**good, "version": 3}),
            "written for vehicle_id 'truck8'": json.dumps({**good, "vehicle_id": "truck8"}),
            "unknown stage": json.dumps({"format": "vehcal_ros/calibration_state", "version": 1, "vehicle_id": "a",
                                         "stages": {"yaw": {}}}),

@@ -1,4 +1,5 @@
-"""``vehcal batch INPUTS... --out DIR``: calibrate many inputs (vehicles or days) as independent tasks.
+"""``vehcal batch INPUTS... --out DIR``: calibrate many inputs (vehicles or days) as independent tasks;
+``vehcal batch --fleet FLEET.yaml --out DIR`` (or bags as INPUTS): replay a fleet's bags, each vehicle's in a chain.
 
 Each input is one task on the chosen backend (:func:`vehcal_ros.inference.executors.make_executor`). Results are
 written as each task completes (``DIR/<input stem>.json``, and ``DIR/summary.json`` rewritten after every
@@ -21,18 +22,31 @@ Task body (:func:`calibrate_input`, chosen by ``--stage``; ``auto`` looks at the
 * ``brake``: brake CSV (time, throttle, brake, steering, u, w_lf, w_lr, w_rf, w_rr [, maneuver]) ->
   :func:`vehcal_ros.estimation.brake_fit.fit_brake` (auto: the brake columns without the lateral ones).
 
-Bags (.mcap, .db3 or a bag directory) are not calibrated by the batch yet: they are reported as failed inputs.
+Fleet (bags; docs/fleet.md): ``--fleet FILE`` (io/fleet.py: vehicle_id -> vehicle description, bag globs, optional
+params and starting state file) or bags given directly (grouped by their metadata ``vehicle_id``, else
+``--vehicle-id``, else the ``--vehicle`` name). Every bag is one task, :func:`vehcal_ros.io.fleet.replay_drive`: the
+replay of ``vehcal replay`` with the model calibrator started from the vehicle's state (each accepted stage carried
+forward: estimation/carry_forward.py). A vehicle's bags run in time order (bag start stamp), one after another
+(a chain: its next bag is submitted when the previous one is done, with the state that one returned); different
+vehicles run side by side. Results: ``DIR/<vehicle_id>/<bag stem>.json`` (the replay JSON with a ``fleet``
+section), ``DIR/<vehicle_id>/state.json`` (the state file, version 2, written atomically after each done bag),
+``DIR/<vehicle_id>/parameters.png`` and ``DIR/summary.json`` with the fleet summary (io/fleet_summary.py:
+parameters over drives, 90 % intervals, drift flags), rewritten as tasks complete. The faults above apply per
+bag; a bag whose metadata cannot be read is reported failed before any task runs, and its chain goes on from the
+unchanged state. ``--resume`` skips bags whose drive is in the vehicle's state history and whose result file
+exists.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +61,14 @@ BAG_SUFFIXES = (".mcap", ".db3")
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("batch", help="calibrate many inputs as independent tasks (local or Dask)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="calibration/grip/brake CSV files (or bags)")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="calibration/grip/brake CSV files, or bags (a fleet)")
+    p.add_argument("--fleet", metavar="FILE", default=None,
+                   help="fleet file (YAML: vehicle_id -> vehicle description, bag globs, optional params; "
+                        "docs/fleet.md): every bag replayed, each vehicle's bags chained through its state file")
+    p.add_argument("--vehicle-id", default=None, metavar="ID",
+                   help="vehicle_id of bags given directly whose metadata names none (default: the --vehicle name)")
+    p.add_argument("--params", default=None, metavar="FILE",
+                   help="ROS params YAML of bags given directly (default: the package's config/estimate.yaml)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for <input>.json and summary.json")
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help="serial | threads | local | dask://HOST:PORT (default local)")
@@ -56,7 +77,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed of every task (default 0)")
     p.add_argument("--chains", type=int, default=None, help="grip chains / calibration SMC runs (default: theirs)")
     p.add_argument("--draws", type=int, default=None, help="calibration particles per run (default: theirs)")
-    p.add_argument("--resume", action="store_true", help="skip inputs whose DIR/<input>.json already exists")
+    p.add_argument("--resume", action="store_true",
+                   help="skip inputs whose DIR/<input>.json already exists (bags: whose drive is in the vehicle's "
+                        "DIR/<vehicle_id>/state.json history and has its result file; the chain goes on from it)")
     from vehcal_ros.commands.vehicle_option import add_vehicle_argument
     add_vehicle_argument(p)
     p.set_defaults(func=run)
@@ -98,8 +121,8 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
     t0 = time.perf_counter()
     p = Path(path)
     if p.is_dir() or p.suffix.lower() in BAG_SUFFIXES:
-        raise InputError(f"{path}: bag inputs are not supported by 'vehcal batch' yet; export a CSV "
-                         "(vehcal replay) and pass that")
+        raise InputError(f"{path}: a bag is replayed by 'vehcal batch --fleet' (or bags as inputs), not by "
+                         "calibrate_input")
     if not p.exists():
         raise InputError(f"no such file: {path}")
     task = detect_stage(path) if stage == "auto" else stage
@@ -164,10 +187,17 @@ class InputOutcome:
     """Submissions of this input (2 when it was resubmitted after a worker death)."""
     elapsed_s: float | None = None
     task: str | None = None
+    vehicle_id: str | None = None
+    """the vehicle of a fleet's bag (None for a CSV input)."""
+    drive: str | None = None
+    """the drive's name (its result file's stem under DIR/<vehicle_id>/), None for a CSV input."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "status": self.status, "task": self.task, "result_file": self.result_file,
-                "error": self.error, "attempts": self.attempts, "elapsed_s": self.elapsed_s}
+        out = {"input": self.input, "status": self.status, "task": self.task, "result_file": self.result_file,
+               "error": self.error, "attempts": self.attempts, "elapsed_s": self.elapsed_s}
+        if self.vehicle_id is not None:
+            out.update(vehicle_id=self.vehicle_id, drive=self.drive)
+        return out
 
 
 @dataclass
@@ -195,7 +225,7 @@ class BatchSummary:
                 "finished": self.finished, "n_inputs": len(self.outcomes), "n_ok": self.n_ok,
                 "n_failed": len(self.failed), "executor_rebuilds": self.executor_rebuilds,
                 "inputs_per_minute": (60.0 * len(self.outcomes) / self.elapsed_s) if self.elapsed_s > 0 else None,
-                "inputs": [o.to_dict() for o in self.outcomes]}
+                "inputs": [o.to_dict() for o in self.outcomes], **self.extra}
 
 
 class ProgressBar:
@@ -240,6 +270,132 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
+class _Queue:
+    """Task indices submitted in order, as many as the executor takes (the CSV batch)."""
+
+    def __init__(self, indices: Sequence[int]) -> None:
+        self.q: deque[int] = deque(indices)
+
+    def __bool__(self) -> bool:
+        return bool(self.q)
+
+    def take(self, n: int) -> list[int]:
+        return [self.q.popleft() for _ in range(min(n, len(self.q)))]
+
+    def put_back(self, i: int) -> None:
+        self.q.appendleft(i)
+
+    def done(self, i: int) -> None:
+        pass
+
+
+class _Chains:
+    """Task indices in chains (one per vehicle): a chain's next task is ready once its previous one is done
+    (finished ok or failed); different chains run side by side."""
+
+    def __init__(self, chains: Mapping[str, Sequence[int]]) -> None:
+        self.chains: dict[str, deque[int]] = {k: deque(v) for k, v in chains.items() if v}
+        self.chain_of = {i: k for k, v in chains.items() for i in v}
+        self.busy: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return any(self.chains.values())
+
+    def take(self, n: int) -> list[int]:
+        out = []
+        for key, q in self.chains.items():
+            if len(out) >= n:
+                break
+            if q and key not in self.busy:
+                out.append(q.popleft())
+                self.busy.add(key)
+        return out
+
+    def put_back(self, i: int) -> None:
+        key = self.chain_of[i]
+        self.chains[key].appendleft(i)
+        self.busy.discard(key)
+
+    def done(self, i: int) -> None:
+        self.busy.discard(self.chain_of[i])
+
+
+def _run_tasks(ex: Any, executor: str, workers: int | None, outcomes: list[InputOutcome],
+               source: _Queue | _Chains, submit: Callable[[Any, int], Future], finish: Callable[..., None],
+               summary: BatchSummary) -> None:
+    """Submit the tasks ``source`` makes ready on ``ex`` (made by ``make_executor(executor, workers)``, rebuilt
+    the same way after a worker death) until all are done (module doc, "Faults"); ``finish(i, status,
+    error=..., value=...)`` records each outcome once, then ``source.done(i)``. Shuts the executor down."""
+    from vehcal_ros.inference.executors import executor_workers, is_worker_lost, make_executor
+
+    def done(i: int, status: str, **kw: Any) -> None:
+        finish(i, status, **kw)
+        source.done(i)
+
+    suspects: deque[int] = deque()
+    inflight: dict[Future, int] = {}
+    try:
+        while source or suspects or inflight:
+            cap = executor_workers(ex)
+            broken = False
+            to_submit: list[int] = []
+            if suspects:
+                if not inflight:
+                    to_submit.append(suspects.popleft())
+            else:
+                to_submit = source.take(max(0, cap - len(inflight)))
+            for k, i in enumerate(to_submit):
+                try:
+                    fut = submit(ex, i)
+                except BrokenExecutor:
+                    for j in reversed(to_submit[k:]):
+                        source.put_back(j)  # not run: no attempt used
+                    broken = True
+                    break
+                outcomes[i].attempts += 1
+                inflight[fut] = i
+            lost: list[int] = []
+            if inflight and not broken:
+                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    i = inflight.pop(fut)
+                    exc = fut.exception()
+                    if exc is None:
+                        done(i, "ok", value=fut.result())
+                    elif isinstance(exc, BrokenExecutor):
+                        lost.append(i)
+                        broken = True
+                    elif is_worker_lost(exc):
+                        done(i, "failed", error=f"worker died while processing this input ({type(exc).__name__})")
+                    else:
+                        done(i, "failed", error=f"{type(exc).__name__}: {exc}")
+            if broken:
+                # every other task of a broken pool is lost too; collect those that still finished fine
+                if inflight:
+                    wait(list(inflight))
+                for fut, i in list(inflight.items()):
+                    exc = fut.exception()
+                    if exc is None:
+                        done(i, "ok", value=fut.result())
+                    else:
+                        lost.append(i)
+                inflight.clear()
+                for i in lost:
+                    if outcomes[i].attempts >= 2:
+                        done(i, "failed", error=f"worker died while processing this input "
+                                                f"(attempts: {outcomes[i].attempts})")
+                    else:
+                        suspects.append(i)
+                ex.shutdown(wait=True)
+                ex = make_executor(executor, workers)
+                summary.executor_rebuilds += 1
+        summary.finished = True
+    finally:
+        for fut in inflight:
+            fut.cancel()
+        ex.shutdown(wait=True)
+
+
 def run_batch(inputs: Sequence[str], out_dir: str | os.PathLike, *, executor: str = "local",
               workers: int | None = None, stage: str = "auto", seed: int = 0, chains: int | None = None,
               draws: int | None = None, resume: bool = False, task: Callable[..., dict] = calibrate_input,
@@ -249,7 +405,7 @@ def run_batch(inputs: Sequence[str], out_dir: str | os.PathLike, *, executor: st
     ``task`` must be picklable (module level). Returns the :class:`BatchSummary`; never raises for a failing
     input. ``progress``: True for stderr, a stream, or False for none.
     """
-    from vehcal_ros.inference.executors import executor_workers, is_worker_lost, make_executor
+    from vehcal_ros.inference.executors import executor_workers, make_executor
 
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -279,7 +435,7 @@ def run_batch(inputs: Sequence[str], out_dir: str | os.PathLike, *, executor: st
         if bar:
             bar.update(n_done, n_failed, f"{Path(o.input).name}: {status}")
 
-    pending: deque[int] = deque()
+    pending: list[int] = []
     for i, name in enumerate(names):
         if resume and (out / f"{name}.json").exists():
             outcomes[i].status = "skipped"
@@ -287,71 +443,199 @@ def run_batch(inputs: Sequence[str], out_dir: str | os.PathLike, *, executor: st
             n_done += 1
         else:
             pending.append(i)
-    suspects: deque[int] = deque()
-    inflight: dict[Future, int] = {}
     try:
-        while pending or suspects or inflight:
-            cap = executor_workers(ex)
-            broken = False
-            to_submit: list[int] = []
-            if suspects:
-                if not inflight:
-                    to_submit.append(suspects.popleft())
-            else:
-                while pending and len(inflight) + len(to_submit) < cap:
-                    to_submit.append(pending.popleft())
-            for i in to_submit:
-                try:
-                    fut = ex.submit(task, outcomes[i].input, stage, seed, chains, draws)
-                except BrokenExecutor:
-                    pending.appendleft(i)  # not run: no attempt used
-                    broken = True
-                    break
-                outcomes[i].attempts += 1
-                inflight[fut] = i
-            lost: list[int] = []
-            if inflight and not broken:
-                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = inflight.pop(fut)
-                    exc = fut.exception()
-                    if exc is None:
-                        finish(i, "ok", value=fut.result())
-                    elif isinstance(exc, BrokenExecutor):
-                        lost.append(i)
-                        broken = True
-                    elif is_worker_lost(exc):
-                        finish(i, "failed", error=f"worker died while processing this input ({type(exc).__name__})")
-                    else:
-                        finish(i, "failed", error=f"{type(exc).__name__}: {exc}")
-            if broken:
-                # every other task of a broken pool is lost too; collect those that still finished fine
-                if inflight:
-                    wait(list(inflight))
-                for fut, i in list(inflight.items()):
-                    exc = fut.exception()
-                    if exc is None:
-                        finish(i, "ok", value=fut.result())
-                    else:
-                        lost.append(i)
-                inflight.clear()
-                for i in lost:
-                    if outcomes[i].attempts >= 2:
-                        finish(i, "failed", error=f"worker died while processing this input "
-                                                  f"(attempts: {outcomes[i].attempts})")
-                    else:
-                        suspects.append(i)
-                ex.shutdown(wait=True)
-                ex = make_executor(executor, workers)
-                summary.executor_rebuilds += 1
-        summary.finished = True
+        _run_tasks(ex, executor, workers, outcomes, _Queue(pending),
+                   lambda ex, i: ex.submit(task, outcomes[i].input, stage, seed, chains, draws), finish, summary)
     finally:
-        for fut in inflight:
-            fut.cancel()
-        ex.shutdown(wait=True)
         summary.elapsed_s = time.perf_counter() - t0
         _write_json(out / "summary.json", summary.to_dict())
     return summary
+
+
+# ------------------------------------------------------------------------------------------------ fleet
+@dataclass
+class Drive:
+    """One bag of a fleet: its vehicle, result name (unique per vehicle) and start stamp."""
+
+    vehicle_id: str
+    bag: str
+    name: str
+    start: float = float("nan")
+
+
+def plan_drives(fleet: Any) -> tuple[list[Drive], dict[int, str]]:
+    """Every bag of the fleet as a :class:`Drive`, each vehicle's in time order (bag start stamp, then name), and
+    the errors of bags whose start cannot be read (index -> one line), reported as failed inputs."""
+    from vehcal_ros.io.fleet import bag_start, drive_name
+
+    drives: list[Drive] = []
+    errors: dict[int, str] = {}
+    for v in fleet.vehicles:
+        mine = []
+        stems = [drive_name(b) for b in v.bags]
+        for k, bag in enumerate(v.bags):
+            name = f"{stems[k]}_{k}" if stems.count(stems[k]) > 1 else stems[k]
+            d = Drive(v.vehicle_id, bag, name)
+            try:
+                d.start = bag_start(bag)
+            except InputError as exc:
+                errors[id(d)] = str(exc)
+            mine.append(d)
+        mine.sort(key=lambda d: (math.isnan(d.start), d.start if not math.isnan(d.start) else 0.0, d.name))
+        drives += mine
+    return drives, {i: errors[id(d)] for i, d in enumerate(drives) if id(d) in errors}
+
+
+def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_dir: str | os.PathLike, *,
+              executor: str = "local", workers: int | None = None, seed: int | None = None, resume: bool = False,
+              task: Callable[..., dict] | None = None, progress: TextIO | None | bool = True,
+              sections: Mapping[str, Callable[..., Any]] | None = None, plots: bool = True) -> BatchSummary:
+    """Replay every bag of ``fleet`` (io/fleet.py ``Fleet``) as one task, each vehicle's bags as a chain through its
+    state file (module doc, "Fleet"). ``params``: vehicle_id -> resolved params ``{node: {param: value}}`` (the
+    vehicle description set). ``sections``: extra per-vehicle summary sections (io/fleet_summary.py). Never
+    raises for a failing bag."""
+    from vehcal_ros.inference.executors import executor_workers, make_executor
+    from vehcal_ros.io import calibration_state as cs
+    from vehcal_ros.io.fleet import replay_drive
+    from vehcal_ros.io.fleet_summary import fleet_summary
+
+    task = task or replay_drive
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    drives, plan_errors = plan_drives(fleet)
+    vehicles = {v.vehicle_id: v for v in fleet.vehicles}
+    outcomes = [InputOutcome(input=d.bag, vehicle_id=d.vehicle_id, drive=d.name) for d in drives]
+    ex = make_executor(executor, workers)
+    summary = BatchSummary(outcomes=outcomes, executor=executor, workers=executor_workers(ex))
+    bar = ProgressBar(len(drives), None if progress is True else progress) if progress else None
+    counts = {"done": 0, "failed": 0}
+    states: dict[str, str | None] = {}
+    histories: dict[str, list] = {}
+    state_errors: dict[str, str] = {}
+    drift = fleet.drift.to_dict()
+
+    def state_path(vid: str) -> Path:
+        return out / vid / "state.json"
+
+    for vid, v in vehicles.items():
+        (out / vid).mkdir(exist_ok=True)
+        src = state_path(vid) if resume and state_path(vid).exists() else (Path(v.state) if v.state else None)
+        text = None
+        if src is not None and src.exists():
+            text = src.read_text(encoding="utf-8")
+            vehicle = params[vid].get("model_calibrator", {}).get("vehicle")
+            try:
+                histories[vid] = list(cs.parse_state(text, src, vid, vehicle).history)
+            except cs.StateRefused as exc:
+                state_errors[vid] = str(exc)
+        states[vid] = text
+        histories.setdefault(vid, [])
+
+    def write_summary() -> None:
+        summary.elapsed_s = time.perf_counter() - t0
+        docs = None
+        if sections:
+            docs = {vid: [json.loads(Path(o.result_file).read_text(encoding="utf-8")) for o in outcomes
+                          if o.vehicle_id == vid and o.result_file and Path(o.result_file).exists()]
+                    for vid in vehicles}
+        summary.extra["vehicles"] = fleet_summary(histories, fleet.drift, docs, sections)
+        summary.extra["drift_model"] = drift
+        _write_json(out / "summary.json", summary.to_dict())
+
+    def finish(i: int, status: str, *, error: str | None = None, value: dict | None = None) -> None:
+        o, d = outcomes[i], drives[i]
+        o.status, o.error = status, error
+        if value is not None:
+            f = out / d.vehicle_id / f"{d.name}.json"
+            _write_json(f, value["replay"])          # first the result, then the state that includes it
+            o.result_file, o.task, o.elapsed_s = str(f), value.get("task"), value.get("task_elapsed_s")
+            if value.get("state") is not None:
+                from vehcal_ros.estimation.calibration_pipeline import write_atomic
+
+                states[d.vehicle_id] = value["state"]
+                write_atomic(state_path(d.vehicle_id), value["state"])
+                histories[d.vehicle_id] = list(json.loads(value["state"]).get("history", []))
+        counts["done"] += 1
+        counts["failed"] += status == "failed"
+        write_summary()
+        if bar:
+            bar.update(counts["done"], counts["failed"], f"{d.vehicle_id}/{d.name}: {status}")
+
+    done_names = {vid: {h.get("drive") for h in hist} for vid, hist in histories.items()} if resume else {}
+    chains: dict[str, list[int]] = {vid: [] for vid in vehicles}
+    early: list[tuple[int, str]] = []
+    for i, d in enumerate(drives):
+        if i in plan_errors:
+            early.append((i, plan_errors[i]))
+        elif d.vehicle_id in state_errors:
+            early.append((i, state_errors[d.vehicle_id]))
+        elif resume and d.name in done_names.get(d.vehicle_id, ()) and (out / d.vehicle_id / f"{d.name}.json").exists():
+            outcomes[i].status = "skipped"
+            outcomes[i].result_file = str(out / d.vehicle_id / f"{d.name}.json")
+            counts["done"] += 1
+        else:
+            chains[d.vehicle_id].append(i)
+
+    def submit(ex_: Any, i: int) -> Future:
+        d = drives[i]
+        return ex_.submit(task, d.bag, d.vehicle_id, params[d.vehicle_id], states[d.vehicle_id], seed, drift, d.name)
+
+    try:
+        for i, err in early:
+            finish(i, "failed", error=err)
+        _run_tasks(ex, executor, workers, outcomes, _Chains(chains), submit, finish, summary)
+    finally:
+        summary.elapsed_s = time.perf_counter() - t0
+        if plots:
+            from vehcal_ros.io.fleet_plots import plot_vehicle
+
+            made = {}
+            for vid, body in fleet_summary(histories, fleet.drift).items():
+                try:
+                    p = plot_vehicle(vid, body, out / vid / "parameters.png")
+                except (OSError, ValueError) as exc:   # a plot never fails the batch
+                    p = f"not written: {exc}"
+                if p:
+                    made[vid] = str(p)
+            summary.extra["plots"] = made
+        write_summary()
+    return summary
+
+
+def _fleet_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, dict[str, Any]]]]:
+    """The fleet of ``--fleet FILE`` or of bags given directly (grouped by their metadata vehicle_id, else
+    ``--vehicle-id``, else the ``--vehicle`` name), and each vehicle's resolved params (validated)."""
+    from vehcal_ros.commands.replay import load_params
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+    from vehcal_ros.io.fleet import Fleet, FleetVehicle, bag_root, bag_vehicle_id, load_fleet, vehicle_ref
+    from vehcal_ros.io.replay import default_params_file
+
+    if args.fleet:
+        if args.inputs:
+            raise InputError("give either --fleet FILE or bags, not both")
+        fleet = load_fleet(args.fleet)
+    else:
+        vehicle = vehicle_ref(args.vehicle or "hmmwv", Path("."), "--vehicle")
+        groups: dict[str, list[str]] = {}
+        for b in args.inputs:
+            root = bag_root(b)
+            if root is None:
+                raise InputError(f"{b}: not a bag (a directory with metadata.yaml, or a .mcap/.db3 file)")
+            vid = bag_vehicle_id(root) or args.vehicle_id or Path(vehicle).stem
+            groups.setdefault(vid, []).append(os.fspath(root))
+        fleet = Fleet(tuple(FleetVehicle(vid, vehicle, tuple(sorted(dict.fromkeys(bs))), args.params)
+                            for vid, bs in groups.items()))
+    params = {}
+    for v in fleet.vehicles:
+        base = load_params(v.params or os.fspath(default_params_file()))
+        params[v.vehicle_id] = apply_vehicle(base, v.vehicle)
+    return fleet, params
+
+
+def _is_bag(path: str) -> bool:
+    p = Path(path)
+    return p.is_dir() or p.suffix.lower() in BAG_SUFFIXES
 
 
 def _headline(path: str) -> str:
@@ -360,6 +644,10 @@ def _headline(path: str) -> str:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return ""
+    if isinstance(d, dict) and isinstance(d.get("calibration"), dict):   # a replay (fleet bag)
+        finals = [c.get("final") or {} for c in d["calibration"].values() if isinstance(c, dict)]
+        return " ".join(f"{k} {v.get('mean', float('nan')):.4g}" for f in finals
+                        for k, v in (f.get("parameters") or {}).items())
     r = d.get("result", {}) if isinstance(d, dict) else {}
     if d.get("task") == "grip" and isinstance(r.get("mu_max"), dict):
         return f"mu_max {r['mu_max'].get('mean', float('nan')):.3f}"
@@ -389,6 +677,23 @@ def print_table(summary: BatchSummary, stream: TextIO | None = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    bags_given = [p for p in args.inputs if _is_bag(p)]
+    if args.fleet or bags_given:
+        if len(bags_given) != len(args.inputs):
+            raise InputError("give either CSV inputs or bags (a fleet), not both: "
+                             f"{next(p for p in args.inputs if not _is_bag(p))} is not a bag")
+        if args.stage != "auto" or args.chains is not None or args.draws is not None:
+            raise InputError("--stage, --chains and --draws apply to CSV inputs; a bag's calibration settings come "
+                             "from its params file (model_calibrator n_chains, n_draws, stages)")
+        fleet, params = _fleet_from_args(args)
+        summary = run_fleet(fleet, params, args.out, executor=args.executor, workers=args.workers,
+                            seed=args.seed, resume=args.resume)
+        print_table(summary)
+        for o in summary.failed:
+            print(f"vehcal batch: failed: {o.input}: {o.error}", file=sys.stderr)
+        return 0 if not summary.failed else 1
+    if not args.inputs:
+        raise InputError("no inputs: give CSV files, bags, or --fleet FILE")
     if args.chains is not None and args.chains < 1:
         raise InputError(f"--chains must be >= 1, got {args.chains}")
     if args.draws is not None and args.draws < 10:

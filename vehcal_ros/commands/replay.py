@@ -44,6 +44,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help="where the fits run: local (processes, default), threads, serial or dask://HOST:PORT; "
                         "the numbers do not depend on it")
+    p.add_argument("--state", metavar="FILE", default=None,
+                   help="calibration state file (io/calibration_state.py; the live model_calibrator's state_file): "
+                        "the calibrator starts from it, each stage carried forward (docs/fleet.md), and it is "
+                        "rewritten with this bag's results and history entry; a missing file starts from the "
+                        "priors. The replay then runs in one thread")
+    p.add_argument("--vehicle-id", default=None, metavar="ID",
+                   help="vehicle_id of --state (default: the bag's metadata custom_data vehicle_id, else the "
+                        "vehicle description's name)")
     p.add_argument("--quiet", action="store_true", help="no progress and no summary")
     from vehcal_ros.commands.vehicle_option import add_vehicle_argument
     add_vehicle_argument(p)
@@ -204,6 +212,25 @@ def _write_json(doc: dict, path: str) -> None:
         raise
 
 
+def _state_input(args: argparse.Namespace, params: dict) -> tuple[str | None, str]:
+    """(--state's text or None when the file does not exist yet, the vehicle_id) for ``vehcal replay --state``."""
+    from pathlib import Path
+
+    from vehcal_ros.errors import InputError
+    from vehcal_ros.io.fleet import bag_vehicle_id
+
+    p = Path(args.state)
+    if p.is_dir() or not (p.parent if str(p.parent) else Path(".")).is_dir():
+        raise InputError(f"--state {p}: not a file path in an existing directory")
+    vehicle = params.get("model_calibrator", {}).get("vehicle") or "hmmwv"
+    vehicle_id = args.vehicle_id or bag_vehicle_id(args.bag) or Path(str(vehicle)).stem
+    try:
+        text = p.read_text(encoding="utf-8") if p.exists() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--state {p}: cannot read it ({exc})") from None
+    return text, vehicle_id
+
+
 def run(args: argparse.Namespace) -> int:
     import json
     import os
@@ -221,8 +248,17 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else Progress(sys.stderr)
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs {args.jobs}: must be >= 1")
-    result = rp.replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
-                           calibration=not args.no_calibration, workers=args.jobs, executor=args.executor)
+    state_text = None
+    if args.state:
+        state_text, vehicle_id = _state_input(args, params)
+        from vehcal_ros.io.fleet import replay_with_state
+
+        result, state_text, _ = replay_with_state(args.bag, params, vehicle_id, state_text, seed=args.seed,
+                                                  state_label=args.state, topic_map=remap, progress=progress,
+                                                  calibration=not args.no_calibration)
+    else:
+        result = rp.replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
+                               calibration=not args.no_calibration, workers=args.jobs, executor=args.executor)
 
     created: list[str] = []
     try:
@@ -243,6 +279,10 @@ def run(args: argparse.Namespace) -> int:
             created += [str(p) for p in write_grip_map(result.grip_by_place, args.grip_map)]
         if args.json and args.json != "-":
             _write_json(result.to_dict(), args.json)
+        if args.state and state_text is not None:   # last: the state file changes only when all else is written
+            from vehcal_ros.estimation.calibration_pipeline import write_atomic
+
+            write_atomic(args.state, state_text)
     except BaseException:
         for path in created:
             if os.path.isdir(path):

@@ -51,6 +51,7 @@ from vehcal_ros.estimation.calibration import (
     paper_prior_ranges,
     stage_spec,
 )
+from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
 from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
 from vehcal_ros.estimation.segments import (
@@ -333,6 +334,12 @@ class CalibrationPipeline:
         self._newest = -math.inf
         self._reset_marks()
         self.cancel = threading.Event()   #: set it to stop a running fit (between SMC rounds): no outcome
+        self._first = math.nan
+        self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
+        self._base_priors: Mapping[str, tuple[float, float]] | None = None   # config.priors before carrying
+        self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
+        """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
+        after :meth:`carry_forward` (empty: none carried)"""
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -362,6 +369,8 @@ class CalibrationPipeline:
             self.buffers[src].counters.n_nonfinite += 1
             return
         t = float(row[0])
+        if self._carried and math.isfinite(t):
+            self._apply_carried(t)
         if math.isfinite(t) and t < self._newest - self.config.clock_jump:
             # time went back by more than a clock jump (simulation restart, bag loop): start over
             self._backward_jumps += 1
@@ -371,6 +380,8 @@ class CalibrationPipeline:
             self._reset_marks()
         if self.buffers[src].append(t, row[1:]):
             self._newest = max(self._newest, t)
+            if not math.isfinite(self._first):
+                self._first = t
         torque = self.buffers.get("wheel_torque") if src == "wheel_speeds" else None
         if torque is not None:
             effort = getattr(record, "torque", None)
@@ -398,6 +409,11 @@ class CalibrationPipeline:
         for reason, n in self._rejected.items():
             dropped[reason] = dropped.get(reason, 0) + n
         return PipelineCounters(dict(self._received), dropped, jumps, self._ignored)
+
+    @property
+    def data_span(self) -> tuple[float, float]:
+        """(first, newest) stamp buffered [s, stamp clock]; nan before any record."""
+        return self._first, (self._newest if math.isfinite(self._newest) else math.nan)
 
     def fill(self) -> dict[str, int]:
         """Rows buffered per topic."""
@@ -560,6 +576,27 @@ class CalibrationPipeline:
                 error = str(exc)
             except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
                 error = f"fit failed: {exc!r}"
+            carried = self.carried_priors.get(job.stage, {})
+            if result is not None and any(touches_bound(result.parameters[n], (b["lower"], b["upper"]))
+                                          for n, b in carried.items() if n in result.parameters):
+                # the data contradict the carried prior (a change beyond the drift model's allowance): refit once
+                # on the ranges configured before carrying, so that the change is estimated, not clipped
+                try:
+                    result = calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
+                                             n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
+                                             predictive_draws=c.predictive_draws, check=False, dt=c.dt,
+                                             max_mutation_steps=c.max_mutation_steps,
+                                             noise_prior_factor=c.noise_prior_factor, priors=self._base_priors,
+                                             initial_state=c.stage_initial_state(job.stage), vehicle=c.vehicle,
+                                             smc_options={"refit_proposal": bool(c.refit_proposal),
+                                                          "stop": self.cancel.is_set})
+                except Cancelled:
+                    break
+                except (InputError, EstimationError) as exc:
+                    result, error = None, str(exc)
+                except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError,
+                        RuntimeError) as exc:
+                    result, error = None, f"fit failed: {exc!r}"
             ok = result is not None and self.acceptable(result)
             holdout = None
             if ok and job.held is not None and at_prior_bound(job.stage, result, priors=c.priors) is None:
@@ -686,6 +723,41 @@ class CalibrationPipeline:
         st.result_holdout = holdout
         st.level, st.last_reason = OK, ""
         st.message = f"{self._summary(stage)} ({note})"
+
+    def carry_forward(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None,
+                      score: float, *, data_time: float | None, drift: DriftModel | None = DEFAULT_DRIFT,
+                      note: str = "carried forward", holdout: dict | None = None) -> None:
+        """Start ``stage`` from an earlier drive's accepted ``result`` (a state file read back, the previous bag of
+        a fleet chain): it is restored as the accepted result (:meth:`restore`), and, unless ``drift`` is None, the
+        stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.carry_forward` (the
+        posterior widened for the data time from ``data_time`` [s, the stamp clock; the accepted fit's segment
+        end] to the first record added after this call, clipped to the configured ranges). The ranges are set
+        in ``config.priors`` at that first record and listed in :attr:`carried_priors`. A fit of a carried stage
+        whose posterior HDI reaches a carried bound (``carry_forward.touches_bound``) is run once more on the ranges
+        configured before carrying (:meth:`fit`): a change beyond the drift model's allowance is estimated, not
+        clipped. A carried stage's excitation ``score`` is not carried (``replace_min_score`` then compares against
+        0): a converged, predicting fit of the new drive replaces the carried result however excited its segment,
+        its prior holding the earlier drives' information; with ``drift`` None the score is restored as given."""
+        carried = drift is not None and data_time is not None and math.isfinite(data_time)
+        self.restore(stage, result, segment, 0.0 if carried else score, note=note, holdout=holdout)
+        if carried:
+            self._carried[stage] = ({k: dict(v) for k, v in result.parameters.items()}, float(data_time), drift)
+
+    def _apply_carried(self, t_now: float) -> None:
+        """Set the carried priors of :meth:`carry_forward` at data time ``t_now`` [s]."""
+        base, c = self.config.priors, self.config
+        ranges: dict[str, tuple[float, float]] = {}
+        for stage, (params, t_data, drift) in self._carried.items():
+            spec = stage_spec(stage, priors=base, vehicle=c.vehicle)
+            bounds = {n: (float(d.low), float(d.high)) for n, d in spec.priors if hasattr(d, "low")}
+            carried = carried_priors(params, t_now - t_data, bounds, drift)
+            ranges.update(carried)
+            self.carried_priors[stage] = {n: {"lower": lo, "upper": hi, "elapsed_s": t_now - t_data}
+                                          for n, (lo, hi) in carried.items()}
+        self._carried = {}
+        if ranges:
+            self._base_priors = base
+            self.config = with_updates(self.config, priors={**(base or {}), **ranges})
 
     def _summary(self, stage: str) -> str:
         st = self.status[stage]

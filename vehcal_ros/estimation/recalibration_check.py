@@ -100,8 +100,12 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     rho = np.array([float(result.residual_correlation[c]["mean"]) if c in result.residual_correlation else 0.0
                     for c in spec.channels])
     flat = result.draws.reshape(-1, result.draws.shape[-1])[:, [result.names.index(n) for n in names]]
-    mean = flat.mean(axis=0)
-    cov = np.atleast_2d(np.cov(flat, rowvar=False))
+    if flat.shape[0] >= 2:
+        mean = flat.mean(axis=0)
+        cov = np.atleast_2d(np.cov(flat, rowvar=False))
+    else:   # a result read back from a state file keeps its summaries only: independent, with their sds
+        mean = np.array([float(result.parameters[n]["mean"]) for n in names])
+        cov = np.diag([float(result.parameters[n]["std"]) ** 2 for n in names])
     sd = np.sqrt(np.diag(cov))
     box = [result.priors.get(n, (d.low, d.high)) for n, d in spec.priors]
     lower, upper = np.array([b[0] for b in box], float), np.array([b[1] for b in box], float)

@@ -1,11 +1,15 @@
-"""The calibrator's state file: the last accepted result of each stage, kept across restarts.
+"""The calibrator's state file: the last accepted result of each stage and the history of accepted results per
+drive, kept across restarts and shared by the live ``model_calibrator`` and ``vehcal batch --fleet``.
 
 ``model_calibrator`` writes it (atomically: temp file + rename, so a kill -9 leaves the old or the new file, never
-half of one) after every accepted fit and on ``~/save``; at start it reads it back and publishes the restored
-model at once. JSON by default; a ``.yaml``/``.yml`` path is written as YAML (either is read). Layout::
+half of one) after every accepted fit and on ``~/save``; at start it reads it back, publishes the restored model at
+once and carries each stage forward (:func:`restore_into`: the stage's priors become the accepted posterior
+widened by the drift model of :mod:`vehcal_ros.estimation.carry_forward`). ``vehcal batch --fleet`` and
+``vehcal replay --state`` do the same around each replayed bag of a vehicle. JSON by default; a ``.yaml``/``.yml``
+path is written as YAML (either is read). Layout (version 2)::
 
     format: vehcal_ros/calibration_state
-    version: 1
+    version: 2
     vehicle_id: truck7
     vehicle: hmmwv                               # the calibrator's vehicle description (when it has one)
     saved_at: 2026-11-24T14:00:00+00:00          # UTC, information only
@@ -17,12 +21,31 @@ model at once. JSON by default; a ``.yaml``/``.yml`` path is written as YAML (ei
         segment: [t0, t1]                          # s, data time of the fitted segment
         score: 1.9                                 # the segment's excitation (segments.Window.score)
         holdout: {segment, rmse_candidate, rmse_replaced, coverage, passed, ...}   # optional: the accepted
-                                                   # fit's predictive check (estimation/acceptance.py); files
-                                                   # without it (written before the check existed) are read
+                                                   # fit's predictive check (estimation/acceptance.py)
+        data_time: 1732802400.0                    # s, stamp clock: the end of the fitted segment (the drift
+                                                   # model's elapsed time starts here)
+        data_date: 2024-11-28T14:00:00+00:00       # UTC date of data_time when the stamps are Unix time, else null
+        drive: truck7_2024-11-28                   # the drive (bag stem, or "live <start>") that fitted it
+    history:                                       # one entry per drive, oldest first
+      - drive: truck7_2024-11-28
+        t_start: 1732802000.0                      # s, stamp clock: the drive's first and last record
+        t_end: 1732802900.0
+        date: 2024-11-28T13:53:20+00:00            # UTC date of t_start (null when not Unix time)
+        stages:
+          longitudinal:
+            status: fitted                         # fitted (a new accepted fit this drive) | confirmed (a window
+                                                   # of this drive confirmed the earlier result without a fit) |
+                                                   # carried (no new fit; the earlier drive's result stands)
+            data_time: 1732802400.0
+            parameters: {Cxf: {mean, std, hdi_low, hdi_high}, ...}
+
+Version 1 (the same without ``data_time``, ``data_date``, ``drive`` and ``history``) is migrated on read: a stage's
+``data_time`` becomes its segment's end, and the history starts empty; the next write is version 2.
 
 A file that cannot be used is refused with :class:`StateRefused` naming the reason — not valid JSON/YAML or
-truncated, not this format, another version, another ``vehicle_id`` or vehicle description, or a stage entry that
-is not a complete posterior summary — and the node then starts from the priors. Nothing here imports rclpy.
+truncated, not this format, a version other than 1 or 2, another ``vehicle_id`` or vehicle description, a stage
+entry that is not a complete posterior summary, or a history that is not a list of drive entries — and the node
+then starts from the priors. Nothing here imports rclpy.
 """
 
 from __future__ import annotations
@@ -31,7 +54,7 @@ import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +64,17 @@ import yaml
 
 from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult, jsonable
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, write_atomic
+from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel
 
 FORMAT = "vehcal_ros/calibration_state"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""versions :func:`read_state_document` reads (1 is migrated)."""
+UNIX_TIME_MIN = 1e8
+"""s: stamps at or above this (1973-03-03) are taken as Unix time and given a date; below (a simulator clock from
+0), ``data_date`` and ``date`` are null."""
+HISTORY_KEYS = ("mean", "std", "hdi_low", "hdi_high")
+"""the posterior numbers kept per parameter in a history entry."""
 SUMMARY_KEYS = ("mean", "std", "hdi_low", "hdi_high", "r_hat", "ess_bulk", "ess_tail")
 """Every summary in a state file has these numbers (the published ones; extra keys are kept)."""
 
@@ -67,43 +98,89 @@ class StageState:
     score: float
     holdout: dict[str, Any] | None = None
     """the accepted fit's predictive check on its held-back segment (``HoldoutCheck.to_dict``), None if unknown."""
+    data_time: float | None = None
+    """s, stamp clock: the end of the fitted segment (None: unknown; the segment's end is used when there is one)."""
+    drive: str | None = None
+    """the drive that fitted it (bag stem or ``live <start>``), None if unknown."""
+
+    def __post_init__(self) -> None:
+        if self.data_time is None and self.segment is not None:   # version 1: the segment's end
+            object.__setattr__(self, "data_time", float(self.segment[1]))
+
+    @property
+    def time_of_data(self) -> float | None:
+        """``data_time`` [s] (the segment's end when not given), None if unknown."""
+        return float(self.data_time) if self.data_time is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"parameters": self.parameters, "noise": self.noise, "converged": bool(self.converged),
                "segment": list(self.segment) if self.segment is not None else None, "score": float(self.score)}
         if self.holdout is not None:
             out["holdout"] = jsonable(self.holdout)
+        t = self.time_of_data
+        out["data_time"] = t
+        out["data_date"] = date_of(t)
+        out["drive"] = self.drive
         return out
 
 
+@dataclass(frozen=True)
+class StateDocument:
+    """A state file read back: its stages, its history of drives (oldest first) and the version it had."""
+
+    stages: dict[str, StageState]
+    history: list[dict[str, Any]]
+    version_read: int
+
+
+def date_of(t: float | None) -> str | None:
+    """ISO-8601 UTC date of a stamp ``t`` [s] when it is Unix time (>= :data:`UNIX_TIME_MIN`), else None."""
+    if t is None or not math.isfinite(t) or t < UNIX_TIME_MIN:
+        return None
+    return _dt.datetime.fromtimestamp(float(t), _dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def state_text(path: str | os.PathLike, vehicle_id: str, stages: Mapping[str, StageState],
-               now: _dt.datetime | None = None, vehicle: str | None = None) -> str:
-    """The file's text (YAML for a .yaml/.yml path, else JSON)."""
+               now: _dt.datetime | None = None, vehicle: str | None = None,
+               history: list[dict[str, Any]] | None = None) -> str:
+    """The file's text, version 2 (YAML for a .yaml/.yml path, else JSON)."""
     doc = {"format": FORMAT, "version": VERSION, "vehicle_id": vehicle_id,
            "saved_at": (now or _dt.datetime.now(_dt.timezone.utc)).isoformat(timespec="seconds"),
            "stages": {s: st.to_dict() for s, st in stages.items()}}
     if vehicle is not None:
         doc["vehicle"] = str(vehicle)
+    doc["history"] = jsonable(list(history or []))
     if Path(path).suffix.lower() in (".yaml", ".yml"):
         return yaml.safe_dump(doc, sort_keys=False)
     return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
 def write_state(path: str | os.PathLike, vehicle_id: str, stages: Mapping[str, StageState],
-                vehicle: str | None = None) -> None:
+                vehicle: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
     """Write the state atomically (``write_atomic``: temp file in the same folder, then rename)."""
-    write_atomic(path, state_text(path, vehicle_id, stages, vehicle=vehicle))
+    write_atomic(path, state_text(path, vehicle_id, stages, vehicle=vehicle, history=history))
 
 
 def read_state(path: str | os.PathLike, vehicle_id: str, vehicle: str | None = None) -> dict[str, StageState]:
-    """The stages of the state file at ``path`` for ``vehicle_id`` (and, when both the file and the caller name
-    one, the vehicle description); FileNotFoundError if there is none, :class:`StateRefused` (with the reason) if
-    it cannot be used."""
+    """The stages of the state file at ``path`` (:func:`read_state_document`)."""
+    return read_state_document(path, vehicle_id, vehicle).stages
+
+
+def read_state_document(path: str | os.PathLike, vehicle_id: str, vehicle: str | None = None) -> StateDocument:
+    """The state file at ``path`` for ``vehicle_id`` (and, when both the file and the caller name one, the vehicle
+    description), version 1 migrated; FileNotFoundError if there is none, :class:`StateRefused` (with the reason)
+    if it cannot be used."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise StateRefused(path, "corrupt: not a text file") from None
+    return parse_state(text, path, vehicle_id, vehicle)
+
+
+def parse_state(text: str, path: str | os.PathLike, vehicle_id: str, vehicle: str | None = None) -> StateDocument:
+    """:func:`read_state_document` of a file's ``text`` (``path`` names it in a refusal)."""
+    path = Path(path)
     try:
         doc = yaml.safe_load(text)  # JSON is YAML: either format reads here
     except yaml.YAMLError as exc:
@@ -113,8 +190,10 @@ def read_state(path: str | os.PathLike, vehicle_id: str, vehicle: str | None = N
         raise StateRefused(path, "corrupt or truncated: expected a mapping with format, version, vehicle_id, stages")
     if doc.get("format") != FORMAT:
         raise StateRefused(path, f"not a {FORMAT} file (format: {doc.get('format')!r})")
-    if doc.get("version") != VERSION:
-        raise StateRefused(path, f"incompatible version {doc.get('version')!r} (this build reads version {VERSION})")
+    version = doc.get("version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        raise StateRefused(path, f"incompatible version {version!r} (this build reads versions "
+                                 f"{', '.join(map(str, READABLE_VERSIONS))})")
     if str(doc.get("vehicle_id")) != vehicle_id:
         raise StateRefused(path, f"written for vehicle_id {doc.get('vehicle_id')!r}, this node is {vehicle_id!r}")
     if vehicle is not None and doc.get("vehicle") is not None and str(doc["vehicle"]) != str(vehicle):
@@ -122,7 +201,13 @@ def read_state(path: str | os.PathLike, vehicle_id: str, vehicle: str | None = N
     stages = doc.get("stages")
     if not isinstance(stages, dict):
         raise StateRefused(path, "corrupt or truncated: 'stages' is not a mapping")
-    return {stage: _stage(path, stage, body) for stage, body in stages.items()}
+    history = doc.get("history", []) if version == 2 else []
+    if not isinstance(history, list) or not all(isinstance(h, dict) and isinstance(h.get("drive"), str)
+                                                and isinstance(h.get("stages", {}), dict) for h in history):
+        raise StateRefused(path, "'history' must be a list of drive entries (each with a 'drive' name and "
+                                 "'stages')")
+    return StateDocument({stage: _stage(path, stage, body) for stage, body in stages.items()}, history,
+                         int(version))
 
 
 def _stage(path: Path, stage: Any, body: Any) -> StageState:
@@ -149,25 +234,50 @@ def _stage(path: Path, stage: Any, body: Any) -> StageState:
     holdout = body.get("holdout")
     if holdout is not None and not isinstance(holdout, dict):
         raise StateRefused(path, f"stage {stage}: 'holdout' must be a mapping or absent")
+    data_time = body.get("data_time")
+    if data_time is not None and not _finite(data_time):
+        raise StateRefused(path, f"stage {stage}: 'data_time' must be a finite number or null")
+    drive = body.get("drive")
     return StageState(groups["parameters"], groups["noise"], bool(body.get("converged", True)),
-                      (float(seg[0]), float(seg[1])) if seg is not None else None, float(score), holdout)
+                      (float(seg[0]), float(seg[1])) if seg is not None else None, float(score), holdout,
+                      float(data_time) if data_time is not None else None,
+                      str(drive) if drive is not None else None)
 
 
-def stages_from(pipeline: CalibrationPipeline) -> dict[str, StageState]:
-    """The accepted result of every stage that has one, as saved."""
+def stages_from(pipeline: CalibrationPipeline, drive: str | None = None,
+                previous: Mapping[str, StageState] | None = None) -> dict[str, StageState]:
+    """The accepted result of every stage that has one, as saved. ``drive`` names the drive a result accepted
+    since ``previous`` (the stages the pipeline was started from) came from; a result carried over unchanged keeps
+    its ``previous`` entry's ``data_time`` and ``drive``."""
     out = {}
     for stage, st in pipeline.status.items():
         res = st.result
-        if res is not None:
-            out[stage] = StageState({k: dict(v) for k, v in res.parameters.items()},
-                                    {k: dict(v) for k, v in res.noise.items()}, bool(res.converged),
-                                    st.result_segment, float(st.result_score),
-                                    getattr(st, "result_holdout", None))
+        if res is None:
+            continue
+        before = (previous or {}).get(stage)
+        if before is not None and _same(before, st.result_segment, res):
+            out[stage] = before
+            continue
+        seg = st.result_segment
+        out[stage] = StageState({k: dict(v) for k, v in res.parameters.items()},
+                                {k: dict(v) for k, v in res.noise.items()}, bool(res.converged),
+                                seg, float(st.result_score), getattr(st, "result_holdout", None),
+                                float(seg[1]) if seg is not None else None, drive)
     return out
 
 
-def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState], note: str) -> list[str]:
-    """Give the pipeline the saved results of its configured stages; return the stages restored (in order)."""
+def _same(before: StageState, segment: tuple[float, float] | None, result: CalibrationResult) -> bool:
+    """The pipeline's accepted result is still the one restored from ``before``."""
+    seg = tuple(before.segment) if before.segment is not None else None
+    return seg == (tuple(segment) if segment is not None else None) and all(
+        before.parameters.get(k, {}).get("mean") == v.get("mean") for k, v in result.parameters.items())
+
+
+def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState], note: str,
+                 drift: DriftModel | None = DEFAULT_DRIFT) -> list[str]:
+    """Give the pipeline the saved results of its configured stages, each carried forward (its priors the saved
+    posterior widened by ``drift`` for the data time since ``data_time``: ``CalibrationPipeline.carry_forward``;
+    None: restored only, priors unchanged); return the stages restored (in order)."""
     done = []
     for stage in pipeline.config.stages:
         saved = stages.get(stage)
@@ -177,14 +287,40 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
         result = CalibrationResult(stage=stage, parameters=saved.parameters, noise=saved.noise,
                                    converged=saved.converged, elapsed_s=0.0, log_evidence=math.nan, n_stages=0,
                                    names=tuple(names), draws=np.empty((0, 0, len(names))))
-        pipeline.restore(stage, result, saved.segment, saved.score, note=note, holdout=saved.holdout)
+        pipeline.carry_forward(stage, result, saved.segment, saved.score, data_time=saved.time_of_data,
+                               drift=drift, note=note, holdout=saved.holdout)
         done.append(stage)
     return done
+
+
+def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, StageState],
+                after: Mapping[str, StageState], confirmed: Collection[str] = ()) -> dict[str, Any]:
+    """The history entry of one drive (module docstring): every stage with a result after it, ``fitted`` when the
+    result changed during the drive, else ``confirmed`` when the stage is in ``confirmed`` (a window of the drive
+    confirmed the carried model without a fit), else ``carried``."""
+    stages = {}
+    for stage, st in after.items():
+        prev = before.get(stage)
+        fitted = prev is None or prev.to_dict() != st.to_dict()
+        status = "fitted" if fitted else "confirmed" if stage in confirmed else "carried"
+        stages[stage] = {"status": status, "data_time": st.time_of_data,
+                         "parameters": {n: {k: float(v[k]) for k in HISTORY_KEYS if k in v}
+                                        for n, v in st.parameters.items()}}
+    t0 = float(t_start) if math.isfinite(t_start) else None
+    return {"drive": drive, "t_start": t0, "t_end": float(t_end) if math.isfinite(t_end) else None,
+            "date": date_of(t0), "stages": stages}
+
+
+def with_entry(history: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """``history`` with ``entry`` replacing the entry of the same drive, else appended (order kept)."""
+    out = [h for h in history if h.get("drive") != entry["drive"]]
+    return out + [entry]
 
 
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-__all__ = ["FORMAT", "VERSION", "StageState", "StateRefused", "read_state", "write_state", "state_text",
-           "stages_from", "restore_into"]
+__all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "StageState", "StateDocument", "StateRefused", "read_state",
+           "read_state_document", "parse_state", "write_state", "state_text", "stages_from", "restore_into",
+           "drive_entry", "with_entry", "date_of"]

@@ -320,6 +320,8 @@ class ReplayResult:
     grip_by_place: tuple[dict, ...] = field(default=(), repr=False)
     """Per GNSS fix (one per second of bag time) and grip scope, the belief in force there: dicts of
     ``estimation.position.PLACE_FIELDS`` (empty when the bag has no ``/vehicle/gnss/fix``)."""
+    calibration_pipeline: Any = field(default=None, repr=False, compare=False)
+    """the calibration pipeline at the end of the bag (its accepted results: a state file), None without one."""
 
     @property
     def bag_duration_s(self) -> float:
@@ -662,7 +664,8 @@ def _frames(grip_values: Mapping[str, Any]) -> bags.Frames:
 def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os.PathLike | None = None,
                topic_map: Mapping[str, str] | None = None, seed: int | None = None,
                progress: ProgressFn | None = None, *, calibration: bool = True, final_cycle: bool = True,
-               progress_every: int = 5000, workers: int | None = None, executor: Any = "local") -> ReplayResult:
+               progress_every: int = 5000, workers: int | None = None, executor: Any = "local",
+               calibration_start: Callable[[Any], None] | None = None) -> ReplayResult:
     """Run the estimators over a bag; see the module docstring.
 
     params: ``{node: {param: value}}``, a params YAML path, or None (config/estimate.yaml).
@@ -676,6 +679,8 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
     per core; ``workers=1`` or ``executor="serial"`` runs everything in this thread (the reference). Either
     way the numbers are the same.
     progress: called with a :class:`ReplayProgress` every ``progress_every`` records and at the end.
+    calibration_start: called with the calibration pipeline before the first record (e.g. a state file's
+    carried-forward start, io/calibration_state.py); the replay then runs in this thread (serial schedule).
     InputError: a bag that is missing, truncated or corrupt, with no relevant topic, or with an unexpected
     message type on a relevant topic (raised while streaming, before anything is returned).
     """
@@ -689,6 +694,8 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
     cal, cal_note = None, ""
     if calibration:
         cal = calibration_pipeline_from(cal_values)
+        if cal is not None and calibration_start is not None:
+            calibration_start(cal)
         if cal is None:
             cal_note = f"{CALIBRATION_MODULE} is not available: calibration skipped"
     else:
@@ -703,7 +710,7 @@ def replay_bag(path: str | os.PathLike, params: Mapping[str, Mapping] | str | os
     report = _progress_reporter(progress, span, total, t_wall)
     # with estimated tire forces the grip data depend on the calibrated model (i11c): no independent streams
     coupled = cal is not None and grip_values.get("force_source", "measured") != "measured"
-    if _is_serial(workers, executor) or coupled:
+    if _is_serial(workers, executor) or coupled or calibration_start is not None:
         stats, cal_rec, fed = _replay_serial(job, grip, recorder, cal, report)
     else:
         from vehcal_ros.io.replay_parallel import replay_parallel
@@ -832,7 +839,8 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         model_parameters=model_params, counters=counter_doc, n_messages=stats.n, t_start=stats.t_start,
         t_end=stats.t_end, elapsed_s=elapsed, calibration_note=cal_note,
         outputs=tuple((prefix, *o[2]) for o in outputs),
-        grip_by_place=tuple(grip_by_place(recorder.position.track, recorder.place_truths, in_force)))
+        grip_by_place=tuple(grip_by_place(recorder.position.track, recorder.place_truths, in_force)),
+        calibration_pipeline=cal_rec.cal if cal_rec is not None else None)
 
 
 def _stat(s: Mapping | None, f: str) -> float:

@@ -22,6 +22,7 @@ resume, state kept), ``~/calibrate`` (Trigger: fit the due stages now, answer wi
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -218,6 +219,9 @@ class ModelCalibratorNode(WorkerNode):
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.state_note = ""          # what happened to the state file at start (shown on /diagnostics)
         self.state_refused = ""       # why it was refused ("" = not refused)
+        self._state_before: dict = {}     # the stages restored at start (their history entries are theirs)
+        self._state_history: list = []   # the state file's drives before this run (io/calibration_state.py)
+        self._drive = "live " + _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._restore_state()
         self._create_services()
         self.create_service(Trigger, "~/calibrate", self._on_calibrate, callback_group=self.services_group)
@@ -237,7 +241,7 @@ class ModelCalibratorNode(WorkerNode):
             return
         remove_stale_temps(path)   # left by a writer killed mid-write (the file itself is whole: write_atomic)
         try:
-            saved = calibration_state.read_state(path, vid, vehicle=self.values.get("vehicle"))
+            doc = calibration_state.read_state_document(path, vid, vehicle=self.values.get("vehicle"))
         except FileNotFoundError:
             self.state_note = f"no state file at {path} yet: starting from the priors"
         except (calibration_state.StateRefused, OSError) as exc:
@@ -245,6 +249,7 @@ class ModelCalibratorNode(WorkerNode):
             self.state_note = f"state file {path} refused: {self.state_refused}; starting from the priors"
             self.get_logger().warning(self.state_note)
         else:
+            saved, self._state_before, self._state_history = doc.stages, dict(doc.stages), list(doc.history)
             stages = calibration_state.restore_into(self.pipeline, saved, note=f"restored from {path}")
             self.state_note = (f"restored {', '.join(stages)} from {path}" if stages else
                                f"state file {path} holds no accepted stage: starting from the priors")
@@ -256,8 +261,14 @@ class ModelCalibratorNode(WorkerNode):
         if not path:
             return None
         with self._lock:
-            stages = calibration_state.stages_from(self.pipeline)
-        calibration_state.write_state(path, self.values["vehicle_id"], stages, vehicle=self.values.get("vehicle"))
+            stages = calibration_state.stages_from(self.pipeline, self._drive, self._state_before)
+            t0, t1 = self.pipeline.data_span
+        history = self._state_history
+        if stages:   # this run's drive entry (replaced on every save of the run)
+            entry = calibration_state.drive_entry(self._drive, t0, t1, self._state_before, stages)
+            history = calibration_state.with_entry(history, entry)
+        calibration_state.write_state(path, self.values["vehicle_id"], stages, vehicle=self.values.get("vehicle"),
+                                      history=history)
         return path
 
     # ---------------------------------------------------------- services
@@ -273,6 +284,7 @@ class ModelCalibratorNode(WorkerNode):
         self._set_model_parameters({s.name: self.values[s.name] for s in MODEL_SPECS})   # the start-up values
         self.destroy_publisher(self._model_pub)   # a late joiner must not get the model from before the reset
         self._model_pub = self.create_publisher(DiagnosticArray, self.values["output_topic"], latched_qos())
+        self._state_before, self._state_history = {}, []   # starts over: the file's history goes too
         try:
             if self._save_state():
                 response.message += f"; {self.values['state_file']} emptied"

@@ -1,0 +1,374 @@
+"""``vehcal batch --fleet``: bags replayed per vehicle in time order, each stage carried forward through the
+vehicle's state file (version 2; version 1 migrated), on a real Dask LocalCluster with the numbers of serial
+``vehcal replay --state`` chains; fleet-file refusals; a truncated bag reported once; the drift flag.
+
+The bags are the 8-DOF synthetic drive (test/calibration_drive.py, 14.5 s: throttle ramp, coast-down, steering
+ramp) with the calibrator's longitudinal and rolling-resistance stages at 2 x 100 particles, so one replay takes
+about a second once the kernels are compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vehcal_ros.cli import main
+from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.carry_forward import DriftModel, carried_range, drift_flag, prior_sd
+from vehcal_ros.io import bags
+from vehcal_ros.io import calibration_state as cs
+from vehcal_ros.io.fleet import bag_vehicle_id, load_fleet
+from vehcal_ros.io.fleet_summary import fleet_summary, vehicle_summary
+
+DAY = 86400.0
+T0 = 1.7e9   # Unix time: the drives get dates
+PARAMS = """\
+grip_estimator:
+  ros__parameters:
+    fit_period: 8.0
+model_calibrator:
+  ros__parameters:
+    stages: [rolling_resistance, longitudinal]
+    n_chains: 2
+    n_draws: 100
+    min_ess: 10.0
+    max_r_hat: 1.5
+    recalibration_period: 0.0
+    calibration_period: 7.0
+"""
+# vehicle -> [(bag name, noise seed, day)]: the names sort against the time order
+DRIVES = {"truckA": [("truckA_b", 1, 0), ("truckA_a", 2, 1)], "truckB": [("truckB_b", 3, 0), ("truckB_a", 4, 2)]}
+V1_STATE = Path(__file__).parent / "data" / "calibration_state_v1.json"
+
+
+def _tag(bag: Path, vehicle_id: str) -> None:
+    """Write ``custom_data: {vehicle_id: ...}`` into the bag's metadata.yaml (as ``ros2 bag record --custom-data``)."""
+    meta = bag / "metadata.yaml"
+    doc = yaml.safe_load(meta.read_text())
+    doc["rosbag2_bagfile_information"]["custom_data"] = {"vehicle_id": vehicle_id}
+    meta.write_text(yaml.safe_dump(doc))
+
+
+@pytest.fixture(scope="module")
+def fleet_dir(tmp_path_factory) -> Path:
+    from calibration_drive import drive_records
+
+    d = tmp_path_factory.mktemp("fleet")
+    for vid, drives in DRIVES.items():
+        for name, seed, day in drives:
+            recs = drive_records(seed=seed, t0=T0 + day * DAY + (3600.0 if vid == "truckB" else 0.0))
+            bags.write_bag(d / name, [(None, r) for r in recs], storage="mcap")
+    _tag(d / "truckB_a", "truckB")
+    (d / "p.yaml").write_text(PARAMS)
+    (d / "fleet.yaml").write_text("params: p.yaml\nvehicles:\n  truckA: {vehicle: hmmwv, bags: 'truckA_*'}\n"
+                                  "  truckB: {vehicle: hmmwv, bags: ['truckB_*']}\n")
+    return d
+
+
+def _rr_bounds(vehicle: str | None) -> tuple[float, float]:
+    from vehcal_ros.estimation.calibration import stage_spec
+
+    d = dict(stage_spec("rolling_resistance", vehicle=vehicle).priors)["rr"]
+    return float(d.low), float(d.high)
+
+
+def _strip(o):
+    """A document without wall-clock fields."""
+    if isinstance(o, dict):
+        return {k: _strip(v) for k, v in o.items() if k not in ("elapsed_s", "sampling_s", "realtime_factor", "bag",
+                                                                "last_fit_s", "saved_at", "wall_s")}
+    if isinstance(o, list):
+        return [_strip(v) for v in o]
+    return o
+
+
+def test_fleet_on_dask_matches_chained_serial_replays(fleet_dir, tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    cl = distributed.LocalCluster(host="127.0.0.1", processes=True, n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None)
+    try:
+        spec = "dask://" + cl.scheduler_address.removeprefix("tcp://")
+        rc = main(["batch", "--fleet", str(fleet_dir / "fleet.yaml"), "--out", str(tmp_path / "out"),
+                   "--executor", spec, "--seed", "3"])
+    finally:
+        cl.close()
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    out = tmp_path / "out"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["finished"] and summary["n_failed"] == 0 and summary["n_inputs"] == 4
+    for vid, drives in DRIVES.items():
+        # the same chain, serially, through `vehcal replay --state`, in time order (the reverse of the names)
+        state = tmp_path / f"{vid}.state.json"
+        for name, _, _ in sorted(drives, key=lambda d: d[2]):
+            rc = main(["replay", str(fleet_dir / name), "--params", str(fleet_dir / "p.yaml"), "--vehicle", "hmmwv",
+                       "--seed", "3", "--state", str(state), "--vehicle-id", vid, "--quiet",
+                       "--json", str(tmp_path / f"{name}.json")])
+            assert rc == 0, capsys.readouterr().err
+            batch_doc = json.loads((out / vid / f"{name}.json").read_text())
+            serial_doc = json.loads((tmp_path / f"{name}.json").read_text())
+            assert _strip(batch_doc["calibration"]) == _strip(serial_doc["calibration"]), (vid, name)
+            assert batch_doc["model_parameters"] == serial_doc["model_parameters"]
+        a, b = json.loads(state.read_text()), json.loads((out / vid / "state.json").read_text())
+        assert a["version"] == b["version"] == 2
+        assert _strip(a) == _strip(b), vid
+        hist = b["history"]
+        first, second = sorted(drives, key=lambda d: d[2])
+        assert [h["drive"] for h in hist] == [first[0], second[0]]   # time order
+        assert hist[0]["date"].startswith("2023-11-14") and all(s["status"] == "fitted"
+                                                                 for s in hist[0]["stages"].values())
+        assert set(hist[0]["stages"]) == {"longitudinal", "rolling_resistance"}
+        # the second drive started from the first's posteriors, widened by the drift model over >= 1 day
+        second_doc = json.loads((out / vid / f"{second[0]}.json").read_text())
+        carried = second_doc["fleet"]["carried_priors"]
+        assert set(carried) == {"longitudinal", "rolling_resistance"}
+        rr0 = hist[0]["stages"]["rolling_resistance"]["parameters"]["rr"]
+        lo, hi = carried["rolling_resistance"]["rr"]["lower"], carried["rolling_resistance"]["rr"]["upper"]
+        elapsed = carried["rolling_resistance"]["rr"]["elapsed_s"]
+        assert elapsed > DAY - 60.0
+        assert (lo, hi) == pytest.approx(carried_range(rr0["mean"], rr0["std"], elapsed, _rr_bounds("hmmwv"),
+                                                       DriftModel()))
+        veh = summary["vehicles"][vid]
+        assert [d["drive"] for d in veh["drives"]] == [first[0], second[0]]
+        assert len(veh["parameters"]["rr"]) == 2 and veh["drift_flags"] == []
+        assert (out / vid / "parameters.png").stat().st_size > 1000
+    assert {o["vehicle_id"] for o in summary["inputs"]} == set(DRIVES)
+
+    # --resume: every drive is in its vehicle's history with its result file: nothing runs, nothing changes
+    before = {p: p.read_bytes() for p in out.glob("*/state.json")}
+    rc = main(["batch", "--fleet", str(fleet_dir / "fleet.yaml"), "--out", str(out), "--executor", "serial",
+               "--resume"])
+    assert rc == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert [o["status"] for o in again["inputs"]] == ["skipped"] * 4
+    assert {p: p.read_bytes() for p in out.glob("*/state.json")} == before
+
+
+def test_truncated_and_mislabelled_bags_fail_once_the_others_finish(fleet_dir, tmp_path, capsys):
+    d = tmp_path / "bags"
+    d.mkdir()
+    for name in ("truckA_b", "truckA_a", "truckB_b"):
+        shutil.copytree(fleet_dir / name, d / name)
+    cut = d / "truckA_cut"
+    shutil.copytree(fleet_dir / "truckA_a", cut)
+    data = next(cut.glob("*.mcap"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    shutil.copytree(fleet_dir / "truckB_a", d / "truckB_x")   # tagged truckB: listed under truckA below
+    shutil.copy(fleet_dir / "p.yaml", d / "p.yaml")
+    (d / "fleet.yaml").write_text("params: p.yaml\nvehicles:\n"
+                                  "  truckA: {vehicle: hmmwv, bags: [truckA_b, truckA_a, truckA_cut, truckB_x]}\n"
+                                  "  truckB: {vehicle: hmmwv, bags: [truckB_b]}\n")
+    rc = main(["batch", "--fleet", str(d / "fleet.yaml"), "--out", str(tmp_path / "out"), "--executor", "serial",
+               "--seed", "3"])
+    cap = capsys.readouterr()
+    assert rc == 1
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    by = {Path(o["input"]).name: o for o in summary["inputs"]}
+    assert by["truckA_cut"]["status"] == "failed" and "truncated or corrupt" in by["truckA_cut"]["error"]
+    assert by["truckA_cut"]["attempts"] <= 1
+    assert by["truckB_x"]["status"] == "failed" and "vehicle_id 'truckB'" in by["truckB_x"]["error"]
+    failed_lines = [ln for ln in cap.err.splitlines() if ln.startswith("vehcal batch: failed: ")]
+    assert len(failed_lines) == 2 and sum("truckA_cut" in ln for ln in failed_lines) == 1, failed_lines
+    assert [by[n]["status"] for n in ("truckA_b", "truckA_a", "truckB_b")] == ["ok"] * 3
+    hist = json.loads((tmp_path / "out" / "truckA" / "state.json").read_text())["history"]
+    assert [h["drive"] for h in hist] == ["truckA_b", "truckA_a"]   # the failed bags left the chain unchanged
+
+
+def dying_drive(bag: str, vehicle_id: str, params: dict, state_text, seed, drift, drive) -> dict:
+    """The real fleet task, except that a bag whose name contains 'die' kills its worker process."""
+    import os
+
+    from vehcal_ros.io.fleet import replay_drive
+
+    if "die" in os.path.basename(bag):
+        os._exit(3)
+    return replay_drive(bag, vehicle_id, params, state_text, seed, drift, drive)
+
+
+def test_a_dead_worker_fails_its_bag_once_on_a_local_pool_and_the_chains_go_on(fleet_dir, tmp_path):
+    from vehcal_ros.commands.batch import run_fleet
+    from vehcal_ros.commands.replay import load_params
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+
+    for src, dst in (("truckA_b", "a1"), ("truckA_a", "a2_die"), ("truckB_b", "b1"), ("truckB_a", "b2")):
+        shutil.copytree(fleet_dir / src, tmp_path / dst)
+    fleet = load_fleet(_fleet(tmp_path, "vehicles:\n  truckA: {vehicle: hmmwv, bags: ['a*']}\n"
+                                        "  truckB: {vehicle: hmmwv, bags: ['b*']}\n"))
+    params = apply_vehicle(load_params(str(fleet_dir / "p.yaml")), "hmmwv")
+    summary = run_fleet(fleet, {"truckA": params, "truckB": params}, tmp_path / "out", executor="local", workers=2,
+                        seed=3, task=dying_drive, progress=False, plots=False)
+    by = {o.drive: o for o in summary.outcomes}
+    assert by["a2_die"].status == "failed" and "worker died" in by["a2_die"].error and by["a2_die"].attempts == 2
+    assert [by[n].status for n in ("a1", "b1", "b2")] == ["ok"] * 3 and summary.executor_rebuilds >= 1
+    hist = {v: [h["drive"] for h in json.loads((tmp_path / "out" / v / "state.json").read_text())["history"]]
+            for v in ("truckA", "truckB")}
+    assert hist == {"truckA": ["a1"], "truckB": ["b1", "b2"]}
+
+
+def _fleet(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "f.yaml").write_text(text)
+    return tmp_path / "f.yaml"
+
+
+@pytest.mark.parametrize("text, field", [
+    ("vehicles: []\n", "vehicles: expected a non-empty mapping"),
+    ("vehicle: {}\n", "unknown key 'vehicle'"),
+    ("vehicles:\n  t1: {bags: 'x*'}\n", "vehicles.t1.vehicle: missing"),
+    ("vehicles:\n  t1: {vehicle: no_such_car, bags: 'b*'}\n", "vehicles.t1.vehicle = 'no_such_car'"),
+    ("vehicles:\n  t1: {vehicle: hmmwv}\n", "vehicles.t1.bags: missing"),
+    ("vehicles:\n  t1: {vehicle: hmmwv, bags: ['b', 'nothing*']}\n",
+     "vehicles.t1.bags[1] = 'nothing*': matches no bag"),
+    ("vehicles:\n  t1: {vehicle: hmmwv, bags: 'b', colour: red}\n", "vehicles.t1.colour: unknown key"),
+    ("vehicles:\n  t 1: {vehicle: hmmwv, bags: 'b'}\n", "vehicles.t 1: the vehicle_id must be"),
+    ("vehicles:\n  t1: {vehicle: hmmwv, bags: 'b', params: none.yaml}\n", "vehicles.t1.params = 'none.yaml'"),
+    ("vehicles:\n  t1: {vehicle: hmmwv, bags: 'b'}\n  t2: {vehicle: hmmwv, bags: 'b'}\n",
+     "vehicles.t2.bags: "),
+    ("drift: {rate: -1}\nvehicles:\n  t1: {vehicle: hmmwv, bags: 'b'}\n", "drift: drift model: rate = -1.0"),
+    ("vehicles: [\n", "not valid YAML"),
+])
+def test_fleet_file_refused_with_one_line_naming_the_field(tmp_path, fleet_dir, text, field):
+    shutil.copytree(fleet_dir / "truckA_b", tmp_path / "b")
+    with pytest.raises(InputError) as err:
+        load_fleet(_fleet(tmp_path, text))
+    msg = str(err.value)
+    assert field in msg and "\n" not in msg, msg
+
+
+def test_fleet_file_and_bag_metadata(tmp_path, fleet_dir, capsys):
+    shutil.copytree(fleet_dir / "truckA_b", tmp_path / "b")
+    f = load_fleet(_fleet(tmp_path, "drift: {rate: 0.05}\nvehicles:\n  t1: {vehicle: sedan, bags: 'b/*.mcap'}\n"))
+    assert f.vehicles[0].bags == (str(tmp_path / "b"),) and f.vehicles[0].vehicle == "sedan"   # the bag directory
+    assert f.drift == DriftModel(rate=0.05)
+    assert bag_vehicle_id(fleet_dir / "truckB_a") == "truckB" and bag_vehicle_id(fleet_dir / "truckA_b") is None
+    # the CLI refuses a fleet with bags given too, and CSV inputs mixed with bags: one line, exit 2
+    for argv in (["batch", str(tmp_path / "b"), "--fleet", str(tmp_path / "f.yaml"), "--out", str(tmp_path / "o")],
+                 ["batch", str(tmp_path / "b"), str(tmp_path / "f.yaml"), "--out", str(tmp_path / "o")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and ("not both" in err), err
+
+
+def test_version_1_state_is_migrated_and_carried_forward(tmp_path, fleet_dir):
+    """test/data/calibration_state_v1.json was written by the version-1 writer (vehcal_ros/io/calibration_state.py
+    before version 2) from a replay of the synthetic drive."""
+    doc = cs.read_state_document(V1_STATE, "truck7", vehicle="hmmwv")
+    raw = json.loads(V1_STATE.read_text())
+    assert raw["version"] == 1 and doc.version_read == 1 and doc.history == []
+    assert set(doc.stages) == set(raw["stages"]) == {"longitudinal", "rolling_resistance"}
+    for stage, st in doc.stages.items():
+        body = raw["stages"][stage]
+        assert st.data_time == body["segment"][1] and st.parameters == body["parameters"]
+    # written back as version 2, read back the same
+    cs.write_state(tmp_path / "v2.json", "truck7", doc.stages, vehicle="hmmwv")
+    again = cs.read_state_document(tmp_path / "v2.json", "truck7", vehicle="hmmwv")
+    assert again.version_read == 2 and again.stages == doc.stages
+    # a replay started from the version-1 file: carried forward, then the file is version 2 with this drive
+    state = tmp_path / "state.json"
+    shutil.copy(V1_STATE, state)
+    assert main(["replay", str(fleet_dir / "truckA_a"), "--params", str(fleet_dir / "p.yaml"), "--vehicle", "hmmwv",
+                 "--seed", "3", "--state", str(state), "--vehicle-id", "truck7", "--quiet"]) == 0
+    new = json.loads(state.read_text())
+    assert new["version"] == 2 and [h["drive"] for h in new["history"]] == ["truckA_a"]
+    assert new["history"][0]["date"].startswith("2023-11-15")
+
+
+def test_pipeline_carry_forward_sets_widened_priors_at_the_first_record():
+    import numpy as np
+
+    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.estimation.signals import WheelSpeeds
+
+    doc = cs.read_state_document(V1_STATE, "truck7")
+    p = CalibrationPipeline(CalibrationPipelineConfig(stages=("rolling_resistance", "longitudinal")))
+    assert cs.restore_into(p, doc.stages, note="restored") == ["rolling_resistance", "longitudinal"]
+    assert p.config.priors is None and p.calibrated()   # restored at once; priors wait for the data time
+    t_data = doc.stages["rolling_resistance"].data_time
+    p.add(WheelSpeeds(t_data + 10 * DAY, np.full(4, 10.0)))
+    rr = doc.stages["rolling_resistance"].parameters["rr"]
+    assert p.config.priors["rr"] == pytest.approx(carried_range(rr["mean"], rr["std"], 10 * DAY, _rr_bounds(None),
+                                                                DriftModel()))
+    assert p.carried_priors["rolling_resistance"]["rr"]["elapsed_s"] == pytest.approx(10 * DAY)
+    assert set(p.config.priors) == {"rr", "Cxf", "Cxr"}
+
+
+def test_drift_model_math():
+    m = DriftModel(rate=0.01, floor=0.02, half_width=3.0)
+    # s_prior^2 = s^2 + (rate |m|)^2 days + (floor |m|)^2
+    assert prior_sd(100.0, 3.0, 4 * DAY, m) == pytest.approx(math.sqrt(9.0 + 4.0 * 1.0 + 4.0))
+    assert prior_sd(100.0, 3.0, -5.0, m) == pytest.approx(math.sqrt(9.0 + 4.0))   # an older drive: no time
+    assert carried_range(100.0, 3.0, 0.0, (0.0, 1000.0), m) == pytest.approx((100 - 3 * math.sqrt(13),
+                                                                              100 + 3 * math.sqrt(13)))
+    assert carried_range(100.0, 3.0, 0.0, (95.0, 1000.0), m)[0] == 95.0             # clipped to the bounds
+    assert carried_range(2000.0, 3.0, 0.0, (0.0, 1000.0), m) == (0.0, 1000.0)       # outside: the bounds
+    assert carried_range(float("nan"), 3.0, 0.0, (0.0, 1000.0), m) == (0.0, 1000.0)
+    with pytest.raises(InputError, match="half_width"):
+        DriftModel.from_mapping({"half_width": 0})
+
+
+def _history(means: list[float], sds: list[float], statuses: list[str] | None = None, days: float = 1.0) -> list:
+    statuses = statuses or ["fitted"] * len(means)
+    return [{"drive": f"d{i}", "t_start": T0 + i * days * DAY, "date": None,
+             "stages": {"rolling_resistance": {"status": s, "data_time": T0 + i * days * DAY,
+                                               "parameters": {"rr": {"mean": m, "std": sd}}}}}
+            for i, (m, sd, s) in enumerate(zip(means, sds, statuses))]
+
+
+def test_drift_flag_fires_on_a_jump_only():
+    drift = DriftModel(rate=0.01, floor=0.02)
+    # a steady parameter with noise of about one sd: no flag
+    steady = vehicle_summary(_history([0.0130, 0.01315, 0.01290, 0.01305], [2e-4] * 4), drift)
+    assert steady["drift_flags"] == [] and not any(r["drift"] for r in steady["parameters"]["rr"])
+    row = steady["parameters"]["rr"][0]
+    assert (row["lower"], row["upper"]) == pytest.approx((0.0130 - 1.6448536 * 2e-4, 0.0130 + 1.6448536 * 2e-4))
+    # a jump of 30 % at the third drive: flagged there only; the sd of the test includes the drift allowance
+    jump = vehicle_summary(_history([0.0130, 0.01305, 0.0170, 0.01702], [2e-4] * 4), drift)
+    assert [(f["parameter"], f["drive"], f["previous_drive"]) for f in jump["drift_flags"]] == [("rr", "d2", "d1")]
+    allowance = math.sqrt(2 * 4e-8 + (0.01 * 0.01305) ** 2 + (0.02 * 0.01305) ** 2)
+    assert jump["drift_flags"][0]["score"] == pytest.approx((0.0170 - 0.01305) / allowance)
+    # the same jump after a year: within the random walk's allowance, not flagged
+    assert vehicle_summary(_history([0.0130, 0.0170], [2e-4] * 2, days=365.0), drift)["drift_flags"] == []
+    # a carried row repeats the estimate and is never compared; the next fit compares with the last fit
+    carried = vehicle_summary(_history([0.0130, 0.0130, 0.0131], [2e-4] * 3, ["fitted", "carried", "fitted"]), drift)
+    assert carried["drift_flags"] == [] and carried["parameters"]["rr"][1]["drift_score"] is None
+    assert drift_flag(1.0, 0.0, 1.0, 0.0, 0.0, DriftModel(floor=0.0, rate=0.0)) == (False, 0.0)
+    # extra per-vehicle sections: one call each
+    doc = fleet_summary({"t1": _history([0.013], [2e-4])}, drift, {"t1": [{"x": 1}]},
+                        sections={"n_docs": lambda vid, docs: len(docs)})
+    assert doc["t1"]["n_docs"] == 1
+
+
+def test_a_jump_in_rolling_resistance_is_refitted_and_flagged(tmp_path, fleet_dir):
+    """Drive 2 of a vehicle with rr 40 % higher than drive 1 (a real chain): the carried prior cannot hold it, the
+    fit is run again on the description's range, and the fleet summary flags the jump; the steady vehicle of
+    the same fleet is not flagged."""
+    from calibration_drive import drive_records, drive_states
+    from calibration_synthetic import TRUTH
+
+    from vehcal_ros.commands.batch import run_fleet
+    from vehcal_ros.commands.replay import load_params
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+
+    shutil.copytree(fleet_dir / "truckA_b", tmp_path / "c1")
+    recs = drive_records(seed=5, t0=T0 + 3 * DAY, states=drive_states({**TRUTH, "rr": 1.4 * TRUTH["rr"]}))
+    bags.write_bag(tmp_path / "c2", [(None, r) for r in recs], storage="mcap")
+    shutil.copytree(fleet_dir / "truckB_b", tmp_path / "s1")
+    shutil.copytree(fleet_dir / "truckB_a", tmp_path / "s2")
+    fleet = load_fleet(_fleet(tmp_path, "vehicles:\n  jumpy: {vehicle: hmmwv, bags: ['c*']}\n"
+                                        "  truckB: {vehicle: hmmwv, bags: ['s*']}\n"))
+    params = apply_vehicle(load_params(str(fleet_dir / "p.yaml")), "hmmwv")
+    summary = run_fleet(fleet, {"jumpy": params, "truckB": params}, tmp_path / "out", executor="serial", seed=3,
+                        progress=False, plots=False)
+    assert summary.n_ok == 4
+    doc = summary.to_dict()["vehicles"]
+    rr = doc["jumpy"]["parameters"]["rr"]
+    assert [r["status"] for r in rr] == ["fitted", "fitted"]
+    carried = json.loads((tmp_path / "out" / "jumpy" / "c2.json").read_text())["fleet"]["carried_priors"]
+    assert rr[1]["mean"] > carried["rolling_resistance"]["rr"]["upper"]   # estimated beyond the carried range
+    assert rr[1]["mean"] == pytest.approx(1.4 * TRUTH["rr"], rel=0.1)
+    assert [(f["parameter"], f["drive"]) for f in doc["jumpy"]["drift_flags"]] == [("rr", "c2")]
+    assert doc["truckB"]["drift_flags"] == []

@@ -1,0 +1,152 @@
+"""A calibration stage carried forward from one drive to the next: the prior of each calibrated parameter on a
+new drive is the last accepted posterior, widened for the time since its data.
+
+Drift model (each calibrated parameter a random walk relative to its value, plus a floor)::
+
+    s_prior^2 = s_post^2 + (rate * |m| )^2 * dt_days + (floor * |m|)^2
+
+* ``m``, ``s_post``: the accepted posterior mean and standard deviation (the parameter's unit: N, N/rad,
+  N m/rad, N m s/rad or m);
+* ``dt_days``: data time from the accepted fit's data (its segment's end) to the new drive's first record, in
+  days (stamps in s / 86400); a new drive older than the posterior counts as ``dt_days = 0``;
+* ``rate`` [1/sqrt(day)]: relative random-walk intensity (default 0.01: the sd grows by 1 % of the value after one
+  day, 10 % after 100 days: tire wear, inflation, load changes);
+* ``floor`` [-]: relative sd added whatever the time (default 0.02: a tire change or a different load between two
+  drives the same day).
+
+The carried prior handed to the sampler is uniform (the stages' priors are uniform ranges, and the lateral
+stage's roll split samples a uniform box) on ``m +- half_width * s_prior`` (default ``half_width`` 3: the
+widened posterior's 99.7 % range), clipped to the vehicle description's prior range of the parameter; a clip
+leaving less than ``min_share`` of the description's range, or a non-finite summary, falls back to the
+description's range. The uniform restricts the new drive's fit to the plausible range rather than sharpening it:
+its own sd is ``half_width / sqrt(3)`` times ``s_prior``. A fit whose posterior HDI reaches a carried bound
+(:func:`touches_bound`: the data pull beyond the drift model's allowance) is run once more by the calibration
+pipeline on the description's ranges, so that a change larger than the model allows is estimated, not clipped.
+
+Drift between drives (:func:`drift_flag`): consecutive drives' means ``m_prev``, ``m_i`` with sds ``s_prev``,
+``s_i`` differ beyond their uncertainty when ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + s_drift^2)`` with
+``s_drift^2 = (rate * |m_prev|)^2 * dt_days + (floor * |m_prev|)^2`` (the drift the model allows over the gap) and
+``z`` = :data:`DRIFT_Z` (3.0; two independent unbiased drives trip it with probability 0.27 % per parameter).
+Nothing here imports rclpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vehcal_ros.errors import InputError
+
+SECONDS_PER_DAY = 86400.0
+DRIFT_Z = 3.0
+"""[-] z of the drift flag (module docstring)."""
+
+
+@dataclass(frozen=True)
+class DriftModel:
+    """How far a calibrated parameter may move between drives (module docstring; relative to its value)."""
+
+    rate: float = 0.01         #: [1/sqrt(day)] relative random-walk intensity
+    floor: float = 0.02        #: [-] relative sd added whatever the elapsed time
+    half_width: float = 3.0    #: [prior sd] half width of the carried uniform prior
+    min_share: float = 1e-6    #: [-] narrowest carried range, as a share of the description's range
+
+    def validate(self) -> None:
+        """Raise :class:`InputError` naming a field out of range."""
+        for name, lo, hi in (("rate", 0.0, 10.0), ("floor", 0.0, 10.0), ("half_width", 0.1, 100.0),
+                             ("min_share", 0.0, 1.0)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
+                raise InputError(f"drift model: {name} = {v!r} is out of range [{lo}, {hi}]")
+
+    def to_dict(self) -> dict[str, float]:
+        return {"rate": self.rate, "floor": self.floor, "half_width": self.half_width, "min_share": self.min_share}
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object] | None) -> DriftModel:
+        """A validated model from ``{rate, floor, half_width, min_share}`` (absent keys: the defaults)."""
+        values = dict(values or {})
+        unknown = sorted(set(values) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise InputError(f"drift model: unknown field {unknown[0]!r} (known: "
+                             f"{', '.join(cls.__dataclass_fields__)})")
+        try:
+            model = cls(**{k: float(v) for k, v in values.items()})  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise InputError(f"drift model: every field must be a number, got {values!r}") from None
+        model.validate()
+        return model
+
+
+DEFAULT_DRIFT = DriftModel()
+"""The drift model used when none is given (the live calibrator's restore, ``vehcal batch --fleet`` without a
+``drift`` section in the fleet file)."""
+
+
+def drift_sd(mean: float, elapsed_s: float, drift: DriftModel) -> float:
+    """sd [parameter unit] the drift model adds over ``elapsed_s`` s of data time (negative counts as 0)."""
+    days = max(0.0, float(elapsed_s)) / SECONDS_PER_DAY if math.isfinite(elapsed_s) else 0.0
+    scale = abs(float(mean))
+    return math.sqrt((drift.rate * scale) ** 2 * days + (drift.floor * scale) ** 2)
+
+
+def prior_sd(mean: float, sd: float, elapsed_s: float, drift: DriftModel) -> float:
+    """The widened sd ``sqrt(s_post^2 + drift_sd^2)`` [parameter unit] (module docstring)."""
+    return math.sqrt(float(sd) ** 2 + drift_sd(mean, elapsed_s, drift) ** 2)
+
+
+def carried_range(mean: float, sd: float, elapsed_s: float, bounds: tuple[float, float],
+                  drift: DriftModel) -> tuple[float, float]:
+    """The carried uniform prior ``(lower, upper)`` of one parameter: ``mean +- half_width * prior_sd``, clipped
+    to ``bounds`` (the description's range); ``bounds`` itself when the summary is not finite or the clip leaves
+    less than ``min_share`` of it."""
+    lo_b, hi_b = float(bounds[0]), float(bounds[1])
+    if not (math.isfinite(mean) and math.isfinite(sd) and sd >= 0.0):
+        return lo_b, hi_b
+    half = drift.half_width * prior_sd(mean, sd, elapsed_s, drift)
+    lo, hi = max(lo_b, mean - half), min(hi_b, mean + half)
+    if not hi - lo > drift.min_share * (hi_b - lo_b):
+        return lo_b, hi_b
+    return lo, hi
+
+
+def carried_priors(parameters: Mapping[str, Mapping[str, float]], elapsed_s: float,
+                   bounds: Mapping[str, tuple[float, float]], drift: DriftModel) -> dict[str, tuple[float, float]]:
+    """Carried uniform prior ranges of the parameters that have ``bounds`` (``parameters``: name -> posterior
+    summary with ``mean`` and ``std``); parameters without bounds (not sampled by the stage) are left out."""
+    out = {}
+    for name, summary in parameters.items():
+        if name not in bounds:
+            continue
+        out[name] = carried_range(float(summary.get("mean", math.nan)), float(summary.get("std", math.nan)),
+                                  elapsed_s, bounds[name], drift)
+    return out
+
+
+def touches_bound(summary: Mapping[str, float], bounds: tuple[float, float], share: float = 0.01) -> bool:
+    """True when a posterior summary's HDI (``hdi_low``, ``hdi_high``) reaches within ``share`` of the range of
+    ``bounds`` (a carried prior's): the data pull the parameter against the carried range (a truncated posterior's
+    mean stays about one sd inside, its HDI does not)."""
+    lo, hi = float(bounds[0]), float(bounds[1])
+    margin = share * (hi - lo)
+    h_lo, h_hi = float(summary.get("hdi_low", math.nan)), float(summary.get("hdi_high", math.nan))
+    return (math.isfinite(h_hi) and h_hi >= hi - margin) or (math.isfinite(h_lo) and h_lo <= lo + margin)
+
+
+def drift_flag(m_prev: float, s_prev: float, m: float, s: float, elapsed_s: float, drift: DriftModel,
+               z: float = DRIFT_Z) -> tuple[bool, float]:
+    """(flag, score): ``score = |m - m_prev| / sqrt(s^2 + s_prev^2 + drift_sd(m_prev, elapsed)^2)`` and
+    ``flag = score > z`` (module docstring); (False, nan) when a number is missing."""
+    vals = (m_prev, s_prev, m, s)
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+        return False, math.nan
+    denom = math.sqrt(s ** 2 + s_prev ** 2 + drift_sd(m_prev, elapsed_s, drift) ** 2)
+    if denom <= 0.0:
+        return (m != m_prev), (math.inf if m != m_prev else 0.0)
+    score = abs(m - m_prev) / denom
+    return score > z, score
+
+
+__all__ = ["DriftModel", "DEFAULT_DRIFT", "DRIFT_Z", "SECONDS_PER_DAY", "drift_sd", "prior_sd", "carried_range",
+           "carried_priors", "touches_bound", "drift_flag"]
