@@ -40,7 +40,7 @@ from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, chrono_dir, score, test2_t
 from vehcal_ros.cli import main as vehcal  # noqa: E402
 from vehcal_ros.estimation.calibration import CHANNELS, CSV_COLUMNS, STAGE_NAMES, Segment  # noqa: E402
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS  # noqa: E402
-from vehcal_ros.estimation.noise_models import NOISE_MODELS  # noqa: E402
+from vehcal_ros.estimation.noise_models import NOISE_MODEL_CHOICES  # noqa: E402
 from vehcal_ros.estimation.stage_order import CHAIN_ORDER  # noqa: E402
 from vehcal_ros.io.model_file import load_model_file  # noqa: E402
 from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--chains", type=int, default=8)
     ap.add_argument("--draws", type=int, default=1000)
-    ap.add_argument("--noise-model", choices=NOISE_MODELS, default=None,
+    ap.add_argument("--noise-model", choices=NOISE_MODEL_CHOICES, default=None,
                     help="the likelihood's residual model (vehcal calibrate --noise-model; default: the CLI's)")
     ap.add_argument("--out", default=str(Path(__file__).with_name("chrono_holdout_seeds.md")))
     args = ap.parse_args()

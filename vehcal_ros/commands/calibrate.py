@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 
 STAGE_CHOICES = ("longitudinal", "lateral", "rolling_resistance", "all")
 BAG_SUFFIXES = (".mcap", ".db3")
@@ -48,8 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="x the paper's half-normal noise-sigma scales (default 1 = the paper's; ~10 for data the "
                         "8-DOF model cannot reproduce exactly, e.g. the 14-DOF simulator or a real vehicle, as the "
                         "live calibrator uses)")
-    p.add_argument("--noise-model", choices=NOISE_MODELS, default=DEFAULT_NOISE_MODEL,
-                   help=f"residual model of the likelihood (default {DEFAULT_NOISE_MODEL}): ar1 (per-channel AR(1) "
+    p.add_argument("--noise-model", choices=NOISE_MODEL_CHOICES, default=DEFAULT_NOISE_MODEL,
+                   help=f"residual model of the likelihood (default {DEFAULT_NOISE_MODEL}): auto (per stage: white "
+                        "for longitudinal, ar1 for lateral and rolling resistance), ar1 (per-channel AR(1) "
                         "residuals, rho sampled), discrepancy (white sensor noise + an AR(1) model discrepancy per "
                         "channel), white (the paper's independent Gaussian); docs/calibration.md, 'Likelihood'")
     p.add_argument("--vehicle", metavar="NAME|FILE", default=None,

@@ -78,7 +78,7 @@ import numpy as np
 import yaml
 
 from vehcal_ros.errors import EstimationError, InputError
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, stage_noise_model
 from vehcal_ros.estimation.qualification import (
     MAX_ROAD_WHEEL_ANGLE,
     STAGE_NEED,
@@ -682,8 +682,7 @@ class StageProblem:
     def __init__(self, segment: Segment, spec: StageSpec, base: Mapping[str, float],
                  constants: VehicleConstants | None = None, roll_split: bool = False,
                  noise_model: str = DEFAULT_NOISE_MODEL, initial_state_sd: Mapping[str, float] | None = None) -> None:
-        if noise_model not in NOISE_MODELS:
-            raise InputError(f"noise_model must be one of {', '.join(NOISE_MODELS)}, got {noise_model!r}")
+        noise_model = stage_noise_model(noise_model, spec.name)
         self.noise_model = noise_model
         self.segment = segment
         self.spec = spec
@@ -904,10 +903,12 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     ``roll_split`` (default): a stage calibrating kphi_f and kphi_r samples them as total roll stiffness and
     front fraction (same uniform prior on the (kphi_f, kphi_r) box, :class:`_RollSplit`); results, draws and
     diagnostics are reported as kphi_f, kphi_r either way. False samples kphi_f, kphi_r directly (as before).
-    ``noise_model``: ``"ar1"`` (default; per-channel AR(1) residuals, rho sampled, Eq. A1) or ``"white"``
-    (independent residuals, the paper's likelihood). ``initial_state``: ``"measured"`` (default: the segment's
-    initial state) or ``"sampled"`` (the stage's measured channels' initial values are nuisance parameters with
-    the prior of :func:`initial_state_uncertainty`; for segments whose initial state is a fit to noisy data).
+    ``noise_model``: ``"auto"`` (default: the stage's model, estimation/noise_models.py ``STAGE_NOISE_MODELS``),
+    ``"ar1"`` (per-channel AR(1) residuals, rho sampled, Eq. A1), ``"discrepancy"`` (Eq. A3) or ``"white"``
+    (independent residuals, the paper's likelihood); the result records the model used. ``initial_state``:
+    ``"measured"`` (default: the segment's initial state) or ``"sampled"`` (the stage's measured channels' initial
+    values are nuisance parameters with the prior of :func:`initial_state_uncertainty`; for segments whose
+    initial state is a fit to noisy data).
     """
     t_start = time.perf_counter()
     spec, constants, segment = stage_setup(segment, stage, separate_bphi=separate_bphi, priors=priors,
@@ -957,7 +958,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
              "initial_gear": problem.sim.initial_gear,
              "sampled_as": list(problem.sampling_prior.names[: problem.n_model])}, separate_bphi=separate_bphi,
         priors={n: (float(d.low), float(d.high)) for n, d in spec.priors if isinstance(d, Uniform)},
-        residual_correlation=rho, noise_model=noise_model, initial_state=x0s, discrepancy=disc,
+        residual_correlation=rho, noise_model=problem.noise_model, initial_state=x0s, discrepancy=disc,
     )
 
 
@@ -998,7 +999,8 @@ def predictive_responses(segment: Segment, result: CalibrationResult, n: int = 1
     if result.priors:  # the ranges the result was sampled with (separate bphi_f/bphi_r share one range)
         spec = replace(spec, priors=tuple((n, Uniform(*result.priors.get(n, (d.low, d.high))))
                                           for n, d in spec.priors))
-    problem = StageProblem(segment, spec, {**DEFAULT_PARAMETERS, **result.fixed}, constants)
+    problem = StageProblem(segment, spec, {**DEFAULT_PARAMETERS, **result.fixed}, constants,
+                           noise_model=result.noise_model)
     rng = np.random.default_rng(seed)
     flat = result.draws.reshape(-1, result.draws.shape[2])[:, : problem.n_model]
     post = flat[rng.choice(flat.shape[0], min(n, flat.shape[0]), replace=False)]

@@ -52,7 +52,7 @@ from vehcal_ros.estimation.calibration import (
     stage_spec,
 )
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
@@ -177,8 +177,8 @@ class CalibrationPipelineConfig:
     """what a 90 % band holding too few held-back samples does: ``warn`` (accepted on the RMSE rule, stage WARN,
     shortfall named) or ``refuse`` (acceptance.py, "Band policy")."""
     noise_model: str = DEFAULT_NOISE_MODEL
-    """the likelihood's residual model of every fit (estimation/noise_models.py: ``ar1``, ``white`` or
-    ``discrepancy``; calibration.calibrate_stage)."""
+    """the likelihood's residual model of the fits (estimation/noise_models.py): ``auto`` (each stage's own),
+    or ``ar1``, ``white`` or ``discrepancy`` for every stage (calibration.calibrate_stage)."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -208,9 +208,9 @@ class CalibrationPipelineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
                 raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo:g}, {hi:g}]")
-        if self.noise_model not in NOISE_MODELS:
+        if self.noise_model not in NOISE_MODEL_CHOICES:
             raise InputError(f"calibration config: noise_model = {self.noise_model!r} is not one of "
-                             f"{', '.join(NOISE_MODELS)}")
+                             f"{', '.join(NOISE_MODEL_CHOICES)}")
         if self.holdout_band not in BAND_POLICIES:
             raise InputError(f"calibration config: holdout_band = {self.holdout_band!r} is not one of "
                              f"{', '.join(BAND_POLICIES)}")

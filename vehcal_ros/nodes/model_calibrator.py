@@ -44,7 +44,7 @@ from vehcal_ros.estimation.calibration_pipeline import (
     worst_diagnostics,
     write_atomic,
 )
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODELS
+from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 from vehcal_ros.estimation.qualification import declared
 from vehcal_ros.estimation.segments import SegmentConfig
 from vehcal_ros.estimation.signals import WHEELS
@@ -163,9 +163,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("holdout_band", "warn", "what a fit's 90 % predictive band holding too few held-back samples does: warn "
               "(accepted on the RMSE rule, stage WARN, shortfall named) or refuse (while the likelihood's intervals "
               "miss model-form error, refuse rejects fits that predict better)", choices=("warn", "refuse")),
-    ParamSpec("noise_model", DEFAULT_NOISE_MODEL, "the likelihood's residual model of every fit: ar1 (per-channel "
+    ParamSpec("noise_model", DEFAULT_NOISE_MODEL, "the likelihood's residual model: auto (per stage: white for "
+              "longitudinal, ar1 for lateral and rolling resistance), or one for every stage: ar1 (per-channel "
               "AR(1) residuals), discrepancy (white sensor noise + an AR(1) model discrepancy per channel) or white "
-              "(independent, the paper's); docs/calibration.md, 'Likelihood'", choices=NOISE_MODELS),
+              "(independent, the paper's); docs/calibration.md, 'Likelihood'", choices=NOISE_MODEL_CHOICES),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
     ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
               read_only=True),
