@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
 from vehcal_ros.io.bags import read_bag
@@ -98,13 +99,31 @@ def heldout_bag(name: str, seed: int, work: Path) -> Path:
     return bag
 
 
-def calibrated(name: str, seed: int, work: Path) -> dict:
-    kind, _, desc = VEHICLES[name]
-    out = work / name / f"replay_seed{seed}.json"
+def params_file(name: str, settings: list[str], work: Path) -> tuple[Path | None, str]:
+    """The replay's params file: the CommonRoad bags' (estimated tire forces) plus ``NODE.KEY=VALUE`` settings,
+    and a tag naming the settings (the replay JSON's suffix)."""
+    kind = VEHICLES[name][0]
+    doc = yaml.safe_load((FOREIGN / "replay_estimated.yaml").read_text()) if kind == "commonroad" else {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        node, _, param = key.partition(".")
+        doc.setdefault(f"/**/{node}", {}).setdefault("ros__parameters", {})[param] = yaml.safe_load(value)
+    if not doc:
+        return None, ""
+    tag = "".join(f"_{k.replace('.', '-')}-{v}" for k, _, v in (x.partition("=") for x in settings))
+    path = work / name / f"params{tag}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path, tag
+
+
+def calibrated(name: str, seed: int, work: Path, settings: list[str]) -> dict:
+    _, _, desc = VEHICLES[name]
+    params, tag = params_file(name, settings, work)
+    out = work / name / f"replay_seed{seed}{tag}.json"
     if not out.exists():
         cmd = vehcal("replay", str(daily_bag(name, seed, work)), "--vehicle", desc, "--json", str(out), "--quiet")
-        if kind == "commonroad":
-            cmd += ["--params", str(FOREIGN / "replay_estimated.yaml")]
+        if params is not None:
+            cmd += ["--params", str(params)]
         sh(cmd)
     doc = json.loads(out.read_text())
     accepted = sorted(s for s, c in doc["calibration"].items() if c.get("final") is not None)
@@ -118,6 +137,8 @@ def main() -> None:
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--out", type=Path, default=None, help="also write the tables here (markdown)")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    ap.add_argument("--set", action="append", default=[], metavar="NODE.KEY=VALUE",
+                    help="a replay parameter, e.g. model_calibrator.require_order=false (repeatable)")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load0 = os.getloadavg()[0]
@@ -129,7 +150,7 @@ def main() -> None:
         prior = constants.default_parameters()
         rows = []
         for seed in args.seeds:
-            cal = calibrated(name, seed, args.work)
+            cal = calibrated(name, seed, args.work, args.set)
             table = records_to_table(rec for _, rec in read_bag(str(heldout_bag(name, seed, args.work))))
             params = {**prior, **{k: v for k, v in cal["parameters"].items() if k in prior and v is not None}}
             rows.append({"seed": seed, "stages": cal["stages"],
@@ -164,7 +185,8 @@ def main() -> None:
     wall = time.perf_counter() - t0
     head = [f"{started}, load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores); "
             f"{wall:.0f} s wall (including simulations and replays not already cached); seeds "
-            f"{' '.join(map(str, args.seeds))}; mean RMSE over the seeds.", ""]
+            f"{' '.join(map(str, args.seeds))}; replay settings {' '.join(args.set) or 'the shipped defaults'}; "
+            "mean RMSE over the seeds.", ""]
     text = "\n".join(head + lines)
     print(text)
     if args.out:
