@@ -338,6 +338,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0, help="stream length per rate, s")
     ap.add_argument("--nodes", default="grip_estimator,model_calibrator")
     ap.add_argument("--profile", action="store_true", help="time the parts of the path in this process")
+    ap.add_argument("--node-args", default="", help="extra ROS arguments for the node, e.g. '-p fit_period:=3600.0' "
+                    "(ingestion alone: no fit cycle during the stream)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--label", default="", help="a label stored with the results (e.g. before/after)")
     args = ap.parse_args()
@@ -356,7 +358,7 @@ def main() -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         for node in args.nodes.split(","):
             for rate in (float(r) for r in args.rates.split(",")):
-                row = measure(node, rate, args.seconds, log_dir, [])
+                row = measure(node, rate, args.seconds, log_dir, args.node_args.split())
                 row["load"] = os.getloadavg()[0]
                 results["runs"].append(row)
                 print(f"{node:17s} {rate:6.0f} Hz  drops % {row['drop_pct']}  {row['msgs_per_s']:8.1f} msg/s  "

@@ -56,7 +56,7 @@ from vehcal_ros.nodes.common import (
     make_set_callback,
     spin_node,
 )
-from vehcal_ros.nodes.worker_node import WorkerNode
+from vehcal_ros.nodes.worker_node import CPU_BUDGET, WorkerNode
 from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"
@@ -209,6 +209,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
               read_only=True),
+    CPU_BUDGET,
 )
 
 def sensor_qos(depth: int = 2000) -> QoSProfile:
@@ -465,6 +466,7 @@ class GripEstimatorNode(WorkerNode):
                            "in_force_known": b.known, "age_s": b.age, "distance_m": b.distance,
                            "p_road_change": b.p_change})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
+        statuses.append(self._cpu_status(NODE_NAME, hw))
         self._diag_pub.publish(diag_array(self, statuses))
 
 

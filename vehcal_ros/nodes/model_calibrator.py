@@ -51,7 +51,7 @@ from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
-from vehcal_ros.nodes.worker_node import WorkerNode
+from vehcal_ros.nodes.worker_node import CPU_BUDGET, WorkerNode
 
 NODE_NAME = "model_calibrator"
 
@@ -176,6 +176,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
               read_only=True),
+    CPU_BUDGET,
     *PRIOR_SPECS,
     *MODEL_SPECS,
 )
@@ -482,6 +483,7 @@ class ModelCalibratorNode(WorkerNode):
                     kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
                     kv.update(holdout_values(st.result_holdout))
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
+        statuses.append(self._cpu_status(NODE_NAME, hw))
         self._diag_pub.publish(diag_array(self, statuses))
 
 
