@@ -36,6 +36,9 @@ WHEELS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
 NODE_TOPICS = {
     "grip_estimator": ("wheel_speeds", "tire_forces", "odom", "controls"),
     "model_calibrator": ("wheel_speeds", "imu", "odom", "controls"),
+    # the floor under any node: an rclpy node on the EventsExecutor whose callbacks only count (``--floor``)
+    "floor_typed": ("wheel_speeds", "tire_forces", "odom", "controls"),   # messages deserialised by rclpy
+    "floor_raw": ("wheel_speeds", "tire_forces", "odom", "controls"),     # serialised bytes (raw=True)
 }
 THETA = (15.4, 1.60, 0.871, -1.09, 0.0, 0.0)   # friction paper Section 4.1
 
@@ -130,6 +133,52 @@ def _publisher(args: argparse.Namespace) -> None:
     rclpy.shutdown()
 
 
+# ----------------------------------------------------------------------------------------------- floor
+def _floor(kind: str) -> None:
+    """The cost of taking messages at all: a node with the grip node's subscriptions (same QoS) on the
+    EventsExecutor whose callbacks only count; ``typed``: rclpy deserialises each message into its Python class,
+    ``raw``: the callback gets the serialised bytes. Publishes ``floor_<kind>: inputs`` with ``received_<topic>``
+    every second, as the nodes do."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import WrenchStamped
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState, Joy
+
+    from vehcal_ros.nodes.common import diag_array, diag_status, make_executor
+    from vehcal_ros.nodes.grip_estimator import sensor_qos
+
+    rclpy.init()
+    node = Node(f"floor_{kind}")
+    counts = dict.fromkeys(NODE_TOPICS[f"floor_{kind}"], 0)
+    classes = {"wheel_speeds": JointState, "tire_forces": WrenchStamped, "odom": Odometry, "controls": Joy}
+
+    def counter(topic: str):
+        def cb(_msg) -> None:
+            counts[topic] += 1
+        return cb
+
+    for topic, cls in classes.items():
+        node.create_subscription(cls, f"/vehicle/{topic}", counter(topic),
+                                 sensor_qos(8000 if topic == "tire_forces" else 2000), raw=kind == "raw")
+    pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+    node.create_timer(1.0, lambda: pub.publish(diag_array(node, [diag_status(
+        f"floor_{kind}: inputs", "floor", 0, "counting", {f"received_{t}": n for t, n in counts.items()})])))
+    ex = make_executor(node.context)
+    ex.add_node(node)
+    try:
+        while rclpy.ok():
+            ex.spin_once(timeout_sec=0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ex.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
 # ------------------------------------------------------------------------------------------ orchestrator
 def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
@@ -201,9 +250,10 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
     name = f"{node}: inputs"
     env = dict(os.environ)
     log = open(log_dir / f"{node}_{int(rate)}.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", f"vehcal_ros.nodes.{node}", "--ros-args",
-                             "-p", "diagnostics_period:=1.0", "-p", "stale_timeout:=5.0", *extra],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    cmd = ([sys.executable, __file__, "--floor", node.split("_", 1)[1]] if node.startswith("floor_") else
+           [sys.executable, "-m", f"vehcal_ros.nodes.{node}", "--ros-args",
+            "-p", "diagnostics_period:=1.0", "-p", "stale_timeout:=5.0", *extra])
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     diag = _Diagnostics()
     try:
         if not diag.spin(60.0, until=lambda: name in diag.last):
@@ -332,11 +382,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--publisher", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--topics", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--floor", choices=("typed", "raw"), help=argparse.SUPPRESS)
     ap.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--rates", default="100,500,1000", help="rates per topic, Hz (comma separated)")
     ap.add_argument("--seconds", type=float, default=20.0, help="stream length per rate, s")
-    ap.add_argument("--nodes", default="grip_estimator,model_calibrator")
+    ap.add_argument("--nodes", default="grip_estimator,model_calibrator",
+                    help="nodes to measure; floor_typed / floor_raw: an rclpy node whose callbacks only count "
+                    "(deserialised / serialised messages), the cost of taking messages at all")
     ap.add_argument("--profile", action="store_true", help="time the parts of the path in this process")
     ap.add_argument("--node-args", default="", help="extra ROS arguments for the node, e.g. '-p fit_period:=3600.0' "
                     "(ingestion alone: no fit cycle during the stream)")
@@ -345,6 +398,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.publisher:
         _publisher(args)
+        return
+    if args.floor:
+        _floor(args.floor)
         return
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     results: dict = {"label": args.label, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
