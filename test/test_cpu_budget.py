@@ -126,6 +126,8 @@ def test_grip_node_budget_warns_and_sheds_fits_never_inputs(rclpy_context) -> No
 
     try:
         assert wait_for_match(ex, pw) and wait_for_match(ex, po) and wait_for_match(ex, pf)
+        # without use_sim_time the node reads its ROS time as the system time (no rclpy Time per message)
+        assert abs(node._now() - node.get_clock().now().nanoseconds * 1e-9) < 0.05
         feed(100.0, 150)
         # a large budget: the share is reported, nothing shed, OK
         assert spin_until(ex, lambda: all_received() and _status(diags, "grip_estimator: cpu")[0] is not None

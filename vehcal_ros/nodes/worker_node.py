@@ -65,6 +65,9 @@ class WorkerNode(Node):
 
     def __init__(self, node_name: str, *, worker_name: str, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        # ROS time without /clock is the system time (rcl's fallback, CLOCK_REALTIME): _now() then reads it directly
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.add_post_set_parameters_callback(self._post_set)
         self._lock = threading.Lock()           # guards the pipeline (inputs, snapshots, commits)
         self._tick_lock = threading.Lock()      # one scheduler check at a time
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=worker_name)
@@ -98,7 +101,6 @@ class WorkerNode(Node):
         the data ended (the end of a simulated scenario or a bag)."""
         now = self._now()
         self.shedder.budget = float(self.values["cpu_budget"])
-        self.add_post_set_parameters_callback(self._apply_budget)   # validated by the nodes' on-set callback
         self._cycle_clock = Periodic(cycle_period, now)
         self._diag_clock = Periodic(diagnostics_period, now)
         timers = MutuallyExclusiveCallbackGroup()
@@ -112,11 +114,14 @@ class WorkerNode(Node):
                           lambda: self._on_timer(lambda: self._diagnostics_fallback(2.0 * diagnostics_period, stall)),
                           callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
-    def _apply_budget(self, params: list) -> None:
-        """Post-set: a new ``cpu_budget`` (already validated) takes effect at the next due cycle."""
+    def _post_set(self, params: list) -> None:
+        """Post-set (the values were validated by the nodes' on-set callback): a new ``cpu_budget`` takes effect at
+        the next due cycle; ``use_sim_time`` switches :meth:`_now` between the ROS clock and the system time."""
         for p in params:
             if p.name == CPU_BUDGET.name:
                 self.shedder.budget = float(p.value)
+            elif p.name == "use_sim_time":
+                self._sim_time = bool(p.value)
 
     def _on_timer(self, work: Callable[[], None]) -> None:
         """A timer's work, unless the node is going down: a SIGINT shuts the context down while the executor may
@@ -165,6 +170,10 @@ class WorkerNode(Node):
             self._tick_lock.release()
 
     def _now(self) -> float:
+        """The node's ROS time, s. Without ``use_sim_time`` that is the system time, read without building an rclpy
+        Time (called for every message)."""
+        if not self._sim_time:
+            return time.time_ns() * 1e-9
         return self.get_clock().now().nanoseconds * 1e-9
 
     @property
