@@ -284,7 +284,9 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
                 "msgs_per_s": round(total_recv / out["wall_s"], 1),
                 "msgs_per_cpu_s": round(total_recv / out["wall_s"] / cpu, 1) if cpu > 0 else math.nan,
                 "fits_completed": fits,   # fits that ended (published or not) while the stream ran
-                "inputs_message": diag.last.get(name, {}).get("_message", "")}
+                "inputs_message": diag.last.get(name, {}).get("_message", ""),
+                # the node's own CPU report at the end (cpu_share_10s/60s, cpu_budget, shed_cycles, ...)
+                "cpu_status": diag.last.get(f"{node}: cpu", {})}
     finally:
         diag.close()
         stop(proc, timeout=20.0)
@@ -443,6 +445,11 @@ def main() -> None:
                 print(f"{node:17s} {rate:6.0f} Hz  drops % {row['drop_pct']}  {row['msgs_per_s']:8.1f} msg/s  "
                       f"cpu {row['node_cpu_cores']:.2f} cores  {row['msgs_per_cpu_s']:8.1f} msg/cpu-s  "
                       f"fits {row['fits_completed']}  load {row['load']:.2f}", flush=True)
+                if row["cpu_status"]:
+                    c = row["cpu_status"]
+                    print(f"{'':17s} node's cpu status: share 10 s {c.get('cpu_share_10s')} %, 60 s "
+                          f"{c.get('cpu_share_60s')} %, budget {c.get('cpu_budget')}, shed cycles "
+                          f"{c.get('shed_cycles')}, stretch {c.get('cycle_stretch')}: {c.get('_message')}", flush=True)
     results["load_after"] = os.getloadavg()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
