@@ -27,6 +27,7 @@ Pure Python (no rclpy), so it is tested without a ROS graph.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -63,27 +64,34 @@ class CpuMeter:
         self.min_interval = float(min_interval)
         self._samples: deque[tuple[float, float]] = deque(maxlen=maxlen)
         self._samples.append((self._wall(), self._cpu()))
+        self._lock = threading.Lock()   # the schedule check and a service's /diagnostics may read it at once
 
     def sample(self) -> tuple[float, float]:
         """Return (wall s, process CPU s) now; store it when ``min_interval`` s have passed since the last stored
         one, and forget samples the longest window no longer needs (one at or beyond it is kept)."""
         now = (self._wall(), self._cpu())
+        with self._lock:
+            self._store(now)
+        return now
+
+    def _store(self, now: tuple[float, float]) -> None:
         if now[0] - self._samples[-1][0] >= self.min_interval:
             self._samples.append(now)
             keep = max(self.windows, default=0.0)
             while len(self._samples) > 2 and now[0] - self._samples[1][0] >= keep:
                 self._samples.popleft()
-        return now
 
     def share(self, window: float) -> float:
         """Percent of one core over the last ``window`` s (NaN below :data:`MIN_SPAN` s of history)."""
-        wall, cpu = self.sample()
-        start = self._samples[0]
-        for s in self._samples:
-            if wall - s[0] >= window:
-                start = s
-            else:
-                break
+        wall, cpu = now = (self._wall(), self._cpu())
+        with self._lock:
+            self._store(now)
+            start = self._samples[0]
+            for s in self._samples:
+                if wall - s[0] >= window:
+                    start = s
+                else:
+                    break
         span = wall - start[0]
         if span < MIN_SPAN:
             return math.nan

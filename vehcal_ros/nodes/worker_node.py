@@ -303,7 +303,8 @@ class WorkerNode(Node):
     # ------------------------------------------------------------- diagnostics
     def _cpu_status(self, node_name: str, hw: str) -> Any:
         """The ``<node>: cpu`` status: the process's CPU share (percent of one core, rolling means over 10 s and
-        60 s), the budget, and the fit cycles shed or skipped; WARN while the 10 s share exceeds the budget."""
+        60 s), the budget, the fit cycles shed and the effective cycle period; WARN while the 10 s share exceeds the
+        budget."""
         shares = self.cpu.shares()
         sh = self.shedder
         share = shares[PRESSURE_WINDOW]
@@ -315,7 +316,7 @@ class WorkerNode(Node):
         if sh.over(share):
             level = WARN
             message = (f"over budget: {text} > cpu_budget {sh.budget:g} %; fit cycles shed (period {sh.stretch} x "
-                       f"{period:g} s, {sh.shed} shed), inputs all taken")
+                       f"{period:g} s, {sh.shed} shed), inputs never shed")
         elif sh.stretch > 1:
             level, message = OK, f"{text}; fit period still stretched {sh.stretch} x ({sh.shed} shed)"
         else:
