@@ -181,3 +181,25 @@ def test_calibrator_reports_its_cpu_share(rclpy_context) -> None:
         ex.shutdown()
         node.destroy_node()
         probe.destroy_node()
+
+
+def test_budget_declared_once_and_validated() -> None:
+    from vehcal_ros.nodes import grip_estimator, model_calibrator
+    from vehcal_ros.nodes.worker_node import CPU_BUDGET
+
+    for node in (grip_estimator, model_calibrator):
+        assert [p for p in node.PARAMS if p.name == "cpu_budget"] == [CPU_BUDGET]
+    assert CPU_BUDGET.validate(5.0) is None and CPU_BUDGET.validate(0.0) is None
+    for bad in (-0.5, 800.5):
+        assert CPU_BUDGET.validate(bad) == f"parameter 'cpu_budget' = {bad} is out of range [0.0, 800.0]"
+
+
+@pytest.mark.ros
+def test_startup_with_a_budget_out_of_range_exits_with_one_line() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "vehcal_ros.nodes.model_calibrator", "--ros-args",
+                           "-p", "cpu_budget:=900.0"], capture_output=True, text=True, timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "cpu_budget" in out and "Traceback" not in out, out
