@@ -36,6 +36,9 @@ WHEELS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
 NODE_TOPICS = {
     "grip_estimator": ("wheel_speeds", "tire_forces", "odom", "controls"),
     "model_calibrator": ("wheel_speeds", "imu", "odom", "controls"),
+    # the floor under any node: an rclpy node on the EventsExecutor whose callbacks only count (``--floor``)
+    "floor_typed": ("wheel_speeds", "tire_forces", "odom", "controls"),   # messages deserialised by rclpy
+    "floor_raw": ("wheel_speeds", "tire_forces", "odom", "controls"),     # serialised bytes (raw=True)
 }
 THETA = (15.4, 1.60, 0.871, -1.09, 0.0, 0.0)   # friction paper Section 4.1
 
@@ -130,6 +133,52 @@ def _publisher(args: argparse.Namespace) -> None:
     rclpy.shutdown()
 
 
+# ----------------------------------------------------------------------------------------------- floor
+def _floor(kind: str) -> None:
+    """The cost of taking messages at all: a node with the grip node's subscriptions (same QoS) on the
+    EventsExecutor whose callbacks only count; ``typed``: rclpy deserialises each message into its Python class,
+    ``raw``: the callback gets the serialised bytes. Publishes ``floor_<kind>: inputs`` with ``received_<topic>``
+    every second, as the nodes do."""
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import WrenchStamped
+    from nav_msgs.msg import Odometry
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState, Joy
+
+    from vehcal_ros.nodes.common import diag_array, diag_status, make_executor
+    from vehcal_ros.nodes.grip_estimator import sensor_qos
+
+    rclpy.init()
+    node = Node(f"floor_{kind}")
+    counts = dict.fromkeys(NODE_TOPICS[f"floor_{kind}"], 0)
+    classes = {"wheel_speeds": JointState, "tire_forces": WrenchStamped, "odom": Odometry, "controls": Joy}
+
+    def counter(topic: str):
+        def cb(_msg) -> None:
+            counts[topic] += 1
+        return cb
+
+    for topic, cls in classes.items():
+        node.create_subscription(cls, f"/vehicle/{topic}", counter(topic),
+                                 sensor_qos(8000 if topic == "tire_forces" else 2000), raw=kind == "raw")
+    pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+    node.create_timer(1.0, lambda: pub.publish(diag_array(node, [diag_status(
+        f"floor_{kind}: inputs", "floor", 0, "counting", {f"received_{t}": n for t, n in counts.items()})])))
+    ex = make_executor(node.context)
+    ex.add_node(node)
+    try:
+        while rclpy.ok():
+            ex.spin_once(timeout_sec=0.1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ex.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
 # ------------------------------------------------------------------------------------------ orchestrator
 def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
@@ -201,9 +250,10 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
     name = f"{node}: inputs"
     env = dict(os.environ)
     log = open(log_dir / f"{node}_{int(rate)}.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", f"vehcal_ros.nodes.{node}", "--ros-args",
-                             "-p", "diagnostics_period:=1.0", "-p", "stale_timeout:=5.0", *extra],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    cmd = ([sys.executable, __file__, "--floor", node.split("_", 1)[1]] if node.startswith("floor_") else
+           [sys.executable, "-m", f"vehcal_ros.nodes.{node}", "--ros-args",
+            "-p", "diagnostics_period:=1.0", "-p", "stale_timeout:=5.0", *extra])
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     diag = _Diagnostics()
     try:
         if not diag.spin(60.0, until=lambda: name in diag.last):
@@ -234,7 +284,9 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
                 "msgs_per_s": round(total_recv / out["wall_s"], 1),
                 "msgs_per_cpu_s": round(total_recv / out["wall_s"] / cpu, 1) if cpu > 0 else math.nan,
                 "fits_completed": fits,   # fits that ended (published or not) while the stream ran
-                "inputs_message": diag.last.get(name, {}).get("_message", "")}
+                "inputs_message": diag.last.get(name, {}).get("_message", ""),
+                # the node's own CPU report at the end (cpu_share_10s/60s, cpu_budget, shed_cycles, ...)
+                "cpu_status": diag.last.get(f"{node}: cpu", {})}
     finally:
         diag.close()
         stop(proc, timeout=20.0)
@@ -242,8 +294,16 @@ def measure(node: str, rate: float, seconds: float, log_dir: Path, extra: list[s
 
 
 # ------------------------------------------------------------------------------------------------ profile
-def profile(n: int = 20000) -> dict[str, dict[str, float]]:
-    """Microseconds per message of each part of the path (no DDS), per topic of the grip node."""
+def profile(n: int = 21000) -> dict[str, dict[str, float]]:
+    """Microseconds per message of each part of the grip node's path (no DDS), per topic: a 1 kHz stream of
+    all four topics interleaved as they arrive (forces need wheel speeds and odometry around their stamps).
+
+    Columns: ``rclpy_deserialise`` (rclpy's conversion of the serialised message into its Python class: the
+    typed subscriptions' cost, before raw=True), ``typed_convert`` (that message -> record), ``raw_read`` (the
+    serialised bytes -> record, nodes/raw_messages.py: what the nodes do now), ``clock`` (the node's ROS-time
+    read), ``lock``, ``cycle_check`` (the per-message schedule check), ``guard_and_append`` (input guard and
+    pipeline append under the lock, in stream order), ``whole_callback`` (the node's subscription callback on
+    the serialised bytes, in stream order, on a fresh node)."""
     import threading
 
     import rclpy
@@ -258,91 +318,114 @@ def profile(n: int = 20000) -> dict[str, dict[str, float]]:
 
     ctx = Context()
     rclpy.init(context=ctx)
+    t0 = time.time()
+    classes = {"wheel_speeds": JointState, "tire_forces": WrenchStamped, "odom": Odometry, "controls": Joy}
+    typed = {"wheel_speeds": conversions.msg_to_wheel_speeds, "tire_forces": conversions.msg_to_tire_force,
+             "odom": conversions.msg_to_odom, "controls": conversions.msg_to_controls}
+    raw = {"wheel_speeds": conversions.raw_to_wheel_speeds, "tire_forces": conversions.raw_to_tire_force,
+           "odom": conversions.raw_to_odom, "controls": conversions.raw_to_controls}
+    callbacks = {"wheel_speeds": "_on_wheels", "tire_forces": "_on_force", "odom": "_on_odom",
+                 "controls": "_on_controls"}
+    stream: list[tuple[str, object, bytes]] = []   # (topic, message, serialised) in arrival order
+    for step in range(n // 7):
+        ts = t0 + step * 1e-3
+        js = JointState(name=list(WHEELS), velocity=[32.0 + 0.01 * (step % 7)] * 4)
+        od = Odometry()
+        od.twist.twist.linear.x = 15.0
+        joy = Joy(axes=[0.2, 0.0, 0.0])
+        forces = []
+        for w in WHEELS:
+            f = WrenchStamped()
+            f.header.frame_id = w
+            f.wrench.force.x, f.wrench.force.z = 2000.0 + step % 50, 5000.0
+            forces.append(f)
+        for topic, m in [("wheel_speeds", js), *[("tire_forces", f) for f in forces], ("odom", od),
+                         ("controls", joy)]:
+            m.header.stamp.sec = int(ts)
+            m.header.stamp.nanosec = int((ts % 1.0) * 1e9)
+            stream.append((topic, m, serialize_message(m)))
+    topics = list(classes)
+    count = {t: sum(1 for x in stream if x[0] == t) for t in topics}
+
+    def per_message(fn, items) -> dict[str, float]:
+        out = {}
+        for t in topics:
+            sel = [x for x in items if x[0] == t]
+            start = time.thread_time()
+            for x in sel:
+                fn(x)
+            out[t] = (time.thread_time() - start) / len(sel) * 1e6
+        return out
+
+    def in_order(node, fn) -> dict[str, float]:
+        """Per-topic CPU of ``fn(node, item)`` over the stream in arrival order (timer overhead ~0.1 us)."""
+        acc = dict.fromkeys(topics, 0.0)
+        for x in stream:
+            start = time.thread_time()
+            fn(node, x)
+            acc[x[0]] += time.thread_time() - start
+        return {t: acc[t] / count[t] * 1e6 for t in topics}
+
     node = GripEstimatorNode(context=ctx)
     fr = node._frames
-    t0 = time.time()
-    msgs = {
-        "wheel_speeds": (JointState, conversions.msg_to_wheel_speeds,
-                         [JointState(name=list(WHEELS), velocity=[32.0 + 0.01 * (k % 7)] * 4) for k in range(64)]),
-        "tire_forces": (WrenchStamped, conversions.msg_to_tire_force, []),
-        "odom": (Odometry, conversions.msg_to_odom, [Odometry() for _ in range(64)]),
-        "controls": (Joy, conversions.msg_to_controls, [Joy(axes=[0.2, 0.0, 0.0]) for _ in range(64)]),
-    }
-    for k in range(64):
-        w = WrenchStamped()
-        w.header.frame_id = WHEELS[k % 4]
-        w.wrench.force.x, w.wrench.force.z = 2000.0, 5000.0
-        msgs["tire_forces"][2].append(w)
-    for k in range(64):
-        msgs["odom"][2][k].twist.twist.linear.x = 15.0
-    # the pipeline append: one 1 kHz stream of all topics interleaved as they arrive (forces need wheel speeds
-    # and odometry around their stamps), timed per record type
-    appends = dict.fromkeys(msgs, 0.0)
-    counts = dict.fromkeys(msgs, 0)
-    for step in range(n // 4):
-        ts = t0 + step * 1e-3
-        for topic, (_, conv, samples) in msgs.items():
-            j = step % 16 * 4 if topic == "tire_forces" else step % 64
-            for m in samples[j:j + 4] if topic == "tire_forces" else samples[j:j + 1]:
-                m.header.stamp.sec = int(ts)
-                m.header.stamp.nanosec = int((ts % 1.0) * 1e9)
-                rec = conv(m, fr)
-                t = time.thread_time()
-                node.pipeline.add(rec)
-                appends[topic] += time.thread_time() - t
-                counts[topic] += 1
-    appends = {k: appends[k] / max(counts[k], 1) * 1e6 for k in appends}
+    cols: dict[str, dict[str, float]] = {}
+    cols["rclpy_deserialise_us"] = per_message(lambda x: deserialize_message(x[2], classes[x[0]]), stream)
+    cols["typed_convert_us"] = per_message(lambda x: typed[x[0]](x[1], fr), stream)
+    cols["raw_read_us"] = per_message(lambda x: raw[x[0]](x[2], fr), stream)
+    cols["clock_us"] = per_message(lambda x: node._now(), stream)
     lock = threading.Lock()
-    out: dict[str, dict[str, float]] = {}
-    for topic, (cls, conv, samples) in msgs.items():
-        data = [serialize_message(m) for m in samples]
-        t = time.thread_time()
-        for k in range(n):
-            deserialize_message(data[k % 64], cls)
-        deser = (time.thread_time() - t) / n * 1e6
-        t = time.thread_time()
-        for k in range(n):
-            conv(samples[k % 64], fr)
-        convert = (time.thread_time() - t) / n * 1e6
-        t = time.thread_time()
-        for _ in range(n):
-            with lock:
-                pass
-        locking = (time.thread_time() - t) / n * 1e6
-        t = time.thread_time()
-        for _ in range(n):
-            node._tick()
-        tick = (time.thread_time() - t) / n * 1e6
-        append = appends[topic]
-        t = time.thread_time()
-        for k in range(n):
-            getattr(node, {"wheel_speeds": "_on_wheels", "tire_forces": "_on_force", "odom": "_on_odom",
-                           "controls": "_on_controls"}[topic])(samples[k % 64])
-        callback = (time.thread_time() - t) / n * 1e6
-        out[topic] = {"deserialise_us": round(deser, 2), "convert_us": round(convert, 2),
-                      "lock_us": round(locking, 2), "cycle_check_us": round(tick, 2),
-                      "pipeline_append_us": round(append, 2), "whole_callback_us": round(callback, 2)}
+
+    def locking(x) -> None:
+        with lock:
+            pass
+
+    cols["lock_us"] = per_message(locking, stream)
+    cols["cycle_check_us"] = per_message(lambda x: node._tick(1.0), stream)
+    records = [(t, raw[t](b, fr)) for t, _, b in stream]
+
+    def feed(nd, x) -> None:
+        rec = records[x[3]][1]
+        with nd._lock:
+            if nd.guard.check(x[0], rec) is None:
+                nd.pipeline.add(rec)
+            else:
+                nd.pipeline.collector.reject(x[0], "guard")
+
+    stream = [(t, m, b, k) for k, (t, m, b) in enumerate(stream)]
+    cols["guard_and_append_us"] = in_order(node, feed)
     node.shutdown()
     node.destroy_node()
+    fresh = GripEstimatorNode(context=ctx)
+    cols["whole_callback_us"] = in_order(fresh, lambda nd, x: getattr(nd, callbacks[x[0]])(x[2]))
+    fresh.shutdown()
+    fresh.destroy_node()
     rclpy.shutdown(context=ctx)
-    return out
+    return {t: {c: round(v[t], 2) for c, v in cols.items()} for t in topics}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--publisher", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--topics", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--floor", choices=("typed", "raw"), help=argparse.SUPPRESS)
     ap.add_argument("--rate", type=float, default=100.0, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--rates", default="100,500,1000", help="rates per topic, Hz (comma separated)")
     ap.add_argument("--seconds", type=float, default=20.0, help="stream length per rate, s")
-    ap.add_argument("--nodes", default="grip_estimator,model_calibrator")
+    ap.add_argument("--nodes", default="grip_estimator,model_calibrator",
+                    help="nodes to measure; floor_typed / floor_raw: an rclpy node whose callbacks only count "
+                    "(deserialised / serialised messages), the cost of taking messages at all")
     ap.add_argument("--profile", action="store_true", help="time the parts of the path in this process")
+    ap.add_argument("--node-args", default="", help="extra ROS arguments for the node, e.g. '-p fit_period:=3600.0' "
+                    "(ingestion alone: no fit cycle during the stream)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--label", default="", help="a label stored with the results (e.g. before/after)")
     args = ap.parse_args()
     if args.publisher:
         _publisher(args)
+        return
+    if args.floor:
+        _floor(args.floor)
         return
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     results: dict = {"label": args.label, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -356,12 +439,17 @@ def main() -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         for node in args.nodes.split(","):
             for rate in (float(r) for r in args.rates.split(",")):
-                row = measure(node, rate, args.seconds, log_dir, [])
+                row = measure(node, rate, args.seconds, log_dir, args.node_args.split())
                 row["load"] = os.getloadavg()[0]
                 results["runs"].append(row)
                 print(f"{node:17s} {rate:6.0f} Hz  drops % {row['drop_pct']}  {row['msgs_per_s']:8.1f} msg/s  "
                       f"cpu {row['node_cpu_cores']:.2f} cores  {row['msgs_per_cpu_s']:8.1f} msg/cpu-s  "
                       f"fits {row['fits_completed']}  load {row['load']:.2f}", flush=True)
+                if row["cpu_status"]:
+                    c = row["cpu_status"]
+                    print(f"{'':17s} node's cpu status: share 10 s {c.get('cpu_share_10s')} %, 60 s "
+                          f"{c.get('cpu_share_60s')} %, budget {c.get('cpu_budget')}, shed cycles "
+                          f"{c.get('shed_cycles')}, stretch {c.get('cycle_stretch')}: {c.get('_message')}", flush=True)
     results["load_after"] = os.getloadavg()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

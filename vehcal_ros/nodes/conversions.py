@@ -38,6 +38,7 @@ from vehcal_ros.io.bags import (
     vector3_stamped,
 )
 from vehcal_ros.models.sensors import ClockTick
+from vehcal_ros.nodes import raw_messages
 
 
 def _lookup(name: str) -> type:
@@ -153,6 +154,22 @@ def msg_to_gnss_fix(msg: Any, fr: Frames = DEFAULT_FRAMES) -> GnssFix:
 def msg_to_controls(msg: Any, fr: Frames = DEFAULT_FRAMES) -> Controls:
     """Joy -> Controls (axes at the configured indices)."""
     return _one("/vehicle/controls", msg, fr)
+
+
+# -- serialised message (a raw=True subscription's bytes) -> record -------------------------------------------
+def _deserialize(data: bytes, type_name: str) -> Any:
+    """rclpy's deserialisation (the fallback of :mod:`vehcal_ros.nodes.raw_messages` for bytes it does not read)."""
+    from rclpy.serialization import deserialize_message
+
+    return deserialize_message(data, _lookup(type_name))
+
+
+raw_to_wheel_speeds = raw_messages.decoder("/vehicle/wheel_speeds", _deserialize)
+raw_to_imu = raw_messages.decoder("/vehicle/imu", _deserialize)
+raw_to_tire_force = raw_messages.decoder("/vehicle/tire_forces", _deserialize)
+raw_to_odom = raw_messages.decoder("/vehicle/odom", _deserialize)
+raw_to_gnss_velocity = raw_messages.decoder("/vehicle/gnss/vel", _deserialize)
+raw_to_controls = raw_messages.decoder("/vehicle/controls", _deserialize)
 
 
 def msg_to_ground_truth(msg: Any, fr: Frames = DEFAULT_FRAMES) -> GroundTruth | None:

@@ -2,7 +2,8 @@
 
 Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), tire forces
 (geometry_msgs/WrenchStamped, one per wheel), odometry (nav_msgs/Odometry) and, for the steering angle, controls
-(sensor_msgs/Joy). Callbacks only convert messages to records and feed the
+(sensor_msgs/Joy). The sensor subscriptions take the serialised bytes (``raw=True``); callbacks only read them into
+records (:mod:`vehcal_ros.nodes.raw_messages`) and feed the
 :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`; a timer hands a snapshot to a worker thread that
 runs Algorithm 1 of the friction paper; a cycle still running makes the next one skip (counted), never queue
 (scheduling: :mod:`vehcal_ros.nodes.worker_node`).
@@ -56,7 +57,7 @@ from vehcal_ros.nodes.common import (
     make_set_callback,
     spin_node,
 )
-from vehcal_ros.nodes.worker_node import WorkerNode
+from vehcal_ros.nodes.worker_node import CPU_BUDGET, WorkerNode
 from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"
@@ -209,6 +210,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
               read_only=True),
+    CPU_BUDGET,
 )
 
 def sensor_qos(depth: int = 2000) -> QoSProfile:
@@ -243,18 +245,20 @@ class GripEstimatorNode(WorkerNode):
         qos = sensor_qos()
         v = self.values
         group = self.inputs_group
-        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=group)
+        # sensor topics: serialised bytes (raw=True), read by nodes/raw_messages.py without rclpy's message objects
+        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=group,
+                                 raw=True)
         self.create_subscription(WrenchStamped, v["tire_forces_topic"], self._on_force, sensor_qos(4 * 2000),
-                                 callback_group=group)   # four messages per time step
-        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
-        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
+                                 callback_group=group, raw=True)   # four messages per time step
+        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group, raw=True)
+        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group, raw=True)
         self._force_pub = None
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
         # wheels' toe of a description with bump steer (estimation/grip_signals.py)
-        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
+        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group, raw=True)
         if v["radius_learning"] or v["speed_reference"] == "gnss_imu":   # the speed reference
             self.create_subscription(TwistWithCovarianceStamped, v["gnss_topic"], self._on_gnss, qos,
-                                     callback_group=group)
+                                     callback_group=group, raw=True)
         if v["force_source"] != "measured":
             self.create_subscription(DiagnosticArray, v["model_parameters_topic"], self._on_model, latched_qos(),
                                      callback_group=group)
@@ -307,18 +311,18 @@ class GripEstimatorNode(WorkerNode):
         self.fed_messages += 1
         self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.collector.reject)
 
-    def _on_wheels(self, msg: JointState) -> None:
-        self._feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+    def _on_wheels(self, data: bytes) -> None:
+        self._feed("wheel_speeds", conversions.raw_to_wheel_speeds, data)
         forces = self.pipeline.force_estimator.last if self.pipeline.force_estimator is not None else ()
         if self._force_pub is not None and forces:
             for f in forces:
                 self._force_pub.publish(conversions.tire_force_to_msg(f, self._frames))
 
-    def _on_imu(self, msg: Imu) -> None:
-        self._feed("imu", conversions.msg_to_imu, msg)
+    def _on_imu(self, data: bytes) -> None:
+        self._feed("imu", conversions.raw_to_imu, data)
 
-    def _on_gnss(self, msg: TwistWithCovarianceStamped) -> None:
-        self._feed("gnss", conversions.msg_to_gnss_velocity, msg)
+    def _on_gnss(self, data: bytes) -> None:
+        self._feed("gnss", conversions.raw_to_gnss_velocity, data)
 
     def _on_model(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -326,14 +330,14 @@ class GripEstimatorNode(WorkerNode):
                 with self._lock:
                     self.pipeline.use_model_parameters({kv.key: kv.value for kv in status.values})
 
-    def _on_force(self, msg: WrenchStamped) -> None:
-        self._feed("tire_forces", conversions.msg_to_tire_force, msg)
+    def _on_force(self, data: bytes) -> None:
+        self._feed("tire_forces", conversions.raw_to_tire_force, data)
 
-    def _on_odom(self, msg: Odometry) -> None:
-        self._feed("odom", conversions.msg_to_odom, msg)
+    def _on_odom(self, data: bytes) -> None:
+        self._feed("odom", conversions.raw_to_odom, data)
 
-    def _on_controls(self, msg: Joy) -> None:
-        self._feed("controls", conversions.msg_to_controls, msg)
+    def _on_controls(self, data: bytes) -> None:
+        self._feed("controls", conversions.raw_to_controls, data)
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         with self._lock:
@@ -465,6 +469,7 @@ class GripEstimatorNode(WorkerNode):
                            "in_force_known": b.known, "age_s": b.age, "distance_m": b.distance,
                            "p_road_change": b.p_change})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
+        statuses.append(self._cpu_status(NODE_NAME, hw))
         self._diag_pub.publish(diag_array(self, statuses))
 
 

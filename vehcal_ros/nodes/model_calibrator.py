@@ -1,11 +1,12 @@
 """``model_calibrator``: staged Bayesian calibration of the 8-DOF model, live (shared/DESIGN.md sections 4-5).
 
 Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), IMU
-(sensor_msgs/Imu), odometry (nav_msgs/Odometry) and controls (sensor_msgs/Joy). Callbacks only convert messages
-to records and feed the :class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a cycle on
-the ROS clock (``use_sim_time`` is honoured; scheduling in :mod:`vehcal_ros.nodes.worker_node`) hands the next
-stage(s) with a fresh qualifying segment to a worker thread (papers/bayesian-calibration-8dof-vehicle-model.md
-Section 3: tempered SMC, runs as chains); a cycle still running makes the next one skip (counted), never queue.
+(sensor_msgs/Imu), odometry (nav_msgs/Odometry) and controls (sensor_msgs/Joy), as serialised bytes
+(``raw=True``). Callbacks only read them into records (:mod:`vehcal_ros.nodes.raw_messages`) and feed the
+:class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a cycle on the ROS clock
+(``use_sim_time`` is honoured; scheduling in :mod:`vehcal_ros.nodes.worker_node`) hands the next stage(s) with a
+fresh qualifying segment to a worker thread (papers/bayesian-calibration-8dof-vehicle-model.md Section 3: tempered
+SMC, runs as chains); a cycle still running makes the next one skip (counted), never queue.
 
 Outputs: ``vehcal/model_parameters`` (topic names are relative: a namespace moves them; diagnostic_msgs/
 DiagnosticArray, reliable + transient local, silent until the first accepted stage: one status per calibrated
@@ -53,7 +54,7 @@ from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
-from vehcal_ros.nodes.worker_node import WorkerNode
+from vehcal_ros.nodes.worker_node import CPU_BUDGET, WorkerNode
 
 NODE_NAME = "model_calibrator"
 
@@ -182,6 +183,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
               read_only=True),
+    CPU_BUDGET,
     *PRIOR_SPECS,
     *MODEL_SPECS,
 )
@@ -212,10 +214,11 @@ class ModelCalibratorNode(WorkerNode):
 
         qos = sensor_qos()
         group = self.inputs_group
-        self.create_subscription(JointState, v["wheel_speeds_topic"], self._on_wheels, qos, callback_group=group)
-        self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group)
-        self.create_subscription(Odometry, v["odom_topic"], self._on_odom, qos, callback_group=group)
-        self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group)
+        # serialised bytes (raw=True), read by nodes/raw_messages.py without rclpy's message objects
+        for cls, topic, callback in ((JointState, v["wheel_speeds_topic"], self._on_wheels),
+                                     (Imu, v["imu_topic"], self._on_imu), (Odometry, v["odom_topic"], self._on_odom),
+                                     (Joy, v["controls_topic"], self._on_controls)):
+            self.create_subscription(cls, topic, callback, qos, callback_group=group, raw=True)
         self._model_pub = self.create_publisher(DiagnosticArray, v["output_topic"], latched_qos())
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.state_note = ""          # what happened to the state file at start (shown on /diagnostics)
@@ -355,17 +358,17 @@ class ModelCalibratorNode(WorkerNode):
         self.fed_messages += 1
         self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.reject)
 
-    def _on_wheels(self, msg: JointState) -> None:
-        self._feed("wheel_speeds", conversions.msg_to_wheel_speeds, msg)
+    def _on_wheels(self, data: bytes) -> None:
+        self._feed("wheel_speeds", conversions.raw_to_wheel_speeds, data)
 
-    def _on_imu(self, msg: Imu) -> None:
-        self._feed("imu", conversions.msg_to_imu, msg)
+    def _on_imu(self, data: bytes) -> None:
+        self._feed("imu", conversions.raw_to_imu, data)
 
-    def _on_odom(self, msg: Odometry) -> None:
-        self._feed("odom", conversions.msg_to_odom, msg)
+    def _on_odom(self, data: bytes) -> None:
+        self._feed("odom", conversions.raw_to_odom, data)
 
-    def _on_controls(self, msg: Joy) -> None:
-        self._feed("controls", conversions.msg_to_controls, msg)
+    def _on_controls(self, data: bytes) -> None:
+        self._feed("controls", conversions.raw_to_controls, data)
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         if self._setting_model or not any(not k.startswith("model.") for k in changed):
@@ -499,6 +502,7 @@ class ModelCalibratorNode(WorkerNode):
                     kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
                     kv.update(holdout_values(st.result_holdout))
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
+        statuses.append(self._cpu_status(NODE_NAME, hw))
         self._diag_pub.publish(diag_array(self, statuses))
 
 

@@ -8,6 +8,13 @@ not follow the /clock topic; ros2/rclcpp#2457), and a live estimator must not de
 clock read and a comparison. A clock that goes back (simulation restart, bag loop) restarts the period.
 A cycle hands its snapshot to the single worker thread; while a fit runs, further due cycles are skipped and
 counted, never queued.
+
+CPU budget (``cpu_budget``, percent of one core; 0 = off). The node measures its process's CPU share (rolling
+10 s and 60 s means, all threads of the process: :mod:`vehcal_ros.nodes.cpu_budget`) and reports it on the
+``<node>: cpu`` status of /diagnostics, WARN while the 10 s share exceeds the budget. Over the budget, or after
+an overrun, the node sheds fit cycles first (postponed, the period stretched up to 8 times), never ingestion:
+every message is still converted, checked and buffered. Only the live node does this; bag replay runs every
+cycle on its data time (a starvation-free live run).
 """
 
 from __future__ import annotations
@@ -24,7 +31,14 @@ from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
 
 from vehcal_ros.estimation.input_guard import InputGuard
-from vehcal_ros.nodes.common import ERROR, OK, WARN
+from vehcal_ros.nodes.common import ERROR, OK, WARN, ParamSpec, diag_status
+from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder
+
+CPU_BUDGET = ParamSpec(
+    "cpu_budget", 0.0, f"CPU budget of the node process, percent of one core (all its threads; rolling "
+    f"{PRESSURE_WINDOW:g} s mean): above it /diagnostics WARNs and fit cycles are postponed (period stretched up to "
+    f"{MAX_STRETCH} x), never inputs; 0 = no budget", 0.0, 800.0)
+"""The one declaration of ``cpu_budget``; both estimator nodes list it in their ``PARAMS``."""
 
 
 class Periodic:
@@ -51,6 +65,9 @@ class WorkerNode(Node):
 
     def __init__(self, node_name: str, *, worker_name: str, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        # ROS time without /clock is the system time (rcl's fallback, CLOCK_REALTIME): _now() then reads it directly
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.add_post_set_parameters_callback(self._post_set)
         self._lock = threading.Lock()           # guards the pipeline (inputs, snapshots, commits)
         self._tick_lock = threading.Lock()      # one scheduler check at a time
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=worker_name)
@@ -74,6 +91,8 @@ class WorkerNode(Node):
         self._ros_at_fallback = float("nan")    # ROS time at the last fallback check (a stopped clock repeats it)
         self._ros_moved_wall = time.monotonic() # wall time when a fallback check last saw the ROS clock move
         self.services_group = MutuallyExclusiveCallbackGroup()
+        self.cpu = CpuMeter()                   # the process's CPU share (nodes.cpu_budget)
+        self.shedder = FitShedder()             # budget set from the parameter in _start_schedule
 
     # ------------------------------------------------------------ scheduling
     def _start_schedule(self, cycle_period: float, diagnostics_period: float, stall_timeout: float = 0.0) -> None:
@@ -81,6 +100,7 @@ class WorkerNode(Node):
         ``stall_timeout`` (s of wall time; 0 = 2 diagnostics periods): a ROS clock standing still this long means
         the data ended (the end of a simulated scenario or a bag)."""
         now = self._now()
+        self.shedder.budget = float(self.values["cpu_budget"])
         self._cycle_clock = Periodic(cycle_period, now)
         self._diag_clock = Periodic(diagnostics_period, now)
         timers = MutuallyExclusiveCallbackGroup()
@@ -93,6 +113,15 @@ class WorkerNode(Node):
         self.create_timer(diagnostics_period,
                           lambda: self._on_timer(lambda: self._diagnostics_fallback(2.0 * diagnostics_period, stall)),
                           callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def _post_set(self, params: list) -> None:
+        """Post-set (the values were validated by the nodes' on-set callback): a new ``cpu_budget`` takes effect at
+        the next due cycle; ``use_sim_time`` switches :meth:`_now` between the ROS clock and the system time."""
+        for p in params:
+            if p.name == CPU_BUDGET.name:
+                self.shedder.budget = float(p.value)
+            elif p.name == "use_sim_time":
+                self._sim_time = bool(p.value)
 
     def _on_timer(self, work: Callable[[], None]) -> None:
         """A timer's work, unless the node is going down: a SIGINT shuts the context down while the executor may
@@ -141,6 +170,10 @@ class WorkerNode(Node):
             self._tick_lock.release()
 
     def _now(self) -> float:
+        """The node's ROS time, s. Without ``use_sim_time`` that is the system time, read without building an rclpy
+        Time (called for every message)."""
+        if not self._sim_time:
+            return time.time_ns() * 1e-9
         return self.get_clock().now().nanoseconds * 1e-9
 
     @property
@@ -176,7 +209,10 @@ class WorkerNode(Node):
             return
         if self.busy:
             self.skipped_cycles += 1
+            self.shedder.overran()
             return
+        if not self.shedder.due(self.cpu.share(PRESSURE_WINDOW) if self.shedder.enabled else float("nan")):
+            return   # shed for CPU (counted): the data stay buffered for the next cycle that runs
         try:
             with self._lock:
                 jobs = self._snapshot()
@@ -265,6 +301,29 @@ class WorkerNode(Node):
         return "buffers and estimates cleared; estimation starts over"
 
     # ------------------------------------------------------------- diagnostics
+    def _cpu_status(self, node_name: str, hw: str) -> Any:
+        """The ``<node>: cpu`` status: the process's CPU share (percent of one core, rolling means over 10 s and
+        60 s), the budget, the fit cycles shed and the effective cycle period; WARN while the 10 s share exceeds the
+        budget."""
+        shares = self.cpu.shares()
+        sh = self.shedder
+        share = shares[PRESSURE_WINDOW]
+        period = self._cycle_clock.period if self._cycle_clock is not None else float("nan")
+        values = {f"cpu_share_{w:g}s": v for w, v in shares.items()}
+        values.update({"cpu_budget": sh.budget, "shed_cycles": sh.shed, "cycle_stretch": sh.stretch,
+                       "cycle_period_s": sh.stretch * period, "cpu_threads": "process (all threads)"})
+        text = f"{share:.1f} % of one core over {PRESSURE_WINDOW:g} s"
+        if sh.over(share):
+            level = WARN
+            message = (f"over budget: {text} > cpu_budget {sh.budget:g} %; fit cycles shed (period {sh.stretch} x "
+                       f"{period:g} s, {sh.shed} shed), inputs never shed")
+        elif sh.stretch > 1:
+            level, message = OK, f"{text}; fit period still stretched {sh.stretch} x ({sh.shed} shed)"
+        else:
+            level = OK
+            message = text + (f" (budget {sh.budget:g} %)" if sh.enabled else " (no budget)")
+        return diag_status(f"{node_name}: cpu", hw, level, message, values)
+
     def _input_status(self, stale: list[str], losing: list[str]) -> tuple[int, str] | None:
         """The inputs' status when it overrides the node's own checks: paused (OK), or silent / losing topics
         (WARN); None when the inputs are healthy."""
