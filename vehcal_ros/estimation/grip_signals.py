@@ -414,6 +414,7 @@ class GripDataCollector:
         """Body pitch and longitudinal acceleration (front wheel travel, hence the toe of the bump steer). A bad
         sample is skipped silently here (the force estimator and the nodes' input guard count IMU rejects); the
         toe then falls back to the last bracketing samples or to the static toe."""
+        self.counters.received["imu"] = self.counters.received.get("imu", 0) + 1
         self._pitch.buf.append(rec.t, (rec.pitch, rec.ax))
         if self.speed is not None:
             self.speed.add_imu(rec)
