@@ -34,9 +34,9 @@ section), ``DIR/<vehicle_id>/state.json`` (the state file, version 2, written at
 parameters over drives, 90 % intervals, drift flags), rewritten as tasks complete. At the end, the grip by place of
 every done drive (the replay JSON's ``grip_by_place`` rows): ``DIR/fleet_grip_map.geojson``, ``.csv``, ``.png``
 (io/grip_map.py) and ``DIR/<vehicle_id>/grip_by_place.png``, listed under ``grip_map`` in summary.json. The
-faults above apply per bag; a bag whose metadata cannot be read is reported failed before any task runs, and its chain goes on from the
-unchanged state. ``--resume`` skips bags whose drive is in the vehicle's state history and whose result file
-exists.
+faults above apply per bag; a bag whose metadata cannot be read is reported failed before any task runs, and its
+chain goes on from the unchanged state. ``--resume`` skips bags whose drive is in the vehicle's state history and
+whose result file exists.
 """
 
 from __future__ import annotations
