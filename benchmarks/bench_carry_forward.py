@@ -1,0 +1,197 @@
+"""Carry-forward check: after a vehicle's 4 chained drives, does the carried 90 % interval hold a 5th drive's own
+estimate, does the carried model predict a held-out maneuver as well as one drive's, and does the drift flag fire on
+a load change (and only then)?
+
+Input: a ``vehcal batch --fleet`` output directory (``--chain-dir``, default the 1-worker run of
+benchmarks/bench_fleet.py) whose ``<vehicle_id>/state.json`` holds each vehicle's state after its 4 drives
+(daily_driving, sensor seeds 1-4). Per vehicle (simulated vehicle -> description, as in bench_fleet.py):
+
+* drive 5: daily_driving with sensor seed ``--seed5``, replayed alone (no state) -> its single-drive estimate
+  (each accepted stage's posterior mean) and replayed from the 4-drive state (a copy) -> drift flags of drive 5
+  (io/fleet_summary.py ``vehicle_summary`` on the resulting history; expected: none);
+* the same drive on the simulated vehicle with ``--load-change`` more chassis mass (a copy of the simulator's model
+  file, vehcal_ros/data/<vehicle>.yaml, ``chassis.mass`` scaled), replayed from the 4-drive state -> drift flags
+  (expected: at least one);
+* coverage: per parameter in the 4-drive state, the carried 90 % interval ``m -+ 1.645 s_c`` with
+  ``s_c = carry_forward.prior_sd(m, s, 0, drift)`` (elapsed 0: every simulated bag starts at t = 0, so the drift
+  model's floor, 2 % of the mean, is the whole allowance) against drive 5's single-drive mean;
+* held-out: the noise-free test_maneuver of the simulated vehicle, ``holdout.holdout_rmse`` (Table 9 channels, the
+  8-DOF from the measured state at 1 s) with the description's nominal parameters updated by (a) the 4-drive state's
+  means, (b) drive 5's single-drive means, (c) nothing (prior means); summed RMSE ratio to the prior means.
+
+Prints a markdown table (``--out FILE`` also writes it) and ``--json OUT``.
+
+    .venv/bin/python benchmarks/bench_carry_forward.py [--cache DIR] [--chain-dir DIR] [--vehicles sedan ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_fleet import VEHICLES  # noqa: E402
+from bench_vehicle_calibration import noise_free_scenario  # noqa: E402
+
+ROOT = HERE.parent
+VEHCAL = str(Path(sys.executable).with_name("vehcal"))
+Z90 = 1.6448536269514722
+
+
+def _load() -> str:
+    return "/".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def _sim(cache: Path, scenario: str, vehicle: str, seed: int, duration: float | None, name: str) -> Path:
+    bag = cache / name
+    if not bag.exists():
+        part = cache / (name + ".partial")
+        shutil.rmtree(part, ignore_errors=True)
+        argv = [VEHCAL, "simulate", scenario, "--vehicle", vehicle, "--seed", str(seed), "--bag", str(part), "--quiet"]
+        if duration:
+            argv += ["--duration", str(duration)]
+        subprocess.run(argv, check=True)
+        part.rename(bag)
+    return bag
+
+
+def _replay(bag: Path, params: Path, desc: str, vid: str, seed: int, out_json: Path, state: Path | None) -> dict:
+    argv = [VEHCAL, "replay", str(bag), "--params", str(params), "--vehicle", desc, "--seed", str(seed), "--quiet",
+            "--json", str(out_json), "--vehicle-id", vid]
+    if state is not None:
+        argv += ["--state", str(state)]
+    subprocess.run(argv, check=True)
+    return json.loads(out_json.read_text())
+
+
+def _fitted_means(doc: dict) -> dict[str, float]:
+    """Each accepted stage's posterior means of a replay JSON."""
+    out = {}
+    for body in (doc.get("calibration") or {}).values():
+        if isinstance(body, dict) and body.get("final"):
+            out.update({k: float(v["mean"]) for k, v in (body["final"].get("parameters") or {}).items()})
+    return out
+
+
+def _loaded_model(sim: str, factor: float, work: Path) -> Path:
+    src = ROOT / "vehcal_ros" / "data" / f"{sim}.yaml"
+    doc = yaml.safe_load(src.read_text())
+    doc["chassis"]["mass"] = float(doc["chassis"]["mass"]) * factor
+    out = work / f"{sim}_loaded.yaml"
+    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+def _flags(state: Path, drive: str) -> list[dict]:
+    from vehcal_ros.io.fleet_summary import vehicle_summary
+
+    hist = json.loads(state.read_text())["history"]
+    return [f for f in vehicle_summary(hist)["drift_flags"] if f["drive"] == drive]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache", default="/tmp/vehcal-bench-fleet")
+    ap.add_argument("--chain-dir", default=None, help="fleet output after 4 drives (default <cache>/runs/dask1)")
+    ap.add_argument("--vehicles", nargs="+", default=[v[0] for v in VEHICLES])
+    ap.add_argument("--seed5", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--hmmwv-duration", type=float, default=120.0)
+    ap.add_argument("--load-change", type=float, default=0.2, help="relative chassis mass change (default +20 %%)")
+    ap.add_argument("--params", default=str(HERE / "fleet_bench.params.yaml"))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, prior_sd
+    from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
+    from vehcal_ros.io.bags import read_bag
+    from vehcal_ros.models.vehicle_8dof import VehicleConstants
+
+    cache = Path(args.cache)
+    chain = Path(args.chain_dir) if args.chain_dir else cache / "runs" / "dask1"
+    work = cache / "carry_forward"
+    work.mkdir(parents=True, exist_ok=True)
+    params = Path(args.params).resolve()
+    t0, start, load0 = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), _load()
+    res: dict = {"started": start, "load_before": load0, "vehicles": {}}
+    lines = ["| vehicle | parameter | carried mean (90 % interval) | drive 5 alone | inside |", "|---|---|---|---|---|"]
+    hold_lines = ["| vehicle | held-out sum of RMSE / prior RMSE (8 channels): carried 4 drives | drive 5 alone | "
+                  "prior means | drift flags: drive 5 (same vehicle) | drive 5 (+load) |", "|---|---|---|---|---|---|"]
+    n_in = n_all = 0
+    for vid, sim, desc in VEHICLES:
+        if vid not in args.vehicles:
+            continue
+        dur = args.hmmwv_duration if sim == "hmmwv" else args.duration
+        state4 = chain / vid / "state.json"
+        st = json.loads(state4.read_text())
+        d5 = _sim(cache, "daily_driving", sim, args.seed5, dur, f"{sim}_s{args.seed5}_d{dur:g}")
+        scen = ROOT / "config" / "scenarios" / ("sedan_daily_driving.yaml" if sim.startswith("sedan")
+                                                else "daily_driving.yaml")
+        has_file = (ROOT / "vehcal_ros" / "data" / f"{sim}.yaml").exists()   # a variant (sedan_zero_bump_steer): none
+        loaded = _sim(cache, str(scen), str(_loaded_model(sim, 1.0 + args.load_change, work)), args.seed5, dur,
+                      f"{sim}_loaded_s{args.seed5}_d{dur:g}") if has_file else None
+        alone = _replay(d5, params, desc, vid, args.seed, work / f"{vid}_alone.json", None)
+        s_same, s_load = work / f"{vid}_same.state.json", work / f"{vid}_load.state.json"
+        shutil.copy(state4, s_same)
+        shutil.copy(state4, s_load)
+        _replay(d5, params, desc, vid, args.seed, work / f"{vid}_same.json", s_same)
+        flags_same, flags_load = _flags(s_same, d5.name), None
+        if loaded is not None:
+            _replay(loaded, params, desc, vid, args.seed, work / f"{vid}_load.json", s_load)
+            flags_load = _flags(s_load, loaded.name)
+        m5 = _fitted_means(alone)
+        cover = {}
+        carried = {}
+        for body in (st.get("stages") or {}).values():
+            for p, s in (body.get("parameters") or {}).items():
+                m, sd = float(s["mean"]), float(s["std"])
+                sc = prior_sd(m, sd, 0.0, DEFAULT_DRIFT)
+                carried[p] = m
+                if p not in m5:
+                    continue
+                inside = abs(m5[p] - m) <= Z90 * sc
+                cover[p] = {"carried_mean": m, "carried_sd": sc, "alone": m5[p], "inside": inside}
+                n_in += inside
+                n_all += 1
+                lines.append(f"| {vid} | {p} | {m:.5g} ({m - Z90 * sc:.5g} .. {m + Z90 * sc:.5g}) | {m5[p]:.5g} | "
+                             f"{'yes' if inside else 'no'} |")
+        tm = _sim(cache, str(noise_free_scenario("test_maneuver", sim, work)), sim, 0, None, f"{sim}_test_clean")
+        table = records_to_table(rec for _, rec in read_bag(str(tm)))
+        const = VehicleConstants.from_description(desc)
+        prior = const.default_parameters()
+        r = {k: holdout_rmse(table, {**prior, **upd}, t_start=1.0, constants=const)
+             for k, upd in (("carried", carried), ("alone", m5), ("prior", {}))}
+        ratio = {k: sum(r[k][c] / r["prior"][c] for c in TABLE9_CHANNELS) for k in r}
+        hold_lines.append(f"| {vid} | {ratio['carried']:.3f} | {ratio['alone']:.3f} | {ratio['prior']:.3f} | "
+                          f"{len(flags_same)} ({', '.join(f['parameter'] for f in flags_same)}) | "
+                          + (f"{len(flags_load)} ({', '.join(f['parameter'] for f in flags_load)})"
+                             if flags_load is not None else "not run (no model file to change)") + " |")
+        res["vehicles"][vid] = {"coverage": cover, "holdout_rmse": r, "holdout_ratio_sum": ratio,
+                                "drift_flags_same": flags_same, "drift_flags_load": flags_load,
+                                "carried_parameters": sorted(carried), "alone_parameters": sorted(m5)}
+        print(hold_lines[-1], flush=True)
+    res.update(inside=n_in, compared=n_all, wall_s=time.perf_counter() - t0, load_after=_load())
+    text = "\n".join([f"Carry-forward check, {start}, load {load0} -> {res['load_after']} (`uptime`, 2 shared cores), "
+                      f"{res['wall_s']:.0f} s wall; params {params.name}, sampler seed {args.seed}, drive 5 sensor "
+                      f"seed {args.seed5}, load change +{100 * args.load_change:.0f} % chassis mass; one seed per "
+                      "vehicle.", "", *lines, "",
+                      f"inside the carried 90 % interval: {n_in} of {n_all} parameters", "", *hold_lines, ""])
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
