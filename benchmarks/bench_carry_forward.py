@@ -64,7 +64,14 @@ def _sim(cache: Path, scenario: str, vehicle: str, seed: int, duration: float | 
     return bag
 
 
-def _replay(bag: Path, params: Path, desc: str, vid: str, seed: int, out_json: Path, state: Path | None) -> dict:
+def _replay(bag: Path, params: Path, desc: str, vid: str, seed: int, out_json: Path, state: Path | None,
+            state4: Path | None = None) -> dict:
+    """``vehcal replay`` of ``bag`` (from a copy of ``state4`` at ``state`` when given); an existing ``out_json``
+    (an earlier run of this script) is read instead."""
+    if out_json.exists():
+        return json.loads(out_json.read_text())
+    if state is not None:
+        shutil.copy(state4, state)
     argv = [VEHCAL, "replay", str(bag), "--params", str(params), "--vehicle", desc, "--seed", str(seed), "--quiet",
             "--json", str(out_json), "--vehicle-id", vid]
     if state is not None:
@@ -79,6 +86,15 @@ def _fitted_means(doc: dict) -> dict[str, float]:
     for body in (doc.get("calibration") or {}).values():
         if isinstance(body, dict) and body.get("final"):
             out.update({k: float(v["mean"]) for k, v in (body["final"].get("parameters") or {}).items()})
+    return out
+
+
+def _model(means: dict[str, float]) -> dict[str, float]:
+    """8-DOF parameters from calibrated means: the lateral stage's total roll damping ``bphi`` split evenly into
+    ``bphi_f`` and ``bphi_r`` (as ``CalibrationResult.posterior_means``)."""
+    out = dict(means)
+    if "bphi" in out:
+        out["bphi_f"] = out["bphi_r"] = 0.5 * out.pop("bphi")
     return out
 
 
@@ -142,12 +158,10 @@ def main() -> None:
                       f"{sim}_loaded_s{args.seed5}_d{dur:g}") if has_file else None
         alone = _replay(d5, params, desc, vid, args.seed, work / f"{vid}_alone.json", None)
         s_same, s_load = work / f"{vid}_same.state.json", work / f"{vid}_load.state.json"
-        shutil.copy(state4, s_same)
-        shutil.copy(state4, s_load)
-        _replay(d5, params, desc, vid, args.seed, work / f"{vid}_same.json", s_same)
+        _replay(d5, params, desc, vid, args.seed, work / f"{vid}_same.json", s_same, state4)
         flags_same, flags_load = _flags(s_same, d5.name), None
         if loaded is not None:
-            _replay(loaded, params, desc, vid, args.seed, work / f"{vid}_load.json", s_load)
+            _replay(loaded, params, desc, vid, args.seed, work / f"{vid}_load.json", s_load, state4)
             flags_load = _flags(s_load, loaded.name)
         m5 = _fitted_means(alone)
         cover = {}
@@ -169,7 +183,7 @@ def main() -> None:
         table = records_to_table(rec for _, rec in read_bag(str(tm)))
         const = VehicleConstants.from_description(desc)
         prior = const.default_parameters()
-        r = {k: holdout_rmse(table, {**prior, **upd}, t_start=1.0, constants=const)
+        r = {k: holdout_rmse(table, {**prior, **_model(upd)}, t_start=1.0, constants=const)
              for k, upd in (("carried", carried), ("alone", m5), ("prior", {}))}
         ratio = {k: sum(r[k][c] / r["prior"][c] for c in TABLE9_CHANNELS) for k in r}
         hold_lines.append(f"| {vid} | {ratio['carried']:.3f} | {ratio['alone']:.3f} | {ratio['prior']:.3f} | "
