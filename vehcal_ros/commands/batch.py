@@ -494,7 +494,8 @@ def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_d
               sections: Mapping[str, Callable[..., Any]] | None = None, plots: bool = True) -> BatchSummary:
     """Replay every bag of ``fleet`` (io/fleet.py ``Fleet``) as one task, each vehicle's bags as a chain through its
     state file (module doc, "Fleet"). ``params``: vehicle_id -> resolved params ``{node: {param: value}}`` (the
-    vehicle description set). ``sections``: extra per-vehicle summary sections (io/fleet_summary.py). Never
+    vehicle description set). ``sections``: extra per-vehicle summary sections (io/fleet_summary.py). ``plots``:
+    write the per-vehicle figures and the fleet grip map at the end (False: none of them). Never
     raises for a failing bag."""
     from vehcal_ros.inference.executors import executor_workers, make_executor
     from vehcal_ros.io import calibration_state as cs
