@@ -98,11 +98,18 @@ def _model(means: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def _loaded_model(sim: str, factor: float, work: Path) -> Path:
+def _changed_model(sim: str, kind: str, change: float, work: Path) -> Path:
+    """A copy of the simulator's model file with ``kind`` = ``load``: chassis mass x (1 + change), or ``tire``: the
+    Pac02 slip stiffness coefficients PKX1 and PKY1 x (1 - change) (a softer tire)."""
     src = ROOT / "vehcal_ros" / "data" / f"{sim}.yaml"
     doc = yaml.safe_load(src.read_text())
-    doc["chassis"]["mass"] = float(doc["chassis"]["mass"]) * factor
-    out = work / f"{sim}_loaded.yaml"
+    if kind == "load":
+        doc["chassis"]["mass"] = float(doc["chassis"]["mass"]) * (1.0 + change)
+    else:
+        pac = doc["tires"]["pac02"]
+        pac["longitudinal"]["PKX1"] = float(pac["longitudinal"]["PKX1"]) * (1.0 - change)
+        pac["lateral"]["PKY1"] = float(pac["lateral"]["PKY1"]) * (1.0 - change)
+    out = work / f"{sim}_{'loaded' if kind == 'load' else 'soft_tire'}.yaml"
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out
 
@@ -119,10 +126,12 @@ def main() -> None:
     ap.add_argument("--cache", default="/tmp/vehcal-bench-fleet")
     ap.add_argument("--chain-dir", default=None, help="fleet output after 4 drives (default <cache>/runs/dask1)")
     ap.add_argument("--vehicles", nargs="+", default=[v[0] for v in VEHICLES])
-    ap.add_argument("--seed5", type=int, default=5)
+    ap.add_argument("--seed5", type=int, nargs="+", default=[5], help="sensor seeds of drive 5 (one run each)")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--hmmwv-duration", type=float, default=120.0)
     ap.add_argument("--load-change", type=float, default=0.2, help="relative chassis mass change (default +20 %%)")
+    ap.add_argument("--tire-change", type=float, default=0.3,
+                    help="relative slip-stiffness drop of the changed tire (default 0.3: PKX1, PKY1 x 0.7)")
     ap.add_argument("--params", default=str(HERE / "fleet_bench.params.yaml"))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=None)
@@ -139,73 +148,93 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     params = Path(args.params).resolve()
     t0, start, load0 = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), _load()
-    res: dict = {"started": start, "load_before": load0, "vehicles": {}}
-    lines = ["| vehicle | parameter | carried mean (90 % interval) | drive 5 alone | inside |", "|---|---|---|---|---|"]
-    hold_lines = ["| vehicle | held-out sum of RMSE / prior RMSE (8 channels): carried 4 drives | drive 5 alone | "
-                  "prior means | drift flags: drive 5 (same vehicle) | drive 5 (+load) |", "|---|---|---|---|---|---|"]
+    res: dict = {"started": start, "load_before": load0, "runs": []}
+    lines = ["| vehicle | drive 5 seed | parameter | carried mean (90 % interval) | drive 5 alone | inside |",
+             "|---|---|---|---|---|---|"]
+    hold_lines = ["| vehicle | drive 5 seed | held-out sum of RMSE / prior RMSE (8 channels): carried 4 drives | "
+                  "drive 5 alone | drift flags on drive 5: same vehicle | + load | + tire change | drive 5 statuses "
+                  "(same / load / tire) |", "|---|---|---|---|---|---|---|---|"]
     n_in = n_all = 0
-    for vid, sim, desc in VEHICLES:
-        if vid not in args.vehicles:
-            continue
-        dur = args.hmmwv_duration if sim == "hmmwv" else args.duration
-        state4 = chain / vid / "state.json"
-        st = json.loads(state4.read_text())
-        d5 = _sim(cache, "daily_driving", sim, args.seed5, dur, f"{sim}_s{args.seed5}_d{dur:g}")
-        scen = ROOT / "config" / "scenarios" / ("sedan_daily_driving.yaml" if sim.startswith("sedan")
-                                                else "daily_driving.yaml")
-        has_file = (ROOT / "vehcal_ros" / "data" / f"{sim}.yaml").exists()   # a variant (sedan_zero_bump_steer): none
-        loaded = _sim(cache, str(scen), str(_loaded_model(sim, 1.0 + args.load_change, work)), args.seed5, dur,
-                      f"{sim}_loaded_s{args.seed5}_d{dur:g}") if has_file else None
-        alone = _replay(d5, params, desc, vid, args.seed, work / f"{vid}_alone.json", None)
-        s_same, s_load = work / f"{vid}_same.state.json", work / f"{vid}_load.state.json"
-        _replay(d5, params, desc, vid, args.seed, work / f"{vid}_same.json", s_same, state4)
-        flags_same, flags_load = _flags(s_same, d5.name), None
-        if loaded is not None:
-            _replay(loaded, params, desc, vid, args.seed, work / f"{vid}_load.json", s_load, state4)
-            flags_load = _flags(s_load, loaded.name)
-        m5 = _fitted_means(alone)
-        cover = {}
-        carried = {}
-        for body in (st.get("stages") or {}).values():
-            for p, s in (body.get("parameters") or {}).items():
-                m, sd = float(s["mean"]), float(s["std"])
-                sc = prior_sd(m, sd, 0.0, DEFAULT_DRIFT)
-                carried[p] = m
-                if p not in m5:
+    changes = {"load": args.load_change, "tire": args.tire_change}
+    for seed5 in args.seed5:
+        for vid, sim, desc in VEHICLES:
+            if vid not in args.vehicles:
+                continue
+            dur = args.hmmwv_duration if sim == "hmmwv" else args.duration
+            state4 = chain / vid / "state.json"
+            st = json.loads(state4.read_text())
+            d5 = _sim(cache, "daily_driving", sim, seed5, dur, f"{sim}_s{seed5}_d{dur:g}")
+            scen = ROOT / "config" / "scenarios" / ("sedan_daily_driving.yaml" if sim.startswith("sedan")
+                                                    else "daily_driving.yaml")
+            has_file = (ROOT / "vehcal_ros" / "data" / f"{sim}.yaml").exists()   # a variant: no file to change
+            tag = f"s{seed5}_{vid}"
+            alone = _replay(d5, params, desc, vid, args.seed, work / f"{tag}_alone.json", None)
+            flags = {"same": None, "load": None, "tire": None}
+            statuses = {}
+            for kind in ("same", "load", "tire"):
+                if kind == "same":
+                    bag = d5
+                elif not has_file:
                     continue
-                inside = abs(m5[p] - m) <= Z90 * sc
-                cover[p] = {"carried_mean": m, "carried_sd": sc, "alone": m5[p], "inside": inside}
-                n_in += inside
-                n_all += 1
-                lines.append(f"| {vid} | {p} | {m:.5g} ({m - Z90 * sc:.5g} .. {m + Z90 * sc:.5g}) | {m5[p]:.5g} | "
-                             f"{'yes' if inside else 'no'} |")
-        tm = _sim(cache, str(noise_free_scenario("test_maneuver", sim, work)), sim, 0, None, f"{sim}_test_clean")
-        table = records_to_table(rec for _, rec in read_bag(str(tm)))
-        const = VehicleConstants.from_description(desc)
-        prior = const.default_parameters()
-        r = {k: holdout_rmse(table, {**prior, **_model(upd)}, t_start=1.0, constants=const)
-             for k, upd in (("carried", carried), ("alone", m5), ("prior", {}))}
-        ratio = {k: sum(r[k][c] / r["prior"][c] for c in TABLE9_CHANNELS) for k in r}
-        hold_lines.append(f"| {vid} | {ratio['carried']:.3f} | {ratio['alone']:.3f} | {ratio['prior']:.3f} | "
-                          f"{len(flags_same)} ({', '.join(f['parameter'] for f in flags_same)}) | "
-                          + (f"{len(flags_load)} ({', '.join(f['parameter'] for f in flags_load)})"
-                             if flags_load is not None else "not run (no model file to change)") + " |")
-        res["vehicles"][vid] = {"coverage": cover, "holdout_rmse": r, "holdout_ratio_sum": ratio,
-                                "drift_flags_same": flags_same, "drift_flags_load": flags_load,
-                                "carried_parameters": sorted(carried), "alone_parameters": sorted(m5)}
-        print(hold_lines[-1], flush=True)
+                else:
+                    model = _changed_model(sim, kind, changes[kind], work)
+                    bag = _sim(cache, str(scen), str(model), seed5, dur, f"{model.stem}_s{seed5}_d{dur:g}")
+                state = work / f"{tag}_{kind}.state.json"
+                _replay(bag, params, desc, vid, args.seed, work / f"{tag}_{kind}.json", state, state4)
+                flags[kind] = _flags(state, bag.name)
+                last = json.loads(state.read_text())["history"][-1]
+                statuses[kind] = {k: b.get("status") for k, b in (last.get("stages") or {}).items()}
+            m5 = _fitted_means(alone)
+            cover, carried = {}, {}
+            for body in (st.get("stages") or {}).values():
+                for p, summ in (body.get("parameters") or {}).items():
+                    m, sd = float(summ["mean"]), float(summ["std"])
+                    sc = prior_sd(m, sd, 0.0, DEFAULT_DRIFT)
+                    carried[p] = m
+                    if p not in m5:
+                        continue
+                    inside = abs(m5[p] - m) <= Z90 * sc
+                    cover[p] = {"carried_mean": m, "carried_sd": sc, "alone": m5[p], "inside": inside}
+                    n_in += inside
+                    n_all += 1
+                    lines.append(f"| {vid} | {seed5} | {p} | {m:.5g} ({m - Z90 * sc:.5g} .. {m + Z90 * sc:.5g}) | "
+                                 f"{m5[p]:.5g} | {'yes' if inside else 'no'} |")
+            tm = _sim(cache, str(noise_free_scenario("test_maneuver", sim, work)), sim, 0, None, f"{sim}_test_clean")
+            table = records_to_table(rec for _, rec in read_bag(str(tm)))
+            const = VehicleConstants.from_description(desc)
+            prior = const.default_parameters()
+            r = {k: holdout_rmse(table, {**prior, **_model(upd)}, t_start=1.0, constants=const)
+                 for k, upd in (("carried", carried), ("alone", m5), ("prior", {}))}
+            ratio = {k: sum(r[k][c] / r["prior"][c] for c in TABLE9_CHANNELS) for k in r}
+
+            def show(fl):
+                return "not run (no model file)" if fl is None else \
+                    f"{len(fl)}" + (f" ({', '.join(f['parameter'] for f in fl)})" if fl else "")
+
+            def stat(kind, statuses=statuses):
+                return "/".join(f"{k[:3]} {v}" for k, v in statuses[kind].items()) if kind in statuses else "-"
+
+            hold_lines.append(f"| {vid} | {seed5} | {ratio['carried']:.3f} | {ratio['alone']:.3f}"
+                              f"{' (nothing fitted)' if not m5 else ''} | {show(flags['same'])} | "
+                              f"{show(flags['load'])} | {show(flags['tire'])} | {stat('same')}; {stat('load')}; "
+                              f"{stat('tire')} |")
+            res["runs"].append({"vehicle": vid, "seed5": seed5, "coverage": cover, "holdout_rmse": r,
+                                "holdout_ratio_sum": ratio, "drift_flags": flags, "statuses": statuses,
+                                "carried_parameters": sorted(carried), "alone_parameters": sorted(m5)})
+            print(hold_lines[-1], flush=True)
     res.update(inside=n_in, compared=n_all, wall_s=time.perf_counter() - t0, load_after=_load())
-    text = "\n".join([f"Carry-forward check, {start}, load {load0} -> {res['load_after']} (`uptime`, 2 shared cores), "
-                      f"{res['wall_s']:.0f} s wall; params {params.name}, sampler seed {args.seed}, drive 5 sensor "
-                      f"seed {args.seed5}, load change +{100 * args.load_change:.0f} % chassis mass; one seed per "
-                      "vehicle.", "", *lines, "",
-                      f"inside the carried 90 % interval: {n_in} of {n_all} parameters", "", *hold_lines, ""])
+    text = "\n".join([f"Carry-forward check, {start}, load {load0} -> {res['load_after']} (`uptime`, 2 shared "
+                      f"cores), {res['wall_s']:.0f} s wall (earlier runs' replays reused when present); params "
+                      f"{params.name}, sampler seed {args.seed}, drive 5 sensor seeds {args.seed5}, load change "
+                      f"+{100 * args.load_change:.0f} % chassis mass, tire change PKX1 and PKY1 x "
+                      f"{1 - args.tire_change:.2f}; one 4-drive chain per vehicle (sensor seeds 1-4).", "", *lines, "",
+                      f"inside the carried 90 % interval: {n_in} of {n_all} (parameter, drive 5 seed) pairs", "",
+                      *hold_lines, ""])
     print(text)
     if args.out:
         Path(args.out).write_text(text)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2, default=str) + "\n")
-
 
 if __name__ == "__main__":
     main()
