@@ -109,7 +109,7 @@ def _changed_model(sim: str, kind: str, change: float, work: Path) -> Path:
         pac = doc["tires"]["pac02"]
         pac["longitudinal"]["PKX1"] = float(pac["longitudinal"]["PKX1"]) * (1.0 - change)
         pac["lateral"]["PKY1"] = float(pac["lateral"]["PKY1"]) * (1.0 - change)
-    out = work / f"{sim}_{'loaded' if kind == 'load' else 'soft_tire'}.yaml"
+    out = work / f"{sim}_{kind}{change:g}.yaml"
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out
 
@@ -179,8 +179,9 @@ def main() -> None:
                 else:
                     model = _changed_model(sim, kind, changes[kind], work)
                     bag = _sim(cache, str(scen), str(model), seed5, dur, f"{model.stem}_s{seed5}_d{dur:g}")
-                state = work / f"{tag}_{kind}.state.json"
-                _replay(bag, params, desc, vid, args.seed, work / f"{tag}_{kind}.json", state, state4)
+                name = kind if kind == "same" else f"{kind}{changes[kind]:g}"
+                state = work / f"{tag}_{name}.state.json"
+                _replay(bag, params, desc, vid, args.seed, work / f"{tag}_{name}.json", state, state4)
                 flags[kind] = _flags(state, bag.name)
                 last = json.loads(state.read_text())["history"][-1]
                 statuses[kind] = {k: b.get("status") for k, b in (last.get("stages") or {}).items()}
