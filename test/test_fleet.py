@@ -372,3 +372,64 @@ def test_a_jump_in_rolling_resistance_is_refitted_and_flagged(tmp_path, fleet_di
     assert rr[1]["mean"] == pytest.approx(1.4 * TRUTH["rr"], rel=0.1)
     assert [(f["parameter"], f["drive"]) for f in doc["jumpy"]["drift_flags"]] == [("rr", "c2")]
     assert doc["truckB"]["drift_flags"] == []
+
+
+def _place_bag(path: Path, seed: int, duration: float = 8.0) -> None:
+    """A short simulated drive with the GNSS fix (the built-in accel_coast scenario, sensor seed ``seed``)."""
+    from vehcal_ros.io.scenarios import parse_scenario, resolve_scenario_path
+    from vehcal_ros.io.simulate import ScenarioRun
+
+    src = resolve_scenario_path("accel_coast")
+    data = yaml.safe_load(src.read_text())
+    data.update(duration=duration, seed=seed)
+    bags.write_bag(path, ScenarioRun(parse_scenario(data, source=str(src), base_dir=src.parent)), storage="mcap")
+
+
+def test_fleet_grip_map_over_every_vehicles_drives(fleet_dir, tmp_path, capsys):
+    """Two drives with the fix (both starting at t = 0: the map keeps them apart by drive) and a vehicle whose bag has
+    none: the fleet map (GeoJSON, CSV, PNG) holds every row of the drives with rows, listed in summary.json, and a
+    grip-by-place plot is written for the vehicle with rows only."""
+    import csv
+
+    for k in (1, 2):
+        _place_bag(tmp_path / f"carC_{k}", seed=k)
+    shutil.copytree(fleet_dir / "truckA_b", tmp_path / "truckA_b")
+    (tmp_path / "p.yaml").write_text(PARAMS)
+    (tmp_path / "fleet.yaml").write_text("params: p.yaml\nvehicles:\n  carC: {vehicle: hmmwv, bags: 'carC_*'}\n"
+                                         "  truckA: {vehicle: hmmwv, bags: truckA_b}\n")
+    out = tmp_path / "out"
+    rc = main(["batch", "--fleet", str(tmp_path / "fleet.yaml"), "--out", str(out), "--executor", "serial",
+               "--seed", "1"])
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    gm = summary["grip_map"]
+    assert sorted(Path(f).name for f in gm["files"]) == ["fleet_grip_map.csv", "fleet_grip_map.geojson",
+                                                         "fleet_grip_map.png"]
+    docs = {k: json.loads((out / "carC" / f"carC_{k}.json").read_text())["grip_by_place"] for k in (1, 2)}
+    assert all(len(rows) >= 10 for rows in docs.values())
+    assert docs[1][0]["t"] == docs[2][0]["t"]
+    assert gm["rows"] == {"carC": len(docs[1]) + len(docs[2]), "truckA": 0}
+    with open(out / "fleet_grip_map.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0])[:2] == ["vehicle", "drive"]
+    assert [(r["drive"], float(r["t"]), r["scope"]) for r in table] == \
+        [(f"carC_{k}", r["t"], r["scope"]) for k in (1, 2) for r in docs[k]]
+    assert {r["vehicle"] for r in table} == {"carC"}
+    geo = json.loads((out / "fleet_grip_map.geojson").read_text())
+    assert len(geo["features"]) == len(table)
+    assert geo["features"][0]["geometry"]["coordinates"][:2] == [docs[1][0]["longitude"], docs[1][0]["latitude"]]
+    assert set(gm["plots"]) == {"carC"} and Path(gm["plots"]["carC"]).name == "grip_by_place.png"
+    assert (out / "carC" / "grip_by_place.png").stat().st_size > 1000
+    assert (out / "fleet_grip_map.png").stat().st_size > 1000
+    assert not (out / "truckA" / "grip_by_place.png").exists()
+
+
+def test_grip_map_places_keep_drives_with_the_same_stamps_apart():
+    """Rows of two drives of one vehicle at the same t are two places (one fix each), not one."""
+    from vehcal_ros.io.grip_map import _places
+
+    row = {"t": 0.0, "latitude": 43.0, "longitude": -89.0, "scope": "front_axle", "mu_max": 0.8, "lower": 0.7,
+           "truth": 0.9}
+    rows = [{"vehicle": "carC", "drive": d, **row, "scope": s} for d in ("a", "b") for s in ("front_axle", "rear_axle")]
+    assert len(_places(rows)) == 2
+    assert len(_places([{k: v for k, v in r.items() if k != "drive"} for r in rows])) == 1

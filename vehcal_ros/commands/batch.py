@@ -31,10 +31,12 @@ forward: estimation/carry_forward.py). A vehicle's bags run in time order (bag s
 vehicles run side by side. Results: ``DIR/<vehicle_id>/<bag stem>.json`` (the replay JSON with a ``fleet``
 section), ``DIR/<vehicle_id>/state.json`` (the state file, version 2, written atomically after each done bag),
 ``DIR/<vehicle_id>/parameters.png`` and ``DIR/summary.json`` with the fleet summary (io/fleet_summary.py:
-parameters over drives, 90 % intervals, drift flags), rewritten as tasks complete. The faults above apply per
-bag; a bag whose metadata cannot be read is reported failed before any task runs, and its chain goes on from the
-unchanged state. ``--resume`` skips bags whose drive is in the vehicle's state history and whose result file
-exists.
+parameters over drives, 90 % intervals, drift flags), rewritten as tasks complete. At the end, the grip by place of
+every done drive (the replay JSON's ``grip_by_place`` rows): ``DIR/fleet_grip_map.geojson``, ``.csv``, ``.png``
+(io/grip_map.py) and ``DIR/<vehicle_id>/grip_by_place.png``, listed under ``grip_map`` in summary.json. The
+faults above apply per bag; a bag whose metadata cannot be read is reported failed before any task runs, and its
+chain goes on from the unchanged state. ``--resume`` skips bags whose drive is in the vehicle's state history and
+whose result file exists.
 """
 
 from __future__ import annotations
@@ -492,7 +494,8 @@ def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_d
               sections: Mapping[str, Callable[..., Any]] | None = None, plots: bool = True) -> BatchSummary:
     """Replay every bag of ``fleet`` (io/fleet.py ``Fleet``) as one task, each vehicle's bags as a chain through its
     state file (module doc, "Fleet"). ``params``: vehicle_id -> resolved params ``{node: {param: value}}`` (the
-    vehicle description set). ``sections``: extra per-vehicle summary sections (io/fleet_summary.py). Never
+    vehicle description set). ``sections``: extra per-vehicle summary sections (io/fleet_summary.py). ``plots``:
+    write the per-vehicle figures and the fleet grip map at the end (False: none of them). Never
     raises for a failing bag."""
     from vehcal_ros.inference.executors import executor_workers, make_executor
     from vehcal_ros.io import calibration_state as cs
@@ -599,8 +602,47 @@ def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_d
                 if p:
                     made[vid] = str(p)
             summary.extra["plots"] = made
+            summary.extra["grip_map"] = _write_grip_maps(out, drives, outcomes)
         write_summary()
     return summary
+
+
+def _write_grip_maps(out: Path, drives: Sequence[Drive], outcomes: Sequence[InputOutcome]) -> dict[str, Any]:
+    """The fleet's grip by place from the done drives' result files (their ``grip_by_place`` rows, each vehicle's
+    drives in time order): ``out/fleet_grip_map.geojson``, ``.csv`` and ``.png`` over every vehicle
+    (io/grip_map.py ``write_fleet_map``) and ``out/<vehicle_id>/grip_by_place.png`` per vehicle with rows. Returns
+    the summary's ``grip_map`` section: ``files`` (the three fleet files, [] when no drive has a row), ``rows``
+    (per vehicle), ``plots`` (per vehicle: the PNG path or ``not written: <reason>``). A file that cannot be
+    written never fails the batch (its reason goes in ``error``)."""
+    from vehcal_ros.io.grip_map import plot_grip_map, write_fleet_map
+
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for d, o in zip(drives, outcomes):
+        rows.setdefault(d.vehicle_id, [])
+        if o.status not in ("ok", "skipped") or not o.result_file:
+            continue
+        try:
+            doc = json.loads(Path(o.result_file).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for r in doc.get("grip_by_place") or () if isinstance(doc, dict) else ():
+            rows[d.vehicle_id].append({"drive": d.name, **r})
+    section: dict[str, Any] = {"files": [], "rows": {vid: len(r) for vid, r in rows.items()}, "plots": {}}
+    for vid, rs in rows.items():
+        if not rs:
+            continue
+        try:
+            section["plots"][vid] = str(plot_grip_map(rs, out / vid / "grip_by_place.png",
+                                                      title=f"{vid}: grip by place over {len({r['drive'] for r in rs})}"
+                                                            f" drives, {len(rs)} rows"))
+        except (OSError, ValueError) as exc:
+            section["plots"][vid] = f"not written: {exc}"
+    if any(rows.values()):
+        try:
+            section["files"] = [str(p) for p in write_fleet_map({v: r for v, r in rows.items() if r}, out)]
+        except (OSError, ValueError) as exc:
+            section["error"] = f"fleet grip map not written: {exc}"
+    return section
 
 
 def _fleet_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, dict[str, Any]]]]:

@@ -7,10 +7,10 @@ unknown). Every file is written atomically (a temporary file in the same directo
 reader or a crash never sees half a file.
 
 * GeoJSON (RFC 7946): a FeatureCollection with one Point Feature per row, ``coordinates`` = [longitude, latitude,
-  altitude] (deg, deg, m: the RFC's order), ``properties`` = every field of the row (plus ``vehicle`` in a fleet
-  map). Rows without a finite latitude and longitude are left out.
-* CSV: a header line with the field names (``vehicle`` first in a fleet map), one line per row, empty cells for
-  unknown values.
+  altitude] (deg, deg, m: the RFC's order), ``properties`` = every field of the row (plus ``vehicle``, and
+  ``drive`` when given, in a fleet map). Rows without a finite latitude and longitude are left out.
+* CSV: a header line with the field names (``vehicle`` first in a fleet map, then ``drive`` when the rows name
+  their drive), one line per row, empty cells for unknown values.
 * Figure (PNG): the track in metres east and north of its mean position (the local ENU frame there, WGS-84;
   models/geodesy.py), each fix coloured by the lowest mu_max lower bound in force over the scopes whose grip is known
   there (grey where none is), and beside it the same track coloured by
@@ -90,15 +90,16 @@ def csv_text(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] = PLACE_FI
 
 
 def _places(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float | None, float | None, str]]:
-    """(longitude, latitude, lower, truth, vehicle) per place (a vehicle's fix): ``lower`` the lowest lower bound
-    over the scopes whose grip is known there (None: none known), ``truth`` the lowest true mu_max (None: not
-    known for every scope)."""
-    by: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
+    """(longitude, latitude, lower, truth, vehicle) per place (a vehicle's fix: the rows of one ``vehicle``,
+    ``drive`` and ``t``): ``lower`` the lowest lower bound over the scopes whose grip is known there (None: none
+    known), ``truth`` the lowest true mu_max (None: not known for every scope)."""
+    by: dict[tuple[str, str, float], list[Mapping[str, Any]]] = {}
     for row in rows:
         if _finite(row.get("latitude")) is not None and _finite(row.get("longitude")) is not None:
-            by.setdefault((str(row.get("vehicle", "")), float(row.get("t", math.nan))), []).append(row)
+            key = (str(row.get("vehicle", "")), str(row.get("drive", "")), float(row.get("t", math.nan)))
+            by.setdefault(key, []).append(row)
     out = []
-    for (vehicle, _), group in by.items():
+    for (vehicle, _, _), group in by.items():
         lowers = [_finite(r.get("lower")) for r in group if _finite(r.get("mu_max")) is not None]
         lowers = [v for v in lowers if v is not None]
         truths = [_finite(r.get("truth")) for r in group]
@@ -185,12 +186,12 @@ def fleet_rows(rows_by_vehicle: Mapping[str, Sequence[Mapping[str, Any]]]) -> li
 def write_fleet_map(rows_by_vehicle: Mapping[str, Sequence[Mapping[str, Any]]],
                     out_dir: str | os.PathLike) -> list[Path]:
     """Write a fleet's grip by place: ``out_dir/fleet_grip_map.geojson``, ``.csv`` and ``.png`` (``vehicle`` as
-    an extra property and first CSV column; ``rows_by_vehicle``: vehicle name -> that vehicle's
-    ``grip_by_place`` rows). ``out_dir`` is created if needed. Returns the three paths."""
+    an extra property and first CSV column, then ``drive`` when any row has one; ``rows_by_vehicle``: vehicle
+    name -> that vehicle's ``grip_by_place`` rows). ``out_dir`` is created if needed. Returns the three paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = fleet_rows(rows_by_vehicle)
-    fields = ("vehicle", *PLACE_FIELDS)
+    fields = ("vehicle", "drive", *PLACE_FIELDS) if any("drive" in r for r in rows) else ("vehicle", *PLACE_FIELDS)
     gj, cs, png = out / f"{FLEET_NAME}.geojson", out / f"{FLEET_NAME}.csv", out / f"{FLEET_NAME}.png"
     write_atomic(gj, geojson_text(rows, fields))
     write_atomic(cs, csv_text(rows, fields))
