@@ -136,7 +136,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("vehicle", "hmmwv", "vehicle description: a name in config/vehicles/ or a YAML file (8-DOF constants, "
               "drive/brake/steering maps, priors, nominal values; docs/vehicle_description.md)", read_only=True,
               check=_vehicle_check),
-    ParamSpec("require_order", True, "a stage waits until the stages before it have an accepted result"),
+    ParamSpec("require_order", False, "true: a stage waits until the stages before it have an accepted result; "
+              "false: each stage is fitted when a segment qualifies, holding the other stages' latest accepted "
+              "values (the description's nominal ones until then)"),
     ParamSpec("params_out", "", "path of the params YAML written on each recalibration ('' = none)"),
     ParamSpec("params_node_name", "model_calibrator", "node name at the top of the params YAML"),
     ParamSpec("state_file", "", "state file (JSON, or YAML for .yaml/.yml): accepted results restored at start, "
