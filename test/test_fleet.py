@@ -34,6 +34,7 @@ grip_estimator:
 model_calibrator:
   ros__parameters:
     stages: [rolling_resistance, longitudinal]
+    require_order: true   # the chain: the longitudinal stage's fit depends on rr (stage_order.py)
     n_chains: 2
     n_draws: 100
     min_ess: 10.0

@@ -286,6 +286,7 @@ grip_estimator:
 model_calibrator:
   ros__parameters:
     stages: [rolling_resistance, longitudinal, lateral]
+    require_order: true           # the chain: each stage after the ones its fit depends on (stage_order.py)
     n_chains: 4
     n_draws: 500                  # the lateral stage samples 17 (AR(1) rhos and sigmas, initial state): at 300 its
     min_ess: 50.0                 # bulk ESS was 32 on this drive
