@@ -559,6 +559,15 @@ class CalibrationResult:
         return jsonable(out)
 
 
+def finite_or_none(x: Any) -> float | None:
+    """``x`` as a float, or None when it is not a finite number (strict JSON has no NaN or infinity)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 def jsonable(obj: Any) -> Any:
     """A JSON/YAML-safe copy: mappings with str keys, tuples as lists, numpy scalars as Python numbers and
     non-finite floats as None."""

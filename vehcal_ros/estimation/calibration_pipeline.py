@@ -562,45 +562,16 @@ class CalibrationPipeline:
                 outcomes.append(StageOutcome(job.stage, job.window, job.cycle, wall_s=time.perf_counter() - t0,
                                              segment=job.segment, check=check))
                 continue
-            result, error = None, None
             try:
-                result = calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
-                                         n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
-                                         predictive_draws=c.predictive_draws, check=False, dt=c.dt,
-                                         max_mutation_steps=c.max_mutation_steps,
-                                         noise_prior_factor=c.noise_prior_factor, priors=c.priors,
-                                         initial_state=c.stage_initial_state(job.stage),
-                                         noise_model=c.noise_model,
-                                         vehicle=c.vehicle,
-                                         smc_options={"refit_proposal": bool(c.refit_proposal),
-                                                      "stop": self.cancel.is_set})
+                result, error = self._fit(job, chained, c.priors)
+                carried = self.carried_priors.get(job.stage, {})
+                if result is not None and any(touches_bound(result.parameters[n], (b["lower"], b["upper"]))
+                                              for n, b in carried.items() if n in result.parameters):
+                    # the data contradict the carried prior (a change beyond the drift model's allowance): refit
+                    # once on the ranges configured before carrying, so that the change is estimated, not clipped
+                    result, error = self._fit(job, chained, self._base_priors)
             except Cancelled:   # stopped on request: no outcome, the last good model stays
                 break
-            except (InputError, EstimationError) as exc:
-                error = str(exc)
-            except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
-                error = f"fit failed: {exc!r}"
-            carried = self.carried_priors.get(job.stage, {})
-            if result is not None and any(touches_bound(result.parameters[n], (b["lower"], b["upper"]))
-                                          for n, b in carried.items() if n in result.parameters):
-                # the data contradict the carried prior (a change beyond the drift model's allowance): refit once
-                # on the ranges configured before carrying, so that the change is estimated, not clipped
-                try:
-                    result = calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
-                                             n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
-                                             predictive_draws=c.predictive_draws, check=False, dt=c.dt,
-                                             max_mutation_steps=c.max_mutation_steps,
-                                             noise_prior_factor=c.noise_prior_factor, priors=self._base_priors,
-                                             initial_state=c.stage_initial_state(job.stage), vehicle=c.vehicle,
-                                             smc_options={"refit_proposal": bool(c.refit_proposal),
-                                                          "stop": self.cancel.is_set})
-                except Cancelled:
-                    break
-                except (InputError, EstimationError) as exc:
-                    result, error = None, str(exc)
-                except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError,
-                        RuntimeError) as exc:
-                    result, error = None, f"fit failed: {exc!r}"
             ok = result is not None and self.acceptable(result)
             holdout = None
             if ok and job.held is not None and at_prior_bound(job.stage, result, priors=c.priors) is None:
@@ -629,6 +600,25 @@ class CalibrationPipeline:
             t0, t1 = float(job.held.time[0]), float(job.held.time[-1])
             return {"segment": [t0, t1], "fitted": list(fitted), "passed": False,
                     "message": f"held-back [{t0:.2f}, {t1:.2f}] s: the predictive check failed: {exc!r}"}
+
+    def _fit(self, job: StageJob, chained: Mapping[str, float],
+             priors: Mapping[str, tuple[float, float]] | None) -> tuple[Any, str | None]:
+        """One SMC fit of ``job`` on ``priors`` (the pipeline's sampler settings and residual model): (result,
+        None), or (None, the reason it failed). :class:`Cancelled` propagates."""
+        c = self.config
+        try:
+            return calibrate_stage(job.segment, job.stage, previous={**job.previous, **chained},
+                                   n_chains=c.n_chains, n_draws=c.n_draws, seed=job.seed, kernel=c.kernel,
+                                   predictive_draws=c.predictive_draws, check=False, dt=c.dt,
+                                   max_mutation_steps=c.max_mutation_steps, noise_prior_factor=c.noise_prior_factor,
+                                   priors=priors, initial_state=c.stage_initial_state(job.stage),
+                                   noise_model=c.noise_model, vehicle=c.vehicle,
+                                   smc_options={"refit_proposal": bool(c.refit_proposal),
+                                                "stop": self.cancel.is_set}), None
+        except (InputError, EstimationError) as exc:
+            return None, str(exc)
+        except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
+            return None, f"fit failed: {exc!r}"
 
     def _check(self, job: StageJob, chained: Mapping[str, float]) -> WindowCheck | None:
         """The recalibration check of ``job``'s window against its stage's accepted result (None: no accepted

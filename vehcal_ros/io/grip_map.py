@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import finite_or_none
 from vehcal_ros.estimation.calibration_pipeline import write_atomic
 from vehcal_ros.estimation.position import PLACE_FIELDS
 from vehcal_ros.models.geodesy import Geodetic, geodetic_to_enu
@@ -40,20 +41,12 @@ MU_RANGE = (0.0, 1.2)
 """Colour scale of the figures (mu_max, dimensionless)."""
 
 
-def _finite(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _clean(row: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     """The row's ``fields`` with non-finite numbers as None (strict JSON)."""
     out: dict[str, Any] = {}
     for k in fields:
         v = row.get(k)
-        out[k] = _finite(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        out[k] = finite_or_none(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
     return out
 
 
@@ -61,10 +54,10 @@ def geojson_document(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] = 
     """The GeoJSON FeatureCollection of ``rows`` (module docstring); ``fields`` are the properties kept."""
     features = []
     for row in rows:
-        lat, lon = _finite(row.get("latitude")), _finite(row.get("longitude"))
+        lat, lon = finite_or_none(row.get("latitude")), finite_or_none(row.get("longitude"))
         if lat is None or lon is None:
             continue
-        alt = _finite(row.get("altitude"))
+        alt = finite_or_none(row.get("altitude"))
         coords = [lon, lat] if alt is None else [lon, lat, alt]
         features.append({"type": "Feature", "geometry": {"type": "Point", "coordinates": coords},
                          "properties": _clean(row, fields)})
@@ -95,14 +88,14 @@ def _places(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float
     known), ``truth`` the lowest true mu_max (None: not known for every scope)."""
     by: dict[tuple[str, str, float], list[Mapping[str, Any]]] = {}
     for row in rows:
-        if _finite(row.get("latitude")) is not None and _finite(row.get("longitude")) is not None:
+        if finite_or_none(row.get("latitude")) is not None and finite_or_none(row.get("longitude")) is not None:
             key = (str(row.get("vehicle", "")), str(row.get("drive", "")), float(row.get("t", math.nan)))
             by.setdefault(key, []).append(row)
     out = []
     for (vehicle, _, _), group in by.items():
-        lowers = [_finite(r.get("lower")) for r in group if _finite(r.get("mu_max")) is not None]
+        lowers = [finite_or_none(r.get("lower")) for r in group if finite_or_none(r.get("mu_max")) is not None]
         lowers = [v for v in lowers if v is not None]
-        truths = [_finite(r.get("truth")) for r in group]
+        truths = [finite_or_none(r.get("truth")) for r in group]
         truth = min(truths) if all(v is not None for v in truths) else None  # type: ignore[type-var]
         out.append((float(group[0]["longitude"]), float(group[0]["latitude"]), min(lowers) if lowers else None,
                     truth, vehicle))

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
+from vehcal_ros.estimation.calibration import finite_or_none as _f
 from vehcal_ros.estimation.calibration import jsonable
 from vehcal_ros.estimation.grip_belief import belief_timeline
 from vehcal_ros.estimation.grip_fit import GripEstimate
@@ -188,14 +189,6 @@ def _sensor_key(canonical: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------- results
-def _f(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _fl(a: Any) -> list:
     return [_f(x) for x in np.asarray(a, dtype=float).reshape(-1)]
 

@@ -63,6 +63,13 @@ def _align(o: int, size: int, max_align: int) -> int:
     return (o + a - 1) & -a
 
 
+def _length(data: bytes, f: _Formats, o: int, max_align: int) -> tuple[int, int]:
+    """A sequence's element count at payload offset ``o`` (aligned here): (count, offset of its first element)."""
+    o = _align(o, 4, max_align)
+    (n,) = f.u32.unpack_from(data, 4 + o)
+    return n, o + 4
+
+
 def _string(data: bytes, f: _Formats, o: int) -> tuple[str, int]:
     """A CDR string at payload offset ``o`` (4-aligned already): (text, offset after it)."""
     (n,) = f.u32.unpack_from(data, 4 + o)
@@ -83,9 +90,7 @@ def _header(data: bytes, f: _Formats) -> tuple[Any, int]:
 
 def _doubles(data: bytes, f: _Formats, o: int, max_align: int) -> tuple[tuple[float, ...], int]:
     """A sequence<float64> at payload offset ``o``: (values, offset after it)."""
-    o = _align(o, 4, max_align)
-    (n,) = f.u32.unpack_from(data, 4 + o)
-    o += 4
+    n, o = _length(data, f, o, max_align)
     if n == 0:
         return (), o
     o = _align(o, 8, max_align)
@@ -102,9 +107,7 @@ def joint_state(data: bytes) -> Any:
     """sensor_msgs/JointState: header, name, velocity, effort (position skipped)."""
     f, m = _start(data)
     header, o = _header(data, f)
-    o = _align(o, 4, m)
-    (count,) = f.u32.unpack_from(data, 4 + o)
-    o += 4
+    count, o = _length(data, f, o, m)
     names = []
     for _ in range(count):
         o = _align(o, 4, m)
@@ -158,9 +161,7 @@ def joy(data: bytes) -> Any:
     """sensor_msgs/Joy: header, axes (buttons skipped)."""
     f, m = _start(data)
     header, o = _header(data, f)
-    o = _align(o, 4, m)
-    (n,) = f.u32.unpack_from(data, 4 + o)
-    o += 4
+    n, o = _length(data, f, o, m)
     if 4 + o + 4 * n > len(data):
         raise Truncated("axes run past the end")
     axes = struct.unpack_from(f"{f.order}{n}f", data, 4 + o)
