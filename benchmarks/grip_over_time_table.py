@@ -27,15 +27,16 @@ def rows(path: Path) -> list[str]:
         scopes = "; ".join(f"{s.split('_')[0]} {f['inside']:.2f}/{f['overstated']:.2f}/{f['available']:.2f}/"
                            f"{f['usable_lower']:.2f}" for s, f in run["per_scope"].items())
         out.append(f"| {what} | {run.get('seed', 0)} | {run.get('forces', 'estimated')} | {d['inside']:.2f} | "
-                   f"{d['overstated']:.2f} | {d['available']:.2f} | {d['interval_score']:.3f} | "
+                   f"{d['overstated']:.2f} | {d['available']:.2f} | {d.get('available_fit', float('nan')):.2f} | "
+                   f"{d['interval_score']:.3f} | "
                    f"{d['usable_lower']:.2f} | {scopes} | {', '.join(miss) or 'none'} |")
     return out
 
 
 def main() -> int:
-    print("| drive | seed | forces | inside | overstated | available | interval score | usable lower | per scope "
-          "(inside/over/avail/usable) | targets missed |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| drive | seed | forces | inside | overstated | available | of which fitted | interval score | usable lower "
+          "| per scope (inside/over/avail/usable) | targets missed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for arg in sys.argv[1:]:
         print("\n".join(rows(Path(arg))))
     return 0

@@ -434,3 +434,21 @@ def test_grip_map_places_keep_drives_with_the_same_stamps_apart():
     rows = [{"vehicle": "carC", "drive": d, **row, "scope": s} for d in ("a", "b") for s in ("front_axle", "rear_axle")]
     assert len(_places(rows)) == 2
     assert len(_places([{k: v for k, v in r.items() if k != "drive"} for r in rows])) == 1
+
+
+def test_chains_hand_out_the_chain_with_the_most_work_left_first():
+    """List scheduling by remaining work: a freed worker takes from the longest remaining chain (the critical
+    path), one task per chain at a time, in order within each chain."""
+    from vehcal_ros.commands.batch import _Chains
+
+    chains = _Chains({"a": [0, 1], "b": [2, 3, 4], "c": [5]}, cost={i: 10.0 for i in range(6)})
+    assert chains.take(2) == [2, 0]            # b (30 s left), then a (20 s); c (10 s) waits
+    assert chains.take(1) == [5]               # the only ready chain: c
+    chains.done(2)
+    assert chains.take(2) == [3]               # b again (a and c are busy)
+    chains.done(0)
+    chains.done(3)
+    chains.done(5)
+    assert chains.take(3) == [1, 4]            # a tie (10 s each): the fleet file's order
+    unweighted = _Chains({"a": [0], "b": [1, 2]})
+    assert unweighted.take(1) == [1]           # no costs: 1 per task, b has more

@@ -87,7 +87,8 @@ def main() -> int:
     worst = max((row["drive"]["overstated"] for row in rows), default=float("nan"))
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"pooled over {len(rows)} vehicles: inside {pooled['inside']:.3f}, overstated {pooled['overstated']:.3f}, "
-          f"available {pooled['available']:.3f}, interval score {pooled['interval_score']:.3f}, usable lower "
+          f"available {pooled['available']:.3f} (fitted {pooled['available_fit']:.3f}), "
+          f"interval score {pooled['interval_score']:.3f}, usable lower "
           f"{pooled['usable_lower']:.3f}; worst vehicle overstated {worst:.3f}")
     print(f"date {stamp}; load (1 min) before {load_before:.2f}, after {os.getloadavg()[0]:.2f}")
     if args.json:

@@ -293,24 +293,30 @@ class _Queue:
 
 class _Chains:
     """Task indices in chains (one per vehicle): a chain's next task is ready once its previous one is done
-    (finished ok or failed); different chains run side by side."""
+    (finished ok or failed); different chains run side by side. Of the ready chains, those with the most work
+    left go first (``cost``: task index -> its cost estimate, e.g. s of bag; 1 each when absent): the longest
+    chain is the critical path, and a worker that frees up takes from it (list scheduling by remaining work)."""
 
-    def __init__(self, chains: Mapping[str, Sequence[int]]) -> None:
+    def __init__(self, chains: Mapping[str, Sequence[int]], cost: Mapping[int, float] | None = None) -> None:
         self.chains: dict[str, deque[int]] = {k: deque(v) for k, v in chains.items() if v}
         self.chain_of = {i: k for k, v in chains.items() for i in v}
+        self.cost = dict(cost or {})
         self.busy: set[str] = set()
 
     def __bool__(self) -> bool:
         return any(self.chains.values())
 
+    def remaining(self, key: str) -> float:
+        """The cost estimate of a chain's tasks not yet taken."""
+        return sum(self.cost.get(i, 1.0) for i in self.chains[key])
+
     def take(self, n: int) -> list[int]:
+        ready = [k for k, q in self.chains.items() if q and k not in self.busy]
+        ready.sort(key=self.remaining, reverse=True)    # stable: ties keep the fleet file's order
         out = []
-        for key, q in self.chains.items():
-            if len(out) >= n:
-                break
-            if q and key not in self.busy:
-                out.append(q.popleft())
-                self.busy.add(key)
+        for key in ready[:max(n, 0)]:
+            out.append(self.chains[key].popleft())
+            self.busy.add(key)
         return out
 
     def put_back(self, i: int) -> None:
@@ -463,12 +469,13 @@ class Drive:
     bag: str
     name: str
     start: float = float("nan")
+    duration: float = 0.0    #: s of bag time (the task's cost estimate: a chain's remaining work)
 
 
 def plan_drives(fleet: Any) -> tuple[list[Drive], dict[int, str]]:
     """Every bag of the fleet as a :class:`Drive`, each vehicle's in time order (bag start stamp, then name), and
     the errors of bags whose start cannot be read (index -> one line), reported as failed inputs."""
-    from vehcal_ros.io.fleet import bag_start, drive_name
+    from vehcal_ros.io.fleet import bag_times, drive_name
 
     drives: list[Drive] = []
     errors: dict[int, str] = {}
@@ -479,7 +486,7 @@ def plan_drives(fleet: Any) -> tuple[list[Drive], dict[int, str]]:
             name = f"{stems[k]}_{k}" if stems.count(stems[k]) > 1 else stems[k]
             d = Drive(v.vehicle_id, bag, name)
             try:
-                d.start = bag_start(bag)
+                d.start, d.duration = bag_times(bag)
             except InputError as exc:
                 errors[id(d)] = str(exc)
             mine.append(d)
@@ -587,7 +594,8 @@ def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_d
     try:
         for i, err in early:
             finish(i, "failed", error=err)
-        _run_tasks(ex, executor, workers, outcomes, _Chains(chains), submit, finish, summary)
+        cost = {i: max(d.duration, 1.0) for i, d in enumerate(drives)}
+        _run_tasks(ex, executor, workers, outcomes, _Chains(chains, cost), submit, finish, summary)
     finally:
         summary.elapsed_s = time.perf_counter() - t0
         if plots:

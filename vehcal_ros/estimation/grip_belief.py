@@ -36,6 +36,14 @@ over the samples where f_l reaches half of l, the test fires when sqrt(n) mean(z
 replay (which rebuilds the belief afterwards from its record, :func:`belief_timeline`) withdraw at the same
 data times.
 
+A *floor belief* stands in where no curve is identified (a window below the excitation gate): the road under a
+sample that transmitted friction |mu_i| offers at least that much, so the data's floor f (the largest
+``|mu_i| - z sd_i``, z Bonferroni over the window's samples: grip_pipeline.observed_floor) bounds mu_max from
+below. Its posterior is the road-friction prior truncated below at f: interval [f, f + prob (prior_upper - f)]
+(all of its probability above f; the upper end its ``prob`` quantile), mean (f + prior_upper) / 2
+(:func:`floor_mu_max`). It ages by the same hazard, carries no curve (so no contradiction test) and replaces the
+belief in force only where it raises the lower bound then (grip_pipeline.GripPipeline.offer_floor).
+
 Nothing here imports rclpy; the trackers hold a few floats per scope and the odometer a preallocated trace.
 """
 
@@ -125,6 +133,15 @@ def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray
     return bool(math.sqrt(n) * float(np.mean(z)) < -test.z_crit)
 
 
+def floor_mu_max(floor: float, hazard: HazardModel, prob: float) -> MuMax:
+    """The floor belief's mu_max (module docstring): the road-friction prior of ``hazard`` truncated below at
+    ``floor``; its interval [floor, floor + prob (prior_upper - floor)]."""
+    hi = hazard.prior_upper
+    f = min(max(float(floor), 0.0), hi)
+    return MuMax(mean=0.5 * (f + hi), std=(hi - f) / math.sqrt(12.0), lower=f, upper=f + prob * (hi - f),
+                 prob=prob)
+
+
 @dataclass(frozen=True)
 class Belief:
     """The grip belief in force at time ``t`` (friction, dimensionless; module docstring)."""
@@ -137,6 +154,7 @@ class Belief:
     distance: float          #: m travelled since then; inf without an estimate
     p_change: float          #: probability the surface changed since the estimate's data
     known: bool              #: False: unknown (no estimate, withdrawn, or p_change > unknown_above)
+    floor: bool = False      #: True: a floor belief (no curve identified; module docstring)
 
 
 def _norm_cdf(x: float) -> float:
@@ -235,15 +253,18 @@ class BeliefTracker:
         self.t_data = math.nan       #: newest sample time of the estimate's data, s
         self.odo_data = math.nan     #: distance at that time, m
         self.withdrawn = False
+        self.floor = False           #: the estimate in force is a floor belief (module docstring)
 
-    def set_estimate(self, mu_max: MuMax, t_data: float, fit: GripEstimate | None = None) -> None:
+    def set_estimate(self, mu_max: MuMax, t_data: float, fit: GripEstimate | None = None,
+                     floor: bool = False) -> None:
         """A newly published estimate (its mu_max posterior; ``fit``: the whole estimate, for the contradiction
-        test) whose newest sample is at ``t_data`` s."""
+        test; ``floor``: a floor belief) whose newest sample is at ``t_data`` s."""
         self.estimate = mu_max
         self.fit = fit
         self.t_data = t_data
         self.odo_data = self.odometer.at(t_data)
         self.withdrawn = False
+        self.floor = floor
 
     def withdraw(self) -> None:
         """New data contradict the estimate: it stops describing the road (p_c = 1) until the next one."""
@@ -251,6 +272,7 @@ class BeliefTracker:
 
     def reset(self) -> None:
         self.estimate, self.fit, self.t_data, self.odo_data, self.withdrawn = None, None, math.nan, math.nan, False
+        self.floor = False
 
     def test(self, t: float, samples: Any, test: ContradictionTest) -> bool:
         """Run the contradiction test at ``t`` on ``samples`` (a ScopeData of the newest ``test.window``);
@@ -267,25 +289,25 @@ class BeliefTracker:
         return False
 
     # ----------------------------------------------------------------- output
-    def belief(self, t: float) -> Belief:
-        """The belief in force at ``t`` (module docstring)."""
+    def belief(self, t: float, kept: bool = False) -> Belief:
+        """The belief in force at ``t`` (module docstring); ``kept``: as if the estimate had not been withdrawn."""
         hz = self.hazard
         est = self.estimate
         if est is None:
             return Belief(t, math.nan, 0.0, hz.prior_upper, math.inf, math.inf, 1.0, False)
         age = max(t - self.t_data, 0.0)
         distance = max(self.odometer.at(t) - self.odo_data, 0.0)
-        p = 1.0 if self.withdrawn else hz.p_change(distance, age)
+        p = 1.0 if self.withdrawn and not kept else hz.p_change(distance, age)
         if p > hz.unknown_above:
             return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, p, False)
         m = est
         if p == 0.0:   # no time, no distance: the fit's own interval
-            return Belief(t, m.mean, m.lower, m.upper, age, distance, p, True)
+            return Belief(t, m.mean, m.lower, m.upper, age, distance, p, True, self.floor)
         mean = (1.0 - p) * m.mean + p * 0.5 * (hz.prior_lower + hz.prior_upper)
         tail = 0.5 * (1.0 - self.prob)
         lower = self._quantile(tail, p)
         upper = self._quantile(1.0 - tail, p)
-        return Belief(t, mean, lower, upper, age, distance, p, True)
+        return Belief(t, mean, lower, upper, age, distance, p, True, self.floor)
 
     def _cdf(self, x: float, p: float) -> float:
         """Mixture CDF: (1 - p) split-normal posterior + p uniform prior."""
@@ -317,18 +339,20 @@ def belief_timeline(events: list[tuple[float, str, Any, float]], speed_t: np.nda
                     prob: float = 0.9, samples: Any = None, test: ContradictionTest | None = None
                     ) -> dict[str, np.ndarray]:
     """The belief in force of one scope at each time of ``t_grid`` (s, increasing), rebuilt from a run's record:
-    ``events`` (time in force, "estimate" or "withdraw", the estimate (a GripEstimate or its MuMax) or None, its
-    data stamp) in time order, the speed trace (``speed_t``, ``speed_u``) the odometer integrates and, with
-    ``test``, every friction sample of the run (``samples``, a ScopeData in time order) for the contradiction
-    test every ``test.period`` s of data time, as the live node runs it. Returns arrays ``t``, ``mean``,
-    ``lower``, ``upper``, ``age``, ``distance``, ``p_change``, ``known`` (what :meth:`BeliefTracker.belief` gives
-    at each grid time, the same code as the live node's) and ``withdrawn_at`` (times of the withdrawals)."""
+    ``events`` (time in force, "estimate", "floor" or "withdraw", the estimate (a GripEstimate or its MuMax; a
+    floor belief's MuMax) or None, its data stamp) in time order, the speed trace (``speed_t``, ``speed_u``) the
+    odometer integrates and, with ``test``, every friction sample of the run (``samples``, a ScopeData in time
+    order) for the contradiction test every ``test.period`` s of data time, as the live node runs it. Returns
+    arrays ``t``, ``mean``, ``lower``, ``upper``, ``age``, ``distance``, ``p_change``, ``known``, ``floor`` (what
+    :meth:`BeliefTracker.belief` gives at each grid time, the same code as the live node's) and ``withdrawn_at``
+    (times of the withdrawals)."""
     odo = Odometer(n=max(int(speed_t.size) + 1, 16))
     tracker = BeliefTracker(hazard, prob, odo)
     withdrawn_at: list[float] = []
     next_test = -math.inf
     out = {k: np.empty(t_grid.size) for k in ("mean", "lower", "upper", "age", "distance", "p_change")}
     known = np.zeros(t_grid.size, dtype=bool)
+    floor = np.zeros(t_grid.size, dtype=bool)
     i = j = 0
     for k, t in enumerate(t_grid):
         while j < speed_t.size and speed_t[j] <= t:
@@ -341,6 +365,8 @@ def belief_timeline(events: list[tuple[float, str, Any, float]], speed_t: np.nda
                     tracker.set_estimate(est, stamp)
                 else:
                     tracker.set_estimate(est.mu_max, stamp, est)
+            elif kind == "floor" and est is not None:
+                tracker.set_estimate(est, stamp, floor=True)
             elif kind == "withdraw":
                 tracker.withdraw()
             i += 1
@@ -354,7 +380,8 @@ def belief_timeline(events: list[tuple[float, str, Any, float]], speed_t: np.nda
         for name in out:
             out[name][k] = getattr(b, name)
         known[k] = b.known
-    return {"t": np.asarray(t_grid, dtype=float), **out, "known": known,
+        floor[k] = b.known and b.floor
+    return {"t": np.asarray(t_grid, dtype=float), **out, "known": known, "floor": floor,
             "withdrawn_at": np.asarray(withdrawn_at, dtype=float)}
 
 

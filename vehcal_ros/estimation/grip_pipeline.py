@@ -35,8 +35,15 @@ import numpy as np
 from scipy.stats import norm
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.grip_belief import Belief, BeliefTracker, ContradictionTest, HazardModel, Odometer
-from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator
+from vehcal_ros.estimation.grip_belief import (
+    Belief,
+    BeliefTracker,
+    ContradictionTest,
+    HazardModel,
+    Odometer,
+    floor_mu_max,
+)
+from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator, MuMax
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
@@ -78,6 +85,7 @@ class ScopeStatus:
     surface_change_level: float = 0.0          #: ... except those with |mu| below this (where the surfaces agreed)
     surface_change_times: list[float] = field(default_factory=list)  #: estimated times of all of them, s
     n_withdrawn: int = 0                       #: estimates withdrawn by the contradiction test
+    n_floor: int = 0                           #: floor beliefs put in force (estimation/grip_belief.py)
 
 
 @dataclass
@@ -95,6 +103,8 @@ class FitOutcome:
     skipped: bool = False    #: True when the window could never publish and the sampler was not run (pre-gate)
     new_excitation: float = math.inf   #: excitation of the samples newer than the published estimate's data
     mu_floor: float = 0.0    #: the window's largest |mu| beyond its noise (:func:`observed_floor`): mu_max is above
+    #: (t, floor) of the samples that can set a floor belief (:func:`floor_candidates`, newest first)
+    floor_candidates: tuple[np.ndarray, np.ndarray] | None = None
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -217,24 +227,58 @@ def stratified_indices(key: np.ndarray, n_max: int) -> np.ndarray:
     return np.unique(np.asarray(chosen, dtype=int))   # n_max, or n_max - 1 when a stratum chose the newest
 
 
-def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: float = -math.inf) -> float:
-    """The largest ``|mu_i| - z sd_i`` over the samples stamped at or after ``since`` (the last road change:
-    older samples kept for their shared low-slip curve were taken on the previous road), with
-    ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the fit's noise std ``sigma``)
-    and ``z`` the one-sided normal quantile at ``level / n``
-    (Bonferroni over the n samples): the road under these samples offered at least this much friction, unless a
-    false alarm of probability ``level``, so no credible interval of its mu_max may end below it. 0 without
-    samples."""
-    recent = np.asarray(data.t) >= since
+def sample_floors(data: ScopeData, sigma: float, level: float = 0.01,
+                  since: float = -math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """(t_i, ``|mu_i| - z sd_i``) of the samples stamped at or after ``since`` (the last road change: older
+    samples kept for their shared low-slip curve were taken on the previous road), with
+    ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the noise std ``sigma``) and
+    ``z`` the one-sided normal quantile at ``level / n`` (Bonferroni over the n samples): the road under every
+    sample offered at least its value, all of them together unless a false alarm of probability ``level``.
+    Non-finite values are dropped."""
+    t = np.asarray(data.t, dtype=float)
+    recent = t >= since
     n = int(recent.sum())
     if n == 0:
-        return 0.0
+        return np.empty(0), np.empty(0)
     var = getattr(data, "mu_var", None)
     var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
     z = -float(norm.ppf(level / n))
-    floor = np.abs(np.asarray(data.mu)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
-    floor = floor[np.isfinite(floor)]
+    floor = np.abs(np.asarray(data.mu, dtype=float)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
+    ok = np.isfinite(floor)
+    return t[recent][ok], floor[ok]
+
+
+def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: float = -math.inf) -> float:
+    """The largest of :func:`sample_floors`: the road under these samples offered at least this much friction,
+    unless a false alarm of probability ``level``, so no credible interval of its mu_max may end below it. 0
+    without samples."""
+    floor = sample_floors(data, sigma, level, since)[1]
     return float(max(np.max(floor), 0.0)) if floor.size else 0.0
+
+
+def floor_candidates(data: ScopeData, sigma: float, level: float = 0.01,
+                     since: float = -math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """(t, floor) of the samples whose :func:`sample_floors` value is positive and above that of every newer
+    sample, newest first: the samples that can set a floor belief (an older sample is worth more only with a
+    higher floor, since the road-change hazard ages it longer)."""
+    t, f = sample_floors(data, sigma, level, since)
+    if t.size == 0:
+        return t, f
+    order = np.argsort(t, kind="stable")[::-1]          # newest first
+    t, f = t[order], f[order]
+    best_newer = np.concatenate([[0.0], np.maximum.accumulate(f)[:-1]])
+    keep = f > best_newer
+    return t[keep], f[keep]
+
+
+def noise_sd(mu: np.ndarray) -> float:
+    """Robust noise standard deviation of a friction series from its successive differences:
+    1.4826 median |diff| / sqrt(2) (the signal changes little between 0.1 s blocks); 0 for fewer than 3."""
+    mu = np.abs(np.asarray(mu, dtype=float))
+    mu = mu[np.isfinite(mu)]
+    if mu.size < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(np.diff(mu))) / math.sqrt(2.0))
 
 
 def floored(estimate: GripEstimate, floor: float) -> GripEstimate:
@@ -308,6 +352,8 @@ class GripPipeline:
     max_radius_sd: float = 0.002   #: friction samples wait until SD(k) / k of both axles is at most this
     #: the contradiction test of the belief in force (grip_belief.py; None = off)
     contradiction: ContradictionTest | None = field(default_factory=ContradictionTest)
+    #: a window that publishes no fit may put a floor belief in force (grip_belief.py, :meth:`offer_floor`)
+    floor_belief: bool = True
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -332,6 +378,8 @@ class GripPipeline:
         self.collector.on_speed = self.odometer.add_speed   # driven by the slips' speed reference
         self.beliefs: dict[str, BeliefTracker] = {
             s: BeliefTracker(self.hazard, self.fit_config.interval_prob, self.odometer) for s in self.status}
+        self._scratch = BeliefTracker(self.hazard, self.fit_config.interval_prob, self.odometer)
+        self.floor_updates: list[tuple[str, MuMax, float]] = []   #: (scope, mu_max, data stamp) of the last commit
 
     # -------------------------------------------------------------- cycle
     def add(self, record: object) -> list[TireForce]:
@@ -367,6 +415,13 @@ class GripPipeline:
             for f in forces:
                 self.collector.add_tire_force(f, estimated=True)
         return forces
+
+    def use_odometer(self, odometer: Odometer) -> None:
+        """Age the beliefs by ``odometer`` (a parallel replay's committing pipeline, which is fed no records, takes
+        its planner's)."""
+        self.odometer = odometer
+        for tracker in (*self.beliefs.values(), self._scratch):
+            tracker.odometer = odometer
 
     def _use_radius(self, radius: RollingRadiusEstimator) -> None:
         """Hand the learnt radius scale to the collector; hold its friction samples back while k is uncertain."""
@@ -447,6 +502,9 @@ class GripPipeline:
                                  excitation=mu_span(gate_mu), surface_change=change,
                                  new_excitation=self.new_excitation(window) if self.require_new_excitation
                                  else math.inf)
+            since = change.time if change is not None else self.status[window.scope].last_surface_change
+            if self.floor_belief:
+                outcome.floor_candidates = floor_candidates(window, self.floor_sigma(window, since), since=since)
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
@@ -470,14 +528,51 @@ class GripPipeline:
                 outcome.error = f"fit failed: {exc}"
             outcome.wall_s = time.perf_counter() - t0
             if outcome.estimate is not None:   # the samples since the last road change only
-                since = change.time if change is not None else self.status[window.scope].last_surface_change
                 outcome.mu_floor = observed_floor(window, outcome.estimate.sigma, since=since)
             outcomes.append(outcome)
         return outcomes
 
+    def floor_sigma(self, data: ScopeData, since: float) -> float:
+        """The friction noise std of a window's floor (:func:`sample_floors`): the larger of the scope's last
+        fit's sigma and the window's own noise (:func:`noise_sd` of its samples since ``since``)."""
+        last = self.status[data.scope].last_fit
+        own = noise_sd(np.asarray(data.mu)[np.asarray(data.t) >= since])
+        return max(own, float(last.sigma) if last is not None and math.isfinite(last.sigma) else 0.0)
+
+    def offer_floor(self, o: FitOutcome) -> bool:
+        """Put a floor belief (grip_belief.py) in force for ``o.scope`` when one of the window's candidates
+        gives a higher lower bound at the window's end (``o.stamp``) than the estimate in force, hazard-aged to
+        then (0 without one; a withdrawal is not looked at, so a replay, which reruns the contradiction test
+        afterwards, decides as the live node): the candidate with the highest hazard-aged lower bound then,
+        stamped with its sample's time. Returns True when it did (``floor_updates`` holds it)."""
+        cands = o.floor_candidates
+        if not self.floor_belief or cands is None or cands[0].size == 0:
+            return False
+        prob = self.fit_config.interval_prob
+        now = self.beliefs[o.scope].belief(o.stamp, kept=True)
+        best, best_lower = None, now.lower if now.known else 0.0
+        for t_i, f_i in zip(*cands):
+            mu = floor_mu_max(float(f_i), self.hazard, prob)
+            self._scratch.set_estimate(mu, float(t_i), floor=True)
+            lower = self._scratch.belief(o.stamp).lower
+            if lower > best_lower + 1e-6:
+                best, best_lower = (mu, float(t_i)), lower
+        if best is None:
+            return False
+        mu, t_i = best
+        self.beliefs[o.scope].set_estimate(mu, t_i, floor=True)
+        self.floor_updates.append((o.scope, mu, t_i))
+        st = self.status[o.scope]
+        st.n_floor += 1
+        st.message += (f"; floor belief in force: mu_max >= {mu.lower:.3f} (the largest friction the data show "
+                       f"beyond their noise at t = {t_i:.2f} s; no curve identified)")
+        return True
+
     def commit(self, outcomes: list[FitOutcome]) -> list[str]:
-        """Record the outcomes; return the scopes whose published estimate changed."""
+        """Record the outcomes; return the scopes whose published estimate changed (a floor belief put in force
+        is not one: ``floor_updates`` lists those of this commit)."""
         updated = []
+        self.floor_updates = []
         for o in outcomes:
             st = self.status[o.scope]
             st.n_fits += 1
@@ -499,6 +594,7 @@ class GripPipeline:
                     o.error or "") else ERROR
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{o.error}{keep}"
+                self.offer_floor(o)
                 continue
             e = o.estimate
             withheld = self._withheld(o)
@@ -508,6 +604,7 @@ class GripPipeline:
                 st.level = WARN
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{why}: not published{keep}"
+                self.offer_floor(o)
                 continue
             if e.prior_dominated:
                 e = floored(e, o.mu_floor)
@@ -877,7 +974,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         surface_change=surface_change_config_from(values), hazard=hazard_from(values),
                         radius_config=(radius_config_from(signal_config, vehicle)
                                        if values.get("radius_learning", True) else None),
-                        max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)))
+                        max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)),
+                        floor_belief=bool(values.get("floor_belief", GripPipeline.floor_belief)))
     pipeline.config_warnings = vehicle_geometry(vehicle, values)[1]
     return pipeline
 

@@ -142,6 +142,21 @@ def make_executor(spec: str, max_workers: int | None = None) -> Executor:
     return ex
 
 
+def worker_threads() -> int | None:
+    """The threads a task may use where it runs: a Dask worker's ``nthreads``, 1 in a pool process (``local``: one
+    process per core), None in the calling process (serial, threads: as configured)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        worker = None
+    if worker is not None:
+        state = getattr(worker, "state", None)
+        return max(1, int(getattr(state, "nthreads", None) or getattr(worker, "nthreads", 1)))
+    return 1 if multiprocessing.parent_process() is not None else None
+
+
 def executor_workers(executor: Executor | None) -> int:
     """The parallelism an executor offers (``max_workers`` attribute, else the pool's, else 1)."""
     if executor is None:

@@ -44,6 +44,8 @@ import yaml
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel
+from vehcal_ros.inference.executors import worker_threads
+from vehcal_ros.io.replay_parallel import kernel_threads
 
 BAG_SUFFIXES = (".mcap", ".db3")
 VEHICLE_ID_KEY = "vehicle_id"
@@ -211,9 +213,15 @@ def bag_vehicle_id(path: str | os.PathLike) -> str | None:
 
 def bag_start(path: str | os.PathLike) -> float:
     """The bag's first message time [s] (its metadata's start; InputError for a bag that cannot be opened)."""
+    return bag_times(path)[0]
+
+
+def bag_times(path: str | os.PathLike) -> tuple[float, float]:
+    """(first message time, duration) of a bag, s (its metadata; InputError for a bag that cannot be opened)."""
     from vehcal_ros.io.bags import bag_span
 
-    return float(bag_span(path)[0])
+    start, end = bag_span(path)
+    return float(start), max(float(end) - float(start), 0.0)
 
 
 def drive_name(path: str | os.PathLike) -> str:
@@ -278,8 +286,9 @@ def replay_drive(bag: str, vehicle_id: str, params: dict[str, dict[str, Any]], s
     if tagged is not None and tagged != vehicle_id:
         raise InputError(f"{bag}: its metadata says vehicle_id {tagged!r}, but it is listed under {vehicle_id!r}")
     model = DriftModel.from_mapping(drift) if drift else DEFAULT_DRIFT
-    result, text, entry = replay_with_state(bag, params, vehicle_id, state_text, drive=drive, seed=seed,
-                                            drift=model, state_label=f"state of {vehicle_id}")
+    with kernel_threads(worker_threads()):   # the worker's share of the cores, not every core of the machine
+        result, text, entry = replay_with_state(bag, params, vehicle_id, state_text, drive=drive, seed=seed,
+                                                drift=model, state_label=f"state of {vehicle_id}")
     doc = result.to_dict()
     pipe = result.calibration_pipeline
     doc["fleet"] = {"vehicle_id": vehicle_id, "drive": entry.get("drive", drive or drive_name(bag)),

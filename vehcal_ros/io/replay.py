@@ -349,7 +349,7 @@ class _GripTrack:
         self.data: ScopeData | None = None
         self.truth_t: list[float] = []
         self.truth_mu: list[float] = []
-        self.events: list[tuple] = []     # (t in force, "estimate" | "withdraw", GripEstimate | None, data stamp)
+        self.events: list[tuple] = []     # (t in force, "estimate" | "floor", GripEstimate | MuMax, data stamp)
         self.samples: list[np.ndarray] = []   # the friction samples as they entered the buffer (rows t, slip, ...)
         self.sampled_to = -math.inf
 
@@ -487,6 +487,8 @@ class GripRecorder:
             rows = np.vstack([est.curve_slip, est.curve_q05, est.curve_q50, est.curve_q95])
             self.outputs.append((t_now, 0, (scope, "grip", st.estimate_stamp,
                                             (est.mu_max_mean, est.mu_max_lower, est.mu_max_upper, rows))))
+        for scope, mu, stamp in grip.floor_updates:   # floor beliefs put in force (no curve: no grip output)
+            self.tracks[scope].events.append((t_now, "floor", mu, stamp))
 
 
 class CalibrationRecorder:

@@ -169,6 +169,7 @@ class GripScheduler:
         self.cores = cores            #: cores of a local pool (threads per fit: task_threads); None: as configured
         self.others = others          #: tasks running besides the grip fits (the calibrator's stream)
         self.planner = grip_pipeline_from(values)
+        grip.use_odometer(self.planner.odometer)   # floor beliefs are aged as the node's (fed) pipeline ages them
         scopes = self.planner.collector.scopes()
         # per scope, a pipeline that commits that scope's outcomes in order: its state (last fit, last published
         # estimate, so the warm start; anything learnt from published estimates) is what the node's has then

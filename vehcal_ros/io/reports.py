@@ -62,14 +62,18 @@ def plot_mu_max_over_time(path: str | os.PathLike, grip: Mapping[str, Any], titl
         if g.truth_t.size:
             ax.plot(g.truth_t, g.truth_mu_max, "-", color="tab:red", lw=1.2, label="ground truth mu_max")
         f = getattr(g, "in_force", None) or {}
+        prob = g.interval_prob if math.isfinite(g.interval_prob) else 0.9
+        if f:
+            floor = np.asarray(f.get("floor", np.zeros(len(f["t"]), dtype=bool)), dtype=bool)
+            ax.fill_between(f["t"], f["lower"], f["upper"], where=~floor, step="post", color="tab:blue",
+                            alpha=0.25, label=f"in force: {prob:.0%} interval, widened with age")
+            if floor.any():
+                ax.fill_between(f["t"], f["lower"], f["upper"], where=floor, step="post", color="tab:green",
+                                alpha=0.2, label="in force: floor belief (no curve identified)")
+            ax.step(f["t"], f["mean"], where="post", color="tab:blue", lw=1.8, label="in force: mean")
         if g.t.size:
-            prob = g.interval_prob if math.isfinite(g.interval_prob) else 0.9
-            if f:
-                ax.fill_between(f["t"], f["lower"], f["upper"], step="post", color="tab:blue", alpha=0.25,
-                                label=f"in force: {prob:.0%} interval, widened with age")
-                ax.step(f["t"], f["mean"], where="post", color="tab:blue", lw=1.8, label="in force: mean")
             ax.plot(g.t, g.mean, "o", color="tab:blue", ms=3, label="fits published")
-        else:
+        elif not f:
             ax.text(0.5, 0.5, f"no published estimate ({g.message})", transform=ax.transAxes, ha="center",
                     va="center", fontsize=8, wrap=True)
         ax.set_ylabel(f"{scope}\nmu_max (-)")

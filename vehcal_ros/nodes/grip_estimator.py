@@ -170,6 +170,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("unknown_above", 0.5, "the belief is published as unknown (mean NaN, lower 0) when the probability "
               "of a road change since the estimate's data exceeds this", 0.01, 1.0, read_only=True),
+    ParamSpec("floor_belief", True, "a window that publishes no fit may put a floor belief in force: mu_max at "
+              "least the largest friction its samples show beyond their noise, up to the prior "
+              "(estimation/grip_belief.py)", read_only=True),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
     ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
@@ -458,7 +461,8 @@ class GripEstimatorNode(WorkerNode):
                                       "n_prior_dominated": st.n_prior_dominated,
                                       "n_skipped_unexcited": st.n_skipped_unexcited, "last_fit_s": st.last_fit_s,
                                       "excitation": st.excitation, "surface_changes": st.surface_changes,
-                                      "last_surface_change": st.last_surface_change, "n_withdrawn": st.n_withdrawn}
+                                      "last_surface_change": st.last_surface_change, "n_withdrawn": st.n_withdrawn,
+                                      "n_floor": st.n_floor}
                 if st.estimate is not None:
                     e = st.estimate
                     kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,
@@ -469,7 +473,8 @@ class GripEstimatorNode(WorkerNode):
                                "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
                 b = self.pipeline.belief(scope, self.pipeline.data_time())
                 kv.update({"in_force_mean": b.mean, "in_force_lower": b.lower, "in_force_upper": b.upper,
-                           "in_force_known": b.known, "age_s": b.age, "distance_m": b.distance,
+                           "in_force_known": b.known, "in_force_floor": b.floor, "age_s": b.age,
+                           "distance_m": b.distance,
                            "p_road_change": b.p_change})
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         statuses.append(self._cpu_status(NODE_NAME, hw))
