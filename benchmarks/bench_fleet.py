@@ -24,7 +24,7 @@ workers (processes, one thread each; the cluster is started before the clock), t
 * equality: each bag's ``calibration`` and ``model_parameters`` and each vehicle's state file of both fleet runs
   against the serial chains (wall-clock fields removed).
 
-    .venv/bin/python benchmarks/bench_fleet.py [--cache DIR] [--seeds 1 2 3 4] [--duration 60]
+    .venv/bin/python benchmarks/bench_fleet.py [--cache DIR] [--seeds 1 2 3 4] [--duration 120]
         [--hmmwv-duration 120] [--work DIR] [--json OUT]
 """
 
@@ -161,7 +161,7 @@ def main() -> None:
     ap.add_argument("--cache", default="/tmp/vehcal-bench-fleet", help="simulated bags (kept between runs)")
     ap.add_argument("--work", default=None, help="output directories (default: <cache>/runs)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
-    ap.add_argument("--duration", type=float, default=60.0, help="s of each sedan bag")
+    ap.add_argument("--duration", type=float, default=120.0, help="s of each sedan bag")
     ap.add_argument("--hmmwv-duration", type=float, default=120.0,
                     help="s of each HMMWV bag (60 s of daily_driving excite no HMMWV longitudinal fit)")
     ap.add_argument("--params", default=str(HERE / "fleet_bench.params.yaml"))
