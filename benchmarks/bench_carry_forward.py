@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--chain-dir", default=None, help="fleet output after 4 drives (default <cache>/runs/dask1)")
     ap.add_argument("--vehicles", nargs="+", default=[v[0] for v in VEHICLES])
     ap.add_argument("--seed5", type=int, nargs="+", default=[5], help="sensor seeds of drive 5 (one run each)")
-    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--duration", type=float, default=120.0)
     ap.add_argument("--hmmwv-duration", type=float, default=120.0)
     ap.add_argument("--load-change", type=float, default=0.2, help="relative chassis mass change (default +20 %%)")
     ap.add_argument("--tire-change", type=float, default=0.3,
@@ -210,7 +210,8 @@ def main() -> None:
 
             def show(fl):
                 return "not run (no model file)" if fl is None else \
-                    f"{len(fl)}" + (f" ({', '.join(f['parameter'] for f in fl)})" if fl else "")
+                    f"{len(fl)}" + (f" ({', '.join(f['parameter'] or f['stage'] + ' check' for f in fl)})"
+                                    if fl else "")
 
             def stat(kind, statuses=statuses):
                 return "/".join(f"{k[:3]} {v}" for k, v in statuses[kind].items()) if kind in statuses else "-"

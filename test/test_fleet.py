@@ -452,3 +452,27 @@ def test_chains_hand_out_the_chain_with_the_most_work_left_first():
     assert chains.take(3) == [1, 4]            # a tie (10 s each): the fleet file's order
     unweighted = _Chains({"a": [0], "b": [1, 2]})
     assert unweighted.take(1) == [1]           # no costs: 1 per task, b has more
+
+
+def test_a_drive_whose_windows_disagree_with_the_carried_model_is_flagged_without_a_fit():
+    """The flag without an accepted fit: the stage kept its carried model, and the median recalibration-check shift
+    of at least two of the drive's windows against it is above the check's threshold; below it, nothing."""
+    def entry(name, check=None):
+        body = {"status": "confirmed" if check else "fitted", "data_time": 10.0,
+                "parameters": {"rr": {"mean": 0.013, "std": 2e-4, "hdi_low": 0.0127, "hdi_high": 0.0133}}}
+        if check:
+            body["check"] = check
+        return {"drive": name, "t_start": 0.0, "stages": {"rolling_resistance": body}}
+
+    calm = vehicle_summary([entry("d1"), entry("d2", {"n": 3, "median_shift": 1.2, "max_shift": 4.0,
+                                                      "threshold": 3.5})])
+    assert calm["drift_flags"] == []
+    one = vehicle_summary([entry("d1"), entry("d2", {"n": 1, "median_shift": 6.0, "max_shift": 6.0,
+                                                     "threshold": 3.5})])
+    assert one["drift_flags"] == []            # one inconsistent window is not a drive's evidence
+    changed = vehicle_summary([entry("d1"), entry("d2", {"n": 3, "median_shift": 6.0, "max_shift": 9.0,
+                                                         "threshold": 3.5})])
+    assert changed["drift_flags"] == [{"kind": "check", "stage": "rolling_resistance", "parameter": None,
+                                       "drive": "d2", "previous_drive": "d1", "score": 6.0, "threshold": 3.5,
+                                       "n_windows": 3}]
+    assert changed["drives"][1]["checks"]["rolling_resistance"]["n"] == 3

@@ -293,6 +293,11 @@ class StageStatus:
     result_holdout: dict | None = None             #: the accepted fit's predictive check (HoldoutCheck.to_dict)
     last_holdout: dict | None = None               #: the newest predictive check (accepted or refused)
     n_refused_holdout: int = 0                     #: converged fits refused because they did not predict
+    result_restored: bool = False                  #: the accepted result is one restored or carried forward
+    #: the recalibration-check shifts of the windows checked against a restored / carried result (the model the
+    #: drive started from; a drift flag's evidence independent of refits: io/fleet_summary.py)
+    carried_shifts: list[float] = field(default_factory=list)
+    check_threshold: float = float("nan")          #: the shift threshold of those checks (confirm_max_shift)
 
 
 @dataclass
@@ -647,6 +652,9 @@ class CalibrationPipeline:
             if o.check is not None:
                 st.last_check = f"[{o.window.t_start:.2f}, {o.window.t_end:.2f}] s: {o.check.describe()}" + (
                     ": confirmed, not refitted" if o.confirmed else ": refitted")
+                if st.result_restored and math.isfinite(o.check.shift):
+                    st.carried_shifts.append(float(o.check.shift))
+                    st.check_threshold = float(o.check.threshold)
             if o.confirmed:
                 st.n_confirmed += 1
                 st.last_confirmed = (o.window.t_start, o.window.t_end)
@@ -693,6 +701,7 @@ class CalibrationPipeline:
                                   "keeping the model from the more excited one")
             else:
                 st.result = o.result
+                st.result_restored = False
                 st.result_segment = (o.window.t_start, o.window.t_end)
                 st.result_data = o.segment
                 st.result_score = float(o.window.score)
@@ -715,6 +724,7 @@ class CalibrationPipeline:
         st = self.status[stage]
         st.result, st.result_segment, st.result_score, st.result_data = result, segment, float(score), None
         st.result_holdout = holdout
+        st.result_restored = True
         st.level, st.last_reason = OK, ""
         st.message = f"{self._summary(stage)} ({note})"
 

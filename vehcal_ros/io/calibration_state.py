@@ -54,7 +54,7 @@ import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -294,10 +294,13 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
 
 
 def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, StageState],
-                after: Mapping[str, StageState], confirmed: Collection[str] = ()) -> dict[str, Any]:
+                after: Mapping[str, StageState], confirmed: Collection[str] = (),
+                checks: Mapping[str, tuple[Sequence[float], float]] | None = None) -> dict[str, Any]:
     """The history entry of one drive (module docstring): every stage with a result after it, ``fitted`` when the
     result changed during the drive, else ``confirmed`` when the stage is in ``confirmed`` (a window of the drive
-    confirmed the carried model without a fit), else ``carried``."""
+    confirmed the carried model without a fit), else ``carried``. ``checks``: stage -> (the recalibration-check
+    shifts of the drive's windows against the carried result, their threshold), kept as the stage's ``check``
+    (``n``, ``median_shift``, ``max_shift``, ``threshold``) when there is at least one."""
     stages = {}
     for stage, st in after.items():
         prev = before.get(stage)
@@ -306,6 +309,10 @@ def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, S
         stages[stage] = {"status": status, "data_time": st.time_of_data,
                          "parameters": {n: {k: float(v[k]) for k in HISTORY_KEYS if k in v}
                                         for n, v in st.parameters.items()}}
+        shifts, threshold = (checks or {}).get(stage, ((), math.nan))
+        if len(shifts) and prev is not None:
+            stages[stage]["check"] = {"n": len(shifts), "median_shift": float(np.median(shifts)),
+                                      "max_shift": float(np.max(shifts)), "threshold": float(threshold)}
     t0 = float(t_start) if math.isfinite(t_start) else None
     return {"drive": drive, "t_start": t0, "t_end": float(t_end) if math.isfinite(t_end) else None,
             "date": date_of(t0), "stages": stages}

@@ -268,7 +268,8 @@ def replay_with_state(bag: str | os.PathLike, params: Mapping[str, Mapping[str, 
         return result, None, {}
     after = cs.stages_from(pipe, drive, before)
     confirmed = [s for s, st in pipe.status.items() if getattr(st, "n_confirmed", 0) > 0]
-    entry = cs.drive_entry(drive, result.t_start, result.t_end, before, after, confirmed)
+    checks = {s: (list(st.carried_shifts), st.check_threshold) for s, st in pipe.status.items()}
+    entry = cs.drive_entry(drive, result.t_start, result.t_end, before, after, confirmed, checks)
     history = cs.with_entry(list(doc.history) if doc is not None else [], entry)
     text = cs.state_text(f"{state_label}.json", vehicle_id, after, vehicle=vehicle, history=history)
     return result, text, entry

@@ -8,14 +8,24 @@ stage ``fitted``, ``confirmed`` or ``carried`` with its parameters' posterior me
     parameters:
       Cxf:                                       # one series per calibrated parameter, one row per drive
         - {drive, status, mean, std, lower, upper, drift_score, drift}
-    drift_flags: [{parameter, drive, previous_drive, score, mean, previous_mean}]
+    drift_flags: [{kind, stage, parameter, drive, previous_drive, score, ...}]
 
 ``lower``/``upper`` are a 90 % interval, mean -+ 1.645 sd (the normal approximation of the posterior; the
 state keeps mean and sd). ``drift`` compares a drive's *fitted* estimate with the previous estimate of that
 parameter (of any status): ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + s_drift^2)``, ``s_drift`` the
 drift model's allowance over the data time between them and z = ``carry_forward.DRIFT_Z`` (3.0)
 (:func:`vehcal_ros.estimation.carry_forward.drift_flag`); a confirmed or carried row repeats the earlier estimate and is
-never flagged.
+never flagged by it (flags of ``kind`` ``fit``, with ``mean`` and ``previous_mean``).
+
+A flag without an accepted fit (``kind`` ``check``, per stage, ``parameter`` None): the stage kept the model
+carried into the drive (no refit accepted), yet its windows were checked against that model
+(estimation/recalibration_check.py: the Mahalanobis distance of each window's best fit from the carried
+posterior, a two-sample Wald test) at least ``CHECK_MIN_WINDOWS`` (2) times and the median of those shifts exceeds
+the check's threshold (``confirm_max_shift``, 3.5): most of the drive's data disagree with the carried model, and
+every refit of them was refused, so no fitted row exists to compare. ``score`` is that median shift,
+``n_windows`` the windows checked. A single inconsistent window is not enough: per window the check's false-alarm
+rate is 0.05-3.2 % nominally (by stage) and higher with model-form error (a second drive of an unchanged test
+vehicle gave 4.05 for rr, then a refit that moved rr within its uncertainty).
 
 Extra per-vehicle sections: :func:`fleet_summary` takes ``sections`` = {name: fn(vehicle_id, drive documents) ->
 JSON-able}; each is added to every vehicle's entry under ``name`` (e.g. a grip map from the replays' JSON).
@@ -31,6 +41,9 @@ from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DRIFT_Z, DriftMod
 
 Z90 = 1.6448536269514722
 """z of a two-sided 90 % normal interval."""
+
+CHECK_MIN_WINDOWS = 2
+"""A ``check`` flag needs at least this many windows of the drive checked against the carried model."""
 
 Section = Callable[[str, Sequence[Mapping[str, Any]]], Any]
 """An extra per-vehicle section: fn(vehicle_id, the vehicle's drive documents (replay JSON), oldest first)."""
@@ -55,13 +68,22 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
     series: dict[str, list[dict[str, Any]]] = {}
     flags = []
     prev: dict[str, tuple[float, float, float, str]] = {}   # parameter -> (mean, sd, data time, drive)
+    last_drive = None
     for entry in history:
         name = str(entry.get("drive"))
         stages = entry.get("stages") or {}
         drives.append({"drive": name, "date": entry.get("date"), "t_start": entry.get("t_start"),
-                       "stages": {s: b.get("status") for s, b in stages.items()}})
+                       "stages": {s: b.get("status") for s, b in stages.items()},
+                       "checks": {s: b["check"] for s, b in stages.items() if b.get("check")}})
         for stage, body in stages.items():
             status = body.get("status")
+            check = body.get("check") or {}
+            shift, threshold = _num(check.get("median_shift")), _num(check.get("threshold"))
+            if (status != "fitted" and int(check.get("n", 0)) >= CHECK_MIN_WINDOWS and math.isfinite(shift)
+                    and math.isfinite(threshold) and shift > threshold):
+                flags.append({"kind": "check", "stage": stage, "parameter": None, "drive": name,
+                              "previous_drive": last_drive, "score": _json_float(shift),
+                              "threshold": _json_float(threshold), "n_windows": int(check.get("n", 0))})
             t_data = _num(body.get("data_time"))
             for par, summ in (body.get("parameters") or {}).items():
                 m, s = _num(summ.get("mean")), _num(summ.get("std"))
@@ -74,12 +96,14 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
                     flag, score = drift_flag(before[0], before[1], m, s, elapsed, drift, z)
                     row["drift_score"], row["drift"] = _json_float(score), bool(flag)
                     if flag:
-                        flags.append({"parameter": par, "drive": name, "previous_drive": before[3],
+                        flags.append({"kind": "fit", "stage": stage, "parameter": par, "drive": name,
+                                      "previous_drive": before[3],
                                       "score": _json_float(score), "mean": _json_float(m),
                                       "previous_mean": _json_float(before[0])})
                 series.setdefault(par, []).append(row)
                 if status == "fitted" or before is None:
                     prev[par] = (m, s, t_data, name)
+        last_drive = name
     return {"drives": drives, "parameters": series, "drift_flags": flags, "drift_z": z,
             "drift_model": drift.to_dict()}
 
