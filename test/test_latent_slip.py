@@ -115,5 +115,12 @@ def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
     cov = np.diag(1e-4 + vm + slope**2 * vs) + L @ L.T
     ref = -multivariate_normal(mean=curve(s), cov=cov).logpdf(mu)
     assert abs(gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, sh) - ref) < 1e-6 * abs(ref)
+    # sparse loadings (one error per group of samples, the speed reference's stretches): the zero skip is exact
+    group = rng.integers(0, K, n)
+    sparse = np.zeros((K, n))
+    sparse[group, np.arange(n)] = rng.uniform(1e-3, 3e-3, n)
+    Ls = slope[:, None] * sparse.T
+    ref = -multivariate_normal(mean=curve(s), cov=np.diag(1e-4 + vm + slope**2 * vs) + Ls @ Ls.T).logpdf(mu)
+    assert abs(gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, sparse) - ref) < 1e-6 * abs(ref)
     assert gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, np.zeros((0, n))) == gauss_nll_lat(s, mu, th, 1e-4, vs, vm,
                                                                                              la)
