@@ -531,7 +531,7 @@ class GripPipeline:
                 outcomes.append(outcome)
                 continue
             ref_var = window.slip_ref_var
-            if ref_var is not None and window.slip_var is not None:   # the reference's error apart (fit_inputs)
+            if ref_var is not None and window.slip_var is not None:   # the reference's error apart (reference_groups)
                 window = dataclasses.replace(window, slip_var=np.maximum(window.slip_var - ref_var, 0.0))
             data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
             if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
