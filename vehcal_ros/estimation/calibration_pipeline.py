@@ -57,10 +57,12 @@ from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowC
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
     SOURCE_COLUMNS,
+    FreeRolling,
     SegmentConfig,
     Window,
     build_segment,
     find_windows,
+    free_rolling_radius,
     record_row,
     record_source,
     resample,
@@ -246,6 +248,9 @@ class StageJob:
     """the window's held-back last part (not fitted; the predictive check's data), None: no check."""
     replaced: Mapping[str, float] = field(default_factory=dict, repr=False)
     """the stage's accepted posterior means (8-DOF names), the model a new fit replaces; empty: nominal."""
+    vehicle: Any = field(default=None, repr=False)
+    """the vehicle description the fit runs the 8-DOF model with (the configured one at the rolling radius the
+    data show, :meth:`CalibrationPipeline.model_vehicle`); None: the configured ``vehicle``."""
 
 
 @dataclass(frozen=True)
@@ -342,6 +347,9 @@ class CalibrationPipeline:
         self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
         self._base_priors: Mapping[str, tuple[float, float]] | None = None   # config.priors before carrying
         self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
+        self.free_rolling: FreeRolling | None = None
+        """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
+        enough free rolling yet"""
         """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
         after :meth:`carry_forward` (empty: none carried)"""
 
@@ -447,6 +455,8 @@ class CalibrationPipeline:
                 self._note(s, f"waiting for data: {exc}")
             return []
         newest = float(r.time[-1])
+        self.free_rolling = free_rolling_radius(r, c.segments, self.vehicle) or self.free_rolling
+        model_vehicle = self.model_vehicle()
         jobs: list[StageJob] = []
         planned: list[str] = []
         for k_stage, stage in enumerate(c.stages):
@@ -498,9 +508,30 @@ class CalibrationPipeline:
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
                                  waits_for=waits, accepted=st.result if c.confirm_max_shift > 0 else None,
-                                 held=held, replaced=st.result.posterior_means() if st.result is not None else {}))
+                                 held=held, replaced=st.result.posterior_means() if st.result is not None else {},
+                                 vehicle=model_vehicle))
             planned.append(stage)
         return jobs
+
+    def model_vehicle(self) -> Any:
+        """The vehicle description the fits run the 8-DOF model with: the configured one, at the rolling radius
+        its free rolling shows (:attr:`free_rolling`) when that differs from the description's static rolling
+        radius by more than 3 standard errors (segments.free_rolling_radius: a spec sheet's radius is rarely
+        known to the 0.5 % of an everyday slip); else the configured ``vehicle`` as given."""
+        fr = self.free_rolling
+        if fr is None or abs(fr.radius - self.vehicle.static_rolling_radius()) <= 3.0 * fr.se:
+            return self.config.vehicle
+        return self.vehicle.with_rolling_radius(fr.radius)
+
+    def rolling_radius_report(self) -> dict[str, float | bool] | None:
+        """The free-rolling radius measurement for reports: radius, se (m), seconds, the description's static
+        radius (m) and whether the fits use the measured one; None: not enough free rolling yet."""
+        fr = self.free_rolling
+        if fr is None:
+            return None
+        return {"radius": fr.radius, "se": fr.se, "seconds": fr.seconds,
+                "description": self.vehicle.static_rolling_radius(),
+                "used": self.model_vehicle() is not self.config.vehicle}
 
     def _split(self, w: Window) -> tuple[float, float | None]:
         """(end of the fitted part, start of the held-back part) of window ``w`` [s]: the last
@@ -593,7 +624,8 @@ class CalibrationPipeline:
         fitted = (float(job.segment.time[0]), float(job.segment.time[-1]))
         try:
             return predictive_check(job.held, result, {**job.previous, **chained}, job.replaced,
-                                    tolerance=c.holdout_tolerance, vehicle=c.vehicle, priors=c.priors, dt=c.dt,
+                                    tolerance=c.holdout_tolerance, vehicle=_job_vehicle(job, c), priors=c.priors,
+                                    dt=c.dt,
                                     seed=job.seed, fitted=fitted, band=c.holdout_band).to_dict()
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError,
                 np.linalg.LinAlgError) as exc:
@@ -612,7 +644,7 @@ class CalibrationPipeline:
                                    predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                    max_mutation_steps=c.max_mutation_steps, noise_prior_factor=c.noise_prior_factor,
                                    priors=priors, initial_state=c.stage_initial_state(job.stage),
-                                   noise_model=c.noise_model, vehicle=c.vehicle,
+                                   noise_model=c.noise_model, vehicle=_job_vehicle(job, c),
                                    smc_options={"refit_proposal": bool(c.refit_proposal),
                                                 "stop": self.cancel.is_set}), None
         except (InputError, EstimationError) as exc:
@@ -628,7 +660,7 @@ class CalibrationPipeline:
             return None
         try:
             return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
-                                priors=c.priors, vehicle=c.vehicle, dt=c.dt)
+                                priors=c.priors, vehicle=_job_vehicle(job, c), dt=c.dt)
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
             return None
 
@@ -822,6 +854,11 @@ class CalibrationPipeline:
     def write_params(self, path: str | os.PathLike, node_name: str = "model_calibrator") -> None:
         """Write :meth:`params_yaml` atomically (temp file in the same directory, then rename)."""
         write_atomic(path, self.params_yaml(node_name))
+
+
+def _job_vehicle(job: StageJob, config: CalibrationPipelineConfig) -> Any:
+    """The vehicle description ``job`` is fitted with (its own, else the configured one)."""
+    return job.vehicle if job.vehicle is not None else config.vehicle
 
 
 def worst_diagnostics(res: CalibrationResult) -> tuple[float, float]:
