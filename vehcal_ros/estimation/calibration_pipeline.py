@@ -83,7 +83,7 @@ STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf":
 
 EXCITATION: dict[str, tuple[str, str]] = {
     "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
-    "rolling_resistance": ("speed lost", "m/s")}
+    "rolling_resistance": ("speed lost (coast-down) or rolling-resistance sensitivity (measured torque)", "m/s")}
 """What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
 
 

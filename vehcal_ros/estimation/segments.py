@@ -21,9 +21,9 @@ lateral             steering (|delta| >= ``lat_min_road_wheel_angle``) at speed 
 rolling_resistance  coast-down: throttle 0, brake 0, straight, u > ``rr_min_speed``, decelerating (Sec. 3.5);
                     with a measured wheel torque (the description's ``torque_source: measured`` and the torque
                     recorded throughout) any straight, brake-free, steady (|du/dt| < ``rr_max_accel``) stretch
-                    at u > ``rr_min_speed``, throttle or not, whose rolling-resistance sensitivity (the speed a 0.01 m lever takes off over it) is at
-                    least ``rr_min_speed_drop`` (qualification.py: the drive torque is known, so steady driving
-                    identifies rr as a coast-down does)
+                    at u > ``rr_min_speed``, throttle or not, whose rolling-resistance sensitivity (the speed
+                    a 0.01 m lever takes off over it) is at least ``rr_min_speed_drop`` (qualification.py: the
+                    drive torque is known, so steady driving identifies rr as a coast-down does)
 ==================  ===========================================================================================
 
 Identifiability of the slip stiffnesses (longitudinal stage). In the Fiala tire's elastic range the wheel slip is
@@ -142,7 +142,8 @@ class Resampled:
 class Window:
     """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: peak forward
     acceleration m/s^2 — the tire-force level that identifies the slip stiffnesses —, peak |lateral acceleration|
-    m/s^2, speed lost m/s)."""
+    m/s^2, speed lost m/s in a coast-down or, with a measured wheel torque, the rolling-resistance sensitivity
+    m/s, :func:`~vehcal_ros.estimation.qualification.rr_sensitivity`)."""
 
     stage: str
     t_start: float
