@@ -23,9 +23,12 @@ from vehcal_ros.vehicle.description import load_vehicle
 RADIUS = 0.4652   # m, the effective rolling radius of the synthetic wheels
 
 
-def _measured_torque_vehicle(rolling_radius: float = 0.0):
-    """The shipped hmmwv description with ``torque_source: measured`` (and a ``tire.rolling_radius``)."""
-    return dataclasses.replace(load_vehicle("hmmwv"), torque_source="measured", rolling_radius=rolling_radius)
+def _measured_torque_vehicle(rolling_radius: float = 0.0, cx: float = 1.0e5):
+    """The shipped hmmwv description with ``torque_source: measured`` (and a ``tire.rolling_radius``), nominal
+    slip stiffnesses ``cx`` N (a passenger-car or light-truck tire's ~15 x its load; the paper's 10300 N)."""
+    d = load_vehicle("hmmwv")
+    return dataclasses.replace(d, torque_source="measured", rolling_radius=rolling_radius,
+                               nominal={**d.nominal, "Cxf": cx, "Cxr": cx})
 
 
 def _sources(t: np.ndarray, u: np.ndarray, throttle: np.ndarray, torque: float | None, *, seed: int = 0,
@@ -111,10 +114,15 @@ def test_free_rolling_needs_free_rolling() -> None:
     assert free_rolling_radius(resample(_sources(t, u, np.full_like(t, 0.5), torque=big)), vehicle=desc) is None
     n = int(FREE_ROLLING_MIN_S * 100) - 10
     assert free_rolling_radius(resample(_sources(t[:n], u[:n], np.zeros(n), torque=0.0)), vehicle=desc) is None
-    maps = load_vehicle("hmmwv")
+    maps = dataclasses.replace(desc, torque_source="map")
     assert free_rolling_radius(resample(_sources(t, u, np.full_like(t, 0.2), torque=None)), vehicle=maps) is None
     fr = free_rolling_radius(resample(_sources(t, u, np.zeros_like(t), torque=None)), vehicle=maps)
     assert fr is not None and fr.radius == pytest.approx(RADIUS, rel=1e-9)
+    # a coast decelerating at 0.1 m/s^2: free rolling for Cx = 1e5 N (slip 2617 kg x 0.1 / 4 / 1e5 = 0.07 %), not
+    # for the paper's Cx = 10300 N (0.6 %, above FREE_ROLLING_MAX_SLIP): its limit is 4 x 0.002 x 10300 / m_t
+    coast = resample(_sources(t, 15.0 - 0.1 * t, np.zeros_like(t), torque=None))
+    assert free_rolling_radius(coast, vehicle=maps) is not None
+    assert free_rolling_radius(coast, vehicle=load_vehicle("hmmwv")) is None
 
 
 def test_description_rolling_radius_is_load_independent_in_the_8dof() -> None:

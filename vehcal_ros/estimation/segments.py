@@ -71,7 +71,7 @@ from vehcal_ros.estimation.qualification import (
     threshold,
     validate_declared,
 )
-from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES, VehicleConstants
 from vehcal_ros.vehicle.description import VehicleDescription, load_vehicle
 
 SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -424,7 +424,12 @@ def _why_none(r: Resampled, stage: str, c: SegmentConfig, no_brake: np.ndarray, 
 
 
 FREE_ROLLING_MAX_ACCEL = 0.3
-"""m/s^2, free rolling: the 1 s mean forward acceleration stays below this (steady speed)."""
+"""m/s^2, free rolling: the 1 s mean forward acceleration stays below this (steady speed), and below the
+acceleration whose tire force would slip the tires by :data:`FREE_ROLLING_MAX_SLIP` at the description's nominal
+slip stiffnesses, ``4 s_max min(Cxf, Cxr) / m_t`` (0.39 m/s^2 for the spec-sheet HMMWV and sedan, 0.03 m/s^2 for
+the paper's HMMWV, whose Cx = 10300 N slips 2.6 % under its own rolling resistance)."""
+FREE_ROLLING_MAX_SLIP = 0.002
+"""-, the slip free rolling may leave in the measured radius: < 0.2 %, a fifth of an everyday drive's ~1 %."""
 FREE_ROLLING_MAX_MU = 0.02
 """Free rolling with a measured wheel torque: every wheel's |T| / (F_z,static r) below this, i.e. a tire force
 below 2 % of the load, whose slip (F_x / (CC F_z), cornering-type coefficient CC ~ 10-20) is < 0.2 %; without a
@@ -465,7 +470,9 @@ def free_rolling_radius(r: Resampled, config: SegmentConfig = SegmentConfig(),
     omega = 0.25 * (r["w_lf"] + r["w_rf"] + r["w_lr"] + r["w_rr"])
     gate = r.valid & (u > c.rr_min_speed) & (omega > 0.0) & (r["brake"] < c.max_brake)
     gate &= np.abs(desc.road_wheel_angle(r["steering"])) <= c.straight_max_road_wheel_angle
-    gate &= np.abs(_accel(r)) < FREE_ROLLING_MAX_ACCEL
+    nominal = VehicleConstants.from_description(desc).default_parameters()
+    a_slip = FREE_ROLLING_MAX_SLIP * 4.0 * min(nominal["Cxf"], nominal["Cxr"]) / desc.total_mass
+    gate &= np.abs(_accel(r)) < min(FREE_ROLLING_MAX_ACCEL, a_slip)
     torque = torque_recorded(r) if desc.torque_source == "measured" else None
     if torque is not None:
         fz_f, fz_r = desc.static_wheel_loads()
