@@ -16,7 +16,9 @@ own model file would start at the truth).
    (the paper's Table 9 reference), or a 20 s dry-road CommonRoad drive of another seed (``100 + S``);
 4. the 8-DOF model runs open loop from the measured state at 1 s (:func:`vehcal_ros.estimation.holdout
    .holdout_rmse`, the paper's Table 9 channels) with the description's prior means and with the calibrated
-   values, on the same inputs (the description's torque source: maps, or the measured wheel torque).
+   values, on the same inputs (the description's torque source: maps, or the measured wheel torque); the
+   calibrated model at the rolling radius the replay measured from free rolling and fitted with (the replay
+   JSON's ``counters.calibration_rolling_radius``), the priors at the description's.
 
 Criterion (per vehicle, over the seeds): the calibrated model's summed ratio ``sum_c mean RMSE_cal,c / mean
 RMSE_prior,c`` is below the priors' (= number of channels), and on no channel is the mean paired difference
