@@ -16,7 +16,9 @@ own model file would start at the truth).
    (the paper's Table 9 reference), or a 20 s dry-road CommonRoad drive of another seed (``100 + S``);
 4. the 8-DOF model runs open loop from the measured state at 1 s (:func:`vehcal_ros.estimation.holdout
    .holdout_rmse`, the paper's Table 9 channels) with the description's prior means and with the calibrated
-   values, on the same inputs (the description's torque source: maps, or the measured wheel torque).
+   values, on the same inputs (the description's torque source: maps, or the measured wheel torque); the
+   calibrated model at the rolling radius the replay measured from free rolling and fitted with (the replay
+   JSON's ``counters.calibration_rolling_radius``), the priors at the description's.
 
 Criterion (per vehicle, over the seeds): the calibrated model's summed ratio ``sum_c mean RMSE_cal,c / mean
 RMSE_prior,c`` is below the priors' (= number of channels), and on no channel is the mean paired difference
@@ -44,6 +46,7 @@ import yaml
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
+from vehcal_ros.vehicle.description import load_vehicle
 
 ROOT = Path(__file__).resolve().parents[1]
 FOREIGN = ROOT / "benchmarks" / "foreign"
@@ -127,7 +130,9 @@ def calibrated(name: str, seed: int, work: Path, settings: list[str]) -> dict:
         sh(cmd)
     doc = json.loads(out.read_text())
     accepted = sorted(s for s, c in doc["calibration"].items() if c.get("final") is not None)
-    return {"parameters": doc["model_parameters"], "stages": accepted}
+    radius = (doc.get("counters") or {}).get("calibration_rolling_radius") or {}
+    return {"parameters": doc["model_parameters"], "stages": accepted,
+            "rolling_radius": radius.get("radius") if radius.get("used") else None}
 
 
 def main() -> None:
@@ -153,9 +158,12 @@ def main() -> None:
             cal = calibrated(name, seed, args.work, args.set)
             table = records_to_table(rec for _, rec in read_bag(str(heldout_bag(name, seed, args.work))))
             params = {**prior, **{k: v for k, v in cal["parameters"].items() if k in prior and v is not None}}
+            cal_constants = constants if cal["rolling_radius"] is None else VehicleConstants.from_description(
+                load_vehicle(VEHICLES[name][2]).with_rolling_radius(cal["rolling_radius"]))
             rows.append({"seed": seed, "stages": cal["stages"],
                          "prior": holdout_rmse(table, prior, t_start=1.0, constants=constants),
-                         "calibrated": holdout_rmse(table, params, t_start=1.0, constants=constants),
+                         "calibrated": holdout_rmse(table, params, t_start=1.0, constants=cal_constants),
+                         "rolling_radius": cal["rolling_radius"],
                          "parameters": {k: params[k] for k in sorted(params) if params[k] != prior[k]}})
         n = len(rows)
         summary, ratio, worse = {}, 0.0, []

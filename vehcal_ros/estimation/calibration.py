@@ -472,7 +472,10 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=
     if "u" not in meas:   # a lateral segment without its speed channel: the initial speed stands for it
         meas = {**meas, "u": np.full(t.size, float(segment.initial_state[STATE_INDEX["u"]]))}
     failures = excitation_failures(stage.name, t, segment.throttle, segment.brake, delta, meas,
-                                   thresholds if thresholds is not None else StageThresholds())
+                                   thresholds if thresholds is not None else StageThresholds(),
+                                   torque_measured=(desc.torque_source == "measured"
+                                                    and segment.wheel_torque is not None),
+                                   radius=desc.static_rolling_radius(), gravity=desc.g)
     if failures:
         raise EstimationError(f"{src}: {STAGE_NEED[stage.name]}: " + "; ".join(failures))
 

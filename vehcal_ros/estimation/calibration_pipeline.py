@@ -57,10 +57,12 @@ from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowC
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
     SOURCE_COLUMNS,
+    FreeRolling,
     SegmentConfig,
     Window,
     build_segment,
     find_windows,
+    free_rolling_radius,
     record_row,
     record_source,
     resample,
@@ -81,7 +83,7 @@ STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf":
 
 EXCITATION: dict[str, tuple[str, str]] = {
     "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
-    "rolling_resistance": ("speed lost", "m/s")}
+    "rolling_resistance": ("speed lost (coast-down) or rolling-resistance sensitivity (measured torque)", "m/s")}
 """What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
 
 
@@ -246,6 +248,9 @@ class StageJob:
     """the window's held-back last part (not fitted; the predictive check's data), None: no check."""
     replaced: Mapping[str, float] = field(default_factory=dict, repr=False)
     """the stage's accepted posterior means (8-DOF names), the model a new fit replaces; empty: nominal."""
+    vehicle: Any = field(default=None, repr=False)
+    """the vehicle description the fit runs the 8-DOF model with (the configured one at the rolling radius the
+    data show, :meth:`CalibrationPipeline.model_vehicle`); None: the configured ``vehicle``."""
 
 
 @dataclass(frozen=True)
@@ -347,6 +352,9 @@ class CalibrationPipeline:
         self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
         self._base_priors: Mapping[str, tuple[float, float]] | None = None   # config.priors before carrying
         self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
+        self.free_rolling: FreeRolling | None = None
+        """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
+        enough free rolling yet"""
         """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
         after :meth:`carry_forward` (empty: none carried)"""
 
@@ -452,6 +460,8 @@ class CalibrationPipeline:
                 self._note(s, f"waiting for data: {exc}")
             return []
         newest = float(r.time[-1])
+        self.free_rolling = free_rolling_radius(r, c.segments, self.vehicle) or self.free_rolling
+        model_vehicle = self.model_vehicle()
         jobs: list[StageJob] = []
         planned: list[str] = []
         for k_stage, stage in enumerate(c.stages):
@@ -503,9 +513,30 @@ class CalibrationPipeline:
             jobs.append(StageJob(stage, w, seg, self.accepted_values(exclude=stage),
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
                                  waits_for=waits, accepted=st.result if c.confirm_max_shift > 0 else None,
-                                 held=held, replaced=st.result.posterior_means() if st.result is not None else {}))
+                                 held=held, replaced=st.result.posterior_means() if st.result is not None else {},
+                                 vehicle=model_vehicle))
             planned.append(stage)
         return jobs
+
+    def model_vehicle(self) -> Any:
+        """The vehicle description the fits run the 8-DOF model with: the configured one, at the rolling radius
+        its free rolling shows (:attr:`free_rolling`) when that differs from the description's static rolling
+        radius by more than 3 standard errors (segments.free_rolling_radius: a spec sheet's radius is rarely
+        known to the 0.5 % of an everyday slip); else the configured ``vehicle`` as given."""
+        fr = self.free_rolling
+        if fr is None or abs(fr.radius - self.vehicle.static_rolling_radius()) <= 3.0 * fr.se:
+            return self.config.vehicle
+        return self.vehicle.with_rolling_radius(fr.radius)
+
+    def rolling_radius_report(self) -> dict[str, float | bool] | None:
+        """The free-rolling radius measurement for reports: radius, se (m), seconds, the description's static
+        radius (m) and whether the fits use the measured one; None: not enough free rolling yet."""
+        fr = self.free_rolling
+        if fr is None:
+            return None
+        return {"radius": fr.radius, "se": fr.se, "seconds": fr.seconds,
+                "description": self.vehicle.static_rolling_radius(),
+                "used": self.model_vehicle() is not self.config.vehicle}
 
     def _split(self, w: Window) -> tuple[float, float | None]:
         """(end of the fitted part, start of the held-back part) of window ``w`` [s]: the last
@@ -598,7 +629,8 @@ class CalibrationPipeline:
         fitted = (float(job.segment.time[0]), float(job.segment.time[-1]))
         try:
             return predictive_check(job.held, result, {**job.previous, **chained}, job.replaced,
-                                    tolerance=c.holdout_tolerance, vehicle=c.vehicle, priors=c.priors, dt=c.dt,
+                                    tolerance=c.holdout_tolerance, vehicle=_job_vehicle(job, c), priors=c.priors,
+                                    dt=c.dt,
                                     seed=job.seed, fitted=fitted, band=c.holdout_band).to_dict()
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError,
                 np.linalg.LinAlgError) as exc:
@@ -617,7 +649,7 @@ class CalibrationPipeline:
                                    predictive_draws=c.predictive_draws, check=False, dt=c.dt,
                                    max_mutation_steps=c.max_mutation_steps, noise_prior_factor=c.noise_prior_factor,
                                    priors=priors, initial_state=c.stage_initial_state(job.stage),
-                                   noise_model=c.noise_model, vehicle=c.vehicle,
+                                   noise_model=c.noise_model, vehicle=_job_vehicle(job, c),
                                    smc_options={"refit_proposal": bool(c.refit_proposal),
                                                 "stop": self.cancel.is_set}), None
         except (InputError, EstimationError) as exc:
@@ -633,7 +665,7 @@ class CalibrationPipeline:
             return None
         try:
             return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
-                                priors=c.priors, vehicle=c.vehicle, dt=c.dt)
+                                priors=c.priors, vehicle=_job_vehicle(job, c), dt=c.dt)
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
             return None
 
@@ -834,6 +866,11 @@ class CalibrationPipeline:
         write_atomic(path, self.params_yaml(node_name))
 
 
+def _job_vehicle(job: StageJob, config: CalibrationPipelineConfig) -> Any:
+    """The vehicle description ``job`` is fitted with (its own, else the configured one)."""
+    return job.vehicle if job.vehicle is not None else config.vehicle
+
+
 def worst_diagnostics(res: CalibrationResult) -> tuple[float, float]:
     """(largest R-hat, smallest bulk ESS) over a result's parameters, noise sigmas and residual AR(1)
     coefficients (nan counts as worst)."""
@@ -991,6 +1028,31 @@ values still equal to these are taken as unset (the description's nominal values
 """model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
 
 
+def shipped_default_priors() -> dict[str, tuple[float, float]]:
+    """The ``prior.<name>`` ranges the package's config/estimate.yaml ships for the model_calibrator (model
+    parameter names; empty when the file or the node's section is missing). They are chosen for the default
+    vehicle on the built-in simulator (the yaml says why each deviates from the paper's), so with another vehicle
+    :func:`config_from` takes them, like the paper's own ranges, as unset: that vehicle's description's priors
+    apply (the HMMWV's roll-stiffness bound of 150000 N m/rad and rr's lower bound of 0.001 m held the spec-sheet
+    HMMWV's roll stiffness at that bound and the sedan's rr, whose tires have none, above its zero)."""
+    from vehcal_ros.resources import find_resource
+
+    path = find_resource("config", "estimate.yaml")
+    if path is None:
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    node = next((v for k, v in doc.items() if str(k).endswith("model_calibrator")), None) or {}
+    values = node.get("ros__parameters") or {}
+    out: dict[str, tuple[float, float]] = {}
+    for k, v in values.items():
+        if str(k).startswith(PRIOR_PREFIX) and isinstance(v, (list, tuple)) and len(v) == 2:
+            out[_prior_key(str(k)[len(PRIOR_PREFIX):])] = (float(v[0]), float(v[1]))
+    return out
+
+
 def _prior_key(name: str) -> str:
     return {k.lower(): k for k in MODEL_PARAMETERS}.get(str(name).lower(), str(name))
 
@@ -1011,12 +1073,14 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
         extra["stages"] = tuple(values["stages"])
     priors = {k[len(PRIOR_PREFIX):]: v for k, v in values.items() if k.startswith(PRIOR_PREFIX)}
     vehicle = str(values.get("vehicle") or "") or None
-    if vehicle is not None and vehicle != "hmmwv":   # declared HMMWV defaults mean "unset": the description's apply
+    if vehicle is not None and vehicle != "hmmwv":   # HMMWV defaults (declared or shipped) mean "unset": the
+        # description's apply (shipped_default_priors)
         from vehcal_ros.vehicle.description import load_vehicle
 
         desc = load_vehicle(vehicle)
-        paper = paper_prior_ranges()
-        priors = {k: v for k, v in priors.items() if tuple(map(float, v)) != paper.get(_prior_key(k))}
+        paper, shipped = paper_prior_ranges(), shipped_default_priors()
+        priors = {k: v for k, v in priors.items()
+                  if tuple(map(float, v)) not in (paper.get(_prior_key(k)), shipped.get(_prior_key(k)))}
         defaults = {k: v for k, v in defaults.items() if v != HMMWV_MODEL_DEFAULTS[k]}
         if float(values.get("r0", 0.47)) == 0.47:
             extra["r0"] = desc.r0

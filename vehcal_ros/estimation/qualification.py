@@ -42,6 +42,22 @@ ordinary car on an ordinary road, not from one vehicle's drives:
 * **Coast-down: speed >= 5 m/s and >= 0.2 m/s lost.** Rolling resistance decelerates a car by ~0.1-0.2 m/s^2
   (lever 0.0035-0.01 m on a 0.3-0.5 m radius); 0.2 m/s lost is 4 x the 0.05 m/s speed noise. Below ~5 m/s the
   wheel-speed-based slip of the 8-DOF model becomes ill-conditioned.
+* **Rolling resistance with a measured wheel torque (``torque_source: measured``): any straight, unbraked stretch
+  at speed.** The lever rr is identified by the force balance ``m du/dt = sum (T - rr F_z) / r - J dw/dt / r``:
+  with the throttle released T = 0 (the coast-down above); with T measured it is known whatever the pedal does,
+  so ordinary steady driving identifies rr just as well. What has to be large against the noise is then not the
+  speed lost (which is rr's size, zero for a tire without rolling resistance) but how much rr moves the speed:
+  ``du/d(rr) = g t / r``. The window's rolling-resistance sensitivity, the speed a 0.01 m lever (a typical
+  passenger-car or light-truck tire, 0.008-0.015 x the rolling radius) takes off over its duration T,
+  ``0.01 g T / r`` (:func:`rr_sensitivity`), must reach the same ``rr_min_speed_drop`` (0.2 m/s, 4 x the speed
+  noise); on a 0.3-0.5 m tire that is 0.6-1.0 s, below the 2 s ``min_duration``, so a 2 s window resolves a
+  lever difference of ~0.001 m to ~1 x the noise of one speed sample and ~14 x the noise of the window's mean.
+  The brake stays released: an ECU's brake-torque estimate (pressure x gain, ~10-20 % uncertain on braking
+  torques of 10^3 N m) errs by more than the whole rolling-resistance torque (rr F_z ~ 20-100 N m). And the speed
+  stays steady, |du/dt| < ``rr_max_accel`` = 0.3 m/s^2 (1 s means): with the torque measured, rr = (sum T / r_l -
+  m du/dt) r_l / (m g), so a relative error eps of the description's mass or lever mimics a lever of eps a r / g;
+  at 5 % and 0.3 m/s^2 that is 0.0007 m (7 % of a typical 0.01 m lever), during a 3 m/s^2 launch 0.007 m, the
+  size of rr itself (in a coast-down T = 0 and the mass cancels: rr = -a r / g).
 
 :func:`excitation_failures` checks a whole segment and returns one message per failing quantity, each naming the
 quantity, its value and the threshold in physical units (and nothing about quantities that passed). Numpy only;
@@ -130,7 +146,10 @@ class StageThresholds:
     rr_min_speed: float = threshold(5.0, "m/s", 0.0, 100.0, "coast-down: minimum speed")
     rr_max_throttle: float = threshold(0.02, "-", 0.0, 1.0, "coast-down: throttle pedal below this counts as "
                                        "released (0..1)")
-    rr_min_speed_drop: float = threshold(0.2, "m/s", 0.0, 100.0, "coast-down: speed lost over the segment")
+    rr_min_speed_drop: float = threshold(0.2, "m/s", 0.0, 100.0, "coast-down: speed lost over the segment; with a "
+                                         "measured wheel torque: the speed a 0.01 m lever takes off over it")
+    rr_max_accel: float = threshold(0.3, "m/s^2", 0.0, 20.0, "rolling resistance with a measured wheel torque: "
+                                    "1 s mean forward acceleration (either way) at steady speed")
 
 
 def deg(angle_rad: float) -> float:
@@ -180,12 +199,30 @@ def mean_accelerations(u: np.ndarray, rate: float, span: float = 0.5) -> np.ndar
     return (u[k:] - u[:-k]) * rate / k
 
 
+RR_REFERENCE_LEVER = 0.01
+"""m, the rolling-resistance lever whose effect on the speed makes a window's rolling-resistance sensitivity
+(:func:`rr_sensitivity`): a typical tire's 0.008-0.015 x its rolling radius (Gillespie 1992, Ch. 4) on a
+0.3-0.5 m tire is 0.0025-0.0075 m; 0.01 m is the order of the prior ranges' width (0-0.03 m)."""
+
+
+def rr_sensitivity(duration: float, radius: float, gravity: float = 9.81) -> float:
+    """m/s, the speed a :data:`RR_REFERENCE_LEVER` rolling-resistance lever takes off over ``duration`` (s) on a
+    tire of rolling radius ``radius`` (m): ``0.01 g T / r``, i.e. ``du/d(rr)`` at the window's end times 0.01 m
+    (the identifiability of rr from a window whose drive torque is measured; module docstring)."""
+    return RR_REFERENCE_LEVER * gravity * max(duration, 0.0) / radius if radius > 0 else 0.0
+
+
 def excitation_failures(stage: str, time: np.ndarray, throttle: np.ndarray, brake: np.ndarray,
                         road_wheel_angle: np.ndarray, measured: Mapping[str, np.ndarray],
-                        thresholds: StageThresholds = StageThresholds()) -> list[str]:
+                        thresholds: StageThresholds = StageThresholds(), *,
+                        torque_measured: bool = False, radius: float = 0.47, gravity: float = 9.81) -> list[str]:
     """What a whole segment lacks for ``stage``: one message per failing quantity (value and threshold in
     physical units), [] when it qualifies. ``road_wheel_angle`` rad (the description's steering map applied);
-    ``measured``: u, v, yaw_rate (m/s, m/s, rad/s) as the calibration segment carries them."""
+    ``measured``: u, v, yaw_rate (m/s, m/s, rad/s) as the calibration segment carries them.
+    ``torque_measured``: the segment carries the measured per-wheel torque and the description drives the model
+    with it; the rolling-resistance stage then needs no released throttle and no speed lost, but a
+    rolling-resistance sensitivity (:func:`rr_sensitivity` on the tire's rolling ``radius`` m) of at least
+    ``rr_min_speed_drop`` (module docstring)."""
     c = thresholds
     t = np.asarray(time, dtype=float)
     u = np.asarray(measured["u"], dtype=float)
@@ -219,13 +256,24 @@ def excitation_failures(stage: str, time: np.ndarray, throttle: np.ndarray, brak
                 out.append(f"peak lateral acceleration {ay:.2f} m/s^2, need >= {c.lat_min_lateral_accel:g} m/s^2")
     elif stage == "rolling_resistance":
         thr, brk = float(np.max(throttle)), float(np.max(brake))
-        if thr >= c.rr_max_throttle:
+        if thr >= c.rr_max_throttle and not torque_measured:
             out.append(f"peak throttle {thr:.3f}, need < {c.rr_max_throttle:g} (released)")
         if brk >= c.max_brake:
             out.append(f"peak brake {brk:.3f}, need < {c.max_brake:g} (released)")
-        drop = float(u[0] - u[-1])
-        if drop < c.rr_min_speed_drop:
-            out.append(f"speed lost {drop:.2f} m/s, need >= {c.rr_min_speed_drop:g} m/s")
+        if torque_measured:
+            rate = 1.0 / float(np.median(np.diff(t))) if t.size > 1 else 100.0
+            acc = float(np.abs(mean_accelerations(u, rate, span=1.0)).max())
+            if acc >= c.rr_max_accel:
+                out.append(f"not steady: 1 s mean forward acceleration up to {acc:.2f} m/s^2, need < "
+                           f"{c.rr_max_accel:g} m/s^2")
+            sens = rr_sensitivity(float(t[-1] - t[0]) if t.size else 0.0, radius, gravity)
+            if sens < c.rr_min_speed_drop:
+                out.append(f"rolling-resistance sensitivity {sens:.2f} m/s (0.01 m lever over "
+                           f"{float(t[-1] - t[0]) if t.size else 0.0:.2f} s), need >= {c.rr_min_speed_drop:g} m/s")
+        else:
+            drop = float(u[0] - u[-1])
+            if drop < c.rr_min_speed_drop:
+                out.append(f"speed lost {drop:.2f} m/s, need >= {c.rr_min_speed_drop:g} m/s")
         mean_u = float(u.mean())
         if mean_u < c.rr_min_speed:
             out.append(f"mean speed {mean_u:.1f} m/s, need >= {c.rr_min_speed:g} m/s")
@@ -243,5 +291,5 @@ STAGE_NEED = {"longitudinal": "no longitudinal excitation", "lateral": "no later
 
 
 __all__ = ["StageThresholds", "threshold", "declared", "validate_declared", "lateral_acceleration",
-           "mean_accelerations", "excitation_failures", "fmt_angle", "moving_mean", "STAGE_NEED",
-           "LATERAL_ACCEL_SPAN", "MAX_ROAD_WHEEL_ANGLE"]
+           "mean_accelerations", "excitation_failures", "rr_sensitivity", "RR_REFERENCE_LEVER", "fmt_angle",
+           "moving_mean", "STAGE_NEED", "LATERAL_ACCEL_SPAN", "MAX_ROAD_WHEEL_ANGLE"]

@@ -18,7 +18,12 @@ longitudinal        throttle applied (> ``long_min_throttle``), no brake, straig
 lateral             steering (|delta| >= ``lat_min_road_wheel_angle``) at speed (u > ``lat_min_speed``), no brake,
                     roughly steady speed (|du/dt| < ``lat_max_accel``), and a peak lateral acceleration
                     |u r + dv/dt| >= ``lat_min_lateral_accel`` in the window (Sec. 3.4)
-rolling_resistance  coast-down: throttle 0, brake 0, straight, u > ``rr_min_speed``, decelerating (Sec. 3.5)
+rolling_resistance  coast-down: throttle 0, brake 0, straight, u > ``rr_min_speed``, decelerating (Sec. 3.5);
+                    with a measured wheel torque (the description's ``torque_source: measured`` and the torque
+                    recorded throughout) any straight, brake-free, steady (|du/dt| < ``rr_max_accel``) stretch
+                    at u > ``rr_min_speed``, throttle or not, whose rolling-resistance sensitivity (the speed
+                    a 0.01 m lever takes off over it) is at least ``rr_min_speed_drop`` (qualification.py: the
+                    drive torque is known, so steady driving identifies rr as a coast-down does)
 ==================  ===========================================================================================
 
 Identifiability of the slip stiffnesses (longitudinal stage). In the Fiala tire's elastic range the wheel slip is
@@ -62,10 +67,11 @@ from vehcal_ros.estimation.qualification import (
     fmt_angle,
     lateral_acceleration,
     mean_accelerations,
+    rr_sensitivity,
     threshold,
     validate_declared,
 )
-from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES, VehicleConstants
 from vehcal_ros.vehicle.description import VehicleDescription, load_vehicle
 
 SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -136,7 +142,8 @@ class Resampled:
 class Window:
     """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: peak forward
     acceleration m/s^2 — the tire-force level that identifies the slip stiffnesses —, peak |lateral acceleration|
-    m/s^2, speed lost m/s)."""
+    m/s^2, speed lost m/s in a coast-down or, with a measured wheel torque, the rolling-resistance sensitivity
+    m/s, :func:`~vehcal_ros.estimation.qualification.rr_sensitivity`)."""
 
     stage: str
     t_start: float
@@ -250,20 +257,25 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     n_min = int(np.ceil(c.min_duration * c.rate)) + 1
     n_max = int(np.floor(c.max_duration * c.rate)) + 1
     u, thr, brk = r["u"], r["throttle"], r["brake"]
-    delta = np.abs(_description(vehicle).road_wheel_angle(r["steering"]))   # rad
+    desc = _description(vehicle)
+    delta = np.abs(desc.road_wheel_angle(r["steering"]))   # rad
+    torque = torque_recorded(r) if desc.torque_source == "measured" else None
+    radius = desc.static_rolling_radius()
     no_brake = brk < c.max_brake
     straight = delta <= c.straight_max_road_wheel_angle
     if stage == "longitudinal":
         mask = r.valid & no_brake & straight & (thr > c.long_min_throttle)
     elif stage == "lateral":
         mask = r.valid & no_brake & (u > c.lat_min_speed) & (np.abs(_accel(r)) < c.lat_max_accel)
+    elif torque is not None:   # the drive torque is measured: no need for a released throttle
+        mask = r.valid & no_brake & straight & torque & (u > c.rr_min_speed) & (np.abs(_accel(r)) < c.rr_max_accel)
     else:
         mask = r.valid & no_brake & straight & (thr < c.rr_max_throttle) & (u > c.rr_min_speed)
     out: list[Window] = []
     best_reason, best_score = "", -np.inf
     runs = _runs(mask)
     if not runs:
-        return [], _why_none(r, stage, c, no_brake, straight)
+        return [], _why_none(r, stage, c, no_brake, straight, torque)
     ay = np.abs(lateral_acceleration(r.time, u, r["v"], r["yaw_rate"])) if stage == "lateral" else None
     for i0, i1 in runs:
         run0, run1 = i0, i1
@@ -295,7 +307,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
                 um = np.convolve(u[i0:i1 + 1], np.ones(2 * h + 1) / (2 * h + 1), mode="same")
                 moving = np.nonzero(um >= c.long_min_start_speed)[0]
                 i0 = i0 + int(moving[0]) if moving.size else i1 + 1
-        elif stage == "rolling_resistance":
+        elif stage == "rolling_resistance" and torque is None:
             i0 = i0 + int(round(c.rr_settle * c.rate))
         if i1 - i0 + 1 < n_min:
             dur = max(i1 - i0, 0) / c.rate
@@ -331,6 +343,10 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
                 best_score, best_reason = share, (f"no lateral excitation: peak lateral acceleration {s:.2f} m/s^2, "
                                                   f"need >= {need:g} m/s^2")
             continue
+        elif torque is not None:
+            a, b = i0, min(i1, i0 + n_max - 1)
+            s, need = rr_sensitivity(float(r.time[b] - r.time[a]), radius, desc.g), c.rr_min_speed_drop
+            label = f"rolling-resistance sensitivity {s:.2f} m/s, need >= {need:g} m/s"
         else:
             def score(a: int, b: int) -> float:
                 return float(u[a] - u[b])
@@ -341,7 +357,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
             out.append(Window(stage, float(r.time[a]), float(r.time[b]), s))
         elif s > best_score:
             best_score, best_reason = s, f"not excited: {label}"
-    if not out and stage == "rolling_resistance" and best_reason.startswith("too short"):
+    if not out and stage == "rolling_resistance" and torque is None and best_reason.startswith("too short"):
         released = r.valid & (thr < c.rr_max_throttle) & (u > c.rr_min_speed)
         why = _shares(r, released, f"with the throttle released at u > {c.rr_min_speed:g} m/s", [
             (~no_brake, f"braked (brake >= {c.max_brake:g})"),
@@ -360,8 +376,19 @@ def _shares(r: Resampled, base: np.ndarray, what: str, failing: list[tuple[np.nd
     return f"of the {base.sum() / rate:.1f} s {what}, " + ", ".join(parts)
 
 
-def _why_none(r: Resampled, stage: str, c: SegmentConfig, no_brake: np.ndarray, straight: np.ndarray) -> str:
-    """Why no sample can start a window of ``stage``: the quantity that fails, with its value and threshold."""
+def torque_recorded(r: Resampled) -> np.ndarray | None:
+    """Grid points where every wheel's measured torque is recorded (finite), None when there is no torque
+    channel at all."""
+    cols = OPTIONAL_SOURCES["wheel_torque"]
+    if not all(col in r.values for col in cols):
+        return None
+    return np.all([np.isfinite(r.values[col]) for col in cols], axis=0)
+
+
+def _why_none(r: Resampled, stage: str, c: SegmentConfig, no_brake: np.ndarray, straight: np.ndarray,
+              torque: np.ndarray | None = None) -> str:
+    """Why no sample can start a window of ``stage``: the quantity that fails, with its value and threshold
+    (``torque``: where the measured wheel torque is recorded, None: not measured)."""
     u, thr = r["u"], r["throttle"]
     braked = (~no_brake, f"braked (brake >= {c.max_brake:g})")
     steered = (~straight, f"not straight (road-wheel angle > {fmt_angle(c.straight_max_road_wheel_angle)})")
@@ -383,12 +410,87 @@ def _why_none(r: Resampled, stage: str, c: SegmentConfig, no_brake: np.ndarray, 
     base = u > c.rr_min_speed
     if not base.any():
         return f"no coasting at speed: peak speed {float(u.max()):.1f} m/s, need > {c.rr_min_speed:g} m/s"
+    if torque is not None:
+        unsteady = (np.abs(_accel(r)) >= c.rr_max_accel,
+                    f"not at steady speed (forward acceleration >= {c.rr_max_accel:g} m/s^2 either way)")
+        return "no steady straight driving without brake and with the wheel torque recorded: " + _shares(
+            r, base, f"at u > {c.rr_min_speed:g} m/s", [braked, steered, unsteady, gaps, (~torque, "no wheel torque")])
     released = base & (thr < c.rr_max_throttle)
     if not released.any():
         return (f"no coasting: the throttle is never released at u > {c.rr_min_speed:g} m/s (lowest throttle "
                 f"{float(thr[base].min()):.3f}, need < {c.rr_max_throttle:g})")
     return "no straight coasting: " + _shares(r, released, f"with the throttle released at u > "
                                                f"{c.rr_min_speed:g} m/s", [braked, steered, gaps])
+
+
+FREE_ROLLING_MAX_ACCEL = 0.3
+"""m/s^2, free rolling: the 1 s mean forward acceleration stays below this (steady speed), and below the
+acceleration whose tire force would slip the tires by :data:`FREE_ROLLING_MAX_SLIP` at the description's nominal
+slip stiffnesses, ``4 s_max min(Cxf, Cxr) / m_t`` (0.39 m/s^2 for the spec-sheet HMMWV and sedan, 0.03 m/s^2 for
+the paper's HMMWV, whose Cx = 10300 N slips 2.6 % under its own rolling resistance)."""
+FREE_ROLLING_MAX_SLIP = 0.002
+"""-, the slip free rolling may leave in the measured radius: < 0.2 %, a fifth of an everyday drive's ~1 %."""
+FREE_ROLLING_MAX_MU = 0.02
+"""Free rolling with a measured wheel torque: every wheel's |T| / (F_z,static r) below this, i.e. a tire force
+below 2 % of the load, whose slip (F_x / (CC F_z), cornering-type coefficient CC ~ 10-20) is < 0.2 %; without a
+measured torque the throttle must be released (``rr_max_throttle``): then F_x is the rolling resistance alone
+(~1-2 % of the load)."""
+FREE_ROLLING_MIN_S = 2.0
+"""s of free rolling needed: the median of >= 200 samples of u / omega whose single-sample error is <= 1 % (0.05
+m/s of speed noise at >= 5 m/s) has a standard error <= 0.1 %, a fifth of an everyday drive slip (~0.5 %)."""
+
+
+@dataclass(frozen=True)
+class FreeRolling:
+    """The effective rolling radius measured where the wheels roll freely: ``radius`` (m, median of u / mean
+    wheel speed), its standard error ``se`` (m, 1.2533 x 1.4826 MAD / sqrt(n)), ``n`` samples, ``seconds``."""
+
+    radius: float
+    se: float
+    n: int
+    seconds: float
+
+
+def free_rolling_radius(r: Resampled, config: SegmentConfig = SegmentConfig(),
+                        vehicle: VehicleDescription | str | None = None) -> FreeRolling | None:
+    """The effective rolling radius the wheels show where they roll freely (None: < :data:`FREE_ROLLING_MIN_S`
+    of such data).
+
+    Free rolling: valid, u > ``rr_min_speed`` (wheel-speed resolution), straight (|delta| <=
+    ``straight_max_road_wheel_angle``), no brake, steady (:data:`FREE_ROLLING_MAX_ACCEL`) and no drive force to
+    speak of (:data:`FREE_ROLLING_MAX_MU`). There the slip is < 0.2 % and u = omega r, so r = u / omega with
+    omega the mean of the four wheel speeds (the yaw-rate lever arm cancels between left and right). The slip
+    stiffnesses are identified from slips of 0.5-3 %, and a spec sheet's rolling radius is rarely known to
+    1 % (measured: the 14-DOF HMMWV rolls at 0.4652 m against its spec-sheet description's 0.4575 m, the sedan
+    at 0.339 m against 0.322 m), so the calibration pipeline runs the 8-DOF model at this radius
+    (:meth:`~vehcal_ros.vehicle.description.VehicleDescription.with_rolling_radius`)."""
+    c = config
+    desc = _description(vehicle)
+    u = r["u"]
+    omega = 0.25 * (r["w_lf"] + r["w_rf"] + r["w_lr"] + r["w_rr"])
+    gate = r.valid & (u > c.rr_min_speed) & (omega > 0.0) & (r["brake"] < c.max_brake)
+    gate &= np.abs(desc.road_wheel_angle(r["steering"])) <= c.straight_max_road_wheel_angle
+    nominal = VehicleConstants.from_description(desc).default_parameters()
+    a_slip = FREE_ROLLING_MAX_SLIP * 4.0 * min(nominal["Cxf"], nominal["Cxr"]) / desc.total_mass
+    gate &= np.abs(_accel(r)) < min(FREE_ROLLING_MAX_ACCEL, a_slip)
+    torque = torque_recorded(r) if desc.torque_source == "measured" else None
+    if torque is not None:
+        fz_f, fz_r = desc.static_wheel_loads()
+        radius = desc.static_rolling_radius()
+        gate &= torque
+        for col, fz in zip(OPTIONAL_SOURCES["wheel_torque"], (fz_f, fz_f, fz_r, fz_r)):
+            tq = np.nan_to_num(r.values[col], nan=np.inf)
+            gate &= np.abs(tq) < FREE_ROLLING_MAX_MU * fz * radius
+    else:
+        gate &= r["throttle"] < c.rr_max_throttle
+    n = int(gate.sum())
+    seconds = n / c.rate
+    if seconds < FREE_ROLLING_MIN_S:
+        return None
+    ratio = u[gate] / omega[gate]
+    med = float(np.median(ratio))
+    mad = float(np.median(np.abs(ratio - med)))
+    return FreeRolling(med, 1.2533 * 1.4826 * mad / math.sqrt(n), n, seconds)
 
 
 def _initial_value(t: np.ndarray, x: np.ndarray, valid: np.ndarray, i0: int, h: int) -> float:
@@ -491,5 +593,6 @@ def record_row(rec) -> list[float]:
     raise TypeError(f"not a calibration record: {type(rec).__name__}")
 
 
-__all__ = ["SegmentConfig", "Resampled", "Window", "SOURCE_COLUMNS", "resample", "find_windows", "build_segment",
+__all__ = ["SegmentConfig", "Resampled", "Window", "FreeRolling", "free_rolling_radius", "torque_recorded",
+           "SOURCE_COLUMNS", "resample", "find_windows", "build_segment",
            "find_segments", "records_to_sources", "record_row", "record_source"]

@@ -824,6 +824,7 @@ def _result(job: ReplayJob, node_values: dict, seed: int | None, grip: GripPipel
         counter_doc["calibration_confirmed"] = {s: c.n_confirmed for s, c in cal_series.items()}
         cal_counters = cal_rec.cal.counters
         counter_doc["calibration_samples_dropped"] = {k: int(v) for k, v in cal_counters.dropped.items()}
+        counter_doc["calibration_rolling_radius"] = cal_rec.cal.rolling_radius_report()
         outputs += cal_rec.outputs
     outputs.sort(key=lambda o: (o[0], o[1]))   # stable: cycle time, then grip before calibration (the timers' order)
     prefix = absolute_topic(str(job.grip_values.get("output_prefix", "vehcal"))).rstrip("/")

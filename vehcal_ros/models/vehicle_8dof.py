@@ -19,7 +19,9 @@ Equations, per step:
   light wheel on a stiff tire, e.g. the sedan's rear, is unstable with the explicit update at 5 ms);
 * tire rolling radius ``r = r0 - Fz/kt`` (slip, Eq. 8) and loaded radius ``r_l = r - rolling_excess`` (the
   force's lever and the wheel-centre height; ``rolling_excess`` = 0 in the paper's model, ~1 cm for a Pac02
-  tire, which rolls at R0 - deflection/3);
+  tire, which rolls at R0 - deflection/3); a description that gives the load-independent
+  ``tire.rolling_radius`` gets ``r0`` = that radius and ``kt`` = :data:`RIGID_RADIUS_KT`
+  (:meth:`VehicleConstants.from_description`);
 * normal loads, Eqs. (10)-(13), recomputed after every step and clamped at zero. The paper's printed
   ``f_f, f_r, f_c`` terms are garbled, so they are derived here from quasi-static load transfer with roll
   centres (Shim & Ghike 2007, the paper's ref. 20), with ``muf``/``mur`` the mass of ONE unsprung corner:
@@ -100,6 +102,11 @@ _N_COLUMNS = N_INPUTS + 2
 same for every parameter set: computed once per maneuver, :func:`_steer_trig`, not in every run's step)."""
 
 
+RIGID_RADIUS_KT = 1.0e12
+"""N/m, the vertical stiffness that makes the 8-DOF rolling radius ``r0 - Fz/kt`` load-independent (1e-7 m at
+1e5 N): used for a description that gives ``tire.rolling_radius``."""
+
+
 @dataclass(frozen=True)
 class VehicleConstants:
     """Known 8-DOF constants (paper Table 2, the code's digits; reference/vehicle_8dof.yaml). SI units."""
@@ -175,12 +182,22 @@ class VehicleConstants:
     @classmethod
     def from_description(cls, vehicle=None) -> VehicleConstants:
         """Constants of a vehicle description (:func:`vehcal_ros.vehicle.description.load_vehicle`: a name,
-        a file or a description; None = the default ``hmmwv``, whose constants equal ``VehicleConstants()``)."""
+        a file or a description; None = the default ``hmmwv``, whose constants equal ``VehicleConstants()``).
+
+        A description with ``tire.rolling_radius`` (> 0; the load-independent effective rolling radius, m) rolls
+        at that radius whatever the load: ``r0`` = rolling_radius and ``ktf`` = ``ktr`` = :data:`RIGID_RADIUS_KT`.
+        The slip's radius ``r0 - Fz/kt`` with the tire's full vertical stiffness would shrink by the whole
+        deflection under load, three times a Pac02 tire's effective rolling radius (R0 - deflection/3): under 3.5
+        m/s^2 of acceleration the ~1 kN per wheel moved onto the HMMWV's rear axle (kt 204 kN/m) shrinks that
+        radius by 1 %, which the longitudinal stage reads as 1 % of slip (about half the slip of the tire force)
+        and answers with rear slip stiffnesses at their prior's upper bound and front ones below the data's."""
         from vehcal_ros.vehicle.description import load_vehicle
 
         d = load_vehicle(vehicle)
+        fixed = d.rolling_radius > 0.0
         return cls(m=d.m, muf=d.muf, mur=d.mur, a=d.a, b=d.b, h=d.h, cf=d.cf, cr=d.cr, Jx=d.Jx, Jz=d.Jz, Jxz=d.Jxz,
-                   r0=d.r0, ktf=d.ktf, ktr=d.ktr, hrcf=d.hrcf, hrcr=d.hrcr, Jw=d.Jw_f, g=d.g, mu_max=d.mu_max,
+                   r0=d.rolling_radius if fixed else d.r0, ktf=RIGID_RADIUS_KT if fixed else d.ktf,
+                   ktr=RIGID_RADIUS_KT if fixed else d.ktr, hrcf=d.hrcf, hrcr=d.hrcr, Jw=d.Jw_f, g=d.g, mu_max=d.mu_max,
                    mu_min=d.mu_min, steer_gain=d.steer_gain, Jw_r=d.Jw_r, powertrain=d.powertrain,
                    max_torque=d.max_torque, max_speed=d.max_speed, ratio=d.ratio, efficiency=d.efficiency,
                    front_share=d.front_share, final_drive=d.final_drive, engine_speed=tuple(d.engine_speed),

@@ -184,6 +184,17 @@ class VehicleDescription:
             return self.rolling_radius, self.rolling_radius
         return self.r0 - fz_front / self.ktf, self.r0 - fz_rear / self.ktr
 
+    def static_rolling_radius(self) -> float:
+        """Mean effective rolling radius of the four wheels at their static loads, m (:meth:`rolling_radius_at`)."""
+        return float(sum(self.rolling_radius_at(*self.static_wheel_loads())) / 2.0)
+
+    def with_rolling_radius(self, radius: float) -> VehicleDescription:
+        """This description rolling at ``radius`` (m) at its static loads: ``tire.rolling_radius`` replaced when it
+        is given, else ``r0`` shifted by the difference (the load dependence ``Fz/kt`` kept)."""
+        if self.rolling_radius > 0.0:
+            return _replace(self, rolling_radius=float(radius))
+        return _replace(self, r0=self.r0 + float(radius) - self.static_rolling_radius())
+
     def static_wheel_loads(self) -> tuple[float, float]:
         """Static load of one front and one rear wheel, N (the 8-DOF model's static term, Eqs. 10-13)."""
         L = self.wheelbase
