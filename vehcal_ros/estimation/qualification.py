@@ -256,24 +256,31 @@ def excitation_failures(stage: str, time: np.ndarray, throttle: np.ndarray, brak
                 out.append(f"peak lateral acceleration {ay:.2f} m/s^2, need >= {c.lat_min_lateral_accel:g} m/s^2")
     elif stage == "rolling_resistance":
         thr, brk = float(np.max(throttle)), float(np.max(brake))
-        if thr >= c.rr_max_throttle and not torque_measured:
-            out.append(f"peak throttle {thr:.3f}, need < {c.rr_max_throttle:g} (released)")
         if brk >= c.max_brake:
             out.append(f"peak brake {brk:.3f}, need < {c.max_brake:g} (released)")
-        if torque_measured:
+        drop = float(u[0] - u[-1])
+        released = f"peak throttle {thr:.3f}, need < {c.rr_max_throttle:g} (released)" \
+            if thr >= c.rr_max_throttle else None
+        lost = f"speed lost {drop:.2f} m/s, need >= {c.rr_min_speed_drop:g} m/s" \
+            if drop < c.rr_min_speed_drop else None
+        coast = [m for m in (released, lost) if m]   # the coast-down rule
+        if torque_measured:   # steady driving with the drive torque known, or a coast-down
+            steady = []
             rate = 1.0 / float(np.median(np.diff(t))) if t.size > 1 else 100.0
             acc = float(np.abs(mean_accelerations(u, rate, span=1.0)).max())
             if acc >= c.rr_max_accel:
-                out.append(f"not steady: 1 s mean forward acceleration up to {acc:.2f} m/s^2, need < "
-                           f"{c.rr_max_accel:g} m/s^2")
+                steady.append(f"not steady: 1 s mean forward acceleration up to {acc:.2f} m/s^2, need < "
+                              f"{c.rr_max_accel:g} m/s^2")
             sens = rr_sensitivity(float(t[-1] - t[0]) if t.size else 0.0, radius, gravity)
             if sens < c.rr_min_speed_drop:
-                out.append(f"rolling-resistance sensitivity {sens:.2f} m/s (0.01 m lever over "
-                           f"{float(t[-1] - t[0]) if t.size else 0.0:.2f} s), need >= {c.rr_min_speed_drop:g} m/s")
+                steady.append(f"rolling-resistance sensitivity {sens:.2f} m/s (0.01 m lever over "
+                              f"{float(t[-1] - t[0]) if t.size else 0.0:.2f} s), need >= {c.rr_min_speed_drop:g} m/s")
+            if steady and coast:
+                out.append("neither steady driving (" + "; ".join(steady) + ") nor a coast-down ("
+                           + "; ".join(coast) + ")")
         else:
-            drop = float(u[0] - u[-1])
-            if drop < c.rr_min_speed_drop:
-                out.append(f"speed lost {drop:.2f} m/s, need >= {c.rr_min_speed_drop:g} m/s")
+            out[:0] = [released] if released else []
+            out.extend([lost] if lost else [])
         mean_u = float(u.mean())
         if mean_u < c.rr_min_speed:
             out.append(f"mean speed {mean_u:.1f} m/s, need >= {c.rr_min_speed:g} m/s")

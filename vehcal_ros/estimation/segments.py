@@ -23,7 +23,8 @@ rolling_resistance  coast-down: throttle 0, brake 0, straight, u > ``rr_min_spee
                     recorded throughout) any straight, brake-free, steady (|du/dt| < ``rr_max_accel``) stretch
                     at u > ``rr_min_speed``, throttle or not, whose rolling-resistance sensitivity (the speed
                     a 0.01 m lever takes off over it) is at least ``rr_min_speed_drop`` (qualification.py: the
-                    drive torque is known, so steady driving identifies rr as a coast-down does)
+                    drive torque is known, so steady driving identifies rr as a coast-down does); the
+                    coast-downs when the data hold no such stretch
 ==================  ===========================================================================================
 
 Identifiability of the slip stiffnesses (longitudinal stage). In the Fiala tire's elastic range the wheel slip is
@@ -246,11 +247,15 @@ def _description(vehicle: Any) -> VehicleDescription:
 
 
 def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig(),
-                 vehicle: VehicleDescription | str | None = None) -> tuple[list[Window], str]:
+                 vehicle: VehicleDescription | str | None = None,
+                 use_torque: bool = True) -> tuple[list[Window], str]:
     """Qualifying windows of ``stage`` in ``r`` (time order) and, when there are none, why (else "").
 
     ``vehicle`` (description, name or file; None: the default vehicle): its steering map turns the steering input
-    into the road-wheel angle the thresholds are in (:mod:`~vehcal_ros.estimation.qualification`)."""
+    into the road-wheel angle the thresholds are in (:mod:`~vehcal_ros.estimation.qualification`). Rolling
+    resistance with a measured wheel torque takes the steady-driving windows, and the coast-downs when there are
+    none (a coast-down decelerates by rr g plus the drag, which may exceed ``rr_max_accel``); ``use_torque``
+    False: the coast-down rule only."""
     if stage not in STAGE_NAMES:
         raise InputError(f"unknown stage '{stage}'; choose one of {', '.join(STAGE_NAMES)}")
     c = config
@@ -259,7 +264,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     u, thr, brk = r["u"], r["throttle"], r["brake"]
     desc = _description(vehicle)
     delta = np.abs(desc.road_wheel_angle(r["steering"]))   # rad
-    torque = torque_recorded(r) if desc.torque_source == "measured" else None
+    torque = torque_recorded(r) if desc.torque_source == "measured" and use_torque else None
     radius = desc.static_rolling_radius()
     no_brake = brk < c.max_brake
     straight = delta <= c.straight_max_road_wheel_angle
@@ -275,7 +280,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     best_reason, best_score = "", -np.inf
     runs = _runs(mask)
     if not runs:
-        return [], _why_none(r, stage, c, no_brake, straight, torque)
+        return _or_coast_down(r, stage, c, vehicle, torque, _why_none(r, stage, c, no_brake, straight, torque))
     ay = np.abs(lateral_acceleration(r.time, u, r["v"], r["yaw_rate"])) if stage == "lateral" else None
     for i0, i1 in runs:
         run0, run1 = i0, i1
@@ -363,7 +368,19 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
             (~no_brake, f"braked (brake >= {c.max_brake:g})"),
             (~straight, f"not straight (road-wheel angle > {fmt_angle(c.straight_max_road_wheel_angle)})")])
         best_reason += f"; {why}" if why else ""
-    return out, ("" if out else best_reason)
+    if out:
+        return out, ""
+    return _or_coast_down(r, stage, c, vehicle, torque, best_reason)
+
+
+def _or_coast_down(r: Resampled, stage: str, c: SegmentConfig, vehicle: Any, torque: np.ndarray | None,
+                   why: str) -> tuple[list[Window], str]:
+    """No window of ``stage`` (``why``): for rolling resistance with a measured torque (``torque`` not None), the
+    coast-down windows instead, else none with both reasons."""
+    if stage != "rolling_resistance" or torque is None:
+        return [], why
+    coast, why_coast = find_windows(r, stage, c, vehicle, use_torque=False)
+    return (coast, "") if coast else ([], f"steady driving: {why}; coast-down: {why_coast}")
 
 
 def _shares(r: Resampled, base: np.ndarray, what: str, failing: list[tuple[np.ndarray, str]]) -> str:
