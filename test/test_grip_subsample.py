@@ -8,11 +8,9 @@ coasting near zero slip), where the former evenly-in-time subsample kept 13 of t
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from vehcal_ros.estimation.grip_pipeline import reference_groups, stratified_indices, subsample
+from vehcal_ros.estimation.grip_pipeline import stratified_indices, subsample
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.latent_slip import true_slip_distribution
 
@@ -102,36 +100,3 @@ def test_default_rule_is_even_in_time_with_the_newest_sample():
     raw = subsample(d, N_MAX, deconvolve=False)
     np.testing.assert_array_equal(raw.slip, d.slip[idx])
     assert not raw.slip_is_latent
-
-
-def test_reference_groups_are_stretches_of_the_error_time():
-    """One shared error per stretch of the reference's error time, the wheels of a block in the same one; none
-    without a reference part; one per sample without a known error time."""
-    t = np.repeat(np.arange(0.05, 6.0, 0.1), 2)            # two wheels per block
-    ref = np.full(t.size, 1e-6)
-    d = ScopeData("front_axle", t, np.zeros(t.size), np.zeros(t.size), slip_var=2e-6 + ref, slip_ref_var=ref,
-                  ref_error_time=1.5)
-    g = reference_groups(d)
-    assert np.array_equal(g["slip_group"], np.floor((t - 0.05) / 1.5))
-    assert np.array_equal(g["slip_ref_var"], ref)
-    assert reference_groups(dataclasses.replace(d, slip_ref_var=np.zeros(t.size))) == {}
-    assert reference_groups(dataclasses.replace(d, slip_ref_var=None)) == {}
-    g = reference_groups(dataclasses.replace(d, ref_error_time=float("nan")))
-    assert np.unique(g["slip_group"]).size == t.size
-
-
-def test_fit_loads_each_group_on_its_own_shared_error():
-    """GripEstimator's loadings: row g holds sqrt(slip_ref_var_i) on the samples of group g (sign flipped where a
-    braking sample is mirrored), zero elsewhere."""
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
-
-    s = np.tile([0.01, 0.02, -0.01, 0.03], 2)
-    mu = np.tile([0.1, 0.2, -0.1, 0.3], 2)
-    ref = np.tile([1e-6, 4e-6, 9e-6, 16e-6], 2)
-    group = np.array([0.0, 0.0, 1.0, 3.0, 3.0, 5.0, 5.0, 5.0])
-    L = GripEstimator(GripConfig(min_points=7, mirror_braking=True))._clean(
-        s, mu, np.full(8, 1e-6), None, None, ref, group)[-1]
-    expected = np.zeros((4, 8))
-    for i, (g, sign) in enumerate(zip([0, 0, 1, 2, 2, 3, 3, 3], np.where(s < 0, -1.0, 1.0))):
-        expected[g, i] = sign * np.sqrt(ref[i])
-    assert np.allclose(L, expected)

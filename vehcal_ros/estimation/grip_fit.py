@@ -479,22 +479,19 @@ class GripEstimator:
     # -- data ------------------------------------------------------------------------------------------
     def prepare(self, slip, mu) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Clean the samples: (s, mu, n_removed_nonfinite, n_braking); raises EstimationError if unusable."""
-        s, m, _, _, n_nonfinite, n_braking, _, _ = self._clean(slip, mu, None, None)
+        s, m, _, _, n_nonfinite, n_braking, _ = self._clean(slip, mu, None, None)
         return s, m, n_nonfinite, n_braking
 
-    def _clean(self, slip, mu, slip_var, mu_var, lateral=None, slip_ref_var=None, slip_group=None
+    def _clean(self, slip, mu, slip_var, mu_var, lateral=None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, int, int,
-                          np.ndarray | None, np.ndarray | None]:
+                          np.ndarray | None]:
         cfg = self.config
         s = np.asarray(slip, dtype=float).ravel()
         m = np.asarray(mu, dtype=float).ravel()
         if s.shape != m.shape:
             raise InputError(f"slip and mu must have the same length, got {s.size} and {m.size}")
-        if (slip_ref_var is None) != (slip_group is None):
-            raise InputError("slip_ref_var and slip_group go together")
         extra = {}
-        for name, v in (("slip_var", slip_var), ("mu_var", mu_var), ("lateral", lateral),
-                        ("slip_ref_var", slip_ref_var), ("slip_group", slip_group)):
+        for name, v in (("slip_var", slip_var), ("mu_var", mu_var), ("lateral", lateral)):
             if v is None:
                 continue
             v = np.asarray(v, dtype=float).ravel()
@@ -517,14 +514,6 @@ class GripEstimator:
         else:
             s, m = s[~braking], m[~braking]
             extra = {k: v[~braking] for k, v in extra.items()}
-        ref = None
-        if "slip_ref_var" in extra and np.any(extra["slip_ref_var"] > 0.0):
-            # one shared error per group, its loading on each member sqrt(v_ref) (sign flipped where mirrored)
-            sign = np.where(braking, -1.0, 1.0) if cfg.mirror_braking else np.ones(s.size)
-            _, group = np.unique(extra["slip_group"], return_inverse=True)
-            ref = np.zeros((int(group.max()) + 1, s.size))
-            ref[group, np.arange(s.size)] = sign * np.sqrt(extra["slip_ref_var"])
-            ref = np.ascontiguousarray(ref[np.any(ref != 0.0, axis=1)])
         if s.size < cfg.min_points:
             raise EstimationError(
                 f"too few usable points for a grip fit: {s.size} < min_points={cfg.min_points} "
@@ -538,7 +527,7 @@ class GripEstimator:
                 f"unexcited data: slip spread {np.ptp(s):.3g} < min_slip_spread={cfg.min_slip_spread}")
         vs, vm, la = (np.ascontiguousarray(extra[k]) if k in extra and np.any(extra[k] > 0) else None
                       for k in ("slip_var", "mu_var", "lateral"))
-        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking, la, ref
+        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking, la
 
     # -- start -----------------------------------------------------------------------------------------
     def _truncated_start(self, s: np.ndarray, mu: np.ndarray, ml: MLFit, rng: np.random.Generator) -> np.ndarray:
@@ -561,8 +550,7 @@ class GripEstimator:
 
     # -- fit -------------------------------------------------------------------------------------------
     def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None, mu_var=None,
-            stop: Callable[[], bool] | None = None, lateral=None, slip_ref_var=None,
-            slip_group=None) -> GripEstimate:
+            stop: Callable[[], bool] | None = None, lateral=None) -> GripEstimate:
         """Algorithm 1 on the samples; ``warm_start`` replaces the multi-start ML (see docs/grip.md).
 
         ``slip_var`` (variance of each measured slip, e.g. from block averaging) and ``mu_var`` (variance of
@@ -576,14 +564,6 @@ class GripEstimator:
         combined`); the curve, its quantiles and mu_max stay those of pure longitudinal slip. The multi-start
         least squares (only the chains' start) ignores it; the ML refinement and the chains use it.
 
-        ``slip_ref_var`` and ``slip_group`` (together): a slip error shared by groups of samples, on top of the
-        independent one in ``slip_var`` (which alone is deconvolved): the speed reference's error, slowly varying
-        and common to the wheels, so one error per stretch of its correlation time (the grip pipeline's
-        :func:`~vehcal_ros.estimation.grip_pipeline.reference_groups`). Sample i of group g carries
-        sqrt(slip_ref_var_i) delta_g, delta_g ~ N(0, 1) independent between groups; the likelihood integrates
-        the deltas out exactly (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`), so a maneuver's
-        slips move together by the reference's error instead of scattering independently by it.
-
         ``stop()`` true ends the chains within ~5000 steps (e.g. a node shutting down); the estimate then reports
         the rule as it stands on the steps done.
 
@@ -595,8 +575,7 @@ class GripEstimator:
         """
         cfg = self.config
         t0 = time.perf_counter()
-        s, m, vs, vm, n_nonfinite, n_braking, la, ref = self._clean(slip, mu, slip_var, mu_var, lateral,
-                                                                    slip_ref_var, slip_group)
+        s, m, vs, vm, n_nonfinite, n_braking, la = self._clean(slip, mu, slip_var, mu_var, lateral)
         n_components = 0
         shared = None
         if vs is not None and cfg.slip_prior == "deconvolved":  # measured slips -> their true slips' posteriors
@@ -606,8 +585,6 @@ class GripEstimator:
                 shared = mix.shared_loadings(s, vs)
             s, vs = (np.ascontiguousarray(x) for x in mix.posterior(s, vs))
             vs = vs if np.any(vs > 0.0) else None
-        if ref is not None:
-            shared = ref if shared is None else np.ascontiguousarray(np.vstack([shared, ref]))
         ss = np.random.SeedSequence(cfg.seed)
         ss_ml, ss_start, ss_chain = ss.spawn(3)
         rng_ml = np.random.default_rng(ss_ml)

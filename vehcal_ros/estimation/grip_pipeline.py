@@ -168,28 +168,6 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     return dataclasses.replace(data, **arrays)
 
 
-def reference_groups(data: ScopeData) -> dict[str, np.ndarray]:
-    """The fit's ``slip_ref_var`` and ``slip_group`` for these samples (empty without a reference part).
-
-    The speed reference's error enters every wheel's slip at once and changes over its integrated
-    autocorrelation time ``data.ref_error_time`` (s, :attr:`GnssImuSpeed.error_time`). It is modelled as one independent
-    error per stretch of that length (``floor((t - t_first) / error_time)``, the wheels of a block together): a
-    mean over a maneuver of duration D then carries the error's variance x error_time / D, the first-order
-    process's. Counted once per sample instead, as independent noise, it made the deconvolution read a
-    maneuver's slips as tighter than their noise (the error does not scatter between neighbouring blocks) and
-    pull the ramps between clusters onto the clusters, which flattened the curve where the data end (HMMWV
-    constant_dry: 0.16 [0.14, 0.22] on a 0.9 road). No finite error time: one group per sample."""
-    ref, error_time = data.slip_ref_var, float(data.ref_error_time)
-    if ref is None or not np.any(ref > 0.0):
-        return {}
-    t = np.asarray(data.t, dtype=float)
-    if math.isfinite(error_time) and error_time > 0.0 and t.size:
-        group = np.floor((t - np.min(t)) / error_time)
-    else:
-        group = np.arange(t.size, dtype=float)
-    return {"slip_ref_var": np.asarray(ref, dtype=float), "slip_group": group}
-
-
 def even_indices(n: int, n_max: int) -> np.ndarray:
     """At most ``n_max`` of ``n`` indices evenly spaced in time order, the first and the newest kept."""
     if n <= n_max:
@@ -530,9 +508,6 @@ class GripPipeline:
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
-            ref_var = window.slip_ref_var
-            if ref_var is not None and window.slip_var is not None:   # the reference's error apart (reference_groups)
-                window = dataclasses.replace(window, slip_var=np.maximum(window.slip_var - ref_var, 0.0))
             data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
             if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
                 config = dataclasses.replace(config, slip_prior="flat")
@@ -546,8 +521,7 @@ class GripPipeline:
                                                              slip_var=data.slip_var,
                                                              mu_var=getattr(data, "mu_var", None),
                                                              stop=self.cancel.is_set,
-                                                             lateral=getattr(data, "lat", None),
-                                                             **reference_groups(data))
+                                                             lateral=getattr(data, "lat", None))
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:

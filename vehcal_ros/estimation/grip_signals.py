@@ -37,10 +37,6 @@ slip of ordinary driving changes over seconds. Braking samples are those whose *
 the sign of mu is known far better than the sign of a slip near zero. They are mirrored to (-s, -mu), kept in a
 separate ``*_braking`` scope, or dropped; a mirrored or traction sample may keep a small negative slip (noise
 around zero), which the fit keeps as it is.
-With ``speed_reference`` gnss_imu a block's slip variance also holds the speed filter's variance P_uu / v^2,
-common to the block's samples; ``slip_ref_var`` keeps that part apart: it is correlated over the filter's
-error time (~1-2 s) and common to the wheels, so it is no scatter between neighbouring blocks (the grip fit
-integrates it out per stretch of that time, grip_pipeline.reference_groups).
 Estimated tire forces (``force_source: estimated``, estimation/tire_force_estimation.py) carry variances; each
 friction sample gets ``mu_var`` by the delta method, Var(mu) = (Var(Fx) + mu^2 Var(Fz)) / Fz^2, and a block
 average the variance of its mean: the Fx part through the filter's lag-one error correlation
@@ -192,9 +188,6 @@ class ScopeData:
     slip: np.ndarray
     mu: np.ndarray
     slip_var: np.ndarray | None = None   #: variance of each slip (block averages; 0 = unknown)
-    #: the part of slip_var that is the speed reference's error (slowly varying, common to the wheels; 0 = none)
-    slip_ref_var: np.ndarray | None = None
-    ref_error_time: float = 0.0          #: s, integrated autocorrelation time of that error (reference_error_time)
     mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
     lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
     slip_is_latent: bool = False         #: slip/slip_var are already each true slip's posterior mean/variance
@@ -344,8 +337,7 @@ class GripDataCollector:
         self._side = [1.0 if y >= 0.0 else -1.0 for y in c.wheel_y]
         self._wheelbase = max(c.wheel_x) - min(c.wheel_x)
         self._pending: deque[TireForce] = deque(maxlen=8192)
-        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var", "lat", "slip_ref_var"),
-                                          capacity=c.capacity,
+        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var", "lat"), capacity=c.capacity,
                                           window=c.window,
                                           max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
         self._wx = np.asarray(c.wheel_x, dtype=float)
@@ -535,7 +527,7 @@ class GripDataCollector:
             self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho, denom, sin_alpha, u_var / (denom * denom))
         else:
             self._store(i, rec.t, slip, mu, u_var / (denom * denom), 1, var_fx + var_fz,
-                        abs(sin_alpha) / c.lateral_ratio, u_var / (denom * denom))
+                        abs(sin_alpha) / c.lateral_ratio)
 
     def toe_in(self, wheel: int, t: float) -> float:
         """Toe-in (rad) of ``wheel`` at ``t``: the description's toe table at the wheel travel, front
@@ -553,9 +545,8 @@ class GripDataCollector:
         return _interp(travel, z, toe)
 
     def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
-               mu_var: float = 0.0, lat: float = 0.0, ref_var: float = 0.0) -> None:
-        """Put one (block-averaged) friction sample of ``n`` raw samples into its scope's buffer; ``ref_var`` is
-        the part of ``slip_var`` that is the speed reference's error."""
+               mu_var: float = 0.0, lat: float = 0.0) -> None:
+        """Put one (block-averaged) friction sample of ``n`` raw samples into its scope's buffer."""
         c = self.config
         scope = c.scope_of(wheel)
         if mu < 0.0 and c.braking != "keep":  # braking force (see the module docstring)
@@ -565,7 +556,7 @@ class GripDataCollector:
             if c.braking == "separate":
                 scope = f"{scope}_braking"
             slip, mu = -slip, -mu
-        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var, lat, ref_var)):
+        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var, lat)):
             self.counters.accepted += n
         else:
             self.counters.dropped["out_of_order"] += n
@@ -586,10 +577,9 @@ class GripDataCollector:
                 else:
                     slip, mu, var = block.mean_var()
                     # the speed reference's own error is common to the block's samples: its variance adds
-                    ref = block.ref_var / block.n
-                    noise = self._slip_noise(i, var, block.n, block.speed / block.n) + ref
+                    noise = self._slip_noise(i, var, block.n, block.speed / block.n) + block.ref_var / block.n
                     self._store(i, (self._block_key + 0.5) * w, slip, mu, noise, block.n,
-                                block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio, ref)
+                                block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio)
             block.clear()
             self._block_seen[i] = 0
         self._block_key = key
@@ -623,19 +613,13 @@ class GripDataCollector:
     def snapshot(self, scope: str) -> ScopeData:
         a = self._buffers[scope].array()
         return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
-                         lat=a[:, 5], slip_ref_var=a[:, 6], ref_error_time=self.reference_error_time)
+                         lat=a[:, 5])
 
     def recent(self, scope: str, t0: float) -> ScopeData:
         """The scope's samples stamped at or after ``t0`` (a copy of those only)."""
         a = self._buffers[scope].since(t0)
         return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
-                         lat=a[:, 5], slip_ref_var=a[:, 6], ref_error_time=self.reference_error_time)
-
-    @property
-    def reference_error_time(self) -> float:
-        """Integrated autocorrelation time of the speed reference's error, s (:attr:`GnssImuSpeed.error_time`;
-        0 with the odometry reference, whose stated slip variance has no reference part)."""
-        return self.speed.error_time if self.speed is not None else 0.0
+                         lat=a[:, 5])
 
     def fill(self) -> dict[str, int]:
         """Samples currently buffered per scope."""

@@ -108,8 +108,6 @@ class GnssImuSpeed:
         self._released_t = -math.inf    # newest stamp released
         self._gnss_t = -math.inf        # newest GNSS stamp applied
         self.initialised = False
-        self._memory = math.nan         # running mean of the speed error's decay per GNSS update, 1 - K_u
-        self._period = math.nan         # running mean of the GNSS period, s
         self.counters = {"gnss_used": 0, "gnss_late": 0, "gnss_slow": 0, "gnss_nonfinite": 0,
                          "imu_nonfinite": 0, "imu_out_of_order": 0, "restarts": 0}
 
@@ -164,9 +162,7 @@ class GnssImuSpeed:
         if not self.initialised:
             self._initialise(i, t, z, sd * sd)
         else:
-            if math.isfinite(self._gnss_t) and t - self._gnss_t < c.history:
-                self._period = self._mean(self._period, t - self._gnss_t)
-            self._memory = self._mean(self._memory, self._update(i, t, z, sd * sd))
+            self._update(i, t, z, sd * sd)
         self.counters["gnss_used"] += 1
         self._gnss_t = t
         return self._release(t)
@@ -178,27 +174,6 @@ class GnssImuSpeed:
         self._gnss_t = -math.inf
         self.initialised = False
         self.counters["restarts"] += 1
-
-    @property
-    def error_time(self) -> float:
-        """Integrated autocorrelation time of the released speed's error, s (NaN before two GNSS updates).
-
-        Between GNSS updates the error of u drifts (IMU noise, the offset's error); each update keeps 1 - K_u of
-        it (K_u the gain on u). As a first-order process sampled at the GNSS period T with coefficient
-        phi = 1 - K_u (running means of both), its integrated autocorrelation time is T (1 + phi) / (1 - phi):
-        a mean of the error over a stretch D >> T has the variance P_uu (that time) / D, as if the error were one
-        independent value per that time. (HMMWV, constant_dry: K_u 0.11 at 10 Hz, 1.7 s; the block slips'
-        error against the simulator's true slips, less the odometry's, integrates to 1.3 s.)"""
-        phi, period = self._memory, self._period
-        if not (math.isfinite(phi) and math.isfinite(period)):
-            return math.nan
-        phi = min(max(phi, 0.0), 0.999)
-        return period * (1.0 + phi) / (1.0 - phi)
-
-    @staticmethod
-    def _mean(old: float, new: float, weight: float = 0.05) -> float:
-        """Running mean: the first value, then an exponential mean over ~1 / weight values."""
-        return new if math.isnan(old) else old + weight * (new - old)
 
     @property
     def offset(self) -> tuple[float, float] | None:
@@ -244,14 +219,13 @@ class GnssImuSpeed:
         self._released_t = steps[i].t - 1e-9
         self.initialised = True
 
-    def _update(self, i: int, t: float, z: float, r: float) -> float:
-        """Measurement update at stamp t between steps i and i+1, then propagate the later steps again. Returns
-        1 - K_u, the share of the speed's error the update keeps (1 when it restarted the state)."""
+    def _update(self, i: int, t: float, z: float, r: float) -> None:
+        """Measurement update at stamp t between steps i and i+1, then propagate the later steps again."""
         steps = self._steps
         s = steps[i]
         if math.isnan(s.u):
             self._initialise(i, t, z, r)
-            return 1.0
+            return
         # the state at t: part of the next step's acceleration
         nxt = steps[i + 1] if i + 1 < len(steps) else None
         frac_dt = t - s.t
@@ -271,7 +245,6 @@ class GnssImuSpeed:
         s.puu, s.pub, s.pbb = puu, pub, pbb
         for k in range(i + 1, len(steps)):
             self._propagate(steps[k - 1], steps[k])
-        return 1.0 - ku
 
     def _release(self, t_gnss: float) -> list[ReferenceSpeed]:
         """The estimates at IMU stamps in (last released, t_gnss]."""

@@ -208,15 +208,10 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
             log_var += math.log(prod)
             prod = 1.0
         for k in range(K):
-            a_ki = shared[k, i]
-            if a_ki == 0.0:   # sparse loadings (e.g. one time segment per sample): O(n K) for them
-                continue
-            lk = sl[i] * a_ki * iv
+            lk = sl[i] * shared[k, i] * iv
             y[k] += lk * r[i]
             for j in range(k + 1):
-                a_ji = shared[j, i]
-                if a_ji != 0.0:
-                    M[k, j] += lk * sl[i] * a_ji
+                M[k, j] += lk * sl[i] * shared[j, i]
     log_det = 0.0
     for k in range(K):          # Cholesky of M = I + L^T D^-1 L in place (lower), then forward solve for y
         M[k, k] += 1.0
