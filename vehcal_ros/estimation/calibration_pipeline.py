@@ -68,6 +68,7 @@ from vehcal_ros.estimation.segments import (
     resample,
 )
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+from vehcal_ros.resources import find_resource
 from vehcal_ros.vehicle.description import load_vehicle
 
 OK, WARN, ERROR = 0, 1, 2
@@ -352,11 +353,11 @@ class CalibrationPipeline:
         self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
         self._base_priors: Mapping[str, tuple[float, float]] | None = None   # config.priors before carrying
         self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
+        """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
+        after :meth:`carry_forward` (empty: none carried)"""
         self.free_rolling: FreeRolling | None = None
         """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
         enough free rolling yet"""
-        """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
-        after :meth:`carry_forward` (empty: none carried)"""
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -1035,8 +1036,6 @@ def shipped_default_priors() -> dict[str, tuple[float, float]]:
     :func:`config_from` takes them, like the paper's own ranges, as unset: that vehicle's description's priors
     apply (the HMMWV's roll-stiffness bound of 150000 N m/rad and rr's lower bound of 0.001 m held the spec-sheet
     HMMWV's roll stiffness at that bound and the sedan's rr, whose tires have none, above its zero)."""
-    from vehcal_ros.resources import find_resource
-
     path = find_resource("config", "estimate.yaml")
     if path is None:
         return {}

@@ -307,22 +307,15 @@ class GripEstimatorNode(WorkerNode):
         return pipeline
 
     # ------------------------------------------------------------ inputs
-    def _feed(self, topic: str, convert: Any, msg: Any) -> None:
-        if not self.enabled:  # ~/enable false: paused, nothing buffered, state kept
-            self.paused_messages += 1
-            return
-        self.fed_messages += 1
-        self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.collector.reject)
+    def _inputs(self) -> tuple[Any, Any]:
+        return self.pipeline.add, self.pipeline.collector.reject
 
     def _on_wheels(self, data: bytes) -> None:
-        self._feed("wheel_speeds", conversions.raw_to_wheel_speeds, data)
+        super()._on_wheels(data)
         forces = self.pipeline.force_estimator.last if self.pipeline.force_estimator is not None else ()
         if self._force_pub is not None and forces:
             for f in forces:
                 self._force_pub.publish(conversions.tire_force_to_msg(f, self._frames))
-
-    def _on_imu(self, data: bytes) -> None:
-        self._feed("imu", conversions.raw_to_imu, data)
 
     def _on_gnss(self, data: bytes) -> None:
         self._feed("gnss", conversions.raw_to_gnss_velocity, data)
@@ -335,12 +328,6 @@ class GripEstimatorNode(WorkerNode):
 
     def _on_force(self, data: bytes) -> None:
         self._feed("tire_forces", conversions.raw_to_tire_force, data)
-
-    def _on_odom(self, data: bytes) -> None:
-        self._feed("odom", conversions.raw_to_odom, data)
-
-    def _on_controls(self, data: bytes) -> None:
-        self._feed("controls", conversions.raw_to_controls, data)
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         with self._lock:

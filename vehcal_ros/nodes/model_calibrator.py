@@ -353,24 +353,8 @@ class ModelCalibratorNode(WorkerNode):
         return response
 
     # ------------------------------------------------------------ inputs
-    def _feed(self, topic: str, convert: Any, msg: Any) -> None:
-        if not self.enabled:  # ~/enable false: paused, nothing buffered, state kept
-            self.paused_messages += 1
-            return
-        self.fed_messages += 1
-        self._convert_and_feed(topic, convert, msg, self.pipeline.add, self.pipeline.reject)
-
-    def _on_wheels(self, data: bytes) -> None:
-        self._feed("wheel_speeds", conversions.raw_to_wheel_speeds, data)
-
-    def _on_imu(self, data: bytes) -> None:
-        self._feed("imu", conversions.raw_to_imu, data)
-
-    def _on_odom(self, data: bytes) -> None:
-        self._feed("odom", conversions.raw_to_odom, data)
-
-    def _on_controls(self, data: bytes) -> None:
-        self._feed("controls", conversions.raw_to_controls, data)
+    def _inputs(self) -> tuple[Any, Any]:
+        return self.pipeline.add, self.pipeline.reject
 
     def _on_params(self, changed: dict[str, Any]) -> None:
         if self._setting_model or not any(not k.startswith("model.") for k in changed):

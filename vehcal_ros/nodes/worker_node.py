@@ -31,6 +31,7 @@ from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
 
 from vehcal_ros.estimation.input_guard import InputGuard
+from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ERROR, OK, WARN, ParamSpec, diag_status
 from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder
 
@@ -182,6 +183,32 @@ class WorkerNode(Node):
         return self._future is not None and not self._future.done()
 
     # ------------------------------------------------------------------ inputs
+    def _inputs(self) -> tuple[Callable[[Any], None], Callable[[str, str], None]]:
+        """(feed, reject) of the node's pipeline: where an accepted record goes, where a refused one is counted."""
+        raise NotImplementedError
+
+    def _feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any) -> None:
+        """One serialised message of ``topic``: counted and ignored while paused (~/enable false: nothing
+        buffered, state kept), else :meth:`_convert_and_feed` into the pipeline."""
+        if not self.enabled:
+            self.paused_messages += 1
+            return
+        self.fed_messages += 1
+        feed, reject = self._inputs()
+        self._convert_and_feed(topic, convert, msg, feed, reject)
+
+    def _on_wheels(self, data: bytes) -> None:
+        self._feed("wheel_speeds", conversions.raw_to_wheel_speeds, data)
+
+    def _on_imu(self, data: bytes) -> None:
+        self._feed("imu", conversions.raw_to_imu, data)
+
+    def _on_odom(self, data: bytes) -> None:
+        self._feed("odom", conversions.raw_to_odom, data)
+
+    def _on_controls(self, data: bytes) -> None:
+        self._feed("controls", conversions.raw_to_controls, data)
+
     def _convert_and_feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any,
                           feed: Callable[[Any], None], reject: Callable[[str, str], None]) -> None:
         """msg -> record -> :class:`InputGuard` -> ``feed(record)`` under the lock. A message that cannot be
