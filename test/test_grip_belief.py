@@ -211,7 +211,30 @@ def test_a_contradiction_withdraws_the_belief_in_the_timeline(dry_fit) -> None:
     tl = belief_timeline([(1.0, "estimate", est, 1.0)], grid, np.full(grid.size, 10.0), grid, prob=0.9,
                          samples=samples, test=test)
     assert tl["withdrawn_at"].size == 1 and 10.0 <= tl["withdrawn_at"][0] <= 11.0   # within 1 s of the change
-    assert tl["known"][(grid >= 1.0) & (grid < 10.0)].all() and not tl["known"][grid >= 11.0].any()
+    assert tl["known"][(grid >= 1.0) & (grid < 10.0)].all() and not tl["floor"][grid < 10.0].any()
+    # in its place the floor the contradicting snow samples prove: known, flagged a floor, below the snow's 0.3
+    after = grid >= 11.0
+    assert tl["known"][after].all() and tl["floor"][after].all()
+    assert (tl["lower"][after] > 0.1).all() and (tl["lower"][after] <= 0.3).all()
+    assert tl["lower"][after].max() < tl["lower"][(grid >= 1.0) & (grid < 10.0)].min()
+
+
+def test_a_withdrawal_without_friction_beyond_the_noise_leaves_unknown(dry_fit) -> None:
+    """Contradicting samples that show no friction beyond their noise prove no floor: the belief is unknown."""
+    from vehcal_ros.estimation.grip_belief import BeliefTracker, ContradictionTest
+    from vehcal_ros.estimation.grip_signals import ScopeData
+
+    est, _ = dry_fit
+    n = 20
+    slip = np.full(n, 0.06)     # well up the curve, where the lower-bound curve exceeds half the lower bound
+    quiet = ScopeData(scope="front_axle", t=np.arange(n) * 0.05, slip=slip, mu=np.full(n, 0.005),
+                      slip_var=np.zeros(n), mu_var=np.full(n, 0.05 ** 2), lat=np.zeros(n))
+    tracker = BeliefTracker()
+    tracker.set_estimate(est.mu_max, 0.0, est)
+    assert tracker.test(0.5, quiet, ContradictionTest())
+    b = tracker.belief(0.5)
+    assert not b.known and b.lower == 0.0 and tracker.fallback is None
+    assert tracker.belief(0.5, kept=True).known     # the kept estimate is still there for the floor offers
 
 
 def test_odometer_survives_a_clock_that_goes_back() -> None:

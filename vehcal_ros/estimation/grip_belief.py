@@ -23,18 +23,20 @@ mixture CDF); the posterior's CDF is two half normals joined at its mean, throug
 p_c = 0 the published interval is the fit's). When p_c exceeds ``unknown_above`` or no estimate exists, the belief
 is *unknown*: mean NaN, lower bound 0 (a planner may assume no grip), upper bound ``prior_upper``.
 
-A contradiction withdraws the estimate at once (p_c = 1, unknown) until the next fit: every ``period`` (0.5 s) of
-data time, the newest ``window`` (1 s) of friction samples is tested against the *lower-bound curve*,
-the fitted curve scaled so that its peak is the lower bound l in force, f_l(s) = (l / m) f(s). Every road whose
-grip lies in the interval gives at least about that much friction at a slip (its slip stiffness is the tire's,
-so on the curve's linear part f_l is below the data, and the test cannot fire there; a sample at a slip angle
-takes the friction ellipse of that road, pacejka.combined); samples well below it show a road that cannot offer
-l. With z_i = (|mu_i| - f_l(|s_i|)) / sd_i (sd_i the sample's noise and the fit's sigma)
+A contradiction withdraws the estimate at once (p_c = 1) until the next fit or floor, and puts in its place the
+floor belief the contradicting samples prove (:meth:`BeliefTracker.contradiction_floor`: those from the first
+sample that alone contradicts the lower bound on; unknown when none of them shows friction beyond its noise).
+Every ``period`` (0.5 s) of data time, the newest ``window`` (1 s) of friction samples is tested against the
+*lower-bound curve*, the fitted curve scaled so that its peak is the lower bound l in force, f_l(s) = (l / m)
+f(s). Every road whose grip lies in the interval gives at least about that much friction at a slip (its slip
+stiffness is the tire's, so on the curve's linear part f_l is below the data, and the test cannot fire there; a
+sample at a slip angle takes the friction ellipse of that road, pacejka.combined); samples well below it show a
+road that cannot offer l. With z_i = (|mu_i| - f_l(|s_i|)) / sd_i (sd_i the sample's noise and the fit's sigma)
 over the samples where f_l reaches half of l, the test fires when sqrt(n) mean(z) < -``z_crit`` (3.5: one-sided
 2.3e-4 per test under the model, 0.28 false withdrawals per 10 minutes of constant road at two tests a second).
 :func:`contradicts` is a pure function of the estimate, the lower bound and the samples, so the live node and a
-replay (which rebuilds the belief afterwards from its record, :func:`belief_timeline`) withdraw at the same
-data times.
+replay (which rebuilds the belief afterwards from its record, :func:`belief_timeline`) withdraw at the same data
+times.
 
 A *floor belief* stands in where no curve is identified (a window below the excitation gate): the road under a
 sample that transmitted friction |mu_i| offers at least that much, so the data's floor f (the largest
@@ -54,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from vehcal_ros.estimation.grip_fit import GripEstimate, MuMax
 from vehcal_ros.models import pacejka
@@ -103,16 +106,17 @@ class ContradictionTest:
             raise ValueError(f"contradiction test settings out of range: {self}")
 
 
-def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray, mu: np.ndarray,
-                slip_var: np.ndarray | None, mu_var: np.ndarray | None, lat: np.ndarray | None,
-                test: ContradictionTest) -> bool:
-    """True when the samples (one scope's newest ``test.window``, any order) contradict a lower bound ``lower``
-    of the estimate ``est`` in force (module docstring)."""
+def contradiction_scores(est: GripEstimate, lower: float, slip: np.ndarray, mu: np.ndarray,
+                         slip_var: np.ndarray | None, mu_var: np.ndarray | None, lat: np.ndarray | None,
+                         test: ContradictionTest) -> tuple[np.ndarray, np.ndarray] | None:
+    """(indices of the informative samples, their z_i) of the contradiction test (module docstring) of the
+    samples against a lower bound ``lower`` of the estimate ``est``; None when the test does not apply (no
+    lower bound, no curve, fewer than ``test.min_samples`` informative samples)."""
     if not (lower > 0.0 and est.mu_max_mean > 0.0) or slip.size == 0:
-        return False
+        return None
     theta = np.array([est.theta[k] for k in pacejka.THETA_NAMES], dtype=float)
     if not np.all(np.isfinite(theta)):
-        return False
+        return None
     scale = lower / est.mu_max_mean
     a = np.ascontiguousarray(np.abs(slip), dtype=float)
     f = scale * np.abs(pacejka.mf_curve(a, theta))
@@ -120,17 +124,50 @@ def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray
     if lat is not None:   # at a slip angle: the friction ellipse of a road whose peak is the lower bound
         for i in np.flatnonzero(np.asarray(lat) > 0.0):
             f[i], df[i] = pacejka.combined(float(a[i]), float(f[i]), float(df[i]), float(lat[i]) / lower)
-    inform = f >= test.min_level * lower
-    n = int(inform.sum())
+    inform = np.flatnonzero(f >= test.min_level * lower)
+    n = int(inform.size)
     if n < test.min_samples:
-        return False
+        return None
     var = np.full(n, float(est.sigma) ** 2)
     if mu_var is not None:
         var = var + np.asarray(mu_var)[inform]
     if slip_var is not None:
         var = var + df[inform] ** 2 * np.asarray(slip_var)[inform]
     z = (np.abs(np.asarray(mu)[inform]) - f[inform]) / np.sqrt(np.maximum(var, 1e-12))
-    return bool(math.sqrt(n) * float(np.mean(z)) < -test.z_crit)
+    return inform, z
+
+
+def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray, mu: np.ndarray,
+                slip_var: np.ndarray | None, mu_var: np.ndarray | None, lat: np.ndarray | None,
+                test: ContradictionTest) -> bool:
+    """True when the samples (one scope's newest ``test.window``, any order) contradict a lower bound ``lower``
+    of the estimate ``est`` in force (module docstring): sqrt(n) mean(z) < -``test.z_crit``."""
+    scores = contradiction_scores(est, lower, slip, mu, slip_var, mu_var, lat, test)
+    if scores is None:
+        return False
+    z = scores[1]
+    return bool(math.sqrt(z.size) * float(np.mean(z)) < -test.z_crit)
+
+
+def sample_floors(data: Any, sigma: float, level: float = 0.01,
+                  since: float = -math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """(t_i, ``|mu_i| - z sd_i``) of the samples stamped at or after ``since`` (the last road change: older
+    samples kept for their shared low-slip curve were taken on the previous road), with
+    ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the noise std ``sigma``) and
+    ``z`` the one-sided normal quantile at ``level / n`` (Bonferroni over the n samples): the road under every
+    sample offered at least its value, all of them together unless a false alarm of probability ``level``.
+    Non-finite values are dropped."""
+    t = np.asarray(data.t, dtype=float)
+    recent = t >= since
+    n = int(recent.sum())
+    if n == 0:
+        return np.empty(0), np.empty(0)
+    var = getattr(data, "mu_var", None)
+    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
+    z = -float(norm.ppf(level / n))
+    floor = np.abs(np.asarray(data.mu, dtype=float)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
+    ok = np.isfinite(floor)
+    return t[recent][ok], floor[ok]
 
 
 def floor_mu_max(floor: float, hazard: HazardModel, prob: float) -> MuMax:
@@ -254,6 +291,8 @@ class BeliefTracker:
         self.odo_data = math.nan     #: distance at that time, m
         self.withdrawn = False
         self.floor = False           #: the estimate in force is a floor belief (module docstring)
+        #: after a withdrawal: (mu_max, t_data, distance) of the floor belief the contradicting samples prove
+        self.fallback: tuple[MuMax, float, float] | None = None
 
     def set_estimate(self, mu_max: MuMax, t_data: float, fit: GripEstimate | None = None,
                      floor: bool = False) -> None:
@@ -265,14 +304,18 @@ class BeliefTracker:
         self.odo_data = self.odometer.at(t_data)
         self.withdrawn = False
         self.floor = floor
+        self.fallback = None
 
-    def withdraw(self) -> None:
-        """New data contradict the estimate: it stops describing the road (p_c = 1) until the next one."""
+    def withdraw(self, fallback: tuple[MuMax, float] | None = None) -> None:
+        """New data contradict the estimate: it stops describing the road (p_c = 1) until the next one. In its
+        place, ``fallback`` (a floor belief's mu_max and its data stamp, s) when given, else unknown."""
         self.withdrawn = True
+        self.fallback = None if fallback is None else (fallback[0], fallback[1], self.odometer.at(fallback[1]))
 
     def reset(self) -> None:
         self.estimate, self.fit, self.t_data, self.odo_data, self.withdrawn = None, None, math.nan, math.nan, False
         self.floor = False
+        self.fallback = None
 
     def test(self, t: float, samples: Any, test: ContradictionTest) -> bool:
         """Run the contradiction test at ``t`` on ``samples`` (a ScopeData of the newest ``test.window``);
@@ -282,36 +325,64 @@ class BeliefTracker:
         b = self.belief(t)
         if not b.known:
             return False
-        if contradicts(self.fit, b.lower, samples.t, samples.slip, samples.mu, samples.slip_var,
-                       samples.mu_var, samples.lat, test):
-            self.withdraw()
-            return True
-        return False
+        scores = contradiction_scores(self.fit, b.lower, samples.slip, samples.mu, samples.slip_var,
+                                      samples.mu_var, samples.lat, test)
+        if scores is None:
+            return False
+        inform, z = scores
+        if not math.sqrt(z.size) * float(np.mean(z)) < -test.z_crit:
+            return False
+        bad = inform[z < -test.z_crit]
+        since = float(np.min(np.asarray(samples.t)[bad])) if bad.size else math.inf
+        self.withdraw(self.contradiction_floor(samples, since))
+        return True
+
+    def contradiction_floor(self, samples: Any, since: float, level: float = 0.01) -> tuple[MuMax, float] | None:
+        """The floor belief (mu_max, data stamp) that contradicting ``samples`` prove: the largest
+        :func:`sample_floors` value (noise std the withdrawn fit's sigma) of those stamped at or after ``since``
+        (the first sample that alone contradicts the lower bound, z_i < -z_crit: the road had changed by then,
+        and older samples of the window may be the old road's), stamped with its sample's time; None when none
+        shows friction beyond its noise."""
+        sigma = float(self.fit.sigma) if self.fit is not None and math.isfinite(self.fit.sigma) else 0.0
+        t, f = sample_floors(samples, sigma, level, since)
+        if f.size == 0 or not float(np.max(f)) > 0.0:
+            return None
+        i = int(np.argmax(f))
+        return floor_mu_max(float(f[i]), self.hazard, self.prob), float(t[i])
 
     # ----------------------------------------------------------------- output
     def belief(self, t: float, kept: bool = False) -> Belief:
         """The belief in force at ``t`` (module docstring); ``kept``: as if the estimate had not been withdrawn."""
         hz = self.hazard
-        est = self.estimate
-        if est is None:
+        if self.estimate is None:
             return Belief(t, math.nan, 0.0, hz.prior_upper, math.inf, math.inf, 1.0, False)
-        age = max(t - self.t_data, 0.0)
-        distance = max(self.odometer.at(t) - self.odo_data, 0.0)
-        p = 1.0 if self.withdrawn and not kept else hz.p_change(distance, age)
+        if self.withdrawn and not kept:
+            if self.fallback is None:
+                age = max(t - self.t_data, 0.0)
+                distance = max(self.odometer.at(t) - self.odo_data, 0.0)
+                return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, 1.0, False)
+            return self._aged(t, *self.fallback, True)
+        return self._aged(t, self.estimate, self.t_data, self.odo_data, self.floor)
+
+    def _aged(self, t: float, m: MuMax, t_data: float, odo_data: float, floor: bool) -> Belief:
+        """The belief at ``t`` of the estimate ``m`` whose newest sample is at ``t_data`` (distance ``odo_data``):
+        the mixture of the module docstring."""
+        hz = self.hazard
+        age = max(t - t_data, 0.0)
+        distance = max(self.odometer.at(t) - odo_data, 0.0)
+        p = hz.p_change(distance, age)
         if p > hz.unknown_above:
             return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, p, False)
-        m = est
         if p == 0.0:   # no time, no distance: the fit's own interval
-            return Belief(t, m.mean, m.lower, m.upper, age, distance, p, True, self.floor)
+            return Belief(t, m.mean, m.lower, m.upper, age, distance, p, True, floor)
         mean = (1.0 - p) * m.mean + p * 0.5 * (hz.prior_lower + hz.prior_upper)
         tail = 0.5 * (1.0 - self.prob)
-        lower = self._quantile(tail, p)
-        upper = self._quantile(1.0 - tail, p)
-        return Belief(t, mean, lower, upper, age, distance, p, True, self.floor)
+        lower = self._quantile(m, tail, p)
+        upper = self._quantile(m, 1.0 - tail, p)
+        return Belief(t, mean, lower, upper, age, distance, p, True, floor)
 
-    def _cdf(self, x: float, p: float) -> float:
+    def _cdf(self, m: MuMax, x: float, p: float) -> float:
         """Mixture CDF: (1 - p) split-normal posterior + p uniform prior."""
-        m = self.estimate
         z = self._z
         s_lo = max(m.mean - m.lower, 1e-9) / z
         s_hi = max(m.upper - m.mean, 1e-9) / z
@@ -321,13 +392,12 @@ class BeliefTracker:
         prior = min(max((x - hz.prior_lower) / (hz.prior_upper - hz.prior_lower), 0.0), 1.0)
         return (1.0 - p) * post + p * prior
 
-    def _quantile(self, q: float, p: float) -> float:
-        m = self.estimate
+    def _quantile(self, m: MuMax, q: float, p: float) -> float:
         lo = min(m.lower - 10.0 * (m.upper - m.lower) - 1.0, self.hazard.prior_lower)
         hi = max(m.upper + 10.0 * (m.upper - m.lower) + 1.0, self.hazard.prior_upper)
         for _ in range(60):
             mid = 0.5 * (lo + hi)
-            if self._cdf(mid, p) < q:
+            if self._cdf(m, mid, p) < q:
                 lo = mid
             else:
                 hi = mid

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_belief import (
@@ -42,6 +41,7 @@ from vehcal_ros.estimation.grip_belief import (
     HazardModel,
     Odometer,
     floor_mu_max,
+    sample_floors,
 )
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator, MuMax
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
@@ -225,27 +225,6 @@ def stratified_indices(key: np.ndarray, n_max: int) -> np.ndarray:
             members = np.sort(members)
             chosen.extend(members[np.unique(np.round(np.linspace(0, members.size - 1, q)).astype(int))])
     return np.unique(np.asarray(chosen, dtype=int))   # n_max, or n_max - 1 when a stratum chose the newest
-
-
-def sample_floors(data: ScopeData, sigma: float, level: float = 0.01,
-                  since: float = -math.inf) -> tuple[np.ndarray, np.ndarray]:
-    """(t_i, ``|mu_i| - z sd_i``) of the samples stamped at or after ``since`` (the last road change: older
-    samples kept for their shared low-slip curve were taken on the previous road), with
-    ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the noise std ``sigma``) and
-    ``z`` the one-sided normal quantile at ``level / n`` (Bonferroni over the n samples): the road under every
-    sample offered at least its value, all of them together unless a false alarm of probability ``level``.
-    Non-finite values are dropped."""
-    t = np.asarray(data.t, dtype=float)
-    recent = t >= since
-    n = int(recent.sum())
-    if n == 0:
-        return np.empty(0), np.empty(0)
-    var = getattr(data, "mu_var", None)
-    var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
-    z = -float(norm.ppf(level / n))
-    floor = np.abs(np.asarray(data.mu, dtype=float)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
-    ok = np.isfinite(floor)
-    return t[recent][ok], floor[ok]
 
 
 def observed_floor(data: ScopeData, sigma: float, level: float = 0.01, since: float = -math.inf) -> float:
@@ -740,8 +719,11 @@ class GripPipeline:
                 st = self.status[scope]
                 st.n_withdrawn += 1
                 st.level = WARN
+                fb = tracker.fallback
+                then = (f"floor belief mu_max >= {fb[0].lower:.3f} (the largest friction they show beyond their "
+                        f"noise) until the next fit" if fb is not None else "unknown until the next fit")
                 st.message = (f"estimate withdrawn at t = {t:.2f} s: the newest samples show less grip than its "
-                              f"lower bound; unknown until the next fit")
+                              f"lower bound; {then}")
                 out.append(scope)
         return out
 
