@@ -121,3 +121,22 @@ def test_floor_beliefs_can_be_switched_off() -> None:
     pipe = GripPipeline(floor_belief=False)
     pipe.commit(pipe.fit([window(np.full(300, 0.25), seed=5)]))
     assert pipe.floor_updates == [] and not pipe.belief("front_axle", 29.9).known
+
+
+def test_samples_waiting_for_the_rolling_radius_put_a_floor_belief_in_force() -> None:
+    """Before the rolling radius is learnt a window has no slips (only ScopeData.floor_only frictions): it is not
+    fitted, and its floor goes in force, below the truth; a later window with slips is fitted as usual."""
+    pipe = GripPipeline()
+    for k in range(400):
+        pipe.odometer.add_speed(0.1 * k, 15.0)
+    full = window(np.full(300, 0.25), seed=3)
+    waiting = ScopeData(scope="front_axle", t=np.empty(0), slip=np.empty(0), mu=np.empty(0),
+                        slip_var=np.empty(0), mu_var=np.empty(0), lat=np.empty(0),
+                        floor_only=(full.t, np.abs(full.mu), full.mu_var))
+    assert waiting.t_end == full.t_end
+    out = pipe.fit([waiting])
+    assert out[0].skipped and out[0].estimate is None and "rolling radius" in out[0].error
+    pipe.commit(out)
+    b = pipe.belief("front_axle", full.t_end)
+    assert b.known and b.floor and 0.25 - 6 * SD < b.lower < 0.25
+    assert pipe.status["front_axle"].level == 1          # WARN: a normal start, not an error

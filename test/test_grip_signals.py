@@ -255,3 +255,25 @@ def test_block_slip_variance_follows_the_speed_noise() -> None:
         # ~75 / ~95 blocks: tolerance 0.65 / 0.58 (4 SDs); exact (chi-square, n - 1 dof) false alarm 4e-4 / 3e-4;
         # 80 % power against a block variance off by a factor 1.9 / 1.8 above or 0.31 / 0.37 below
         assert abs(scatter / expect - 1) < 4 * np.sqrt(2 / sel.sum()), (u, scatter / expect)
+
+
+def test_samples_held_back_by_the_radius_gate_keep_their_friction_for_floors() -> None:
+    """While the rolling radius is being learnt no slip is trusted: the samples enter no fit, but their block
+    means of |mu| (the friction the road transmitted) are kept for floor beliefs, within the window."""
+    c = GripDataCollector(GripSignalConfig())          # block averaging on, axle scopes
+    c.radius_gate = True
+    mu = np.full((200, 4), 0.2)
+    mu[100:, 2:] = -0.3                                  # the rear wheels brake in the second second
+    drive(c, 200, np.zeros((200, 4)), mu=mu)
+    front, rear = c.snapshot("front_axle"), c.snapshot("rear_axle")
+    assert front.t.size == 0 and rear.t.size == 0        # no slips: nothing to fit
+    assert c.counters.dropped["radius_unlearnt"] > 0
+    t, m, v = rear.floor_only
+    assert t.size >= 30 and np.all(np.diff(t) >= 0) and rear.t_end == t[-1]   # one block mean per wheel
+    np.testing.assert_allclose(m[t < 10.95], 0.2, atol=1e-12)   # |mu|, whichever the sign of the force
+    np.testing.assert_allclose(m[t > 11.05], 0.3, atol=1e-12)
+    assert np.all(v == 0.0)                              # transducer forces: no stated variance
+    np.testing.assert_allclose(front.floor_only[1], 0.2, atol=1e-12)
+    c.radius_gate = False                                # learnt: samples with slips again
+    drive(c, 50, np.zeros((50, 4)), mu=np.full((50, 4), 0.1))
+    assert c.snapshot("front_axle").t.size > 0

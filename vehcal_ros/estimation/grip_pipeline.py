@@ -250,6 +250,21 @@ def floor_candidates(data: ScopeData, sigma: float, level: float = 0.01,
     return t[keep], f[keep]
 
 
+def with_floor_only(data: ScopeData) -> ScopeData:
+    """``data``'s frictions (t, mu, mu_var) in time order with its :attr:`ScopeData.floor_only` samples (taken
+    while the rolling radius was being learnt) merged in: what :func:`floor_candidates` reads. ``data`` itself
+    when it has none."""
+    if data.floor_only is None or data.floor_only[0].size == 0:
+        return data
+    ft, fmu, fvar = data.floor_only
+    mu_var = np.zeros(data.t.size) if data.mu_var is None else np.asarray(data.mu_var, dtype=float)
+    t = np.concatenate([np.asarray(data.t, dtype=float), ft])
+    order = np.argsort(t, kind="stable")
+    return ScopeData(scope=data.scope, t=t[order], slip=np.zeros(t.size),
+                     mu=np.concatenate([np.asarray(data.mu, dtype=float), fmu])[order],
+                     mu_var=np.concatenate([mu_var, fvar])[order])
+
+
 def noise_sd(mu: np.ndarray) -> float:
     """Robust noise standard deviation of a friction series from its successive differences:
     1.4826 median |diff| / sqrt(2) (the signal changes little between 0.1 s blocks); 0 for fewer than 3."""
@@ -444,11 +459,12 @@ class GripPipeline:
         out = []
         for scope in self.collector.scopes():
             data = self.collector.snapshot(scope)
-            if data.t.size == 0:
+            floor_t = data.floor_only[0] if data.floor_only is not None else np.empty(0)
+            if data.t.size == 0 and floor_t.size == 0:
                 continue
             if data.t_end < self._fill_at_fit[scope]:  # the clock went back (restart): everything is new
                 self._fill_at_fit[scope] = -np.inf
-            new = int(np.sum(data.t > self._fill_at_fit[scope]))
+            new = int(np.sum(data.t > self._fill_at_fit[scope])) + int(np.sum(floor_t > self._fill_at_fit[scope]))
             if new < self.min_new_points:
                 continue
             out.append(data)   # the whole window: fit() tests it for a road change, then subsamples
@@ -467,6 +483,9 @@ class GripPipeline:
         for k, data in enumerate(snapshots):
             if self.cancel.is_set():  # shutting down: no new fits
                 break
+            if data.t.size == 0:   # only samples taken while the rolling radius is being learnt: a floor at most
+                outcomes.append(self._floor_only_outcome(data))
+                continue
             t_end = data.t_end
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
@@ -483,7 +502,9 @@ class GripPipeline:
                                  else math.inf)
             since = change.time if change is not None else self.status[window.scope].last_surface_change
             if self.floor_belief:
-                outcome.floor_candidates = floor_candidates(window, self.floor_sigma(window, since), since=since)
+                frictions = with_floor_only(window)
+                outcome.floor_candidates = floor_candidates(frictions, self.floor_sigma(frictions, since),
+                                                            since=since)
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
@@ -510,6 +531,20 @@ class GripPipeline:
                 outcome.mu_floor = observed_floor(window, outcome.estimate.sigma, since=since)
             outcomes.append(outcome)
         return outcomes
+
+    def _floor_only_outcome(self, data: ScopeData) -> FitOutcome:
+        """The outcome of a window whose samples all wait for the rolling radius (:attr:`ScopeData.floor_only`):
+        not fitted (no slips), its floor candidates taken since the scope's last road change."""
+        o = FitOutcome(scope=data.scope, stamp=data.t_end, n_points=0, excitation=0.0, surface_change=None,
+                       new_excitation=0.0)
+        o.skipped = True
+        o.error = ("no slips yet: the rolling radius is being learnt (max_radius_sd); the samples' friction bounds "
+                   "mu_max from below")
+        if self.floor_belief:
+            since = self.status[data.scope].last_surface_change
+            frictions = with_floor_only(data)
+            o.floor_candidates = floor_candidates(frictions, self.floor_sigma(frictions, since), since=since)
+        return o
 
     def floor_sigma(self, data: ScopeData, since: float) -> float:
         """The friction noise std of a window's floor (:func:`sample_floors`): the larger of the scope's last
@@ -569,8 +604,8 @@ class GripPipeline:
             if o.estimate is None:
                 st.n_failed += 1
                 st.n_skipped_unexcited += int(o.skipped)
-                st.level = WARN if st.estimate is not None or "excit" in (o.error or "") or "few" in (
-                    o.error or "") else ERROR
+                st.level = WARN if (st.estimate is not None or o.skipped or "excit" in (o.error or "")
+                                    or "few" in (o.error or "")) else ERROR
                 keep = "; keeping the last good estimate" if st.estimate is not None else ""
                 st.message = f"{o.error}{keep}"
                 self.offer_floor(o)

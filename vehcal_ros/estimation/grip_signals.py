@@ -192,10 +192,18 @@ class ScopeData:
     lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
     slip_is_latent: bool = False         #: slip/slip_var are already each true slip's posterior mean/variance
     #: (deconvolved over the whole window by grip_pipeline.subsample): the fit must not deconvolve again
+    #: (t, mu, mu_var) of the window's friction samples taken while the rolling radius was still being learnt:
+    #: no slip, so no fit, but what they transmitted bounds mu_max from below (grip_pipeline floor beliefs)
+    floor_only: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def t_end(self) -> float:
-        return float(self.t[-1]) if self.t.size else float("nan")
+        """Stamp of the newest sample with a slip; of the newest :attr:`floor_only` sample without one."""
+        if self.t.size:
+            return float(self.t[-1])
+        if self.floor_only is not None and self.floor_only[0].size:
+            return float(self.floor_only[0][-1])
+        return float("nan")
 
 
 COMBINED_SLIP = ("none", "ellipse", "mf")
@@ -340,10 +348,14 @@ class GripDataCollector:
         self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var", "lat"), capacity=c.capacity,
                                           window=c.window,
                                           max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
+        #: per scope: (mu, mu_var) of the samples taken while the radius gate held them back (floor beliefs only)
+        self._floor_only = {s: RollingBuffer(("mu", "mu_var"), capacity=c.capacity, window=c.window,
+                                             max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
         self._wx = np.asarray(c.wheel_x, dtype=float)
         self._wy = np.asarray(c.wheel_y, dtype=float)
         self.last_stamp: dict[str, float] = {}
         self._blocks = [_Block() for _ in range(4)]   # per wheel: the block being averaged
+        self._floor_blocks = [_Block() for _ in range(4)]   # per wheel: the radius-gated samples of that block
         self._block_key = -math.inf                   # index of the current averaging block (t // window)
         self._block_seen = [0] * 4                    # per wheel: tire-force samples (gated or not) in the block
         self._within_q = [math.nan] * 4               # per wheel: running per-sample speed-error variance, (m/s)^2
@@ -476,6 +488,7 @@ class GripDataCollector:
         i = rec.wheel
         if self.radius_gate:
             self.counters.dropped["radius_unlearnt"] += 1
+            self._floor_sample(rec, u)
             return
         if rec.fz < c.min_fz:
             self.counters.dropped["low_load"] += 1
@@ -529,6 +542,23 @@ class GripDataCollector:
             self._store(i, rec.t, slip, mu, u_var / (denom * denom), 1, var_fx + var_fz,
                         abs(sin_alpha) / c.lateral_ratio)
 
+    def _floor_sample(self, rec: TireForce, u: float) -> None:
+        """A sample held back by the radius gate that passes the other gates (load, speed, lateral friction;
+        any steering: |Fx/Fz| is friction the road transmitted whatever the slip angle) keeps its friction for
+        floor beliefs: averaged per block like every sample, stored without a slip (:attr:`ScopeData.floor_only`)."""
+        c = self.config
+        if rec.fz < c.min_fz or u < c.min_speed or abs(rec.fy / rec.fz) > c.max_lateral_mu:
+            return
+        mu = rec.fx / rec.fz
+        inv_fz2 = 1.0 / (rec.fz * rec.fz)
+        var_fx, var_fz = rec.fx_var * inv_fz2, mu * mu * rec.fz_var * inv_fz2
+        if not (math.isfinite(mu) and math.isfinite(var_fx) and math.isfinite(var_fz)):
+            return
+        if c.average_window > 0.0:
+            self._floor_blocks[rec.wheel].add(0.0, mu, var_fx, var_fz, rec.fx_rho)
+        else:
+            self._floor_only[c.scope_of(rec.wheel)].append(rec.t, (abs(mu), var_fx + var_fz))
+
     def toe_in(self, wheel: int, t: float) -> float:
         """Toe-in (rad) of ``wheel`` at ``t``: the description's toe table at the wheel travel, front
         L (pitch - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase plus the rear
@@ -581,6 +611,11 @@ class GripDataCollector:
                     self._store(i, (self._block_key + 0.5) * w, slip, mu, noise, block.n,
                                 block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio)
             block.clear()
+            fb = self._floor_blocks[i]
+            if fb.n > 0 and not restart and fb.n >= 0.5 * self._block_seen[i]:
+                self._floor_only[self.config.scope_of(i)].append((self._block_key + 0.5) * w,
+                                                                 (abs(fb.mu / fb.n), fb.mu_var()))
+            fb.clear()
             self._block_seen[i] = 0
         self._block_key = key
 
@@ -612,8 +647,12 @@ class GripDataCollector:
 
     def snapshot(self, scope: str) -> ScopeData:
         a = self._buffers[scope].array()
+        f = None
+        if len(self._floor_only[scope]):   # those within the window of the newest sample of either kind
+            f = self._floor_only[scope].array()
+            f = f[f[:, 0] >= max(f[-1, 0], a[-1, 0] if a.size else -math.inf) - self.config.window]
         return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
-                         lat=a[:, 5])
+                         lat=a[:, 5], floor_only=None if f is None else (f[:, 0], f[:, 1], f[:, 2]))
 
     def recent(self, scope: str, t0: float) -> ScopeData:
         """The scope's samples stamped at or after ``t0`` (a copy of those only)."""

@@ -192,7 +192,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "the GNSS speed (estimation/rolling_radius.py); friction samples wait until it is known",
               read_only=True),
     ParamSpec("max_radius_sd", 0.002, "friction samples wait until the learnt radius's relative SD is at most "
-              "this (both axles)", 1e-5, 0.1, read_only=True),
+              "this (both axles); until then they count toward floor beliefs only", 1e-5, 0.1, read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
               read_only=True),
     ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
