@@ -31,9 +31,13 @@ Every ``period`` (0.5 s) of data time, the newest ``window`` (1 s) of friction s
 f(s). Every road whose grip lies in the interval gives at least about that much friction at a slip (its slip
 stiffness is the tire's, so on the curve's linear part f_l is below the data, and the test cannot fire there; a
 sample at a slip angle takes the friction ellipse of that road, pacejka.combined); samples well below it show a
-road that cannot offer l. With z_i = (|mu_i| - f_l(|s_i|)) / sd_i (sd_i the sample's noise and the fit's sigma)
-over the samples where f_l reaches half of l, the test fires when sqrt(n) mean(z) < -``z_crit`` (3.5: one-sided
-2.3e-4 per test under the model, 0.28 false withdrawals per 10 minutes of constant road at two tests a second).
+road that cannot offer l. Over the samples where f_l reaches half of l, with residuals r_i = |mu_i| - f_l(|s_i|),
+the friction's own noise a_i (the sample's stated variance and the fit's sigma^2, independent per sample) and a
+slip error e common to the window (the speed reference's and the rolling radius's error: variance v = the
+samples' mean slip variance + ``shared_slip_sd``^2, which moves every residual by f_l'(s_i) e), the generalised
+least-squares statistic T = sum(r_i / a_i) / sqrt(sum(1 / a_i) + v (sum f_l'(s_i) / a_i)^2) is standard normal
+on the road in force, and the test fires when T < -``z_crit`` (3.5: one-sided 2.3e-4 per test under the model,
+0.28 false withdrawals per 10 minutes of constant road at two tests a second).
 :func:`contradicts` is a pure function of the estimate, the lower bound and the samples, so the live node and a
 replay (which rebuilds the belief afterwards from its record, :func:`belief_timeline`) withdraw at the same data
 times.
@@ -99,19 +103,22 @@ class ContradictionTest:
     z_crit: float = 3.5      #: one-sided threshold of sqrt(n) mean(z)
     min_samples: int = 3     #: fewer informative samples: no test
     min_level: float = 0.5   #: a sample informs where the lower-bound curve reaches this fraction of l
+    #: relative sd of a slip error common to the window's samples beyond their stated slip variance (the rolling
+    #: radius's: grip_pipeline.GripPipeline sets its ``max_radius_sd``)
+    shared_slip_sd: float = 0.0
 
     def validate(self) -> None:
         if not (0.01 <= self.period <= 60.0 and 0.05 <= self.window <= 60.0 and self.z_crit > 0.0
-                and self.min_samples >= 1 and 0.0 <= self.min_level < 1.0):
+                and self.min_samples >= 1 and 0.0 <= self.min_level < 1.0 and 0.0 <= self.shared_slip_sd < 0.1):
             raise ValueError(f"contradiction test settings out of range: {self}")
 
 
 def contradiction_scores(est: GripEstimate, lower: float, slip: np.ndarray, mu: np.ndarray,
                          slip_var: np.ndarray | None, mu_var: np.ndarray | None, lat: np.ndarray | None,
-                         test: ContradictionTest) -> tuple[np.ndarray, np.ndarray] | None:
-    """(indices of the informative samples, their z_i) of the contradiction test (module docstring) of the
-    samples against a lower bound ``lower`` of the estimate ``est``; None when the test does not apply (no
-    lower bound, no curve, fewer than ``test.min_samples`` informative samples)."""
+                         test: ContradictionTest) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(indices of the informative samples, their z_i, the statistic T) of the contradiction test (module
+    docstring) of the samples against a lower bound ``lower`` of the estimate ``est``; None when the test does
+    not apply (no lower bound, no curve, fewer than ``test.min_samples`` informative samples)."""
     if not (lower > 0.0 and est.mu_max_mean > 0.0) or slip.size == 0:
         return None
     theta = np.array([est.theta[k] for k in pacejka.THETA_NAMES], dtype=float)
@@ -128,25 +135,28 @@ def contradiction_scores(est: GripEstimate, lower: float, slip: np.ndarray, mu: 
     n = int(inform.size)
     if n < test.min_samples:
         return None
-    var = np.full(n, float(est.sigma) ** 2)
+    var = np.full(n, float(est.sigma) ** 2)            # the friction's own noise: independent per sample
     if mu_var is not None:
         var = var + np.asarray(mu_var)[inform]
-    if slip_var is not None:
-        var = var + df[inform] ** 2 * np.asarray(slip_var)[inform]
-    z = (np.abs(np.asarray(mu)[inform]) - f[inform]) / np.sqrt(np.maximum(var, 1e-12))
-    return inform, z
+    var = np.maximum(var, 1e-12)
+    # the slip's error (the speed reference's and the rolling radius's) is common to a second of samples
+    shared = test.shared_slip_sd ** 2 + (float(np.mean(np.asarray(slip_var)[inform])) if slip_var is not None
+                                         else 0.0)
+    d = df[inform]
+    r = np.abs(np.asarray(mu)[inform]) - f[inform]
+    z = r / np.sqrt(var + d * d * shared)
+    w = 1.0 / var
+    stat = float(np.sum(w * r)) / math.sqrt(float(np.sum(w)) + shared * float(np.sum(w * d)) ** 2)
+    return inform, z, stat
 
 
 def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray, mu: np.ndarray,
                 slip_var: np.ndarray | None, mu_var: np.ndarray | None, lat: np.ndarray | None,
                 test: ContradictionTest) -> bool:
     """True when the samples (one scope's newest ``test.window``, any order) contradict a lower bound ``lower``
-    of the estimate ``est`` in force (module docstring): sqrt(n) mean(z) < -``test.z_crit``."""
+    of the estimate ``est`` in force (module docstring): T < -``test.z_crit``."""
     scores = contradiction_scores(est, lower, slip, mu, slip_var, mu_var, lat, test)
-    if scores is None:
-        return False
-    z = scores[1]
-    return bool(math.sqrt(z.size) * float(np.mean(z)) < -test.z_crit)
+    return scores is not None and scores[2] < -test.z_crit
 
 
 def sample_floors(data: Any, sigma: float, level: float = 0.01,
@@ -329,8 +339,8 @@ class BeliefTracker:
                                       samples.mu_var, samples.lat, test)
         if scores is None:
             return False
-        inform, z = scores
-        if not math.sqrt(z.size) * float(np.mean(z)) < -test.z_crit:
+        inform, z, stat = scores
+        if not stat < -test.z_crit:
             return False
         bad = inform[z < -test.z_crit]
         since = float(np.min(np.asarray(samples.t)[bad])) if bad.size else math.inf

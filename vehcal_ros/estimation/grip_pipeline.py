@@ -356,6 +356,8 @@ class GripPipeline:
             raise ValueError(f"subsample_rule must be one of {', '.join(SUBSAMPLE_RULES)}, got {self.subsample_rule!r}")
         if not 0.0 < self.force_timeout <= 60.0:
             raise ValueError(f"force_timeout must be in (0, 60] s, got {self.force_timeout}")
+        if self.contradiction is not None:   # a learnt radius is trusted to max_radius_sd: a slip error that stays
+            self.contradiction = dataclasses.replace(self.contradiction, shared_slip_sd=self.max_radius_sd)
         self.collector = GripDataCollector(self.signal_config)
         self.force_estimator = (TireForceEstimator(self.force_config) if self.force_source != "measured"
                                 else None)
