@@ -3,13 +3,15 @@
 numba's ``prange`` splits a loop into one equal slice per thread up front: when another process takes part
 of a core, the thread on it finishes last and the whole call waits for it (a two-thread call runs at the
 speed of its slower core). Here the rows are cut into many small chunks that a pool of threads takes one at
-a time, so a thread on a busy core simply takes fewer chunks: the call degrades with the CPU actually
-available instead of with the busiest core. The kernel must be compiled with ``nogil=True`` (the threads then
-run truly in parallel) and have the signature ``kernel(*args, lo, hi, *outs)`` for rows ``lo..hi-1``.
+a time (the calling thread and ``threads - 1`` pool threads, each claiming the next chunk from a shared
+counter: no future per chunk), so a thread on a busy core simply takes fewer chunks: the call degrades with the
+CPU actually available instead of with the busiest core. The kernel must be compiled with ``nogil=True`` (the
+threads then run truly in parallel) and have the signature ``kernel(*args, lo, hi, *outs)`` for rows ``lo..hi-1``.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -60,6 +62,17 @@ def run_chunked(kernel: Callable, args: tuple, outs: tuple, n: int, chunk: int |
     if threads == 1 or n <= chunk:
         kernel(*args, 0, n, *outs)
         return
-    futures = [_pool().submit(kernel, *args, lo, min(lo + chunk, n), *outs) for lo in range(0, n, chunk)]
-    for f in futures:
+    n_chunks = -(-n // chunk)
+    claim = itertools.count()   # next() on it is atomic under the GIL: each chunk is taken exactly once
+
+    def work() -> None:
+        for k in iter(claim.__next__, None):
+            if k >= n_chunks:
+                return
+            lo = k * chunk
+            kernel(*args, lo, min(lo + chunk, n), *outs)
+
+    helpers = [_pool().submit(work) for _ in range(min(threads, n_chunks) - 1)]
+    work()                      # the calling thread takes chunks too instead of waiting
+    for f in helpers:
         f.result()
