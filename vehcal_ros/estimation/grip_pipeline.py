@@ -120,6 +120,11 @@ ACCEL_DOUBT = 0.05
 """m/s^2: a learnt accelerometer offset larger than this (and 3 SDs) names the IMU as doubtful: a calibrated
 automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting pitch."""
 
+TORQUE_DOUBT = 0.02
+"""A learnt torque scale (estimation/torque_scale.py) further than this from 1 (and 3 SDs) names the reported
+wheel torques, or the description's mass, as doubtful: the scale agrees with 1 within 0.5 % on the simulator's
+exact torques."""
+
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
@@ -388,6 +393,8 @@ class GripPipeline:
                 self._use_radius(radius)
         if isinstance(record, GnssVelocity):
             self.collector.add_gnss(record)
+            if self.force_estimator is not None:   # the road grade of its torque-scale regression
+                self.force_estimator.add_gnss(record)
             return []
         est = self.force_estimator
         if est is None:
@@ -718,7 +725,10 @@ class GripPipeline:
         radius, when the online scale k of an axle departs from 1 by more than ``RADIUS_DOUBT`` and 3 of its SDs
         (the slips use the learnt radius, so the estimate is corrected; the description should be); the IMU, when
         the speed filter's accelerometer offset exceeds ``ACCEL_DOUBT`` and 3 of its SDs (the slips' speed
-        reference learns it, so they are corrected; the IMU's bias or mounting should be)."""
+        reference learns it, so they are corrected; the IMU's bias or mounting should be); the reported wheel
+        torques or the mass, when the estimated forces' learnt torque scale departs from 1 by more than
+        ``TORQUE_DOUBT`` and 3 of its SDs (the forces are corrected by it; the sensor or the description should
+        be)."""
         out = []
         radius = self.radius
         if radius is not None:
@@ -727,6 +737,12 @@ class GripPipeline:
                     out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % "
                                f"(SD {100.0 * sd:.2f} %) against the vehicle description "
                                "(tire.unloaded_radius / tire.rolling_radius)")
+        est = self.force_estimator
+        scale = est.torque_scale if est is not None and self.active_force_source == "estimated" else None
+        if scale is not None and scale.learnt and abs(scale.scale - 1.0) > max(TORQUE_DOUBT, 3.0 * scale.scale_sd):
+            out.append(f"wheel torques or vehicle mass: the vehicle's acceleration gives the reported torques a scale "
+                       f"of {scale.scale:.3f} (SD {scale.scale_sd:.3f}) at the description's mass (the forces are "
+                       "corrected; the torque sensor's gain or mass.* should be)")
         speed = self.collector.speed
         offset = speed.offset if speed is not None else None
         if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):
@@ -958,6 +974,8 @@ def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireFor
     ``vehicle``: the vehicle description (vehicle/description.py, loaded by the caller from the ``vehicle``
     parameter) whose constants it uses."""
     changes: dict[str, Any] = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
+    if not values.get("torque_scale_learning", True):
+        changes["torque_scale"] = None
     if vehicle is not None:
         changes["vehicle"] = TireForceVehicle.from_description(vehicle)
     config = dataclasses.replace(TireForceConfig(), **changes)

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from vehcal_ros.estimation.signals import ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import GnssVelocity, ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -133,6 +134,9 @@ class TireForceConfig:
     max_gap: float = 0.5             #: s, a longer gap between wheel-speed samples restarts the filter
     settle: int = 20                 #: filter steps after a (re)start before estimates are emitted
     imu_timeout: float = 0.5         #: s, an older IMU sample is not used for Fz
+    #: learn the reported torques' scale and offset from the vehicle's acceleration and correct Fx with them
+    #: (estimation/torque_scale.py); None: take the torques as reported
+    torque_scale: TorqueScaleConfig | None = field(default_factory=TorqueScaleConfig)
 
     def validate(self) -> None:
         self.vehicle.validate()
@@ -324,6 +328,12 @@ class TireForceEstimator:
         self._gains = load_transfer_gains(self.config.vehicle)
         self.counters = dict.fromkeys(ESTIMATOR_COUNTERS, 0)
         self.last: list[TireForce] = []
+        v = self.config.vehicle
+        #: the reported torques' scale and offset (None: off)
+        self.torque_scale = (TorqueScaleEstimator(v.mass, self.config.torque_scale)
+                             if self.config.torque_scale is not None else None)
+        self._grade = 0.0             # rad, road grade (uphill positive) from the GNSS velocity; 0 without one
+        self._grade_t = -math.inf
 
     def set_roll_stiffness(self, kphi_front: float, kphi_rear: float) -> bool:
         """Use calibrated roll stiffnesses (N m/rad) for the lateral load split; False (ignored) if not valid."""
@@ -345,6 +355,16 @@ class TireForceEstimator:
         if math.isfinite(rec.t) and math.isfinite(rec.ax) and math.isfinite(rec.ay):
             if self._imu is None or rec.t >= self._imu.t:
                 self._imu = rec
+
+    def add_gnss(self, rec: GnssVelocity) -> None:
+        """Keep the road grade the GNSS velocity shows, atan(v_up / v_horizontal) (a running mean over ~10
+        records; records slower than 3 m/s are skipped): the torque-scale regression's grade."""
+        h = math.hypot(rec.ve, rec.vn)
+        if not (math.isfinite(rec.t) and math.isfinite(rec.vu) and h >= 3.0):
+            return
+        grade = math.atan2(rec.vu, h)
+        self._grade = grade if rec.t - self._grade_t > 2.0 else self._grade + 0.1 * (grade - self._grade)
+        self._grade_t = rec.t
 
     def loads(self, ax: float, ay: float) -> tuple[np.ndarray, np.ndarray]:
         """Fz and Var(Fz) (4,) at accelerations ax, ay with the current roll split."""
@@ -396,10 +416,41 @@ class TireForceEstimator:
             return []
         c["estimated"] += 1
         fy = self._lateral(imu.ay, fz)
-        self.last = [TireForce(t=rec.t, wheel=i, fx=float(self._fx[i]), fy=float(fy[i]), fz=float(fz[i]),
-                               fx_var=float(self._var[i]), fz_var=float(fz_var[i]), fx_rho=float(self._rho[i]))
+        fx = [float(self._fx[i]) for i in range(4)]
+        fx_var = [float(self._var[i]) for i in range(4)]
+        if self.torque_scale is not None:   # the acceleration along the road and the grade's share of gravity
+            g = self.config.vehicle.g
+            grade = self._grade if rec.t - self._grade_t <= 2.0 else 0.0
+            self._scale_forces(rec.t, imu.ax + g * (math.sin(imu.pitch) + math.sin(grade)), omega, torque, fz,
+                               fx, fx_var)
+        self.last = [TireForce(t=rec.t, wheel=i, fx=fx[i], fy=float(fy[i]), fz=float(fz[i]),
+                               fx_var=fx_var[i], fz_var=float(fz_var[i]), fx_rho=float(self._rho[i]))
                      for i in range(4)]
         return self.last
+
+    def _scale_forces(self, t: float, f_x: float, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
+                      fx: list[float], fx_var: list[float]) -> None:
+        """Feed the torque-scale regression (estimation/torque_scale.py) with this step (``f_x``: the specific
+        force the tires' road-plane forces give, the IMU's with its body pitch taken out: a_x + g sin(grade)),
+        then correct ``fx`` (and its variance) in place by the learnt scale: Fx_i += (k - 1) T_i / r_i. The offset
+        B is learnt but not applied: a torque offset, an accelerometer bias and an IMU pitched on its mount give
+        the same constant, and only the first is a force."""
+        v = self.config.vehicle
+        s_t = fx_sum = speed = 0.0
+        over_r = [0.0] * 4
+        for i in range(4):
+            r = v.r0 - float(fz[i]) / v.kz[0 if i < 2 else 1]
+            over_r[i] = float(torque[i]) / r
+            s_t += over_r[i]
+            fx_sum += fx[i]
+            speed += float(omega[i]) * r
+        self.torque_scale.add(t, f_x, fx_sum, s_t, 0.25 * speed)
+        dk, _, var_k, _ = self.torque_scale.correction()
+        if dk == 0.0:
+            return
+        for i in range(4):
+            fx[i] += dk * over_r[i]
+            fx_var[i] += var_k * over_r[i] * over_r[i]
 
     def _lateral(self, ay: float, fz: np.ndarray) -> np.ndarray:
         """Quasi-static lateral force per wheel (N): the axle's share m ay {b, a}/L split by load (for the

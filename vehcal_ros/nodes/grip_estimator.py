@@ -209,6 +209,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("accel_noise", 0.05, "std of an IMU acceleration sample, m/s^2", 0.0, 10.0, read_only=True),
     ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants", 0.0, 1.0,
               read_only=True),
+    ParamSpec("torque_scale_learning", True, "estimated forces: learn the reported wheel torques' scale from the "
+              "vehicle's acceleration and correct Fx by it (estimation/torque_scale.py)", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
@@ -417,6 +419,10 @@ class GripEstimatorNode(WorkerNode):
                 values["force_source"] = self.pipeline.active_force_source
                 values.update({f"forces_{k}": n for k, n in est.counters.items()})
                 values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
+                if est.torque_scale is not None:
+                    ts = est.torque_scale
+                    values.update({"torque_scale": ts.scale, "torque_scale_sd": ts.scale_sd,
+                                   "torque_scale_applied": ts.learnt, "torque_offset_force": ts.offset})
             values["enabled"] = self.enabled
             radius = self.pipeline.radius
             if radius is not None:

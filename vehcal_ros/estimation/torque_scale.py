@@ -1,0 +1,201 @@
+"""The reported wheel torques' scale and offset, learnt online from the vehicle's own acceleration (no rclpy).
+
+The tire forces estimated from production sensors (:mod:`~vehcal_ros.estimation.tire_force_estimation`) take
+the ECU's wheel torques T_i at their word. A torque reported 5 % high makes every Fx, so every friction sample,
+5 % high: grip overstated. Newton's second law along the body's x axis checks them: the sum of the
+non-gravitational external forces is the mass times the accelerometer's specific force f_x (grade and pitch are
+in f_x, so they need no model),
+
+    sum_i Fx_i - c v^2 = m f_x,
+
+the tires' ground forces less the aerodynamic drag. With the reported torques off by a common scale and offset,
+T_i,true = k T_i + beta_i, the spin filter's forces Fx^_i miss (k - 1) T_i / r_i + beta_i / r_i each, so
+
+    z = m f_x - sum_i Fx^_i = (k - 1) S_T + B - c v^2 + e,       S_T = sum_i T_i / r_i,  B = sum_i beta_i / r_i,
+
+a linear regression on x = (S_T, 1, -v^2) for theta = (k - 1, B, c), with a Gaussian prior (``TorqueScaleConfig``:
+k - 1 ~ N(0, 0.2^2), B ~ N(0, 2000^2) N, c ~ N(0.4, 0.4^2) N s^2/m^2, a drag area of ~0.7 m^2). The normal
+equations are summed per sample and folded every ``fold_period`` into totals that forget with time constant
+``memory`` (a mass or a torque map changes between drives, not within a second). The residual variance comes from
+the residuals themselves and is inflated by their correlation (batch means over the fold periods: the spin
+filter's lag and the suspension's pitch make neighbouring residuals alike), so the posterior SDs are those of the
+independent information.
+
+A description mass off by a factor q (m_desc = q m) is absorbed the same way: k comes out ~q, the corrected
+forces are q times the true ones and so are the description's normal loads, so their ratio, the friction, is
+right. What it cannot separate is the split between the axles (the CG), which the friction of each axle needs.
+
+Plain floats on the message path (a few multiply-adds per sample); one 3 x 3 solve per fold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TorqueScaleConfig:
+    """Prior and memory of :class:`TorqueScaleEstimator` (SI units)."""
+
+    prior_scale_sd: float = 0.2      #: prior SD of k - 1
+    prior_offset_sd: float = 2000.0  #: N, prior SD of the summed offset force B
+    prior_drag: float = 0.4          #: N s^2/m^2, prior mean of c = rho CdA / 2 (CdA ~0.7 m^2)
+    prior_drag_sd: float = 0.4       #: N s^2/m^2
+    memory: float = 600.0            #: s, time constant of the forgetting
+    fold_period: float = 1.0         #: s between folds (and the batch length of the residual correlation)
+    min_speed: float = 3.0           #: m/s; slower samples are not used (the spin filter's low-speed regime)
+    max_sd: float = 0.02             #: the scale corrects the forces once its SD is at most this
+
+    def validate(self) -> None:
+        checks = [
+            (self.prior_scale_sd > 0 and self.prior_offset_sd > 0 and self.prior_drag_sd > 0,
+             "prior SDs must be > 0"),
+            (self.memory > 0 and 0 < self.fold_period <= self.memory, "memory and fold_period must be > 0 s"),
+            (self.min_speed >= 0, f"min_speed must be >= 0 m/s, got {self.min_speed}"),
+            (0 < self.max_sd < 1, f"max_sd must be in (0, 1), got {self.max_sd}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(f"torque scale: {msg}")
+
+
+class TorqueScaleEstimator:
+    """Feed :meth:`add` one sample per wheel-speed step; read :attr:`scale`, :attr:`scale_sd`, :attr:`offset`,
+    :attr:`drag` and :meth:`correction`. ``mass``: the vehicle's total mass from its description, kg."""
+
+    def __init__(self, mass: float, config: TorqueScaleConfig | None = None) -> None:
+        self.config = config or TorqueScaleConfig()
+        self.config.validate()
+        self.mass = float(mass)
+        c = self.config
+        self._prior_mean = np.array([0.0, 0.0, c.prior_drag])
+        self._prior_prec = np.diag([c.prior_scale_sd ** -2, c.prior_offset_sd ** -2, c.prior_drag_sd ** -2])
+        self._A = np.zeros((3, 3))      # decayed sum x x^T
+        self._b = np.zeros(3)           # decayed sum x z
+        self._zz = 0.0                  # decayed sum z^2
+        self._n = 0.0                   # decayed count
+        self._block = [0.0] * 10        # the open fold: xx (6), xz (3), zz
+        self._block_n = 0
+        self._block_t0 = math.nan
+        self._last_t = math.nan
+        self._batch = [0.0, 0.0, 0.0, 0.0]   # decayed sums: n x fold mean residual^2, residual^2, n, folds
+        self.theta = self._prior_mean.copy()
+        self.cov = np.linalg.inv(self._prior_prec)
+        self.samples = 0                #: samples used since start
+
+    # ------------------------------------------------------------------ input
+    def add(self, t: float, f_x: float, fx_sum: float, torque_over_r: float, speed: float) -> None:
+        """One sample: time (s), specific force along x (m/s^2), the sum of the estimated Fx (N), S_T = the sum
+        of T_i / r_i (N) and the vehicle speed (m/s). Non-finite or slow samples are ignored."""
+        if not (math.isfinite(t) and math.isfinite(f_x) and math.isfinite(fx_sum) and math.isfinite(torque_over_r)
+                and math.isfinite(speed)) or speed < self.config.min_speed:
+            return
+        if math.isfinite(self._last_t) and t < self._last_t:   # the clock went back: start over
+            self.reset()
+        self._last_t = t
+        if not math.isfinite(self._block_t0):
+            self._block_t0 = t
+        z = self.mass * f_x - fx_sum
+        x0, x2 = torque_over_r, -speed * speed
+        b = self._block
+        b[0] += x0 * x0
+        b[1] += x0
+        b[2] += x0 * x2
+        b[3] += 1.0
+        b[4] += x2
+        b[5] += x2 * x2
+        b[6] += x0 * z
+        b[7] += z
+        b[8] += x2 * z
+        b[9] += z * z
+        self._block_n += 1
+        self.samples += 1
+        if t - self._block_t0 >= self.config.fold_period:
+            self._fold(t)
+
+    def reset(self) -> None:
+        """Forget everything learnt (the prior again)."""
+        self.__init__(self.mass, self.config)
+
+    # ----------------------------------------------------------------- folding
+    def _fold(self, t: float) -> None:
+        b, n = self._block, self._block_n
+        lam = math.exp(-(t - self._block_t0) / self.config.memory)
+        xx = np.array([[b[0], b[1], b[2]], [b[1], b[3], b[4]], [b[2], b[4], b[5]]])
+        xz = np.array([b[6], b[7], b[8]])
+        # the fold's mean residual under the current estimate (batch means of the residual correlation)
+        theta = self.theta
+        rss = b[9] - 2.0 * float(xz @ theta) + float(theta @ xx @ theta)
+        mean_r = (b[7] - float(np.array([b[1], b[3], b[4]]) @ theta)) / n
+        self._A = lam * self._A + xx
+        self._b = lam * self._b + xz
+        self._zz = lam * self._zz + b[9]
+        self._n = lam * self._n + n
+        s = self._batch
+        s[0] = lam * s[0] + n * mean_r * mean_r
+        s[1] = lam * s[1] + max(rss, 0.0)
+        s[2] = lam * s[2] + n
+        s[3] = lam * s[3] + 1.0
+        self._block = [0.0] * 10
+        self._block_n = 0
+        self._block_t0 = t
+        self._solve()
+
+    def _solve(self) -> None:
+        """Posterior of theta: the normal equations weighted by the residual variance x its correlation factor,
+        plus the prior."""
+        theta = np.linalg.solve(self._A + 1e-9 * np.eye(3), self._b) if self._n > 3 else self.theta
+        rss = self._zz - 2.0 * float(self._b @ theta) + float(theta @ self._A @ theta)
+        var = max(rss, 0.0) / max(self._n - 3.0, 1.0)
+        if not var > 0.0:
+            return
+        # batch means: n x Var(fold mean) / per-sample variance estimates the integrated autocorrelation time
+        s = self._batch
+        inflation = max(1.0, (s[0] / s[3]) / (s[1] / s[2])) if s[1] > 0.0 and s[3] > 0.0 else 1.0
+        w = 1.0 / (var * inflation)
+        prec = w * self._A + self._prior_prec
+        cov = np.linalg.inv(prec)
+        self.theta = cov @ (w * self._b + self._prior_prec @ self._prior_mean)
+        self.cov = cov
+
+    # ----------------------------------------------------------------- output
+    @property
+    def scale(self) -> float:
+        """k: true torque / reported torque (1 = as reported)."""
+        return 1.0 + float(self.theta[0])
+
+    @property
+    def scale_sd(self) -> float:
+        return math.sqrt(max(float(self.cov[0, 0]), 0.0))
+
+    @property
+    def offset(self) -> float:
+        """B, N: the summed force of the torques' offsets (sum beta_i / r_i)."""
+        return float(self.theta[1])
+
+    @property
+    def offset_sd(self) -> float:
+        return math.sqrt(max(float(self.cov[1, 1]), 0.0))
+
+    @property
+    def drag(self) -> float:
+        """c, N s^2/m^2: the aerodynamic drag coefficient the data give."""
+        return float(self.theta[2])
+
+    @property
+    def learnt(self) -> bool:
+        """True once the scale's SD is at most ``max_sd``: :meth:`correction` then applies it."""
+        return self.scale_sd <= self.config.max_sd
+
+    def correction(self) -> tuple[float, float, float, float]:
+        """(k - 1, B, Var(k), Var(B)) to add to a wheel's force as (k - 1) T_i / r_i + B_i (B shared by the
+        driven wheels): zeros until :attr:`learnt`."""
+        if not self.learnt:
+            return 0.0, 0.0, 0.0, 0.0
+        return float(self.theta[0]), float(self.theta[1]), float(self.cov[0, 0]), float(self.cov[1, 1])
+
+
+__all__ = ["TorqueScaleConfig", "TorqueScaleEstimator"]
