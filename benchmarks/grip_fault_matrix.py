@@ -215,10 +215,18 @@ def verdict(figures: dict) -> str:
     return "ok" if not miss else "MISS " + ", ".join(miss)
 
 
+def named(doubts: list[str] | None) -> str:
+    """What the grip estimator's ``vehicle description`` status names at the end of the drive, by its subject
+    (the text before the first colon): "-" for nothing, "?" for a run that did not record it."""
+    if doubts is None:
+        return "?"
+    return "; ".join(d.split(":")[0] for d in doubts) or "-"
+
+
 def markdown_table(results: list[dict]) -> str:
     """The rows of one or more JSON outputs as a markdown table (row, vehicle, seed, pooled figures, k, verdict)."""
     out = ["| row | vehicle | seed | inside | overstated | available | interval score | usable lower | k front | "
-           "k rear | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "k rear | verdict | named on /diagnostics |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = [r for res in results for r in res["rows"]]
     order = {name: i for i, name in enumerate(ROW_ORDER)}
     rows.sort(key=lambda r: (r["vehicle"], order.get(r["row"], 99), r["seed"]))
@@ -226,7 +234,7 @@ def markdown_table(results: list[dict]) -> str:
         d, k = r["drive"], r["radius"]["k"]
         out.append(f"| {r['row']} | {r['vehicle']} | {r['seed']} | {d['inside']:.2f} | {d['overstated']:.2f} | "
                    f"{d['available']:.2f} | {d['interval_score']:.3f} | {d['usable_lower']:.2f} | {k[0]:.4f} | "
-                   f"{k[1]:.4f} | {r['verdict']} |")
+                   f"{k[1]:.4f} | {r['verdict']} | {named(r.get('doubtful'))} |")
     return "\n".join(out)
 
 
@@ -293,6 +301,7 @@ def main() -> int:
                     rows.append({"row": row, "vehicle": vehicle, "seed": seed, "description": description,
                                  "fault": fault, "typical_drive_torque": typical, "drive": d,
                                  "per_scope": r["per_scope"], "radius": k, "verdict": v,
+                                 "doubtful": r["doubtful"],
                                  "replay_wall_s": r["replay_wall_s"], "wall_s": time.perf_counter() - t0})
                     if row in faults and not args.bag_dir:
                         bags.remove_bag(bag)

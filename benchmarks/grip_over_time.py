@@ -55,7 +55,8 @@ def score_drive(bag: Path, description: str, forces: str, seed: int, jobs: int, 
                      for t, m, lo, hi, x in zip(g.t, g.mean, g.lower, g.upper, g.truth)]
                  for s, g in res.grip.items()}
     return {"per_scope": per_scope, "drive": pooled_scores(per_scope), "replay_wall_s": wall,
-            "published": published, "in_force": {s: g.to_dict()["in_force"] for s, g in res.grip.items()}}
+            "published": published, "in_force": {s: g.to_dict()["in_force"] for s, g in res.grip.items()},
+            "doubtful": list(res.counters.get("grip_doubtful_assumptions", []))}
 
 
 def verdict(figures: dict) -> str:
