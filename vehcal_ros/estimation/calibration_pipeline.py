@@ -1022,11 +1022,11 @@ PRIOR_PREFIX = "prior."
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
                "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift",
                "holdout_fraction", "holdout_tolerance", "holdout_band", "noise_model")
+"""model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
 HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
                         "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
 """The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,
 values still equal to these are taken as unset (the description's nominal values apply)."""
-"""model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
 
 
 def shipped_default_priors() -> dict[str, tuple[float, float]]:
