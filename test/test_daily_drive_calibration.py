@@ -28,7 +28,8 @@ DESCRIPTION = Path(__file__).resolve().parents[1] / "benchmarks" / "spec_sheets"
 def test_daily_drive_calibrates_all_three_stages(tmp_path) -> None:
     bag, out = tmp_path / "daily", tmp_path / "replay.json"
     assert main(["simulate", "daily_driving", "--vehicle", "hmmwv", "--seed", "0", "--bag", str(bag), "--quiet"]) == 0
-    assert main(["replay", str(bag), "--vehicle", str(DESCRIPTION), "--json", str(out), "--quiet"]) == 0
+    assert main(["replay", str(bag), "--vehicle", str(DESCRIPTION), "--json", str(out), "--record",
+                 str(tmp_path / "rec"), "--quiet"]) == 0
     doc = json.loads(out.read_text())
     cal = doc["calibration"]
     accepted = {s for s, c in cal.items() if c["final"] is not None}
@@ -39,3 +40,14 @@ def test_daily_drive_calibrates_all_three_stages(tmp_path) -> None:
     radius = doc["counters"]["calibration_rolling_radius"]   # measured where the wheels roll freely
     assert radius["used"] and radius["radius"] == pytest.approx(0.4652, abs=5e-4)
     assert radius["se"] < 1e-3 * radius["radius"]
+    # ... and published beside the model on vehcal/model_parameters (its last message, as an MPC reads it)
+    from rosbags.highlevel import AnyReader
+
+    from vehcal_ros.io import bags
+
+    with AnyReader([tmp_path / "rec"], default_typestore=bags.typestore()) as reader:
+        conns = [c for c in reader.connections if c.topic == "/vehcal/model_parameters"]
+        last = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages(connections=conns)][-1]
+    status = {st.name: {kv.key: kv.value for kv in st.values} for st in last.status}
+    assert float(status["rolling_radius"]["radius"]) == pytest.approx(radius["radius"], rel=1e-9)
+    assert status["rolling_radius"]["used"] == "True" and "model" in status

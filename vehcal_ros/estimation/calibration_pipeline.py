@@ -850,6 +850,24 @@ class CalibrationPipeline:
                 out[f"{s}/rho_{ch}"] = {**{k: float(summ[k]) for k in keys}, "stage": s, "time": t_end}
         return out
 
+    def model_statuses(self, hardware_id: str) -> list[tuple[str, str, int, str, dict[str, Any]]]:
+        """What ``vehcal/model_parameters`` carries (live node and replay alike), as (name, hardware_id, level,
+        message, values) diagnostic statuses, all OK: one per accepted parameter and noise term
+        (:meth:`parameter_summaries`), ``rolling_radius`` (the free-rolling radius the data show:
+        :meth:`rolling_radius_report`, m; once measured) and ``model`` (:meth:`model_parameters`, and which of
+        them are calibrated)."""
+        out = [(name, hardware_id, 0, f"{s['stage']} ({UNITS.get(name, 'channel units')})", s)
+               for name, s in self.parameter_summaries().items()]
+        radius = self.rolling_radius_report()
+        if radius is not None:
+            out.append(("rolling_radius", hardware_id, 0,
+                        "free-rolling radius the data show (m); used by the fits: " + str(bool(radius["used"])).lower(),
+                        {k: (float(v) if not isinstance(v, bool) else v) for k, v in radius.items()}))
+        out.append(("model", hardware_id, 0, "latest accepted 8-DOF model (defaults where not calibrated)",
+                    {**{f"model.{k.lower()}": val for k, val in self.model_parameters().items()},
+                     "calibrated": ",".join(self.calibrated())}))
+        return out
+
     def params_yaml(self, node_name: str = "model_calibrator") -> str:
         """A ROS 2 params YAML (``<node>: ros__parameters: model: {cxf: ..., ...}``) an MPC node can load."""
         cal = self.calibrated()

@@ -528,7 +528,7 @@ class CalibrationRecorder:
             self.rows.setdefault(stage, []).append((t_now, bool(res.converged), stats))
         if updated:
             self.outputs.append((t_now, 1, ("", "model_parameters", t_now,
-                                            _model_parameter_statuses(cal, updated, t_now))))
+                                            cal.model_statuses(f"/{CALIBRATOR_NODE}"))))
             if self.on_model is not None:   # what the node's vehcal/model_parameters 'model' status carries
                 self.on_model({**{f"model.{k.lower()}": v for k, v in cal.model_parameters().items()},
                                "calibrated": ",".join(cal.calibrated())})
@@ -844,19 +844,6 @@ def _stat(s: Mapping | None, f: str) -> float:
         return float("nan")
     v = s.get(f)
     return float("nan") if v is None else float(v)
-
-
-def _model_parameter_statuses(cal: Any, stages: list[str], t: float) -> list[tuple]:
-    """The /vehcal/model_parameters statuses the node publishes after a recalibration: one per accepted
-    parameter and noise sigma (mean, std, HDI, R-hat, bulk/tail ESS, stage, time) and a ``model`` status."""
-    units = getattr(calibration_module(), "UNITS", {})
-    hw = f"/{CALIBRATOR_NODE}"
-    out = [(name, hw, 0, f"{s['stage']} ({units.get(name, 'channel units')})", s)
-           for name, s in cal.parameter_summaries().items()]
-    model = cal.model_parameters()
-    out.append(("model", hw, 0, "latest accepted 8-DOF model (defaults where not calibrated)",
-                {**{f"model.{k.lower()}": val for k, val in model.items()}, "calibrated": ",".join(cal.calibrated())}))
-    return out
 
 
 # --------------------------------------------------------------------------------------------------- record

@@ -37,7 +37,6 @@ from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges, p
 from vehcal_ros.estimation.calibration_pipeline import (
     ERROR,
     OK,
-    UNITS,
     WARN,
     CalibrationPipeline,
     config_from,
@@ -386,20 +385,11 @@ class ModelCalibratorNode(WorkerNode):
     def _publish_model(self) -> None:
         with self._lock:
             model = self.pipeline.model_parameters()
-            summaries = self.pipeline.parameter_summaries()
-            calibrated = self.pipeline.calibrated()
+            statuses = self.pipeline.model_statuses(self.get_fully_qualified_name())
             text = self.pipeline.params_yaml(self.values["params_node_name"])
             path = self.values["params_out"]
         if not self.context.ok():
             return
-        hw = self.get_fully_qualified_name()
-        statuses = []
-        for name, s in summaries.items():
-            unit = UNITS.get(name, "channel units")
-            statuses.append((name, hw, OK, f"{s['stage']} ({unit})", s))
-        statuses.append(("model", hw, OK, "latest accepted 8-DOF model (defaults where not calibrated)",
-                         {**{f"model.{k.lower()}": val for k, val in model.items()},
-                          "calibrated": ",".join(calibrated)}))
         self._set_model_parameters({f"model.{k.lower()}": v for k, v in model.items()})
         if path:
             try:
