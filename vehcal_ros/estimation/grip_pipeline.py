@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_belief import (
@@ -294,6 +295,24 @@ def floored(estimate: GripEstimate, floor: float) -> GripEstimate:
     return dataclasses.replace(estimate, mu_max=dataclasses.replace(mu, lower=max(float(floor), 0.0)))
 
 
+def with_scale_error(estimate: GripEstimate, rel_sd: float) -> GripEstimate:
+    """``estimate`` with its mu_max widened by a friction-scale error common to all its samples, mu_max (1 + e),
+    e ~ N(0, ``rel_sd``^2): the estimated forces' normal loads rest on the description's constants (mass, CG,
+    roll split) whose error does not average out over a window's samples. Each half of the interval and the
+    std combine with it in quadrature: lower' = m - sqrt((m - lower)^2 + (z m rel_sd)^2), upper' alike (z of the
+    interval's probability), std' = sqrt(std^2 + (m rel_sd)^2). ``rel_sd`` 0: unchanged."""
+    mu = estimate.mu_max
+    if not rel_sd > 0.0:
+        return estimate
+    m = float(mu.mean)
+    z = float(norm.ppf(0.5 + 0.5 * float(mu.prob)))
+    d = z * m * rel_sd
+    widened = dataclasses.replace(mu, std=math.hypot(float(mu.std), m * rel_sd),
+                                  lower=max(m - math.hypot(m - float(mu.lower), d), 0.0),
+                                  upper=m + math.hypot(float(mu.upper) - m, d))
+    return dataclasses.replace(estimate, mu_max=widened)
+
+
 def mu_span(mu: np.ndarray) -> float:
     """The span of |mu| (95th - 5th percentile), friction; 0 without samples."""
     return float(np.subtract(*np.quantile(np.abs(mu), [0.95, 0.05]))) if mu.size else 0.0
@@ -353,6 +372,9 @@ class GripPipeline:
     contradiction: ContradictionTest | None = field(default_factory=ContradictionTest)
     #: a window that publishes no fit may put a floor belief in force (grip_belief.py, :meth:`offer_floor`)
     floor_belief: bool = True
+    #: relative SD of a friction-scale error common to a fit's samples (:func:`with_scale_error`): the estimated
+    #: forces' ``fz_rel_std`` (pipeline_from_params), 0 for measured forces
+    mu_scale_sd: float = 0.0
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -609,6 +631,7 @@ class GripPipeline:
                 st.surface_change_level = o.surface_change.level
                 st.surface_change_times.append(o.surface_change.time)
             if o.estimate is not None:
+                o.estimate = with_scale_error(o.estimate, self.mu_scale_sd)
                 st.last_fit = o.estimate
             if o.estimate is None:
                 st.n_failed += 1
@@ -992,10 +1015,13 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
     if vehicle is None:
         vehicle = load_vehicle(values.get("vehicle") or None)
     signal_config = vehicle_signal_config(signal_config_from(values, vehicle), vehicle)
+    force_source = str(values.get("force_source", "measured"))
+    force_config = force_config_from(values, vehicle)
     pipeline = GripPipeline(signal_config,
                             fit_config_from(values),
-                        force_source=str(values.get("force_source", "measured")),
-                        force_config=force_config_from(values, vehicle),
+                        force_source=force_source,
+                        force_config=force_config,
+                        mu_scale_sd=force_config.fz_rel_std if force_source == "estimated" else 0.0,
                         force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
                         warm_start=bool(values["warm_start"]),
                         warm_steps=int(values.get("warm_steps", GripPipeline.warm_steps)),

@@ -207,7 +207,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("fx_process_noise", 1.0e5, "random-walk intensity of Fx in the wheel filter, N^2/s", 1.0, 1e12,
               read_only=True),
     ParamSpec("accel_noise", 0.05, "std of an IMU acceleration sample, m/s^2", 0.0, 10.0, read_only=True),
-    ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants", 0.0, 1.0,
+    ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants (per sample, and as "
+              "a friction-scale error common to a fit's samples that widens its mu_max interval)", 0.0, 1.0,
               read_only=True),
     ParamSpec("torque_scale_learning", True, "estimated forces: learn the reported wheel torques' scale from the "
               "vehicle's acceleration and correct Fx by it (estimation/torque_scale.py)", read_only=True),
