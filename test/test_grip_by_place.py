@@ -46,9 +46,9 @@ grip_estimator:
     n_ml_starts: 8
     max_fit_points: 80
 """
-"""Fewer chains and steps than the shipped params, the shipped convergence rule (R-hat 1.01, ESS 400). (With a
-looser rule, R-hat 1.1 and ESS 50, the rear axle published a collapsed posterior, sd 4e-9, whose belief mean
-then left its interval once widened for age.)"""
+"""Fewer chains and steps than the shipped params, the shipped convergence rule (R-hat 1.01, ESS 400). (A
+collapsed posterior, sigma at its lower bound and mu_max's sd 5e-4, had its belief mean leave its interval once
+widened for age: the mixture's mean moves toward the prior's while its 95 % quantile stays on the spike.)"""
 
 
 def _scenario(duration: float = DURATION, **changes):

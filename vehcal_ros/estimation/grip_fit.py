@@ -68,8 +68,11 @@ class GripConfig:
     """"sampled" (default): sigma is a parameter of the chains with the Jeffreys prior p(sigma) ~ 1/sigma on
     ``sigma_bounds`` (its uncertainty enters the intervals); "fixed": sigma plugged in from the ML step (Eq. 17,
     the paper's practice); "marginal": sigma integrated out analytically (only without per-sample variances)."""
-    sigma_bounds: tuple[float, float] = (1e-5, 1.0)
-    """Support of sigma (friction) with ``sigma_mode="sampled"``."""
+    sigma_bounds: tuple[float, float] = (1e-3, 1.0)
+    """Support of sigma (friction) with ``sigma_mode="sampled"``. Below 0.001 (0.1 % of the wheel load) no
+    friction sample is known: a force transducer's resolution and the road's texture are coarser. Without that
+    floor a window whose samples sit on a plateau (steady acceleration, the slip's error along it) let sigma fall
+    to 1e-5 with the curve's peak on the plateau, a posterior of mu_max with sd 5e-4."""
     max_peak_slip: float = 0.1
     """Physical prior: largest admissible slip at the curve maximum (Section 4.2.2)."""
     prior_mode: str = "truncated"
@@ -408,7 +411,7 @@ def ml_sigma(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, slip_var: np.ndar
 
 def ml_refine(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma: float, bounds: np.ndarray,
               slip_var: np.ndarray | None, mu_var: np.ndarray | None,
-              sigma_bounds: tuple[float, float] = (1e-5, 1.0),
+              sigma_bounds: tuple[float, float] = GripConfig.sigma_bounds,
               lateral: np.ndarray | None = None, shared: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """(theta, sigma) maximising the exact errors-in-variables likelihood, from the least-squares theta_ML
     (L-BFGS-B in the bounds; with zero per-sample variances least squares already is that maximum)."""
