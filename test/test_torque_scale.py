@@ -81,7 +81,7 @@ def test_a_torque_sensor_reading_5_percent_high_is_found_on_the_simulator() -> N
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.vehicle.description import load_vehicle
 
-    config = force_config_from({}, load_vehicle("hmmwv_sim"))
+    config = force_config_from({"torque_scale_learning": True}, load_vehicle("hmmwv_sim"))
     base = load_scenario("daily_driving", vehicle="hmmwv").with_seed(0)
     scales, slopes = [], []
     for scenario in (base, base.with_sensor_fault("wheel_speeds", torque_scale=1.05)):

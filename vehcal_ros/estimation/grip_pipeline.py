@@ -56,6 +56,7 @@ from vehcal_ros.estimation.surface_change import (
     detect_surface_change,
 )
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
+from vehcal_ros.estimation.torque_scale import TorqueScaleConfig
 from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.vehicle.description import load_vehicle
 
@@ -123,8 +124,8 @@ automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting
 
 TORQUE_DOUBT = 0.02
 """A learnt torque scale (estimation/torque_scale.py) further than this from 1 (and 3 SDs) names the reported
-wheel torques, or the description's mass, as doubtful: the scale agrees with 1 within 0.5 % on the simulator's
-exact torques."""
+wheel torques, or the description's mass, as doubtful (with ``torque_scale_learning`` on): the scale agrees with 1
+within 0.5 % on the simulated HMMWV's exact torques."""
 
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
@@ -997,8 +998,8 @@ def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireFor
     ``vehicle``: the vehicle description (vehicle/description.py, loaded by the caller from the ``vehicle``
     parameter) whose constants it uses."""
     changes: dict[str, Any] = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
-    if not values.get("torque_scale_learning", True):
-        changes["torque_scale"] = None
+    if values.get("torque_scale_learning", False):
+        changes["torque_scale"] = TorqueScaleConfig()
     if vehicle is not None:
         changes["vehicle"] = TireForceVehicle.from_description(vehicle)
     config = dataclasses.replace(TireForceConfig(), **changes)

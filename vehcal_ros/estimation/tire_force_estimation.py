@@ -134,9 +134,9 @@ class TireForceConfig:
     max_gap: float = 0.5             #: s, a longer gap between wheel-speed samples restarts the filter
     settle: int = 20                 #: filter steps after a (re)start before estimates are emitted
     imu_timeout: float = 0.5         #: s, an older IMU sample is not used for Fz
-    #: learn the reported torques' scale and offset from the vehicle's acceleration and correct Fx with them
-    #: (estimation/torque_scale.py); None: take the torques as reported
-    torque_scale: TorqueScaleConfig | None = field(default_factory=TorqueScaleConfig)
+    #: learn the reported torques' scale from the vehicle's acceleration and correct Fx with it
+    #: (estimation/torque_scale.py); None (the default): take the torques as reported
+    torque_scale: TorqueScaleConfig | None = None
 
     def validate(self) -> None:
         self.vehicle.validate()

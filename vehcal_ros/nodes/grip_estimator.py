@@ -210,8 +210,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants (per sample, and as "
               "a friction-scale error common to a fit's samples that widens its mu_max interval)", 0.0, 1.0,
               read_only=True),
-    ParamSpec("torque_scale_learning", True, "estimated forces: learn the reported wheel torques' scale from the "
-              "vehicle's acceleration and correct Fx by it (estimation/torque_scale.py)", read_only=True),
+    ParamSpec("torque_scale_learning", False, "estimated forces: learn the reported wheel torques' scale from the "
+              "vehicle's acceleration and correct Fx by it (estimation/torque_scale.py; off: on the simulated sedan "
+              "and the zoo the force balance it rests on is off by 4-30 %, unexplained)", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
