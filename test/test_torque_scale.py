@@ -40,13 +40,13 @@ def test_the_scale_offset_and_drag_come_back() -> None:
     assert abs(est.scale - 0.95) < 4 * est.scale_sd and est.scale_sd < 0.01
     assert abs(est.offset + 150.0) < 4 * est.offset_sd
     assert est.drag == pytest.approx(0.35, abs=0.1)
-    dk, _, var_k, _ = est.correction()
+    dk, var_k = est.correction()
     assert dk == pytest.approx(est.scale - 1.0) and var_k == pytest.approx(est.scale_sd ** 2)
 
 
 def test_nothing_is_applied_before_the_scale_is_known() -> None:
     est = TorqueScaleEstimator(MASS, TorqueScaleConfig(max_sd=0.02))
-    assert not est.learnt and est.correction() == (0.0, 0.0, 0.0, 0.0)
+    assert not est.learnt and est.correction() == (0.0, 0.0)
     est.add(0.0, 0.1, 100.0, 100.0, 1.0)          # below min_speed: not used
     assert est.samples == 0
 

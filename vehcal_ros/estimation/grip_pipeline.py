@@ -534,9 +534,7 @@ class GripPipeline:
                                  else math.inf)
             since = change.time if change is not None else self.status[window.scope].last_surface_change
             if self.floor_belief:
-                frictions = with_floor_only(window)
-                outcome.floor_candidates = floor_candidates(frictions, self.floor_sigma(frictions, since),
-                                                            since=since)
+                outcome.floor_candidates = self.window_floors(window, since)
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
@@ -573,10 +571,14 @@ class GripPipeline:
         o.error = ("no slips yet: the rolling radius is being learnt (max_radius_sd); the samples' friction bounds "
                    "mu_max from below")
         if self.floor_belief:
-            since = self.status[data.scope].last_surface_change
-            frictions = with_floor_only(data)
-            o.floor_candidates = floor_candidates(frictions, self.floor_sigma(frictions, since), since=since)
+            o.floor_candidates = self.window_floors(data, self.status[data.scope].last_surface_change)
         return o
+
+    def window_floors(self, data: ScopeData, since: float) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`floor_candidates` of a window's frictions since ``since``, its samples waiting for the rolling
+        radius included (:func:`with_floor_only`)."""
+        frictions = with_floor_only(data)
+        return floor_candidates(frictions, self.floor_sigma(frictions, since), since=since)
 
     def floor_sigma(self, data: ScopeData, since: float) -> float:
         """The friction noise std of a window's floor (:func:`sample_floors`): the larger of the scope's last

@@ -275,6 +275,14 @@ class _Series:
         return [(1.0 - w) * float(before[c + 1]) + w * float(after[c + 1]) for c in cols]
 
 
+def _friction(rec: TireForce) -> tuple[float, float, float]:
+    """(mu, Var(mu)'s Fx part, its Fz part) of a tire-force record: mu = Fx / Fz, the variances by the delta
+    method."""
+    mu = rec.fx / rec.fz
+    inv_fz2 = 1.0 / (rec.fz * rec.fz)
+    return mu, rec.fx_var * inv_fz2, mu * mu * rec.fz_var * inv_fz2
+
+
 class _Block:
     """Running sums of one wheel's gated (slip, mu) samples in the current averaging block."""
 
@@ -486,15 +494,15 @@ class GripDataCollector:
         c = self.config
         u, v, r, u_var = odom
         i = rec.wheel
-        if self.radius_gate:
-            self.counters.dropped["radius_unlearnt"] += 1
-            self._floor_sample(rec, u)
-            return
         if rec.fz < c.min_fz:
             self.counters.dropped["low_load"] += 1
             return
         if u < c.min_speed:
             self.counters.dropped["low_speed"] += 1
+            return
+        if self.radius_gate:
+            self.counters.dropped["radius_unlearnt"] += 1
+            self._floor_sample(rec)
             return
         delta = 0.0
         if c.steered[i]:
@@ -524,9 +532,7 @@ class GripDataCollector:
             self.counters.dropped["low_speed"] += 1
             return
         slip = (v_roll - v_wheel) / denom
-        mu = rec.fx / rec.fz
-        inv_fz2 = 1.0 / (rec.fz * rec.fz)
-        var_fx, var_fz = rec.fx_var * inv_fz2, mu * mu * rec.fz_var * inv_fz2   # delta method, Var(mu) parts
+        mu, var_fx, var_fz = _friction(rec)
         if c.combined_slip == "mf":   # the pure-slip friction of the sample (module docstring)
             g = combined_weight(c.combined_coefficients, slip, math.asin(max(-1.0, min(1.0, sin_alpha))))
             mu, var_fx, var_fz, sin_alpha = mu / g, var_fx / (g * g), var_fz / (g * g), 0.0
@@ -542,16 +548,14 @@ class GripDataCollector:
             self._store(i, rec.t, slip, mu, u_var / (denom * denom), 1, var_fx + var_fz,
                         abs(sin_alpha) / c.lateral_ratio)
 
-    def _floor_sample(self, rec: TireForce, u: float) -> None:
-        """A sample held back by the radius gate that passes the other gates (load, speed, lateral friction;
-        any steering: |Fx/Fz| is friction the road transmitted whatever the slip angle) keeps its friction for
+    def _floor_sample(self, rec: TireForce) -> None:
+        """A sample held back by the radius gate (past the load and speed gates) that passes the lateral one
+        (any steering: |Fx/Fz| is friction the road transmitted whatever the slip angle) keeps its friction for
         floor beliefs: averaged per block like every sample, stored without a slip (:attr:`ScopeData.floor_only`)."""
         c = self.config
-        if rec.fz < c.min_fz or u < c.min_speed or abs(rec.fy / rec.fz) > c.max_lateral_mu:
+        if abs(rec.fy / rec.fz) > c.max_lateral_mu:
             return
-        mu = rec.fx / rec.fz
-        inv_fz2 = 1.0 / (rec.fz * rec.fz)
-        var_fx, var_fz = rec.fx_var * inv_fz2, mu * mu * rec.fz_var * inv_fz2
+        mu, var_fx, var_fz = _friction(rec)
         if not (math.isfinite(mu) and math.isfinite(var_fx) and math.isfinite(var_fz)):
             return
         if c.average_window > 0.0:

@@ -358,7 +358,10 @@ class TireForceEstimator:
 
     def add_gnss(self, rec: GnssVelocity) -> None:
         """Keep the road grade the GNSS velocity shows, atan(v_up / v_horizontal) (a running mean over ~10
-        records; records slower than 3 m/s are skipped): the torque-scale regression's grade."""
+        records; records slower than 3 m/s are skipped): the torque-scale regression's grade (nothing while that
+        is off)."""
+        if self.torque_scale is None:
+            return
         h = math.hypot(rec.ve, rec.vn)
         if not (math.isfinite(rec.t) and math.isfinite(rec.vu) and h >= 3.0):
             return
@@ -445,7 +448,7 @@ class TireForceEstimator:
             fx_sum += fx[i]
             speed += float(omega[i]) * r
         self.torque_scale.add(t, f_x, fx_sum, s_t, 0.25 * speed)
-        dk, _, var_k, _ = self.torque_scale.correction()
+        dk, var_k = self.torque_scale.correction()
         if dk == 0.0:
             return
         for i in range(4):

@@ -173,7 +173,7 @@ class TorqueScaleEstimator:
 
     @property
     def offset(self) -> float:
-        """B, N: the summed force of the torques' offsets (sum beta_i / r_i)."""
+        """B, N: the summed force of the torques' offsets (sum beta_i / r_i), with its SD."""
         return float(self.theta[1])
 
     @property
@@ -190,12 +190,11 @@ class TorqueScaleEstimator:
         """True once the scale's SD is at most ``max_sd``: :meth:`correction` then applies it."""
         return self.scale_sd <= self.config.max_sd
 
-    def correction(self) -> tuple[float, float, float, float]:
-        """(k - 1, B, Var(k), Var(B)) to add to a wheel's force as (k - 1) T_i / r_i + B_i (B shared by the
-        driven wheels): zeros until :attr:`learnt`."""
+    def correction(self) -> tuple[float, float]:
+        """(k - 1, Var(k)) to add to a wheel's force as (k - 1) T_i / r_i: zeros until :attr:`learnt`."""
         if not self.learnt:
-            return 0.0, 0.0, 0.0, 0.0
-        return float(self.theta[0]), float(self.theta[1]), float(self.cov[0, 0]), float(self.cov[1, 1])
+            return 0.0, 0.0
+        return float(self.theta[0]), float(self.cov[0, 0])
 
 
 __all__ = ["TorqueScaleConfig", "TorqueScaleEstimator"]
