@@ -476,3 +476,49 @@ def test_a_drive_whose_windows_disagree_with_the_carried_model_is_flagged_withou
                                        "drive": "d2", "previous_drive": "d1", "score": 6.0, "threshold": 3.5,
                                        "n_windows": 3}]
     assert changed["drives"][1]["checks"]["rolling_resistance"]["n"] == 3
+
+
+def _free_rolling(bag: Path, vehicle: str) -> dict:
+    from vehcal_ros.estimation.segments import SegmentConfig, free_rolling_radius, records_to_sources, resample
+
+    c = SegmentConfig()
+    r = resample(records_to_sources([rec for _, rec in bags.read_bag(bag)]), c.rate, c.max_gap, c.yaw_rate_source)
+    fr = free_rolling_radius(r, c, vehicle)
+    assert fr is not None, bag
+    return {"radius": fr.radius, "se": fr.se, "seconds": fr.seconds}
+
+
+def test_a_load_change_lowers_the_rolling_radius_and_only_it_is_flagged(tmp_path):
+    """The 14-DOF HMMWV's free-rolling radius falls with its wheel loads (tire deflection Fz / kz): drives of the
+    same vehicle (noise seeds 1, 2) agree, one passenger's worth (+5 % chassis mass) is within the drift model's
+    radius allowance, +20 % chassis mass is flagged (kind radius) and is the only flag."""
+    import vehcal_ros
+
+    src = Path(vehcal_ros.__file__).parent / "data" / "hmmwv.yaml"
+    drives = []
+    for name, seed, load in (("same1", 1, 0.0), ("same2", 2, 0.0), ("plus5", 3, 0.05), ("plus20", 4, 0.20)):
+        model = src
+        if load:
+            doc = yaml.safe_load(src.read_text())
+            doc["chassis"]["mass"] = float(doc["chassis"]["mass"]) * (1.0 + load)
+            model = tmp_path / f"hmmwv_{name}.yaml"
+            model.write_text(yaml.safe_dump(doc, sort_keys=False))
+        bag = tmp_path / name
+        assert main(["simulate", "daily_driving", "--vehicle", str(model), "--seed", str(seed), "--duration", "60",
+                     "--bag", str(bag), "--quiet"]) == 0
+        radius = _free_rolling(bag, "hmmwv_sim")
+        drives.append(cs.drive_entry(name, 0.0, 60.0, {}, {}, rolling_radius=radius))
+    summary = vehicle_summary(drives)
+    rows = {r["drive"]: r for r in summary["parameters"]["rolling_radius"]}
+    assert rows["plus20"]["mean"] < rows["same2"]["mean"] - 5e-4, rows       # 0.78 mm on the 120 s drives
+    assert [(f["kind"], f["drive"]) for f in summary["drift_flags"]] == [("radius", "plus20")], summary["drift_flags"]
+    assert summary["drift_flags"][0]["previous_drive"] == "plus5"
+
+
+def test_a_history_entry_keeps_the_drives_rolling_radius_and_a_v2_reader_takes_it(tmp_path):
+    entry = cs.drive_entry("d1", 0.0, 60.0, {}, {}, rolling_radius={"radius": 0.4652, "se": 1.2e-5,
+                                                                     "seconds": 23.0, "used": True})
+    assert entry["rolling_radius"] == {"mean": 0.4652, "std": 1.2e-5, "seconds": 23.0}
+    path = tmp_path / "state.json"
+    cs.write_state(path, "v1", {}, history=[entry])
+    assert cs.read_state_document(path, "v1").history[0]["rolling_radius"]["mean"] == 0.4652

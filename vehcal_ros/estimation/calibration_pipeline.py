@@ -53,7 +53,7 @@ from vehcal_ros.estimation.calibration import (
 )
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
 from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
-from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window
+from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window, updated_result
 from vehcal_ros.estimation.segments import (
     OPTIONAL_SOURCES,
     SOURCE_COLUMNS,
@@ -77,7 +77,8 @@ MODEL_PARAMETERS: tuple[str, ...] = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi
 """Published model parameters (``bphi`` = bphi_f + bphi_r, the paper's identifiable total roll damping)."""
 
 UNITS: dict[str, str] = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad",
-                         "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)"}
+                         "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)",
+                         "rolling_radius": "m"}
 STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf": "lateral", "Cyr": "lateral",
                             "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
 
@@ -692,9 +693,15 @@ class CalibrationPipeline:
                 st.n_confirmed += 1
                 st.last_confirmed = (o.window.t_start, o.window.t_end)
                 st.level, st.last_reason = OK, ""
+                if st.result is not None:   # the window's information joins the accepted posterior
+                    before = st.result
+                    st.result = updated_result(st.result, o.check)
+                    if st.result is not before:
+                        updated.append(o.stage)
                 st.message = (f"{self._summary(o.stage)}; confirmed by [{o.window.t_start:.2f}, "
                               f"{o.window.t_end:.2f}] s (its best fit {o.check.shift:.3g} sd from the model <= "
-                              f"{o.check.threshold:g}; {st.n_confirmed} confirmations)")
+                              f"{o.check.threshold:g}; {st.n_confirmed} confirmations, each added to the "
+                              "posterior)")
                 continue
             st.n_fits += 1
             st.last_fit_s = o.wall_s

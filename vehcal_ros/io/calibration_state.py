@@ -22,10 +22,12 @@ path is written as YAML (either is read). Layout (version 2)::
         score: 1.9                                 # the segment's excitation (segments.Window.score)
         holdout: {segment, rmse_candidate, rmse_replaced, coverage, passed, ...}   # optional: the accepted
                                                    # fit's predictive check (estimation/acceptance.py)
-        data_time: 1732802400.0                    # s, stamp clock: the end of the fitted segment (the drift
-                                                   # model's elapsed time starts here)
+        data_time: 1732802400.0                    # s, stamp clock: the end of its newest data, the fitted segment
+                                                   # or a confirming window (the drift model's elapsed time
+                                                   # starts here)
         data_date: 2024-11-28T14:00:00+00:00       # UTC date of data_time when the stamps are Unix time, else null
-        drive: truck7_2024-11-28                   # the drive (bag stem, or "live <start>") that fitted it
+        drive: truck7_2024-11-28                   # the drive (bag stem, or "live <start>") that fitted or
+                                                   # last updated it
     history:                                       # one entry per drive, oldest first
       - drive: truck7_2024-11-28
         t_start: 1732802000.0                      # s, stamp clock: the drive's first and last record
@@ -33,11 +35,14 @@ path is written as YAML (either is read). Layout (version 2)::
         date: 2024-11-28T13:53:20+00:00            # UTC date of t_start (null when not Unix time)
         stages:
           longitudinal:
-            status: fitted                         # fitted (a new accepted fit this drive) | confirmed (a window
-                                                   # of this drive confirmed the earlier result without a fit) |
+            status: fitted                         # fitted (a new accepted fit this drive) | confirmed (windows
+                                                   # of this drive confirmed the earlier result without a fit and
+                                                   # were added to it: recalibration_check.updated_result) |
                                                    # carried (no new fit; the earlier drive's result stands)
             data_time: 1732802400.0
             parameters: {Cxf: {mean, std, hdi_low, hdi_high}, ...}
+        rolling_radius: {mean: 0.4652, std: 1.3e-05, seconds: 54.0}   # m: the free-rolling radius the drive
+                                                   # showed (segments.free_rolling_radius; absent: not measured)
 
 Version 1 (the same without ``data_time``, ``data_date``, ``drive`` and ``history``) is migrated on read: a stage's
 ``data_time`` becomes its segment's end, and the history starts empty; the next write is version 2.
@@ -246,9 +251,11 @@ def _stage(path: Path, stage: Any, body: Any) -> StageState:
 
 def stages_from(pipeline: CalibrationPipeline, drive: str | None = None,
                 previous: Mapping[str, StageState] | None = None) -> dict[str, StageState]:
-    """The accepted result of every stage that has one, as saved. ``drive`` names the drive a result accepted
-    since ``previous`` (the stages the pipeline was started from) came from; a result carried over unchanged keeps
-    its ``previous`` entry's ``data_time`` and ``drive``."""
+    """The accepted result of every stage that has one, as saved. ``drive`` names the drive a result accepted or
+    updated (a confirming window's information added, recalibration_check.updated_result) since ``previous`` (the
+    stages the pipeline was started from) came from, and its ``data_time`` is the end of the newest data in it (the
+    fitted segment or the newest confirming window); a result carried over unchanged keeps its ``previous``
+    entry's ``data_time`` and ``drive``."""
     out = {}
     for stage, st in pipeline.status.items():
         res = st.result
@@ -259,10 +266,11 @@ def stages_from(pipeline: CalibrationPipeline, drive: str | None = None,
             out[stage] = before
             continue
         seg = st.result_segment
+        ends = [float(w[1]) for w in (seg, st.last_confirmed) if w is not None]
         out[stage] = StageState({k: dict(v) for k, v in res.parameters.items()},
                                 {k: dict(v) for k, v in res.noise.items()}, bool(res.converged),
                                 seg, float(st.result_score), getattr(st, "result_holdout", None),
-                                float(seg[1]) if seg is not None else None, drive)
+                                max(ends) if ends else None, drive)
     return out
 
 
@@ -295,16 +303,21 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
 
 def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, StageState],
                 after: Mapping[str, StageState], confirmed: Collection[str] = (),
-                checks: Mapping[str, tuple[Sequence[float], float]] | None = None) -> dict[str, Any]:
-    """The history entry of one drive (module docstring): every stage with a result after it, ``fitted`` when the
-    result changed during the drive, else ``confirmed`` when the stage is in ``confirmed`` (a window of the drive
-    confirmed the carried model without a fit), else ``carried``. ``checks``: stage -> (the recalibration-check
+                checks: Mapping[str, tuple[Sequence[float], float]] | None = None,
+                rolling_radius: Mapping[str, float] | None = None,
+                refitted: Collection[str] | None = None) -> dict[str, Any]:
+    """The history entry of one drive (module docstring): every stage with a result after it, ``fitted`` when a
+    new fit was accepted during the drive (the stage is in ``refitted``; None: the result changed), else
+    ``confirmed`` when the stage is in ``confirmed`` (windows of the drive confirmed the carried model without a
+    fit, and their information was added to it), else ``carried``. ``checks``: stage -> (the recalibration-check
     shifts of the drive's windows against the carried result, their threshold), kept as the stage's ``check``
-    (``n``, ``median_shift``, ``max_shift``, ``threshold``) when there is at least one."""
+    (``n``, ``median_shift``, ``max_shift``, ``threshold``) when there is at least one. ``rolling_radius``: the
+    drive's free-rolling radius measurement (``radius``, ``se``, ``seconds``, m and s), kept as ``mean``, ``std``,
+    ``seconds``."""
     stages = {}
     for stage, st in after.items():
         prev = before.get(stage)
-        fitted = prev is None or prev.to_dict() != st.to_dict()
+        fitted = prev is None or (stage in refitted if refitted is not None else prev.to_dict() != st.to_dict())
         status = "fitted" if fitted else "confirmed" if stage in confirmed else "carried"
         stages[stage] = {"status": status, "data_time": st.time_of_data,
                          "parameters": {n: {k: float(v[k]) for k in HISTORY_KEYS if k in v}
@@ -314,8 +327,24 @@ def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, S
             stages[stage]["check"] = {"n": len(shifts), "median_shift": float(np.median(shifts)),
                                       "max_shift": float(np.max(shifts)), "threshold": float(threshold)}
     t0 = float(t_start) if math.isfinite(t_start) else None
-    return {"drive": drive, "t_start": t0, "t_end": float(t_end) if math.isfinite(t_end) else None,
-            "date": date_of(t0), "stages": stages}
+    entry = {"drive": drive, "t_start": t0, "t_end": float(t_end) if math.isfinite(t_end) else None,
+             "date": date_of(t0), "stages": stages}
+    if rolling_radius is not None:
+        entry["rolling_radius"] = {"mean": float(rolling_radius["radius"]), "std": float(rolling_radius["se"]),
+                                   "seconds": float(rolling_radius["seconds"])}
+    return entry
+
+
+def pipeline_drive_entry(pipeline: CalibrationPipeline, drive: str, before: Mapping[str, StageState],
+                         after: Mapping[str, StageState]) -> dict[str, Any]:
+    """:func:`drive_entry` of the drive ``pipeline`` has seen (its data span; the live calibrator's save and a
+    replay with a state file build it here, so both write one history): the stages it confirmed, the checks
+    against the carried results and its free-rolling radius."""
+    t0, t1 = pipeline.data_span
+    confirmed = [s for s, st in pipeline.status.items() if st.n_confirmed > 0]
+    checks = {s: (list(st.carried_shifts), st.check_threshold) for s, st in pipeline.status.items()}
+    refitted = [s for s, st in pipeline.status.items() if st.result is not None and not st.result_restored]
+    return drive_entry(drive, t0, t1, before, after, confirmed, checks, pipeline.rolling_radius_report(), refitted)
 
 
 def with_entry(history: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -330,4 +359,4 @@ def _finite(x: Any) -> bool:
 
 __all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "StageState", "StateDocument", "StateRefused", "read_state",
            "read_state_document", "parse_state", "write_state", "state_text", "stages_from", "restore_into",
-           "drive_entry", "with_entry", "date_of"]
+           "drive_entry", "pipeline_drive_entry", "with_entry", "date_of"]

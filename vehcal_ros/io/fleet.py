@@ -3,7 +3,7 @@
 Fleet file (YAML; paths relative to the file's folder)::
 
     params: common.params.yaml      # optional: ROS params file of every vehicle (default config/estimate.yaml)
-    drift: {rate: 0.01, floor: 0.02, half_width: 3.0}   # optional: the carry-forward drift model
+    drift: {rate: 0.01, floor: 0.02, half_width: 3.0, radius_floor: 3e-4}   # optional: the drift model
                                     # (estimation/carry_forward.py; absent keys: its defaults)
     vehicles:
       truck7:                       # the vehicle_id (the state file's; letters, digits, '_', '-', '.')
@@ -133,7 +133,7 @@ def load_fleet(path: str | os.PathLike) -> Fleet:
     params = _file_field(doc.get("params"), base, f"{where}: params")
     drift_doc = doc.get("drift")
     if drift_doc is not None and not isinstance(drift_doc, dict):
-        raise InputError(f"{where}: drift: expected a mapping of rate, floor, half_width")
+        raise InputError(f"{where}: drift: expected a mapping of rate, floor, half_width, radius_floor")
     try:
         drift = DriftModel.from_mapping(drift_doc)
     except InputError as exc:
@@ -267,9 +267,7 @@ def replay_with_state(bag: str | os.PathLike, params: Mapping[str, Mapping[str, 
     if pipe is None:
         return result, None, {}
     after = cs.stages_from(pipe, drive, before)
-    confirmed = [s for s, st in pipe.status.items() if getattr(st, "n_confirmed", 0) > 0]
-    checks = {s: (list(st.carried_shifts), st.check_threshold) for s, st in pipe.status.items()}
-    entry = cs.drive_entry(drive, result.t_start, result.t_end, before, after, confirmed, checks)
+    entry = cs.pipeline_drive_entry(pipe, drive, before, after)
     history = cs.with_entry(list(doc.history) if doc is not None else [], entry)
     text = cs.state_text(f"{state_label}.json", vehicle_id, after, vehicle=vehicle, history=history)
     return result, text, entry

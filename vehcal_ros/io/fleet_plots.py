@@ -45,13 +45,13 @@ def plot_vehicle(vehicle_id: str, summary: Mapping[str, Any], path: str | os.Pat
             color = "tab:red" if r.get("drift") else "tab:blue"
             yerr = [[m - lo], [hi - m]] if lo is not None and hi is not None else None
             ax.errorbar([x], [m], yerr=yerr, fmt="o", color=color, capsize=3,
-                        mfc=color if r.get("status") == "fitted" else "white")
+                        mfc=color if r.get("status") in ("fitted", "measured") else "white")
         ax.set_ylabel(f"{par}\n[{UNITS.get(par, '-')}]", fontsize=8)
         ax.grid(alpha=0.3)
     ax = axes[-1, 0]
     ax.set_xticks(range(len(drives)))
     ax.set_xticklabels(drives, rotation=30, ha="right", fontsize=7)
-    ax.set_xlabel("drive (oldest first); open marker: carried, red: drift flagged")
+    ax.set_xlabel("drive (oldest first); open marker: carried or confirmed, red: drift flagged")
     fig.suptitle(f"{vehicle_id}: calibrated parameters over drives (mean, 90 % interval)", fontsize=9)
     fig.tight_layout()
     path = os.fspath(path)

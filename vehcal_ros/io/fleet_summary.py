@@ -17,6 +17,12 @@ drift model's allowance over the data time between them and z = ``carry_forward.
 (:func:`vehcal_ros.estimation.carry_forward.drift_flag`); a confirmed or carried row repeats the earlier estimate and is
 never flagged by it (flags of ``kind`` ``fit``, with ``mean`` and ``previous_mean``).
 
+The free-rolling radius (``kind`` ``radius``, ``stage`` ``free_rolling``, ``parameter`` ``rolling_radius``): each
+drive that measured it (the history entry's ``rolling_radius``) adds a row to the ``rolling_radius`` series
+(``status`` ``measured``, m) and is compared with the previous drive that measured it,
+:func:`vehcal_ros.estimation.carry_forward.radius_flag`. The radius falls with the wheel load, so this flag is the
+one that sees a load change the calibrated stiffnesses absorb (the 8-DOF runs at the description's mass).
+
 A flag without an accepted fit (``kind`` ``check``, per stage, ``parameter`` None): the stage kept the model
 carried into the drive (no refit accepted), yet its windows were checked against that model
 (estimation/recalibration_check.py: the Mahalanobis distance of each window's best fit from the carried
@@ -37,10 +43,13 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DRIFT_Z, DriftModel, drift_flag
+from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DRIFT_Z, DriftModel, drift_flag, radius_flag
 
 Z90 = 1.6448536269514722
 """z of a two-sided 90 % normal interval."""
+
+RADIUS_STAGE = "free_rolling"
+"""the ``stage`` of the free-rolling radius's rows and flags (not a calibration stage: a measurement)."""
 
 CHECK_MIN_WINDOWS = 2
 """A ``check`` flag needs at least this many windows of the drive checked against the carried model."""
@@ -103,9 +112,32 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
                 series.setdefault(par, []).append(row)
                 if status == "fitted" or before is None:
                     prev[par] = (m, s, t_data, name)
+        _radius_row(entry, name, prev, series, flags, drift, z)
         last_drive = name
     return {"drives": drives, "parameters": series, "drift_flags": flags, "drift_z": z,
             "drift_model": drift.to_dict()}
+
+
+def _radius_row(entry: Mapping[str, Any], name: str, prev: dict[str, tuple[float, float, float, str]],
+                series: dict[str, list[dict[str, Any]]], flags: list[dict[str, Any]], drift: DriftModel,
+                z: float) -> None:
+    """The drive's free-rolling radius row and its flag against the previous measured drive (module docstring)."""
+    meas = entry.get("rolling_radius") or {}
+    r, se = _num(meas.get("mean")), _num(meas.get("std"))
+    if not (math.isfinite(r) and math.isfinite(se)):
+        return
+    row: dict[str, Any] = {"drive": name, "stage": RADIUS_STAGE, "status": "measured", "mean": r, "std": se,
+                           "lower": r - Z90 * se, "upper": r + Z90 * se, "drift_score": None, "drift": False}
+    before = prev.get("rolling_radius")
+    if before is not None:
+        flag, score = radius_flag(before[0], before[1], r, se, drift, z)
+        row["drift_score"], row["drift"] = _json_float(score), bool(flag)
+        if flag:
+            flags.append({"kind": "radius", "stage": RADIUS_STAGE, "parameter": "rolling_radius", "drive": name,
+                          "previous_drive": before[3], "score": _json_float(score), "mean": r,
+                          "previous_mean": before[0]})
+    series.setdefault("rolling_radius", []).append(row)
+    prev["rolling_radius"] = (r, se, math.nan, name)
 
 
 def fleet_summary(histories: Mapping[str, Sequence[Mapping[str, Any]]], drift: DriftModel = DEFAULT_DRIFT,
@@ -122,4 +154,4 @@ def fleet_summary(histories: Mapping[str, Sequence[Mapping[str, Any]]], drift: D
     return out
 
 
-__all__ = ["vehicle_summary", "fleet_summary", "Z90", "Section"]
+__all__ = ["vehicle_summary", "fleet_summary", "Z90", "Section", "RADIUS_STAGE"]

@@ -267,10 +267,9 @@ class ModelCalibratorNode(WorkerNode):
             return None
         with self._lock:
             stages = calibration_state.stages_from(self.pipeline, self._drive, self._state_before)
-            t0, t1 = self.pipeline.data_span
+            entry = calibration_state.pipeline_drive_entry(self.pipeline, self._drive, self._state_before, stages)
         history = self._state_history
         if stages:   # this run's drive entry (replaced on every save of the run)
-            entry = calibration_state.drive_entry(self._drive, t0, t1, self._state_before, stages)
             history = calibration_state.with_entry(history, entry)
         calibration_state.write_state(path, self.values["vehicle_id"], stages, vehicle=self.values.get("vehicle"),
                                       history=history)
