@@ -115,6 +115,7 @@ def params_file(name: str, settings: list[str], work: Path) -> tuple[Path | None
         return None, ""
     tag = "".join(f"_{k.replace('.', '-')}-{v}" for k, _, v in (x.partition("=") for x in settings))
     path = work / name / f"params{tag}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(doc))
     return path, tag
 

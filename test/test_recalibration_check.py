@@ -157,3 +157,33 @@ def test_inconsistent_window_changes_nothing(accepted) -> None:
                      HELD, DEFAULT_THRESHOLD)
     assert not c.consistent and updated_result(accepted, c) is accepted
     assert updated_result(accepted, WindowCheck("longitudinal", {}, {}, 1.0, {}, {}, 3.5)) is accepted
+
+
+def test_a_state_file_keeps_the_correlation_the_update_needs(accepted, tmp_path) -> None:
+    """Written to a state file and read back (summaries only), the longitudinal posterior keeps its Cxf-Cxr
+    correlation, and one window's update from it matches the update from the draws within 0.3 sd of each mean
+    and 15 % of each sd; dropping the correlation would treat the two as independent."""
+    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline
+    from vehcal_ros.io import calibration_state as cs
+
+    cfg = CalibrationPipelineConfig(stages=("longitudinal",), defaults={k: v for k, v in HELD.items()
+                                                                        if k not in ("bphi_f", "bphi_r")})
+    p = CalibrationPipeline(cfg)
+    p.restore("longitudinal", accepted, (0.0, 7.5), 1.0)
+    p.status["longitudinal"].result_restored = False
+    path = tmp_path / "state.json"
+    cs.write_state(path, "v", cs.stages_from(p, "d1"))
+    saved = cs.read_state(path, "v")["longitudinal"]
+    _, cov, _ = posterior_moments(accepted, ["Cxf", "Cxr"])
+    r = cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1])
+    assert abs(saved.correlation["Cxf"]["Cxr"] - r) < 1e-9 and abs(r) > 0.1, r
+    q = CalibrationPipeline(cfg)
+    cs.restore_into(q, {"longitudinal": saved}, note="test", drift=None)
+    restored = q.status["longitudinal"].result
+    window = longitudinal_window(2)
+    a = updated_result(accepted, check_window(window, accepted, HELD, DEFAULT_THRESHOLD))
+    b = updated_result(restored, check_window(window, restored, HELD, DEFAULT_THRESHOLD))
+    for n in ("Cxf", "Cxr"):
+        sd = a.parameters[n]["std"]
+        assert abs(a.parameters[n]["mean"] - b.parameters[n]["mean"]) < 0.3 * sd, (n, a.parameters[n], b.parameters[n])
+        assert abs(b.parameters[n]["std"] / sd - 1.0) < 0.15, (n, a.parameters[n], b.parameters[n])

@@ -531,6 +531,10 @@ class CalibrationResult:
     noise_model: str = DEFAULT_NOISE_MODEL
     """the likelihood's residual model: ``"ar1"`` (Eq. A1), ``"discrepancy"`` (Eq. A3) or ``"white"``
     (independent, the paper's)."""
+    correlation: dict[str, dict[str, float]] = field(default_factory=dict)
+    """parameter -> parameter -> posterior correlation of the calibrated parameters, kept for a result without
+    draws (read back from a state file: the lateral stage's roll stiffnesses are strongly anti-correlated); empty:
+    the draws give it, or (no draws) the parameters are taken as independent."""
 
     def posterior_means(self) -> dict[str, float]:
         """Means of the calibrated 8-DOF parameters, with merged ``bphi`` split into ``bphi_f = bphi_r``."""

@@ -31,8 +31,10 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
    The draws are moved by the affine map that takes ``N(mean_acc, S_acc)`` to ``N(mean_upd, S_upd)``
    (``x -> mean_upd + L_upd L_acc^-1 (x - mean_acc)``, L the Cholesky factors), so their shape, the noise
    sigmas and the convergence diagnostics' chains are kept; a result read back from a state file (summaries only)
-   gets the updated means and sds. Without it a carried model never learns from the drives that confirm it:
-   after four drives it is the first drive's fit.
+   gets the updated means, sds and correlations (the state file keeps the correlations: without them a window's
+   information on the roll stiffnesses' sum would narrow each of the two, whose split it does not see). Without
+   the update a carried model never learns from the drives that confirm it: after four drives it is the first
+   drive's fit.
 
 Nominal false-alarm rate (a refit although the vehicle did not change) at 3.5: P(chi^2(k) > 12.25) = 0.22 %
 (longitudinal), 3.2 % (lateral), 0.05 % (rolling resistance). On data with model-form error (another model, a
@@ -113,12 +115,28 @@ def _flat(result: CalibrationResult, names: list[str]) -> np.ndarray | None:
 
 def posterior_moments(result: CalibrationResult, names: list[str]) -> tuple[np.ndarray, np.ndarray, bool]:
     """(mean, covariance, from draws) of the parameters ``names`` of ``result``: from its draws, or, for a result
-    read back from a state file (summaries only), its means with independent sds."""
+    read back from a state file (summaries only), its means and sds with its kept ``correlation`` (independent
+    where it has none)."""
     flat = _flat(result, names)
     if flat is not None:
         return flat.mean(axis=0), np.atleast_2d(np.cov(flat, rowvar=False)), True
     mean = np.array([float(result.parameters[n]["mean"]) for n in names])
-    return mean, np.diag([float(result.parameters[n]["std"]) ** 2 for n in names]), False
+    sd = np.array([float(result.parameters[n]["std"]) for n in names])
+    corr = np.eye(len(names))
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            r = (result.correlation.get(a) or {}).get(b)
+            if i != j and r is not None and math.isfinite(r):
+                corr[i, j] = float(np.clip(r, -1.0, 1.0))
+    return mean, corr * np.outer(sd, sd), False
+
+
+def correlation_of(cov: np.ndarray, names: list[str]) -> dict[str, dict[str, float]]:
+    """``{a: {b: r_ab}}`` of a covariance matrix (``names`` its order); a zero variance gives r = 0."""
+    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(np.outer(sd, sd) > 0.0, cov / np.outer(sd, sd), 0.0)
+    return {a: {b: float(np.clip(r[i, j], -1.0, 1.0)) for j, b in enumerate(names)} for i, a in enumerate(names)}
 
 
 def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], threshold: float,
@@ -204,7 +222,9 @@ def updated_result(result: CalibrationResult, check: WindowCheck) -> Calibration
             sd = float(math.sqrt(cov[k, k]))
             parameters[n] = {**parameters[n], "mean": float(mean[k]), "std": sd,
                              "hdi_low": float(mean[k] - HDI_Z * sd), "hdi_high": float(mean[k] + HDI_Z * sd)}
+        return replace(result, parameters=parameters, correlation=correlation_of(cov, names))
     return replace(result, parameters=parameters, draws=draws)
 
 
-__all__ = ["WindowCheck", "check_window", "posterior_moments", "updated_result", "DEFAULT_THRESHOLD", "HDI_Z"]
+__all__ = ["WindowCheck", "check_window", "posterior_moments", "correlation_of", "updated_result",
+           "DEFAULT_THRESHOLD", "HDI_Z"]

@@ -17,6 +17,7 @@ path is written as YAML (either is read). Layout (version 2)::
       longitudinal:
         parameters: {Cxf: {mean, std, hdi_low, hdi_high, r_hat, ess_bulk, ess_tail, ...}, ...}
         noise: {u: {...}, ...}                     # per channel sigma summaries (channel units)
+        correlation: {Cxf: {Cxf: 1.0, Cxr: 0.3}, ...}   # optional: the parameters' posterior correlations
         converged: true
         segment: [t0, t1]                          # s, data time of the fitted segment
         score: 1.9                                 # the segment's excitation (segments.Window.score)
@@ -70,6 +71,7 @@ import yaml
 from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult, jsonable
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, write_atomic
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel
+from vehcal_ros.estimation.recalibration_check import correlation_of, posterior_moments
 
 FORMAT = "vehcal_ros/calibration_state"
 VERSION = 2
@@ -107,6 +109,8 @@ class StageState:
     """s, stamp clock: the end of the fitted segment (None: unknown; the segment's end is used when there is one)."""
     drive: str | None = None
     """the drive that fitted it (bag stem or ``live <start>``), None if unknown."""
+    correlation: dict[str, dict[str, float]] | None = None
+    """parameter -> parameter -> posterior correlation (None: unknown, restored as independent)."""
 
     def __post_init__(self) -> None:
         if self.data_time is None and self.segment is not None:   # version 1: the segment's end
@@ -126,6 +130,8 @@ class StageState:
         out["data_time"] = t
         out["data_date"] = date_of(t)
         out["drive"] = self.drive
+        if self.correlation is not None:
+            out["correlation"] = jsonable(self.correlation)
         return out
 
 
@@ -243,10 +249,19 @@ def _stage(path: Path, stage: Any, body: Any) -> StageState:
     if data_time is not None and not _finite(data_time):
         raise StateRefused(path, f"stage {stage}: 'data_time' must be a finite number or null")
     drive = body.get("drive")
+    corr = body.get("correlation")
+    names = set(groups["parameters"])
+    if corr is not None and not (isinstance(corr, dict) and set(corr) <= names and all(
+            isinstance(row, dict) and set(row) <= names and all(_finite(r) and -1.0 <= r <= 1.0 for r in row.values())
+            for row in corr.values())):
+        raise StateRefused(path, f"stage {stage}: 'correlation' must map parameters to parameters to numbers in "
+                                 "[-1, 1], or be absent")
     return StageState(groups["parameters"], groups["noise"], bool(body.get("converged", True)),
                       (float(seg[0]), float(seg[1])) if seg is not None else None, float(score), holdout,
                       float(data_time) if data_time is not None else None,
-                      str(drive) if drive is not None else None)
+                      str(drive) if drive is not None else None,
+                      {str(a): {str(b): float(r) for b, r in row.items()} for a, row in corr.items()}
+                      if corr is not None else None)
 
 
 def stages_from(pipeline: CalibrationPipeline, drive: str | None = None,
@@ -270,8 +285,18 @@ def stages_from(pipeline: CalibrationPipeline, drive: str | None = None,
         out[stage] = StageState({k: dict(v) for k, v in res.parameters.items()},
                                 {k: dict(v) for k, v in res.noise.items()}, bool(res.converged),
                                 seg, float(st.result_score), getattr(st, "result_holdout", None),
-                                max(ends) if ends else None, drive)
+                                max(ends) if ends else None, drive, _correlation(res))
     return out
+
+
+def _correlation(result: CalibrationResult) -> dict[str, dict[str, float]] | None:
+    """The posterior correlations of ``result``'s parameters (None: its summaries do not give them)."""
+    names = list(result.parameters)
+    try:
+        _, cov, _ = posterior_moments(result, names)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return correlation_of(cov, names) if np.all(np.isfinite(cov)) else None
 
 
 def _same(before: StageState, segment: tuple[float, float] | None, result: CalibrationResult) -> bool:
@@ -294,7 +319,8 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
         names = (*saved.parameters, *(f"sigma_{ch}" for ch in saved.noise))
         result = CalibrationResult(stage=stage, parameters=saved.parameters, noise=saved.noise,
                                    converged=saved.converged, elapsed_s=0.0, log_evidence=math.nan, n_stages=0,
-                                   names=tuple(names), draws=np.empty((0, 0, len(names))))
+                                   names=tuple(names), draws=np.empty((0, 0, len(names))),
+                                   correlation=dict(saved.correlation or {}))
         pipeline.carry_forward(stage, result, saved.segment, saved.score, data_time=saved.time_of_data,
                                drift=drift, note=note, holdout=saved.holdout)
         done.append(stage)
