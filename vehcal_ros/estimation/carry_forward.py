@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from vehcal_ros.errors import InputError
 
@@ -72,8 +72,7 @@ class DriftModel:
                 raise InputError(f"drift model: {name} = {v!r} is out of range [{lo}, {hi}]")
 
     def to_dict(self) -> dict[str, float]:
-        return {"rate": self.rate, "floor": self.floor, "half_width": self.half_width, "min_share": self.min_share,
-                "radius_floor": self.radius_floor}
+        return asdict(self)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object] | None) -> DriftModel:

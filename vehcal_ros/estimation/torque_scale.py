@@ -167,9 +167,12 @@ class TorqueScaleEstimator:
         """k: true torque / reported torque (1 = as reported)."""
         return 1.0 + float(self.theta[0])
 
+    def _sd(self, i: int) -> float:
+        return math.sqrt(max(float(self.cov[i, i]), 0.0))
+
     @property
     def scale_sd(self) -> float:
-        return math.sqrt(max(float(self.cov[0, 0]), 0.0))
+        return self._sd(0)
 
     @property
     def offset(self) -> float:
@@ -178,7 +181,7 @@ class TorqueScaleEstimator:
 
     @property
     def offset_sd(self) -> float:
-        return math.sqrt(max(float(self.cov[1, 1]), 0.0))
+        return self._sd(1)
 
     @property
     def drag(self) -> float:

@@ -70,6 +70,13 @@ def _json_float(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def _row(drive: str, stage: str, status: Any, m: float, s: float) -> dict[str, Any]:
+    """One drive's row of a parameter series: mean, sd and 90 % interval, not yet compared (module docstring)."""
+    return {"drive": drive, "stage": stage, "status": status, "mean": _json_float(m), "std": _json_float(s),
+            "lower": _json_float(m - Z90 * s), "upper": _json_float(m + Z90 * s), "drift_score": None,
+            "drift": False}
+
+
 def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DEFAULT_DRIFT,
                     z: float = DRIFT_Z) -> dict[str, Any]:
     """The summary of one vehicle from its state history (module docstring)."""
@@ -96,9 +103,7 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
             t_data = _num(body.get("data_time"))
             for par, summ in (body.get("parameters") or {}).items():
                 m, s = _num(summ.get("mean")), _num(summ.get("std"))
-                row: dict[str, Any] = {"drive": name, "stage": stage, "status": status, "mean": _json_float(m),
-                                       "std": _json_float(s), "lower": _json_float(m - Z90 * s),
-                                       "upper": _json_float(m + Z90 * s), "drift_score": None, "drift": False}
+                row = _row(name, stage, status, m, s)
                 before = prev.get(par)
                 if status == "fitted" and before is not None:
                     elapsed = t_data - before[2] if math.isfinite(t_data) and math.isfinite(before[2]) else 0.0
@@ -126,8 +131,7 @@ def _radius_row(entry: Mapping[str, Any], name: str, prev: dict[str, tuple[float
     r, se = _num(meas.get("mean")), _num(meas.get("std"))
     if not (math.isfinite(r) and math.isfinite(se)):
         return
-    row: dict[str, Any] = {"drive": name, "stage": RADIUS_STAGE, "status": "measured", "mean": r, "std": se,
-                           "lower": r - Z90 * se, "upper": r + Z90 * se, "drift_score": None, "drift": False}
+    row = _row(name, RADIUS_STAGE, "measured", r, se)
     before = prev.get("rolling_radius")
     if before is not None:
         flag, score = radius_flag(before[0], before[1], r, se, drift, z)
