@@ -29,7 +29,13 @@ def test_geometry_comes_from_the_description() -> None:
     assert c.wheel_x == pytest.approx((SEDAN["a"], SEDAN["a"], -SEDAN["b"], -SEDAN["b"]))
     assert c.wheel_y == pytest.approx((SEDAN["cf"] / 2, -SEDAN["cf"] / 2, SEDAN["cr"] / 2, -SEDAN["cr"] / 2))
     assert c.steering_gain == pytest.approx(SEDAN["steer"])
-    assert (c.radius_mode, c.r0, c.kt, c.kt_rear) == ("load", SEDAN["r0"], SEDAN["kt"], SEDAN["kt"])
+    # the slips' effective rolling radius: the description's r0 - Fz/kt at the static loads (mean over the
+    # axles), falling by a third of the deflection Fz/kt as the load changes (R_e ~ R0 - deflection/3)
+    assert c.radius_mode == "load"
+    assert (c.kt, c.kt_rear) == pytest.approx((3.0 * SEDAN["kt"], 3.0 * SEDAN["kt"]))
+    loads = load_vehicle("sedan").static_wheel_loads()
+    static = [SEDAN["r0"] - fz / SEDAN["kt"] for fz in loads]
+    assert np.mean([c.r0 - fz / c.kt for fz in loads]) == pytest.approx(np.mean(static), abs=1e-12)
     veh = p.force_estimator.config.vehicle if p.force_estimator is not None else None
     assert veh is None   # measured forces: no force estimator
     p = pipeline_from_params(grip_values(vehicle="sedan", force_source="estimated"))

@@ -894,17 +894,19 @@ another value overrides it, with a warning naming both (:func:`vehicle_geometry`
 def vehicle_geometry(vehicle: Any, values: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The slip geometry the friction samples need, from the vehicle description ``vehicle``
     (:class:`~vehcal_ros.vehicle.description.VehicleDescription`): wheel positions from the CM (``cg``, ``track``),
-    the steering gain, and the rolling radius (``tire.rolling_radius`` when given, load-independent; else
-    ``r0 - Fz/kt``, :meth:`~vehcal_ros.vehicle.description.VehicleDescription.rolling_radius_at`).
+    the steering gain, and the effective rolling radius of the slips
+    (:meth:`~vehcal_ros.vehicle.description.VehicleDescription.slip_radius_law`: ``tire.rolling_radius`` when
+    given, load-independent; else the description's ``r0 - Fz/kt`` at the static loads, falling by a third of the
+    deflection as the load changes). The parameters ``r0`` and ``kt`` set the slip radius law ``r0 - Fz/kt``
+    themselves.
 
     ``values``: grip_estimator parameters; one of :data:`GEOMETRY_PARAMS` set to a non-zero value overrides the
     description's. Returns (the GripSignalConfig fields, one warning per override naming both values)."""
     v = vehicle
-    fixed = v.rolling_radius > 0.0
+    mode, r0_slip, kt_f, kt_r = v.slip_radius_law()
     geometry: dict[str, Any] = {
         "wheel_x": (v.a, v.a, -v.b, -v.b), "wheel_y": (v.cf / 2, -v.cf / 2, v.cr / 2, -v.cr / 2),
-        "steering_gain": float(v.steer_gain), "radius_mode": "fixed" if fixed else "load",
-        "r0": float(v.rolling_radius if fixed else v.r0), "kt": float(v.ktf), "kt_rear": float(v.ktr)}
+        "steering_gain": float(v.steer_gain), "radius_mode": mode, "r0": r0_slip, "kt": kt_f, "kt_rear": kt_r}
     warnings: list[str] = []
     values = values or {}
 
@@ -932,7 +934,7 @@ def vehicle_geometry(vehicle: Any, values: Mapping[str, Any] | None = None) -> t
         geometry["steering_gain"] = gain
     r0, kt = given("r0"), given("kt")
     if r0 is not None:   # alone: a load-independent radius; with kt: r0 - Fz/kt
-        warn("r0", r0, geometry["r0"])
+        warn("r0", r0, v.rolling_radius if mode == "fixed" else v.r0)
         geometry.update(r0=r0, radius_mode="fixed" if kt is None else "load")
     if kt is not None:
         warn("kt", kt, v.ktf)

@@ -7,7 +7,8 @@ interpolated at t; the wheel-centre longitudinal speed is the body velocity at t
     vx_i = u - r * y_i,   vy_i = v + r * x_i,   v_i = vx_i cos(delta_i) + vy_i sin(delta_i)
 
 the slip ratio is Eq. (3) of the friction paper, s = (omega R - v) / max(omega R, v), with the rolling radius R
-either fixed or load dependent (R = r0 - Fz / kt, as the 8-DOF model), and the friction is Eq. (1), mu = Fx/Fz.
+either fixed or load dependent (R = r0 - Fz / kt; from a vehicle description, its effective rolling radius,
+VehicleDescription.slip_radius_law), and the friction is Eq. (1), mu = Fx/Fz.
 
 Toe and slip angle (e.g. the published sedan). The wheel heading delta_i also carries the wheel's toe from
 the vehicle description (``suspension.toe_in_front/rear``: static toe and bump steer over wheel travel; toe-in

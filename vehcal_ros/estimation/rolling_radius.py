@@ -2,7 +2,7 @@
 
 The slip ratio s = (omega R - v) / max(omega R, v) needs the effective rolling radius R to a precision finer
 than the slips it measures: everyday slips are 0.5-2 %, and a 1 % error of R is a 1 % slip offset. The vehicle
-description gives R_desc(Fz) = r0 - Fz / kt (m), which a user rarely knows to 1 % (tire make, wear, pressure,
+description gives R_desc(Fz) = r0 - Fz / kt (m; VehicleDescription.slip_radius_law), which a user rarely knows to 1 % (tire make, wear, pressure,
 temperature). This module learns a scale k per axle, R_eff = k R_desc(Fz), from stretches of *free rolling*:
 no net wheel torque (|T_axle| / (Fz_axle R) < ``max_mu``, i.e. |Fx/Fz| below ~0.02, so the slip is below
 ~0.1 %), straight (|yaw rate| and |road-wheel angle| small), steady (|a_x| small) and fast enough (v > 5 m/s)
@@ -105,9 +105,11 @@ class RollingRadiusConfig:
 
     @classmethod
     def from_description(cls, desc, **overrides) -> RollingRadiusConfig:
-        """Radius, stiffnesses, static loads, driven axles and steering ratio of a ``VehicleDescription``."""
+        """The slip radius law (``VehicleDescription.slip_radius_law``), static loads, driven axles and steering
+        ratio of a ``VehicleDescription``."""
         fz_f, fz_r = desc.static_wheel_loads()
-        kw = dict(r0=float(desc.r0), kt=(float(desc.ktf), float(desc.ktr)), fz_static=(float(fz_f), float(fz_r)),
+        mode, r0, kt_f, kt_r = desc.slip_radius_law()
+        kw = dict(r0=r0, kt=(kt_f, kt_r), radius_mode=mode, fz_static=(float(fz_f), float(fz_r)),
                   driven=("front" in desc.driven_axles, "rear" in desc.driven_axles),
                   steering_gain=float(desc.steer_gain))
         kw.update(overrides)
