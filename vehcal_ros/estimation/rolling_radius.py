@@ -1,12 +1,12 @@
 """Online effective rolling radius of each axle from free rolling against an independent speed reference.
 
-The slip ratio s = (omega R - v) / max(omega R, v) needs the effective rolling radius R to a precision finer
-than the slips it measures: everyday slips are 0.5-2 %, and a 1 % error of R is a 1 % slip offset. The vehicle
-description gives R_desc(Fz) = r0 - Fz / kt (m; VehicleDescription.slip_radius_law), which a user rarely knows to 1 % (tire make, wear, pressure,
-temperature). This module learns a scale k per axle, R_eff = k R_desc(Fz), from stretches of *free rolling*:
-no net wheel torque (|T_axle| / (Fz_axle R) < ``max_mu``, i.e. |Fx/Fz| below ~0.02, so the slip is below
-~0.1 %), straight (|yaw rate| and |road-wheel angle| small), steady (|a_x| small) and fast enough (v > 5 m/s)
-for the wheel-speed resolution. There omega R_eff = v, hence
+The slip ratio s = (omega R - v) / max(omega R, v) needs the effective rolling radius R to a precision finer than the
+slips it measures: everyday slips are 0.5-2 %, and a 1 % error of R is a 1 % slip offset. The vehicle description
+gives R_desc(Fz) = r0 - Fz / kt (m; VehicleDescription.slip_radius_law), which a user rarely knows to 1 % (tire make,
+wear, pressure, temperature). This module learns a scale k per axle, R_eff = k R_desc(Fz), from stretches of *free
+rolling*: no net wheel torque (|T_axle| / (Fz_axle R) < ``max_mu``, i.e. |Fx/Fz| below ~0.02, so the slip is below
+~0.1 %), straight (|yaw rate| and |road-wheel angle| small), steady (|a_x| small) and fast enough (v > 5 m/s) for the
+wheel-speed resolution. There omega R_eff = v, hence
 
     ln v - ln(omega_a R_desc,a) = ln k_a                       (GNSS speed over ground, per axle a)
     ln(omega_d R_desc,d) - ln(omega_u R_desc,u) = ln k_u - ln k_d   (driven d vs undriven u axle, no reference)
@@ -17,7 +17,7 @@ and temperature) of ``drift_per_sqrt_hour`` (relative SD per sqrt(hour)); the fi
 reports.
 
 omega_a is the mean of the axle's left and right |omega| (rad/s): the yaw-rate lever arm (v_wheel = u -/+ r y)
-cancels between the two sides. v is the GNSS horizontal speed over ground (m/s, the norm of the ENU velocity),
+cancels between the two sides. v is the GNSS speed along the path (m/s, the norm of the ENU velocity, climb included),
 compared with the wheel speeds *at its header stamp* (the measurement time): the message itself arrives
 ~0.1 s later, and at 1 m/s^2 that delay would be a 0.1 m/s (~1 %) error, so wheel speeds, net torques, IMU
 yaw rate and a_x are kept in a short preallocated ring buffer and interpolated at the stamp. The GNSS speed and
@@ -315,7 +315,7 @@ class RollingRadiusEstimator:
             older = self._n and rec.t < self._buf[self._head * _NCOL + _T]
             self.rejected["stale" if older else "unsynced"] += 1
             return
-        speed = math.hypot(rec.ve, rec.vn)
+        speed = rec.speed
         if speed < c.min_speed:
             self.rejected["low_speed"] += 1
             return

@@ -194,8 +194,9 @@ class VehicleDescription:
     def slip_radius_law(self) -> tuple[str, float, float, float]:
         """The effective rolling radius the wheel speeds roll at, as the slip measurement's law
         (mode, r0', kt_front', kt_rear'): ``("fixed", R, kt_f, kt_r)`` when ``tire.rolling_radius`` gives it
-        (load-independent; the stiffnesses unused), else ``("load", r0', kt_f', kt_r')`` with R_e(Fz) = r0' - Fz / kt': equal to
-        :meth:`rolling_radius_at` at the static loads (the mean over the axles), and falling by
+        (load-independent; the stiffnesses unused), else ``("load", r0', kt_f', kt_r')`` with
+        R_e(Fz) = r0' - Fz / kt': equal to :meth:`rolling_radius_at` at the static loads (the mean over the axles),
+        and falling by
         :data:`EFFECTIVE_RADIUS_LOAD_SHARE` of the deflection Fz / kt as the load changes (kt' = kt / share)."""
         if self.rolling_radius > 0.0:
             return "fixed", float(self.rolling_radius), float(self.ktf), float(self.ktr)
