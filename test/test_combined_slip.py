@@ -72,14 +72,13 @@ def _signal_config(description) -> GripSignalConfig:
     return dataclasses.replace(vehicle_signal_config(cfg, d), combined_slip="ellipse")
 
 
-@pytest.fixture(scope="module")
-def dry_drive(description):
-    """40 s of the sedan's daily drive (dry road, two accelerations), transducer forces on: the collector's
-    front-axle samples and the ground truth."""
+def _sedan_drive(description, grade: float = 0.0):
+    """40 s of the sedan's daily drive (dry road, two accelerations) on a road of ``grade``, transducer forces on:
+    the collector's front-axle samples and the ground truth."""
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
 
-    scenario = load_scenario("daily_driving", vehicle="sedan").with_seed(0)
+    scenario = load_scenario("daily_driving", vehicle="sedan").with_seed(0).with_grade(grade)
     collector = GripDataCollector(_signal_config(description))
     truth = []
     for _, rec, _ in ScenarioRun(scenario, duration=40.0):
@@ -91,8 +90,17 @@ def dry_drive(description):
     return collector, truth
 
 
-def test_sample_slip_angles_match_the_simulators(dry_drive, description):
-    collector, truth = dry_drive
+@pytest.fixture(scope="module")
+def dry_drive(description):
+    return _sedan_drive(description)
+
+
+@pytest.mark.parametrize("grade", [0.0, 0.05])
+def test_sample_slip_angles_match_the_simulators(grade, dry_drive, description):
+    """On a level road and uphill 5 %: the IMU's pitch holds the grade, which the collector takes out (read at the
+    start, standing, then followed with the GNSS climb angle; otherwise it would read as 0.13 m of front travel,
+    far up the bump-steer table: 4 deg of slip-angle error on the graded drive's first samples)."""
+    collector, truth = dry_drive if grade == 0.0 else _sedan_drive(description, grade)
     data = collector.snapshot("front_axle")
     assert data.t.size > 150
     t = np.array([g.t for g in truth])
@@ -108,7 +116,11 @@ def test_sample_slip_angles_match_the_simulators(dry_drive, description):
     assert abs(float(np.median(err))) < math.sin(math.radians(0.1))
     assert float(np.sqrt(np.mean(err ** 2))) < math.sin(math.radians(0.3))
     big = block > math.sin(math.radians(2.0))
-    assert big.sum() > 20 and np.all(np.abs(err[big]) < 0.15 * block[big])
+    assert big.sum() > 20
+    if grade == 0.0:   # each large angle within 15 %
+        assert np.all(np.abs(err[big]) < 0.15 * block[big])
+    # (on the grade the front wheels run at 2.5-4 deg of toe, where the bump-steer table is twice as steep, so the
+    # pitch's and the grade's noise weigh twice as much per sample: the median and the RMS above are the check)
 
 
 @pytest.mark.slow

@@ -13,8 +13,13 @@ VehicleDescription.slip_radius_law), and the friction is Eq. (1), mu = Fx/Fz.
 Toe and slip angle (e.g. the published sedan). The wheel heading delta_i also carries the wheel's toe from
 the vehicle description (``suspension.toe_in_front/rear``: static toe and bump steer over wheel travel; toe-in
 turns a left wheel right): delta_i = delta - side_i toe_i(z). The front wheel travel z is taken from the IMU:
-z = L (pitch - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase, plus the rear
+z = L (pitch + grade - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase, plus the rear
 suspension's and the tires' deflection under the longitudinal load transfer; the rear's travel is taken as 0).
+The IMU's pitch holds the road's grade as well as the body's pitch on its suspension: on a 5 % grade it would read
+as 0.16 m of front travel on a 3.3 m wheelbase, a toe from the far end of the bump-steer table. The grade is
+taken out once it is known to GRADE_MAX_SD: read from the IMU's pitch while the vehicle stands (pitch_at_rest -
+pitch), then followed with the GNSS climb angle atan(v_up / v_horizontal) in a scalar Kalman filter, a random walk
+of GRADE_WALK (0 without either: a receiver that reports no vertical velocity and a drive that starts moving).
 With ``combined_slip = "ellipse"`` each sample also carries its slip angle alpha_i = atan(v_y / v_x) in the
 wheel's heading, as ``lat`` = |sin alpha| / lateral_ratio (block-averaged signed per wheel, then its modulus):
 the grip fit then models the sample's friction as the friction ellipse's longitudinal share of the pure-slip
@@ -208,6 +213,25 @@ class ScopeData:
 
 
 COMBINED_SLIP = ("none", "ellipse", "mf")
+
+GRADE_PRIOR_SD = 0.05
+"""rad, prior SD of the road grade before the first GNSS climb angle (a 5 % grade)."""
+GRADE_WALK = 3e-4
+"""rad per sqrt(m) travelled, random walk of the road grade in its scalar Kalman filter: a road's grade changes
+over tens of metres, not while the vehicle stands. With a receiver's vertical velocity noise (the message's stated
+SD, else 0.05 m/s: 0.005 rad at 10 m/s) at 10 Hz the filter's SD settles near 0.0013 rad at 10 m/s (3.5 mm of
+front travel on a 2.7 m wheelbase), and it follows a change of grade within ~2 s."""
+GRADE_MAX_SD = 0.002
+"""rad: the grade is taken out of the IMU pitch while its filter's SD is below this (0 otherwise, as on a level
+road): a first climb angle at 3 m/s carries 0.017 rad of noise, 4.6 cm of front travel on a 2.7 m wheelbase; at
+this SD the error is 5 mm, 0.2 deg of toe on the sedan's bump steer (0.7 rad/m)."""
+GRADE_REST_STD = 0.0015
+"""rad: SD of the grade read from the IMU's pitch while the vehicle stands (pitch_at_rest - pitch): the IMU's
+orientation error and the body's pitch on its suspension under the holding brakes."""
+REST_OMEGA = 0.2
+"""rad/s: every wheel slower than this (~0.1 m/s) is a standing vehicle."""
+GRADE_VU_STD = 0.05
+"""m/s, vertical velocity noise of a GNSS velocity that states no covariance."""
 """How a sample's slip angle enters: not at all, the friction ellipse in the fit, or MF2002 weights on the data."""
 
 
@@ -348,6 +372,11 @@ class GripDataCollector:
         self.on_speed = None
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
         self._pitch = _Series(("pitch", "ax"), capacity=512, max_gap=c.max_gap)
+        #: road grade angle (rad, + uphill) from the GNSS climb angle, its variance and the time of its last update
+        self.grade = 0.0
+        self._grade_var = GRADE_PRIOR_SD ** 2
+        self._grade_t = -math.inf
+        self._standing = False   # the newest wheel speeds are all below REST_OMEGA
         self._toe = [tuple(tuple(float(x) for x in col)
                            for col in np.asarray(c.toe_front if i < 2 else c.toe_rear, dtype=float).T)
                      for i in range(4)]   # (travel, toe) as Python floats: read per sample without numpy
@@ -396,6 +425,7 @@ class GripDataCollector:
     def add_wheel_speeds(self, rec: WheelSpeeds) -> None:
         self.counters.received["wheel_speeds"] += 1
         self._stamp("wheel_speeds", rec.t)
+        self._standing = all(abs(w) < REST_OMEGA for w in rec.omega)
         self._append(self._wheel, rec.t, rec.omega)
         self._drain()
 
@@ -411,12 +441,29 @@ class GripDataCollector:
         self._drain()
 
     def add_gnss(self, rec: GnssVelocity) -> None:
-        """GNSS velocity: with ``speed_reference`` gnss_imu, an update of the speed filter, whose released
-        estimates become the speed reference."""
+        """GNSS velocity: the road grade (:meth:`_update_grade`) and, with ``speed_reference`` gnss_imu, an
+        update of the speed filter, whose released estimates become the speed reference."""
+        self._update_grade(rec)
         if self.speed is None:
             return
         self.counters.received["gnss"] = self.counters.received.get("gnss", 0) + 1
         self._use_speeds(self.speed.add_gnss(rec))
+
+    def _update_grade(self, rec: GnssVelocity) -> None:
+        """One step of the grade's scalar Kalman filter (a random walk of :data:`GRADE_WALK` per metre, prior
+        :data:`GRADE_PRIOR_SD`) with the climb angle atan(v_up / v_horizontal) of a GNSS velocity moving at 3 m/s
+        or more, whose noise is the vertical velocity's (``std``, else :data:`GRADE_VU_STD`) over the speed."""
+        h = math.hypot(rec.ve, rec.vn)
+        if not (math.isfinite(rec.t) and math.isfinite(rec.vu) and h >= 3.0) or rec.t <= self._grade_t:
+            return
+        if math.isfinite(self._grade_t):   # the distance since the last update, at this speed
+            self._grade_var = min(self._grade_var + GRADE_WALK ** 2 * h * (rec.t - self._grade_t),
+                                  GRADE_PRIOR_SD ** 2)
+        noise = ((rec.std if rec.std > 0.0 else GRADE_VU_STD) / h) ** 2
+        gain = self._grade_var / (self._grade_var + noise)
+        self.grade += gain * (math.atan2(rec.vu, h) - self.grade)
+        self._grade_var *= 1.0 - gain
+        self._grade_t = rec.t
 
     def _use_speeds(self, speeds: list[ReferenceSpeed]) -> None:
         for s in speeds:
@@ -437,6 +484,10 @@ class GripDataCollector:
         toe then falls back to the last bracketing samples or to the static toe."""
         self.counters.received["imu"] = self.counters.received.get("imu", 0) + 1
         self._pitch.buf.append(rec.t, (rec.pitch, rec.ax))
+        if self._standing and math.isfinite(rec.pitch) and math.isfinite(rec.t):   # the grade under a standing car
+            self.grade = self.config.pitch_at_rest - rec.pitch
+            self._grade_var = GRADE_REST_STD ** 2
+            self._grade_t = max(self._grade_t, rec.t)
         if self.speed is not None:
             self.speed.add_imu(rec)
 
@@ -566,9 +617,10 @@ class GripDataCollector:
 
     def toe_in(self, wheel: int, t: float) -> float:
         """Toe-in (rad) of ``wheel`` at ``t``: the description's toe table at the wheel travel, front
-        L (pitch - pitch_at_rest) + travel_per_ax a_x (the body's pitch over the wheelbase plus the rear
-        suspension's and the tires' deflection under the longitudinal load transfer; the static toe when no IMU
-        sample is bracketed), rear 0 (its travel is small beside the front's: the rear springs are stiffer)."""
+        L (pitch + grade - pitch_at_rest) + travel_per_ax a_x (the body's pitch on its suspension over the
+        wheelbase, the IMU's pitch less the road grade, plus the rear suspension's and the tires' deflection under
+        the longitudinal load transfer; the static toe when no IMU sample is bracketed), rear 0 (its travel is
+        small beside the front's: the rear springs are stiffer)."""
         z, toe = self._toe[wheel]
         if len(z) == 1:
             return toe[0]
@@ -576,7 +628,9 @@ class GripDataCollector:
         if wheel < 2:
             p = self._pitch.at(t, self.config.sync_tolerance, (0, 1))
             if p is not None:
-                travel = self._wheelbase * (p[0] - self.config.pitch_at_rest) + self.config.travel_per_ax * p[1]
+                grade = self.grade if self._grade_var <= GRADE_MAX_SD ** 2 else 0.0
+                travel = (self._wheelbase * (p[0] + grade - self.config.pitch_at_rest)
+                          + self.config.travel_per_ax * p[1])
         return _interp(travel, z, toe)
 
     def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
