@@ -449,7 +449,8 @@ class GripEstimatorNode(WorkerNode):
                 f"{NODE_NAME}: vehicle description", hw, WARN if doubts else OK,
                 "; ".join(doubts) if doubts else "no fact of the description and no sensor assumption is in doubt",
                 {"doubtful": len(doubts), "accel_offset": offset[0] if offset else math.nan,
-                 "accel_offset_sd": offset[1] if offset else math.nan}))
+                 "accel_offset_sd": offset[1] if offset else math.nan,
+                 "road_grade": self.pipeline.collector.grade}))
             for scope, st in self.pipeline.status.items():
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged,
