@@ -93,7 +93,7 @@ class GnssVelocity:
         horizontal speed is cos(theta) of it, 0.12 % less on a 5 % grade: as the slip's speed reference that
         would be a slip offset the size of everyday slips. A receiver that reports no vertical velocity (0) gives
         the horizontal speed."""
-        return math.sqrt(self.ve * self.ve + self.vn * self.vn + self.vu * self.vu)
+        return math.hypot(self.ve, self.vn, self.vu)
 
 
 @dataclass(frozen=True, slots=True)
