@@ -62,13 +62,29 @@ def test_exact_slip_and_mu_any_arrival_order(order: str) -> None:
 
 
 def test_yaw_rate_lever_arm_and_axle_scopes() -> None:
-    c = GripDataCollector(raw_config(scope="axle"))
+    # a yaw rate without lateral speed or steering (the lever arm alone) puts the front wheels at 3.7 deg of
+    # kinematic slip angle: the slip-angle gate is opened for this check
+    c = GripDataCollector(raw_config(scope="axle", max_slip_angle=1.0))
     slip = np.full((30, 4), 0.02)
     drive(c, 30, slip, r=0.4)  # turning: left and right wheels roll at different speeds
     for scope in ("front_axle", "rear_axle"):
         d = c.snapshot(scope)
         assert d.slip.size >= 2 * 29
         np.testing.assert_allclose(d.slip, 0.02, atol=1e-12)
+
+
+@pytest.mark.parametrize("toe_deg, kept", [(1.0, True), (2.5, False)])
+def test_a_toe_in_wheel_beyond_the_slip_angle_gate_is_dropped(toe_deg: float, kept: bool) -> None:
+    """Straight driving, toe-in on the front wheels, tire forces with no lateral force (estimated forces: the
+    toe's lateral forces cancel in the lateral acceleration): the kinematic slip angle (the toe here) gates the
+    front samples at ``max_slip_angle`` (1.5 deg), counted as ``slip_angle``; the rear wheels are kept."""
+    toe = math.radians(toe_deg)
+    c = GripDataCollector(raw_config(scope="axle", toe_front=((0.0, toe),)))
+    drive(c, 30, np.full((30, 4), 0.01))
+    assert c.snapshot("rear_axle").slip.size >= 2 * 29
+    front = c.snapshot("front_axle").slip.size
+    assert (front >= 2 * 29) if kept else (front == 0)
+    assert c.counters.dropped["slip_angle"] == (0 if kept else 2 * 30)
 
 
 def test_interpolation_between_samples() -> None:

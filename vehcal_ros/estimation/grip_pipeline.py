@@ -954,6 +954,7 @@ def signal_config_from(values: Mapping[str, Any], vehicle: Any = None) -> GripSi
         min_speed=values["min_speed"], min_fz=values["min_fz"],
         max_abs_slip=values["max_abs_slip"], max_steer=values["max_steer"],
         max_lateral_mu=values["max_lateral_mu"], braking=values["braking"],
+        max_slip_angle=float(values.get("max_slip_angle", GripSignalConfig.max_slip_angle)),
         sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
         average_window=values.get("average_window", GripSignalConfig.average_window),
         speed_reference=str(values.get("speed_reference", GripSignalConfig.speed_reference)),
