@@ -108,8 +108,8 @@ class GripSignalConfig:
     #: rad: a sample fitted as pure slip (``combined_slip`` "none") whose kinematic slip angle (the wheel's heading
     #: with steering and toe against its velocity) is larger is combined slip, dropped. The per-wheel lateral
     #: force is not known with estimated forces (the toe's lateral forces cancel in the lateral acceleration), so
-    #: this is the gate that sees a toe-in wheel. At 1.5 deg a passenger tire's MF2002 weighting G_xa (r_Bx1 ~ 12)
-    #: is 0.955: the pure-slip fit of such samples reads the peak at most ~5 % low.
+    #: this is the gate that sees a toe-in wheel. At 1.5 deg the MF2002 weighting G_xa of the HMMWV's Pac02 (r_Bx1
+    #: 11.1, r_Cx1 0.975) is 0.96: the pure-slip fit of such samples reads the peak at most ~4 % low.
     max_slip_angle: float = 0.026
     braking: str = "mirror"               #: "mirror", "separate", "drop" or "keep" samples with Fx < 0
     sync_tolerance: float = 0.05          #: max distance from a wheel-speed / odometry sample to interpolate
