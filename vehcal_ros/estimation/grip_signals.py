@@ -220,6 +220,7 @@ class ScopeData:
 
 
 COMBINED_SLIP = ("none", "ellipse", "mf")
+"""How a sample's slip angle enters: not at all, the friction ellipse in the fit, or MF2002 weights on the data."""
 
 GRADE_PRIOR_SD = 0.05
 """rad, prior SD of the road grade before the first GNSS climb angle (a 5 % grade)."""
@@ -239,7 +240,6 @@ REST_OMEGA = 0.2
 """rad/s: every wheel slower than this (~0.1 m/s) is a standing vehicle."""
 GRADE_VU_STD = 0.05
 """m/s, vertical velocity noise of a GNSS velocity that states no covariance."""
-"""How a sample's slip angle enters: not at all, the friction ellipse in the fit, or MF2002 weights on the data."""
 
 
 def combined_weight(coefficients: tuple[float, ...], kappa: float, alpha: float) -> float:

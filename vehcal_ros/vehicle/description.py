@@ -67,14 +67,15 @@ _SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
     ("wheel_rate_r", "suspension.wheel_rate_rear", "N/m (0 = unknown)", 0.0, 1e8, 0.0),
 )
 COMBINED_SLIP = ("none", "ellipse", "mf")
+"""``tire.combined_slip``: how the grip fit combines a sample's longitudinal and lateral slip (docs)."""
 
 EFFECTIVE_RADIUS_LOAD_SHARE = 1.0 / 3.0
 """Share of a load change's tire deflection by which the effective rolling radius (distance per wheel revolution
 / 2 pi) changes: R_e ~ R0 - deflection / 3 for a radial tire (Pacejka, Tire and Vehicle Dynamics, 3rd ed. 2012,
-Sec. 7.2.2; Jazar, Vehicle Dynamics, 2nd ed. 2014, Sec. 3.2). The belt barely stretches, so the tread rolls off
-nearly at the unloaded circumference while the wheel centre sinks by the whole deflection; MF-Tyre's fitted
-effective-radius law (DREFF, BREFF, FREFF) falls even less at the nominal load."""
-"""``tire.combined_slip``: how the grip fit combines a sample's longitudinal and lateral slip (docs)."""
+Sec. 7.2.2; Jazar, Vehicle Dynamics: Theory and Application, 2nd ed. 2014, ch. 3: R_w ~ R_g - (R_g - R_h)/3 from a
+tread that rolls off its contact patch like a rigid disk). The wheel centre sinks by the whole deflection while
+the rolled distance changes by a third of it; MF-Tyre's fitted effective-radius law (DREFF, BREFF, FREFF) falls
+even less at the nominal load."""
 _DC_MOTOR = (("max_torque", "powertrain.max_torque", "N m", 0.0, 1e6),
              ("max_speed", "powertrain.max_speed", "rad/s", 1.0, 1e6),
              ("ratio", "powertrain.ratio", "wheel/motor speed", 1e-4, 10.0))
@@ -196,8 +197,8 @@ class VehicleDescription:
         (mode, r0', kt_front', kt_rear'): ``("fixed", R, kt_f, kt_r)`` when ``tire.rolling_radius`` gives it
         (load-independent; the stiffnesses unused), else ``("load", r0', kt_f', kt_r')`` with
         R_e(Fz) = r0' - Fz / kt': equal to :meth:`rolling_radius_at` at the static loads (the mean over the axles),
-        and falling by
-        :data:`EFFECTIVE_RADIUS_LOAD_SHARE` of the deflection Fz / kt as the load changes (kt' = kt / share)."""
+        and falling by :data:`EFFECTIVE_RADIUS_LOAD_SHARE` of the deflection Fz / kt as the load changes
+        (kt' = kt / share)."""
         if self.rolling_radius > 0.0:
             return "fixed", float(self.rolling_radius), float(self.ktf), float(self.ktr)
         share = EFFECTIVE_RADIUS_LOAD_SHARE
