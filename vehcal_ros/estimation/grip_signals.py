@@ -233,6 +233,7 @@ GRADE_MAX_SD = 0.002
 """rad: the grade is taken out of the IMU pitch while its filter's SD is below this (0 otherwise, as on a level
 road): a first climb angle at 3 m/s carries 0.017 rad of noise, 4.6 cm of front travel on a 2.7 m wheelbase; at
 this SD the error is 5 mm, 0.2 deg of toe on the sedan's bump steer (0.7 rad/m)."""
+_GRADE_MAX_VAR = GRADE_MAX_SD ** 2
 GRADE_REST_STD = 0.0015
 """rad: SD of the grade read from the IMU's pitch while the vehicle stands (pitch_at_rest - pitch): the IMU's
 orientation error and the body's pitch on its suspension under the holding brakes."""
@@ -433,7 +434,7 @@ class GripDataCollector:
     def add_wheel_speeds(self, rec: WheelSpeeds) -> None:
         self.counters.received["wheel_speeds"] += 1
         self._stamp("wheel_speeds", rec.t)
-        self._standing = all(abs(w) < REST_OMEGA for w in rec.omega)
+        self._standing = all(abs(w) < REST_OMEGA for w in rec.omega)   # False on a NaN wheel
         self._append(self._wheel, rec.t, rec.omega)
         self._drain()
 
@@ -639,7 +640,7 @@ class GripDataCollector:
         if wheel < 2:
             p = self._pitch.at(t, self.config.sync_tolerance, (0, 1))
             if p is not None:
-                grade = self.grade if self._grade_var <= GRADE_MAX_SD ** 2 else 0.0
+                grade = self.grade if self._grade_var <= _GRADE_MAX_VAR else 0.0
                 travel = (self._wheelbase * (p[0] + grade - self.config.pitch_at_rest)
                           + self.config.travel_per_ax * p[1])
         return _interp(travel, z, toe)

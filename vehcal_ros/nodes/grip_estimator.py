@@ -45,7 +45,7 @@ from vehcal_ros.estimation.grip_pipeline import (
     pipeline_from_params,
     signal_config_from,
 )
-from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES
+from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.nodes import conversions
@@ -117,8 +117,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("max_lateral_mu", 0.15, "samples with a larger |Fy/Fz| are dropped (combined slip)", 0.0, 2.0,
               read_only=True),
-    ParamSpec("max_slip_angle", 0.026, "samples fitted as pure slip with a larger kinematic slip angle (steering and "
-              "toe) are dropped (combined slip), rad", 0.001, 1.0, read_only=True),
+    ParamSpec("max_slip_angle", GripSignalConfig.max_slip_angle,
+              "samples fitted as pure slip with a larger kinematic slip angle (steering and toe) are dropped "
+              "(combined slip), rad", 0.001, 1.0, read_only=True),
     ParamSpec("sync_tolerance", 0.05, "max gap to interpolate wheel speed / odometry at a force stamp, s",
               0.001, 1.0, read_only=True),
     ParamSpec("average_window", 0.1, "per-wheel block average of the friction samples, s (0 = none)", 0.0, 1.0,
