@@ -34,6 +34,23 @@ DESCRIPTIONS = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}
 """Shipped description of each simulated vehicle (what a user of that vehicle passes as --vehicle)."""
 TARGETS = {"inside": (">=", 0.85), "overstated": ("<=", 0.05), "available": (">=", 0.80),
            "usable_lower": (">=", 0.6)}
+"""The design brief's targets for a drive whose road changes (daily drives, the foreign cars, the zoo)."""
+CONSTANT_ROAD_TARGETS = {**TARGETS, "available": (">=", 0.90), "usable_lower": (">=", 0.8)}
+"""... and for a drive on one constant surface (scenarios ``constant_*``), where widening for road changes that
+never come must not eat the answer."""
+
+
+def targets(scenario: str | None) -> dict:
+    """The targets of a drive of ``scenario`` (None: a foreign car's drive)."""
+    if scenario and scenario.startswith("constant_"):
+        return CONSTANT_ROAD_TARGETS
+    return TARGETS
+
+
+def missed(figures: dict, scenario: str | None) -> list[str]:
+    """The targets of ``scenario`` that ``figures`` (one drive's over-time scores) miss."""
+    return [k for k, (op, v) in targets(scenario).items()
+            if not (figures[k] >= v if op == ">=" else figures[k] <= v)]
 
 
 def simulate(scenario: str, vehicle: str, seed: int, out: Path) -> float:
@@ -59,10 +76,9 @@ def score_drive(bag: Path, description: str, forces: str, seed: int, jobs: int, 
             "doubtful": list(res.counters.get("grip_doubtful_assumptions", []))}
 
 
-def verdict(figures: dict) -> str:
-    """The targets a drive misses, or 'ok'."""
-    miss = [f"{k} {figures[k]:.2f}" for k, (op, v) in TARGETS.items()
-            if not (figures[k] >= v if op == ">=" else figures[k] <= v)]
+def verdict(figures: dict, scenario: str | None) -> str:
+    """The targets a drive of ``scenario`` misses, or 'ok'."""
+    miss = [f"{k} {figures[k]:.2f}" for k in missed(figures, scenario)]
     return "ok" if not miss else "MISS " + ", ".join(miss)
 
 
@@ -105,7 +121,8 @@ def main() -> int:
                 scopes = " ".join(f"{s.split('_')[0]} {f['inside']:.2f}/{f['overstated']:.2f}/{f['available']:.2f}"
                                   f"/{f['usable_lower']:.2f}" for s, f in r["per_scope"].items())
                 print(f"{seed:4d} {forces:9} {d['inside']:6.2f} {d['overstated']:5.2f} {d['available']:5.2f} "
-                      f"{d['interval_score']:6.3f} {d['usable_lower']:6.2f}  {scopes:40} {verdict(d)}", flush=True)
+                      f"{d['interval_score']:6.3f} {d['usable_lower']:6.2f}  {scopes:40} "
+                      f"{verdict(d, args.scenario)}", flush=True)
                 rows.append({"seed": seed, "bag": str(bag), "forces": forces, **r})
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_after = os.getloadavg()[0]

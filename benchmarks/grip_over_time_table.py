@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from grip_over_time import TARGETS
+from grip_over_time import missed
 
 
 def rows(path: Path) -> list[str]:
@@ -23,7 +23,7 @@ def rows(path: Path) -> list[str]:
         what = run.get("vehicle", label)
         if "bag" in run and doc.get("scenario") is None:
             what = f"{name} (CommonRoad multi-body), bag {Path(run['bag']).name}"
-        miss = [k for k, (op, v) in TARGETS.items() if not (d[k] >= v if op == ">=" else d[k] <= v)]
+        miss = missed(d, doc.get("scenario"))
         scopes = "; ".join(f"{s.split('_')[0]} {f['inside']:.2f}/{f['overstated']:.2f}/{f['available']:.2f}/"
                            f"{f['usable_lower']:.2f}" for s, f in run["per_scope"].items())
         out.append(f"| {what} | {run.get('seed', 0)} | {run.get('forces', 'estimated')} | {d['inside']:.2f} | "
