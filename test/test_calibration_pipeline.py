@@ -197,6 +197,35 @@ def test_prior_override_is_sampled_and_checked_at_its_bounds() -> None:
     assert st.result is not None and st.level == 0 and abs(mean / TRUTH_SAMPLED["rr"] - 1) < 0.2
 
 
+def test_a_posterior_at_the_physical_limit_is_an_answer() -> None:
+    # a car without rolling resistance (truth rr = 0, CommonRoad's multi-body model is one): the posterior piles
+    # against the prior's lower bound 0, which is the physical limit of a rolling-resistance lever, so the fit is
+    # accepted; the same pile against a chosen bound (0.015 above) is refused. Without rolling resistance the
+    # coast-down loses 0.06 m/s (the tires' cornering drag), so the speed-drop threshold is lowered to let it in.
+    from calibration_drive import drive_states
+    from calibration_synthetic import TRUTH
+
+    from vehcal_ros.estimation.calibration_pipeline import PHYSICAL_MINIMUM, at_prior_bound
+
+    recs = drive_records(seed=3, duration=10.0, states=drive_states({**TRUTH, "rr": 0.0}, duration=10.0))
+    # 2 x 1000 draws: a posterior piled against a bound mixes slowly (2 x 200: R-hat 1.09, bulk ESS 20)
+    cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=1000, min_ess=50.0,
+                                    max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (PHYSICAL_MINIMUM, 0.03)},
+                                    initial_state="measured", holdout_fraction=0.0,
+                                    segments=SegmentConfig(rr_min_speed_drop=0.05))
+    p = CalibrationPipeline(cfg)
+    for rec in recs:
+        p.add(rec)
+    [o] = p.fit(p.snapshot(final=True))
+    assert o.accepted
+    rr = o.result.parameters["rr"]
+    assert rr["mean"] < 0.01 * 0.03   # within the margin at_prior_bound would call "at the bound"
+    assert at_prior_bound("rolling_resistance", o.result) is None
+    p.commit([o])
+    st = p.status["rolling_resistance"]
+    assert st.result is not None and st.level == 0, st.message
+
+
 def test_accepted_stages_predicted_their_heldback_tail(calibrated) -> None:
     # every window's last 25 % was held back from the fit; each accepted stage predicted it per channel, and the
     # lateral stage (nominal Cy 50 000 against 44 016 / 54 046, kphi 37 500 against 36 245 / 26 439) better than

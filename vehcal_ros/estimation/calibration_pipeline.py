@@ -1018,13 +1018,22 @@ __all__ = ["CalibrationPipeline", "CalibrationPipelineConfig", "StageJob", "Stag
            "worst_diagnostics", "with_updates"]
 
 
+PHYSICAL_MINIMUM = 0.0
+"""The lower physical limit of every calibrated parameter (stiffnesses, the roll damping, the rolling-resistance
+lever are non-negative); a prior range starting there is bounded by physics, not by choice (:func:`at_prior_bound`)."""
+
+
 def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01,
                    priors: Mapping[str, tuple[float, float]] | None = None) -> str | None:
     """Name a model parameter whose posterior mean lies within ``share`` of its uniform prior's range from a bound.
 
     A posterior piled against a prior bound means the data of the segment do not identify that parameter (or the
-    8-DOF model cannot reproduce them with any value inside the prior's range); such a fit is not accepted. The
-    ranges are the result's own (those it was sampled with), else ``priors`` over the paper's.
+    8-DOF model cannot reproduce them with any value inside the prior's range); such a fit is not accepted. A
+    lower bound at :data:`PHYSICAL_MINIMUM` is the exception: every calibrated parameter is a stiffness, a damping
+    or a rolling-resistance lever, none of which can be negative, so a posterior piled against 0 says that the
+    data put the value at its physical limit (a car with no measurable rolling resistance), not that they failed
+    to identify it. The ranges are the result's own (those it was sampled with), else ``priors`` over the
+    paper's.
     """
     for name, prior in stage_spec(stage, priors=priors).priors:
         low, high = result.priors.get(name, (float(prior.low), float(prior.high)))
@@ -1032,8 +1041,9 @@ def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01,
         if s is None:
             continue
         m, margin = float(s["mean"]), share * (high - low)
-        if m <= low + margin or m >= high - margin:
-            side = "lower" if m <= low + margin else "upper"
+        at_low = m <= low + margin and low > PHYSICAL_MINIMUM
+        if at_low or m >= high - margin:
+            side = "lower" if at_low else "upper"
             return f"{name} = {m:.5g} is at the {side} bound of its prior [{low:g}, {high:g}]"
     return None
 
