@@ -196,3 +196,20 @@ def test_a_wrong_description_radius_is_named_and_a_right_one_is_not() -> None:
         doubts = pipe.doubtful_assumptions()
         assert len(doubts) == named, doubts
         assert all("rolling radius" in d and "tire.unloaded_radius" in d for d in doubts)
+
+
+def test_the_measured_radius_moves_the_force_estimators_lever() -> None:
+    """Estimated forces: once the radius is known, the spin equation's lever base moves by what the measurement
+    says the description has wrong, (k - 1) R_desc at the static load (1.5 % here), on each axle."""
+    from vehcal_ros.estimation.grip_pipeline import GripPipeline
+
+    records, _ = synthetic_drive(3, k_true=(1.015, 1.015))
+    pipe = GripPipeline(radius_config=_config(), force_source="estimated")
+    base = pipe.force_estimator.config.vehicle.r0
+    for rec in records:
+        pipe.add(rec)
+    k, sd = pipe.radius.k, pipe.radius.sd
+    for axle, index in ((0, 2), (1, 9)):
+        shift = pipe.force_estimator._k[index] - base
+        assert shift == pytest.approx((k[axle] - 1.0) * R_DESC, rel=1e-9)
+        assert abs(shift - 0.015 * R_DESC) < 3.0 * sd[axle] * R_DESC

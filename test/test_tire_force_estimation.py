@@ -40,12 +40,13 @@ def sim_config() -> TireForceConfig:
 
 
 # ------------------------------------------------------------------------------------------------ synthetic wheel
-def synthetic_wheel(n: int = 3000, dt: float = 0.01, seed: int = 0):
+def synthetic_wheel(n: int = 3000, dt: float = 0.01, seed: int = 0, fz: float = 6000.0, lever_shift: float = 0.0):
     """A wheel whose spin omega(t) and tire force Fx(t) are chosen in closed form; the net torque that makes them
-    consistent follows from the spin equation evaluated analytically (no integration, no filter code)."""
+    consistent follows from the spin equation evaluated analytically (no integration, no filter code). The tire's
+    unloaded radius is the description's plus ``lever_shift`` (m)."""
     t = np.arange(n) * dt
-    J, fz = VEH.wheel_inertia[0], 6000.0
-    r = VEH.r0 - fz / VEH.kz[0]
+    J = VEH.wheel_inertia[0]
+    r = VEH.r0 + lever_shift - fz / VEH.kz[0]
     omega = 30.0 + 4.0 * np.sin(0.4 * t) + 1.5 * np.sin(1.3 * t)          # rad/s
     domega = 1.6 * np.cos(0.4 * t) + 1.95 * np.cos(1.3 * t)               # its exact derivative
     fx = 600.0 + 400.0 * np.sin(0.7 * t + 0.3) + 150.0 * np.sin(2.1 * t)  # N, the known truth
@@ -88,6 +89,33 @@ def test_streaming_estimator_gives_the_batch_numbers() -> None:
     assert est.counters["settling"] == CFG.settle and est.counters["estimated"] == t.size - CFG.settle
     for (j, i), (f, v) in got.items():
         assert f == pytest.approx(fx_b[j, i], rel=1e-12, abs=1e-9) and v == pytest.approx(var_b[j, i], rel=1e-12)
+
+
+def test_a_measured_radius_moves_the_lever_to_the_tire_it_measured() -> None:
+    # the tire is 3 cm larger than the description says: read at the description's lever every Fx comes out
+    # r_true / r_desc (~7 %) too large; with the lever base moved by the 3 cm the known force is recovered
+    shift = 0.03
+    fz = normal_loads(0.0, 0.0, CFG)[0]   # the loads the streaming estimator takes at rest
+    t, om, tq, _, fx_true = synthetic_wheel(n=1500, fz=float(fz[0]), lever_shift=shift)
+    bias = {}
+    for applied in (0.0, shift):
+        est = TireForceEstimator(CFG)
+        assert est.set_lever_shift(applied, applied)
+        err = []
+        for j in range(t.size):
+            est.add_imu(ImuSample(t=t[j], roll=0.0, roll_rate=0.0, yaw_rate=0.0, ax=0.0, ay=0.0))
+            for f in est.add_wheel_speeds(WheelSpeeds(t=t[j], omega=om[j], torque=tq[j])):
+                if f.wheel == 0 and j >= 100:
+                    err.append(f.fx - fx_true[j])
+        bias[applied] = float(np.mean(err))
+    r_desc = VEH.r0 - fz[0] / VEH.kz[0]
+    expected = float(np.mean(fx_true[100:])) * shift / r_desc   # the unshifted lever's excess, N
+    assert bias[0.0] == pytest.approx(expected, rel=0.15)
+    assert abs(bias[shift]) < 0.1 * expected
+    # a shift beyond a quarter of the radius is refused and changes nothing
+    est = TireForceEstimator(CFG)
+    assert not est.set_lever_shift(0.3 * VEH.r0, 0.0)
+    assert est._k[2] == VEH.r0 and est._k[9] == VEH.r0
 
 
 def test_bad_samples_are_skipped_and_counted() -> None:

@@ -450,10 +450,16 @@ class GripPipeline:
             tracker.odometer = odometer
 
     def _use_radius(self, radius: RollingRadiusEstimator) -> None:
-        """Hand the learnt radius scale to the collector; hold its friction samples back while k is uncertain."""
+        """Hand the learnt radius scale to the collector; hold its friction samples back while k is uncertain.
+        Once k is known (the gate open), the force estimator's lever follows the measured radius too: each axle's
+        lever base moves by (k - 1) R_desc at the static load (:meth:`TireForceEstimator.set_lever_shift`), so a
+        tire radius the description has wrong does not scale every estimated Fx."""
         k, sd = radius.k, radius.sd
         self.collector.radius_scale[0], self.collector.radius_scale[1] = k
         self.collector.radius_gate = max(sd[0] / k[0], sd[1] / k[1]) > self.max_radius_sd
+        if self.force_estimator is not None and not self.collector.radius_gate:
+            cfg = radius.config
+            self.force_estimator.set_lever_shift((k[0] - 1.0) * cfg.radius_desc(0), (k[1] - 1.0) * cfg.radius_desc(1))
 
     def measured_alive(self, t: float) -> bool:
         """auto: True while measured tire forces arrive (the newest within ``force_timeout`` s of ``t``)."""

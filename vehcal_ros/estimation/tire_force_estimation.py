@@ -8,7 +8,9 @@ settings: docs/tire_forces.md.
 
     Jw domega/dt = T_net - r_l Fx - rr Fz sign(omega),        r_l = r0 - Fz / kz (loaded radius)
 
-with T_net the net wheel torque (drive minus brake, as the ECU estimates it: ``JointState.effort``). A linear
+with T_net the net wheel torque (drive minus brake, as the ECU estimates it: ``JointState.effort``) and r0 the
+description's lever base per axle, moved by the rolling radius measured online once it is known
+(:meth:`TireForceEstimator.set_lever_shift`). A linear
 Kalman filter per wheel on the state (omega, Fx), Fx a random walk of intensity ``fx_rate_psd`` (N^2/s),
 input the trapezoidal mean of the two torque samples of the interval, measurement the wheel speed::
 
@@ -163,9 +165,9 @@ def kf_init(x: np.ndarray, P: np.ndarray, omega: np.ndarray, torque: np.ndarray,
             k: np.ndarray) -> None:
     """(Re)start the filters of the four wheels: omega measured, Fx quasi-static (T - rr Fz) / r_l, wide P.
 
-    ``k`` = [J_front, J_rear, r0, kz_front, rr, var_omega, var_torque, q_fx, kz_rear]."""
+    ``k`` = [J_front, J_rear, r0_front, kz_front, rr, var_omega, var_torque, q_fx, kz_rear, r0_rear]."""
     for i in range(4):
-        r = k[2] - fz[i] / (k[3] if i < 2 else k[8])
+        r = (k[2] - fz[i] / k[3]) if i < 2 else (k[9] - fz[i] / k[8])
         x[i, 0] = omega[i]
         x[i, 1] = (torque[i] - k[4] * fz[i] * math.tanh(omega[i] * r / 0.5)) / r
         P[i, 0, 0] = k[5]
@@ -182,7 +184,7 @@ def kf_step(x: np.ndarray, P: np.ndarray, dt: float, omega: np.ndarray, torque_m
     var_w, var_t, q = k[5], k[6], k[7]
     for i in range(4):
         J = k[0] if i < 2 else k[1]
-        r = k[2] - fz[i] / (k[3] if i < 2 else k[8])
+        r = (k[2] - fz[i] / k[3]) if i < 2 else (k[9] - fz[i] / k[8])
         f01 = -dt * r / J
         # predict
         xp0 = x[i, 0] + f01 * x[i, 1] + dt / J * (torque_mean[i] - k[4] * fz[i] * math.tanh(x[i, 0] * r / 0.5))
@@ -234,11 +236,12 @@ def _estimate_fx(t: np.ndarray, omega: np.ndarray, torque: np.ndarray, fz: np.nd
 
 
 def kf_constants(config: TireForceConfig) -> np.ndarray:
-    """The packed constants of :func:`kf_step`: [J_front, J_rear, r0, kz_front, rr, var_omega, var_torque, q_fx,
-    kz_rear]."""
+    """The packed constants of :func:`kf_step`: [J_front, J_rear, r0_front, kz_front, rr, var_omega, var_torque,
+    q_fx, kz_rear, r0_rear] (the lever base r0 per axle: the description's, until
+    :meth:`TireForceEstimator.set_lever_shift` moves it)."""
     v = config.vehicle
     return np.array([v.wheel_inertia[0], v.wheel_inertia[1], v.r0, v.kz[0], v.rr, config.wheel_speed_std ** 2,
-                     config.torque_std ** 2, config.fx_rate_psd, v.kz[1]], dtype=float)
+                     config.torque_std ** 2, config.fx_rate_psd, v.kz[1], v.r0], dtype=float)
 
 
 def estimate_fx(t: np.ndarray, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
@@ -351,6 +354,19 @@ class TireForceEstimator:
         self._k[4] = self.rr_calibrated
         return True
 
+    def set_lever_shift(self, front: float, rear: float) -> bool:
+        """Move each axle's lever base r0 by ``front`` / ``rear`` m (the loaded radius r0 - Fz/kz the force acts
+        at): the rolling radius measured online minus the description's, at the static load
+        (:meth:`~vehcal_ros.estimation.grip_pipeline.GripPipeline` hands it over once the radius is known). A
+        radius error of the description (a tire size or a wear it does not state) moves the unloaded radius and
+        so the lever by the same amount; a deflection error moves the lever 3x as much as the rolling radius
+        (R_e = R0 - deflection/3), so it is corrected by a third. False (ignored) beyond 25 % of r0."""
+        r0 = self.config.vehicle.r0
+        if not (math.isfinite(front) and math.isfinite(rear) and max(abs(front), abs(rear)) <= 0.25 * r0):
+            return False
+        self._k[2], self._k[9] = r0 + float(front), r0 + float(rear)
+        return True
+
     def add_imu(self, rec: ImuSample) -> None:
         if math.isfinite(rec.t) and math.isfinite(rec.ax) and math.isfinite(rec.ay):
             if self._imu is None or rec.t >= self._imu.t:
@@ -438,11 +454,11 @@ class TireForceEstimator:
         then correct ``fx`` (and its variance) in place by the learnt scale: Fx_i += (k - 1) T_i / r_i. The offset
         B is learnt but not applied: a torque offset, an accelerometer bias and an IMU pitched on its mount give
         the same constant, and only the first is a force."""
-        v = self.config.vehicle
         s_t = fx_sum = speed = 0.0
         over_r = [0.0] * 4
+        k = self._k
         for i in range(4):
-            r = v.r0 - float(fz[i]) / v.kz[0 if i < 2 else 1]
+            r = (k[2] - float(fz[i]) / k[3]) if i < 2 else (k[9] - float(fz[i]) / k[8])
             over_r[i] = float(torque[i]) / r
             s_t += over_r[i]
             fx_sum += fx[i]
