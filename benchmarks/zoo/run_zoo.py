@@ -81,7 +81,7 @@ def main() -> int:
             d = r["drive"]
             per_vehicle[folder.name] = r["per_scope"]
             print(f"{folder.name:8} {spec['drive']:5} {d['inside']:6.2f} {d['overstated']:5.2f} {d['available']:5.2f} "
-                  f"{d['interval_score']:6.3f} {d['usable_lower']:6.2f}  {verdict(d)}", flush=True)
+                  f"{d['interval_score']:6.3f} {d['usable_lower']:6.2f}  {verdict(d, None)}", flush=True)
             rows.append({"vehicle": folder.name, "layout": spec["drive"], "mass": spec["mass"], **r})
     pooled = pooled_scores({f"{v}/{s}": f for v, scopes in per_vehicle.items() for s, f in scopes.items()})
     worst = max((row["drive"]["overstated"] for row in rows), default=float("nan"))
