@@ -61,7 +61,7 @@ def drive_samples(bag: Path, max_slip_angle: float) -> tuple[np.ndarray, ...]:
     return slip, mu, fz, mu_max, pure
 
 
-def tire_shape(vehicle: str, wheel: int, fz: float, mu_road: float) -> tuple[float, float, float]:
+def tire_shape(vehicle: str, fz: float, mu_road: float) -> tuple[float, float, float]:
     """(B C D, C, E) of the magic formula closest (least squares over slip -0.3..0.3) to the simulated tire's
     pure-longitudinal Fx / Fz at load ``fz`` on a road of ``mu_road``."""
     p = load_vehicle_params(vehicle)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         s_w, mu_w, truth = slip[m, w], mu[m, w], float(np.mean(mu_max[m, w]))
         row = {"wheel": name, "samples": int(m.sum()), "truth": truth,
                "max_utilisation": float(np.max(np.abs(mu_w)) / truth)}
-        centre = tire_shape(a.vehicle, w, float(np.mean(fz[m, w])), truth)
+        centre = tire_shape(a.vehicle, float(np.mean(fz[m, w])), truth)
         for label in ("free", *SHAPE_SD):
             shape = None
             if label in SHAPE_SD:
