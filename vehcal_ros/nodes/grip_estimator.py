@@ -215,7 +215,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("torque_scale_learning", False, "estimated forces: learn the reported wheel torques' scale from the "
               "vehicle's acceleration and correct Fx by it (estimation/torque_scale.py; off: on the simulated sedan "
-              "and the zoo the force balance it rests on is off by 4-30 %, unexplained)", read_only=True),
+              "the force balance it rests on misses the toe's lateral forces, 3.6 %)", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
