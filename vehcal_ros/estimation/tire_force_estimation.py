@@ -318,6 +318,10 @@ class TireForceEstimator:
         self.config = config or TireForceConfig()
         self.config.validate()
         self._k = kf_constants(self.config)
+        v = self.config.vehicle
+        #: per axle (front, rear): the lever base r0 and the vertical stiffness kz as Python floats, read per message
+        #: by the torque-scale regression (the kernels read the same values from ``_k``)
+        self._lever = [(float(v.r0), float(v.kz[0])), (float(v.r0), float(v.kz[1]))]
         self._x = np.zeros((4, 2))
         self._P = np.zeros((4, 2, 2))
         self._fx, self._var, self._rho = np.zeros(4), np.zeros(4), np.zeros(4)
@@ -331,7 +335,6 @@ class TireForceEstimator:
         self._gains = load_transfer_gains(self.config.vehicle)
         self.counters = dict.fromkeys(ESTIMATOR_COUNTERS, 0)
         self.last: list[TireForce] = []
-        v = self.config.vehicle
         #: the reported torques' scale and offset (None: off)
         self.torque_scale = (TorqueScaleEstimator(v.mass, self.config.torque_scale)
                              if self.config.torque_scale is not None else None)
@@ -365,6 +368,7 @@ class TireForceEstimator:
         if not (math.isfinite(front) and math.isfinite(rear) and max(abs(front), abs(rear)) <= 0.25 * r0):
             return False
         self._k[2], self._k[9] = r0 + float(front), r0 + float(rear)
+        self._lever = [(r0 + float(front), self._lever[0][1]), (r0 + float(rear), self._lever[1][1])]
         return True
 
     def add_imu(self, rec: ImuSample) -> None:
@@ -456,9 +460,9 @@ class TireForceEstimator:
         the same constant, and only the first is a force."""
         s_t = fx_sum = speed = 0.0
         over_r = [0.0] * 4
-        k = self._k
         for i in range(4):
-            r = (k[2] - float(fz[i]) / k[3]) if i < 2 else (k[9] - float(fz[i]) / k[8])
+            r0, kz = self._lever[0 if i < 2 else 1]
+            r = r0 - float(fz[i]) / kz
             over_r[i] = float(torque[i]) / r
             s_t += over_r[i]
             fx_sum += fx[i]
