@@ -4,10 +4,12 @@ The usable lower bound of the over-time figures (the time mean of min(lower / tr
 samples of a drive say about the peak of the friction curve. This script asks the best case: the simulator's TRUE
 longitudinal slips and TRUE Fx / Fz of every driving sample (u >= 3 m/s, |slip angle| <= the grip node's
 ``max_slip_angle``), no measurement error at all, the whole drive in ONE fit (no road-change hazard, no window),
-fitted by the product's Algorithm 1 (:class:`~vehcal_ros.estimation.grip_fit.GripEstimator`, shipped defaults) in
+fitted by the product's Algorithm 1 (:class:`~vehcal_ros.estimation.grip_fit.GripEstimator` with the grip
+node's shipped fit settings, config/estimate.yaml: its prior bounds, peak-slip cap, chains and convergence rule) in
 three states of knowledge about the tire:
 
-* ``free``: the shipped uniform priors on (B, C, D, E, s_h, s_v);
+* ``free``: the shipped uniform priors on (B, C, D, E, s_h, s_v) (docs/grip.md "Prior ranges from published tire
+  data");
 * ``shape ~``: a Gaussian shape prior on (B C D, C, E) centred on the simulated tire's own curve at the wheel's
   mean load (least squares of the magic formula on the simulator's pure-longitudinal Fx / Fz over
   slip -0.3..0.3), sd 5 on B C D and 0.1 on C and E;
@@ -34,9 +36,11 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+from vehcal_ros.estimation.grip_pipeline import fit_config_from
 from vehcal_ros.estimation.grip_signals import GripSignalConfig
 from vehcal_ros.estimation.signals import WHEELS, GroundTruth, OdomSample
 from vehcal_ros.io import bags
+from vehcal_ros.io.replay import GRIP_NODE, resolve_params
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.hmmwv.params import load_vehicle_params
@@ -78,10 +82,12 @@ def tire_shape(vehicle: str, fz: float, mu_road: float) -> tuple[float, float, f
     return float(b * c * d), float(c), float(e)
 
 
-def oracle_fit(s: np.ndarray, mu: np.ndarray, points: int, shape: tuple | None, seed: int) -> dict:
-    """Algorithm 1 on ``points`` evenly spread of the true samples; the shipped defaults, optional shape prior."""
+def oracle_fit(s: np.ndarray, mu: np.ndarray, points: int, shape: tuple | None, seed: int,
+               base: GripConfig) -> dict:
+    """Algorithm 1 on ``points`` evenly spread of the true samples with the fit settings ``base``, optional shape
+    prior."""
     sel = np.linspace(0, s.size - 1, min(points, s.size)).astype(int)
-    cfg = dataclasses.replace(GripConfig(), shape_prior=shape, seed=seed)
+    cfg = dataclasses.replace(base, shape_prior=shape, seed=seed)
     est = GripEstimator(cfg).fit(s[sel], mu[sel])
     return {"mean": est.mu_max_mean, "lower": est.mu_max_lower, "upper": est.mu_max_upper,
             "converged": bool(est.converged), "n": int(sel.size)}
@@ -102,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             bag = Path(tmp) / "drive"
             bags.write_bag(bag, ScenarioRun(load_scenario(a.scenario, vehicle=a.vehicle).with_seed(a.seed)))
         slip, mu, fz, mu_max, pure = drive_samples(bag, GripSignalConfig().max_slip_angle)
+    base = fit_config_from(resolve_params()[GRIP_NODE])   # the grip node's shipped fit settings
     rows = []
     for w, name in enumerate(WHEELS):
         m = pure[:, w]
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             if label in SHAPE_SD:
                 sd_k, sd_ce = SHAPE_SD[label]
                 shape = (centre, ((sd_k ** 2, 0.0, 0.0), (0.0, sd_ce ** 2, 0.0), (0.0, 0.0, sd_ce ** 2)))
-            r = oracle_fit(s_w, mu_w, a.points, shape, a.seed)
+            r = oracle_fit(s_w, mu_w, a.points, shape, a.seed, base)
             r["usable"] = min(r["lower"] / truth, 1.0)
             row[label] = r
         row["shape_centre"] = centre
