@@ -319,9 +319,9 @@ class TireForceEstimator:
         self.config.validate()
         self._k = kf_constants(self.config)
         v = self.config.vehicle
-        #: per axle (front, rear): the lever base r0 and the vertical stiffness kz as Python floats, read per message
-        #: by the torque-scale regression (the kernels read the same values from ``_k``)
-        self._lever = [(float(v.r0), float(v.kz[0])), (float(v.r0), float(v.kz[1]))]
+        #: the lever base r0 per axle (front, rear), m: the description's until :meth:`set_lever_shift` (Python
+        #: floats for the torque-scale regression's per-message arithmetic; the kernels read ``_k[2]``, ``_k[9]``)
+        self._r0 = (float(v.r0), float(v.r0))
         self._x = np.zeros((4, 2))
         self._P = np.zeros((4, 2, 2))
         self._fx, self._var, self._rho = np.zeros(4), np.zeros(4), np.zeros(4)
@@ -367,8 +367,8 @@ class TireForceEstimator:
         r0 = self.config.vehicle.r0
         if not (math.isfinite(front) and math.isfinite(rear) and max(abs(front), abs(rear)) <= 0.25 * r0):
             return False
-        self._k[2], self._k[9] = r0 + float(front), r0 + float(rear)
-        self._lever = [(r0 + float(front), self._lever[0][1]), (r0 + float(rear), self._lever[1][1])]
+        self._r0 = (r0 + float(front), r0 + float(rear))
+        self._k[2], self._k[9] = self._r0
         return True
 
     def add_imu(self, rec: ImuSample) -> None:
@@ -458,11 +458,12 @@ class TireForceEstimator:
         then correct ``fx`` (and its variance) in place by the learnt scale: Fx_i += (k - 1) T_i / r_i. The offset
         B is learnt but not applied: a torque offset, an accelerometer bias and an IMU pitched on its mount give
         the same constant, and only the first is a force."""
+        kz = self.config.vehicle.kz
         s_t = fx_sum = speed = 0.0
         over_r = [0.0] * 4
         for i in range(4):
-            r0, kz = self._lever[0 if i < 2 else 1]
-            r = r0 - float(fz[i]) / kz
+            axle = 0 if i < 2 else 1
+            r = self._r0[axle] - float(fz[i]) / kz[axle]
             over_r[i] = float(torque[i]) / r
             s_t += over_r[i]
             fx_sum += fx[i]
