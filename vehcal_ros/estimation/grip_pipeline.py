@@ -128,7 +128,16 @@ wheel torques, or the description's mass, as doubtful (with ``torque_scale_learn
 within 0.5 % on the simulated HMMWV's exact torques."""
 
 
-def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
+def own_slip_var(data: ScopeData, split_reference: bool) -> np.ndarray | None:
+    """Each slip's own variance: with ``split_reference``, ``slip_var`` less the speed reference's share
+    (:attr:`ScopeData.slip_var_ref`, which the fit takes as an error shared over time); else ``slip_var``."""
+    if not split_reference or data.slip_var is None or data.slip_var_ref is None or data.slip_is_latent:
+        return data.slip_var
+    return np.maximum(np.asarray(data.slip_var) - np.asarray(data.slip_var_ref), 0.0)
+
+
+def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True,
+              split_reference: bool = False) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
 
     ``rule="even"`` (the default): evenly spaced in time order, the newest kept. ``rule="excitation"`` (NOT the
@@ -144,7 +153,8 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     kept). The choice depends on the slips (the regressor) only, so
     the likelihood of the friction given the chosen slips is unchanged: selecting on the friction would bias it.
 
-    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), under either rule (a fit that
+    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``; each slip's own variance,
+    :func:`own_slip_var`, with ``split_reference``), under either rule (a fit that
     deconvolves its 100 samples alone reads the HMMWV's first daily-drive estimates at 0.4-0.65 against 0.90,
     benchmarks/README_tire_forces.md), each true slip's posterior
     (:mod:`~vehcal_ros.estimation.latent_slip`) is taken under the slip distribution deconvolved from EVERY
@@ -157,7 +167,7 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     if n <= n_max:
         return data
     latent = None
-    v = data.slip_var
+    v = own_slip_var(data, split_reference)
     if deconvolve and v is not None and np.any(v > 0.0):
         ok = np.flatnonzero(np.isfinite(data.slip) & np.isfinite(v) & (v >= 0.0))
         m, w = np.array(data.slip, dtype=float), np.array(v, dtype=float)
@@ -527,7 +537,9 @@ class GripPipeline:
             t_end = data.t_end
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
-                                         shape_prior=self.learnt_shape_prior(data.scope))
+                                         shape_prior=self.learnt_shape_prior(data.scope),
+                                         slip_error_time=self.collector.slip_error_time)
+            split = config.slip_error_time > 0.0
             window = data
             # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
             # window when the subsample leans to its excited blocks (the frictions: no deconvolution needed)
@@ -544,7 +556,8 @@ class GripPipeline:
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
-            data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
+            data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved",
+                             split)
             if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
                 config = dataclasses.replace(config, slip_prior="flat")
             outcome.n_points = int(data.mu.size)
@@ -554,10 +567,11 @@ class GripPipeline:
             t0 = time.perf_counter()
             try:
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
-                                                             slip_var=data.slip_var,
+                                                             slip_var=own_slip_var(data, split),
                                                              mu_var=getattr(data, "mu_var", None),
                                                              stop=self.cancel.is_set,
-                                                             lateral=getattr(data, "lat", None))
+                                                             lateral=getattr(data, "lat", None), t=data.t,
+                                                             slip_var_shared=data.slip_var_ref if split else None)
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -870,7 +884,7 @@ class GripPipeline:
 # ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
 FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_steps", "max_peak_slip", "prior_mode",
-              "interval_prob", "seed", "slip_prior", "slip_mean_error")   # the last two: replay/bench only
+              "interval_prob", "seed", "slip_prior")   # the last: replay/bench only
 #: grip_estimator publication gates -> the GripConfig thresholds of the convergence rule (the chains are
 #: extended until the estimate passes the same gates the node publishes with)
 GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_ess_tail": "ess_tail_threshold"}

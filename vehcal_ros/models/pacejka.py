@@ -159,33 +159,34 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
 
 
 @njit(cache=True, nogil=True)
-def likelihood_work(n: int, k: int) -> np.ndarray:
-    """The work space of :func:`gauss_nll_shared_into` (and :func:`gauss_nll_lat_into`) for ``n`` samples and
-    ``k`` shared errors: zeros [5 + k, max(n, k)]; rows 0-3 per sample (row 2 stays zero), rows 4 .. 3 + k the
-    k x k system, row 4 + k its right-hand side. Allocate once per chain, not per evaluation."""
-    return np.zeros((5 + k, max(n, k)))
+def likelihood_work(n: int) -> np.ndarray:
+    """The work space of :func:`gauss_nll_shared_into` (and :func:`gauss_nll_lat_into`) for ``n`` samples: zeros
+    [4, max(n, 1)], one row per per-sample term (row 2 stays zero). Allocate once per chain, not per
+    evaluation."""
+    return np.zeros((4, max(n, 1)))
 
 
 @njit(cache=True, nogil=True)
 def gauss_nll_shared(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                      mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray) -> float:
     """:func:`gauss_nll_shared_into` with its own work space (tools, the ML step)."""
-    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared,
-                                 likelihood_work(s.shape[0], shared.shape[0]))
+    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, likelihood_work(s.shape[0]))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                           mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, work: np.ndarray) -> float:
-    """:func:`gauss_nll_lat_into` when the slips also share errors: slip_i = t_i + sum_k shared[k, i] delta_k +
-    e_i with delta_k ~ N(0, 1) common to all samples (e.g. the error of a deconvolved slip component's mean,
-    :meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.shared_loadings`), linearised as the per-sample slip
-    variance is: mu ~ N(f(s), D + L L^T), D = diag(Var_i), L_ik = f'(s_i) shared[k, i]. By the Woodbury identity
-    and the matrix determinant lemma, with M = I + L^T D^-1 L [K, K] and y = L^T D^-1 r:
-    -log p = (n log 2 pi + sum r_i^2 / Var_i - y^T M^-1 y + sum log Var_i + log det M) / 2, O(n K^2).
-    ``shared`` [K, n]; K = 0: :func:`gauss_nll_lat_into`. ``work``: :func:`likelihood_work` (row 2 zeros)."""
-    K = shared.shape[0]
-    if K == 0:
+    """:func:`gauss_nll_lat_into` when the slips also carry an error that persists in time: slip_i = t_i + a_i z_i
+    + e_i, z a stationary Gauss-Markov sequence of unit variance along the samples in time order, z_i = phi_i
+    z_(i-1) + sqrt(1 - phi_i^2) w_i (an Ornstein-Uhlenbeck error sampled at the samples' stamps, phi_i =
+    exp(-dt_i / tau); e.g. the speed reference's error, :func:`~vehcal_ros.estimation.grip_fit.
+    correlated_slip_errors`), linearised as the per-sample slip variance is: the residuals r_i = mu_i - f(s_i) are
+    l_i z_i + eps_i with l_i = f'(s_i) a_i and eps_i ~ N(0, Var_i). The exact Gaussian density of r follows from
+    a scalar Kalman filter over the samples (prediction error decomposition), O(n):
+    -log p = sum_i (log 2 pi S_i + nu_i^2 / S_i) / 2, nu_i = r_i - l_i m_i|i-1, S_i = l_i^2 P_i|i-1 + Var_i.
+    ``shared`` [2, n]: row 0 phi_i (phi_0 is ignored: z_0 ~ N(0, 1)), row 1 a_i (slip), in the samples' time
+    order; [0, n]: no such error (:func:`gauss_nll_lat_into`). ``work``: :func:`likelihood_work` (row 2 zeros)."""
+    if shared.shape[0] == 0:
         return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
     n = s.shape[0]
     vs = slip_var if slip_var.shape[0] == n else work[2, :n]
@@ -193,45 +194,28 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     la = lat if lat.shape[0] == n else work[2, :n]
     r, var, sl = work[0, :n], work[1, :n], work[3, :n]
     _eiv_residuals(s, mu, theta, sigma2, vs, vm, la, r, sl, var)
-    M = work[4:4 + K, :K]
-    y = work[4 + K, :K]
-    M[:, :] = 0.0
-    y[:] = 0.0
     acc = 0.0
-    log_var = 0.0
+    log_s = 0.0
     prod = 1.0
+    m = 0.0      # E[z_i | r_1 .. r_(i-1)]
+    p = 1.0      # its variance
     for i in range(n):
-        iv = 1.0 / var[i]
-        acc += r[i] * r[i] * iv
-        prod *= var[i]
+        if i > 0:
+            phi = shared[0, i]
+            m *= phi
+            p = phi * phi * p + (1.0 - phi * phi)
+        li = sl[i] * shared[1, i]
+        sv = li * li * p + var[i]
+        nu = r[i] - li * m
+        acc += nu * nu / sv
+        prod *= sv
         if not 1e-150 < prod < 1e150:
-            log_var += math.log(prod)
+            log_s += math.log(prod)
             prod = 1.0
-        for k in range(K):
-            lk = sl[i] * shared[k, i] * iv
-            y[k] += lk * r[i]
-            for j in range(k + 1):
-                M[k, j] += lk * sl[i] * shared[j, i]
-    log_det = 0.0
-    for k in range(K):          # Cholesky of M = I + L^T D^-1 L in place (lower), then forward solve for y
-        M[k, k] += 1.0
-        for j in range(k + 1):
-            a = M[k, j]
-            for m in range(j):
-                a -= M[k, m] * M[j, m]
-            if j == k:
-                a = math.sqrt(a)
-                log_det += 2.0 * math.log(a)
-            else:
-                a /= M[j, j]
-            M[k, j] = a
-    for k in range(K):
-        a = y[k]
-        for m in range(k):
-            a -= M[k, m] * y[m]
-        y[k] = a / M[k, k]
-        acc -= y[k] * y[k]
-    return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod) + log_det)
+        k = p * li / sv
+        m += k * nu
+        p -= k * li * p
+    return 0.5 * (n * _LOG_2PI + acc + log_s + math.log(prod))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
