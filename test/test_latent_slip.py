@@ -65,13 +65,16 @@ def test_noise_free_samples_pass_through() -> None:
 
 
 def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
-    """gauss_nll_shared (a scalar Kalman filter along the samples, O(n)) against scipy's multivariate normal with
-    the full covariance diag(sigma^2 + v_mu + f'^2 v_s) + (l l^T) * exp(-|t_i - t_j| / tau), l_i = f'(s_i) a_i
-    (an exponentially correlated slip error at irregular stamps, one gap of 5 tau), the curve and its slope
-    evaluated independently (numpy magic formula and friction ellipse, central differences); no rows is
+    """gauss_nll_shared (a Kalman filter along the samples, O(n)) with correlated_slip_errors' transitions against
+    scipy's multivariate normal with the full covariance diag(sigma^2 + v_mu + f'^2 v_s) + (l l^T) * C,
+    l_i = f'(s_i) a_i and C_ij = (A^|k_i - k_j| P)_uu the speed error's correlation k GNSS periods apart (the
+    filter's closed loop, speed_reference.error_dynamics), at irregular stamps with one gap of 4 s; the curve and
+    its slope evaluated independently (numpy magic formula and friction ellipse, central differences); no rows is
     gauss_nll_lat."""
     from scipy.stats import multivariate_normal
 
+    from vehcal_ros.estimation.grip_fit import correlated_slip_errors
+    from vehcal_ros.estimation.speed_reference import SpeedReferenceConfig, error_dynamics
     from vehcal_ros.models.pacejka import gauss_nll_lat, gauss_nll_shared
 
     rng = np.random.default_rng(1)
@@ -80,11 +83,12 @@ def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
     s, mu = rng.uniform(-0.02, 0.1, n), rng.uniform(0.0, 0.8, n)
     vs, vm = rng.uniform(1e-7, 1e-5, n), rng.uniform(1e-6, 1e-4, n)
     la = np.where(rng.uniform(size=n) < 0.5, rng.uniform(0.0, 0.05, n), 0.0)
-    tau = 1.5
-    t = np.cumsum(rng.uniform(0.05, 1.0, n))
-    t[n // 2:] += 5 * tau
+    model = error_dynamics(SpeedReferenceConfig())
+    k = np.cumsum(rng.integers(1, 8, n))
+    k[n // 2:] += 40
+    t = 0.1 * k
     a = rng.uniform(1e-4, 3e-3, n)
-    sh = np.vstack([np.r_[0.0, np.exp(-np.diff(t) / tau)], a])
+    sh = correlated_slip_errors(t, a**2, model)
 
     def curve(x: np.ndarray) -> np.ndarray:
         B, C, D, E, h, v = th
@@ -93,9 +97,12 @@ def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
         ld = la / (D + v)
         return np.where(ld > 0, f0 * np.abs(x) / np.sqrt(x * x + f0 * f0 * ld * ld), f0)
 
+    A = np.asarray(model[0]).reshape(2, 2)
+    P = np.array([[model[1][0], model[1][1]], [model[1][1], model[1][2]]])
+    corr = np.array([[(np.linalg.matrix_power(A, abs(int(ki - kj))) @ P)[0, 0] for kj in k] for ki in k])
     slope = (curve(s + 1e-7) - curve(s - 1e-7)) / 2e-7
     ell = slope * a
-    cov = np.diag(1e-4 + vm + slope**2 * vs) + np.outer(ell, ell) * np.exp(-np.abs(t[:, None] - t[None, :]) / tau)
+    cov = np.diag(1e-4 + vm + slope**2 * vs) + np.outer(ell, ell) * corr
     ref = -multivariate_normal(mean=curve(s), cov=cov).logpdf(mu)
     assert abs(gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, sh) - ref) < 1e-6 * abs(ref)
     assert gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, np.zeros((0, n))) == gauss_nll_lat(s, mu, th, 1e-4, vs, vm,

@@ -159,11 +159,12 @@ class GripConfig:
     from the slip noise, :mod:`~vehcal_ros.estimation.latent_slip`) and each sample enters the likelihood at the
     posterior mean and variance of its true slip; "flat": a flat prior, i.e. the effective-variance likelihood at
     the measured slips (biased low when the true slips are clustered, as in everyday driving)."""
-    slip_error_time: float = 0.0
-    """s; > 0: the slips' ``slip_var_shared`` part (:meth:`GripEstimator.fit`) is an error that persists with this
-    correlation time (exponential, :func:`correlated_slip_errors`), integrated out of the likelihood exactly
-    (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); 0: every slip error independent. The pipeline sets
-    its speed reference's (:func:`~vehcal_ros.estimation.speed_reference.error_correlation_time`)."""
+    slip_error_model: tuple | None = None
+    """The dynamics of the slips' ``slip_var_shared`` part (:meth:`GripEstimator.fit`), an error that persists in
+    time: (A [4], P [3], T) of :func:`~vehcal_ros.estimation.speed_reference.error_dynamics` (a two-state
+    Gauss-Markov error per period T), integrated out of the likelihood exactly
+    (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); None: every slip error independent. The pipeline
+    sets its speed reference's."""
 
     def __post_init__(self) -> None:
         b = np.asarray(self.bounds, dtype=float)
@@ -472,15 +473,28 @@ def chain_ends(previous: GripEstimate, cfg: GripConfig) -> np.ndarray | None:
     return np.ascontiguousarray(theta)
 
 
-def correlated_slip_errors(t: np.ndarray, var: np.ndarray, tau: float) -> np.ndarray:
+def correlated_slip_errors(t: np.ndarray, var: np.ndarray, model: tuple) -> np.ndarray:
     """The slips' persistent error as :func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into` takes it, for samples
-    stamped ``t`` (s, ascending): an Ornstein-Uhlenbeck error of correlation time ``tau`` (s), correlation
-    exp(-dt / tau) between consecutive samples, and variance ``var`` (slip^2) at each sample. [2, n]: row 0 the
-    correlations (0 at the first sample), row 1 the loadings sqrt(var)."""
+    stamped ``t`` (s, ascending) with error variance ``var`` (slip^2): ``model`` = (A, P, T) of
+    :func:`~vehcal_ros.estimation.speed_reference.error_dynamics`, a two-state error (its first state the speed's,
+    unit variance) that moves by A per period T. From a sample to the next, k = round(dt / T) periods: Phi = A^k,
+    Q = P - Phi P Phi^T (stationary); the first sample starts from P. [8, n]."""
+    a, p, period = model
+    A = np.asarray(a, dtype=float).reshape(2, 2)
+    P = np.array([[p[0], p[1]], [p[1], p[2]]], dtype=float)
     t = np.asarray(t, dtype=float)
-    phi = np.zeros(t.size)
-    phi[1:] = np.exp(-np.maximum(np.diff(t), 0.0) / tau)
-    return np.ascontiguousarray(np.vstack([phi, np.sqrt(np.maximum(np.asarray(var, dtype=float), 0.0))]))
+    k = np.zeros(t.size, dtype=np.int64)
+    k[1:] = np.rint(np.maximum(np.diff(t), 0.0) / period)
+    k[0] = -1                                     # the start: Phi = 0, Q = P
+    out = np.empty((8, t.size))
+    for kk in np.unique(k):
+        phi = np.zeros((2, 2)) if kk < 0 else np.linalg.matrix_power(A, int(kk))
+        q = P - phi @ P @ phi.T
+        sel = k == kk
+        out[0:4, sel] = phi.reshape(4, 1)
+        out[4:7, sel] = np.array([q[0, 0], q[0, 1], q[1, 1]])[:, None]
+    out[7] = np.sqrt(np.maximum(np.asarray(var, dtype=float), 0.0))
+    return np.ascontiguousarray(out)
 
 
 class GripEstimator:
@@ -582,8 +596,8 @@ class GripEstimator:
         least squares (only the chains' start) ignores it; the ML refinement and the chains use it.
 
         ``t`` (s, per sample) and ``slip_var_shared`` (per sample, beside each slip's own ``slip_var``): with
-        ``slip_error_time`` > 0, the slips also carry an error of this variance that persists over that time (the
-        speed reference's), integrated out exactly (:func:`correlated_slip_errors`).
+        ``slip_error_model``, the slips also carry an error of this variance that persists in time as that model
+        says (the speed reference's), integrated out exactly (:func:`correlated_slip_errors`).
 
         ``stop()`` true ends the chains within ~5000 steps (e.g. a node shutting down); the estimate then reports
         the rule as it stands on the steps done.
@@ -600,10 +614,10 @@ class GripEstimator:
                                                                        t=t, slip_var_shared=slip_var_shared)
         n_components = 0
         shared = None
-        if cfg.slip_error_time > 0.0 and "t" in extra and "slip_var_shared" in extra:
+        if cfg.slip_error_model is not None and "t" in extra and "slip_var_shared" in extra:
             order = np.argsort(extra["t"], kind="stable")   # the error's sequence runs in time order
             s, m, vs, vm, la = (None if x is None else np.ascontiguousarray(x[order]) for x in (s, m, vs, vm, la))
-            shared = correlated_slip_errors(extra["t"][order], extra["slip_var_shared"][order], cfg.slip_error_time)
+            shared = correlated_slip_errors(extra["t"][order], extra["slip_var_shared"][order], cfg.slip_error_model)
         if vs is not None and cfg.slip_prior == "deconvolved":  # measured slips -> their true slips' posteriors
             mix = true_slip_distribution(s, vs)
             n_components = mix.n_components

@@ -538,8 +538,8 @@ class GripPipeline:
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope),
-                                         slip_error_time=self.collector.slip_error_time)
-            split = config.slip_error_time > 0.0
+                                         slip_error_model=self.collector.slip_error_model)
+            split = config.slip_error_model is not None
             window = data
             # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
             # window when the subsample leans to its excited blocks (the frictions: no deconvolution needed)

@@ -77,7 +77,7 @@ from vehcal_ros.estimation.speed_reference import (
     GnssImuSpeed,
     ReferenceSpeed,
     SpeedReferenceConfig,
-    error_correlation_time,
+    error_dynamics,
 )
 from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
@@ -205,7 +205,7 @@ class ScopeData:
     mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
     lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
     #: the part of each ``slip_var`` that is the speed reference's error, shared by the samples of a stretch of
-    #: time (:attr:`GripDataCollector.slip_error_time`); the rest is each sample's own (the wheel speeds')
+    #: time (:attr:`GripDataCollector.slip_error_model`); the rest is each sample's own (the wheel speeds')
     slip_var_ref: np.ndarray | None = None
     slip_is_latent: bool = False         #: slip/slip_var are already each true slip's posterior mean/variance
     #: (deconvolved over the whole window by grip_pipeline.subsample): the fit must not deconvolve again
@@ -380,9 +380,9 @@ class GripDataCollector:
         self.speed = (GnssImuSpeed(SpeedReferenceConfig(accel_std=c.accel_std,
                                                         rear_distance=max(0.0, -min(c.wheel_x))))
                       if c.speed_reference == "gnss_imu" else None)
-        #: s, how long the speed reference's error persists (speed_reference.error_correlation_time for
-        #: gnss_imu; 0 for odometry, whose twist errors are taken as independent per message)
-        self.slip_error_time = error_correlation_time(self.speed.config) if self.speed is not None else 0.0
+        #: how the speed reference's error persists (speed_reference.error_dynamics for gnss_imu; None for
+        #: odometry, whose twist errors are taken as independent per message)
+        self.slip_error_model = error_dynamics(self.speed.config) if self.speed is not None else None
         #: called with each speed-reference sample (t, u): the pipeline's odometer
         self.on_speed = None
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)

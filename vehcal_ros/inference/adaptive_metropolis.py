@@ -233,7 +233,7 @@ def _grip_log_target(s, mu, vs, vm, la, sh, x, th, reparam, lb, ub, sigma_mode, 
     (-(N/2) log V; only without per-sample variances).
     ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
     mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior.
-    ``sh`` [2, n]: the slips' persistent error, correlations and loadings ([0, n]: none). ``work``: the
+    ``sh`` [8, n]: the slips' persistent error, transitions, noises and loadings ([0, n]: none). ``work``: the
     likelihood's work space (:func:`~vehcal_ros.models.pacejka.likelihood_work`)."""
     log_jac = 0.0
     if reparam:
@@ -578,14 +578,13 @@ def _lateral(s: np.ndarray, lateral: np.ndarray | None) -> np.ndarray:
 
 
 def _shared(s: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
-    """[2, n] the persistent slip error of the samples in time order, correlation with the previous sample and
-    loading (pacejka.gauss_nll_shared_into); [0, n] = none."""
+    """[8, n] the persistent slip error of the samples in time order, its transitions, noises and loadings
+    (pacejka.gauss_nll_shared_into); [0, n] = none."""
     if shared is None:
         return np.zeros((0, len(s)))
     sh = np.ascontiguousarray(shared, dtype=float)
-    if (sh.ndim != 2 or sh.shape != (2, len(s)) or not np.all(np.isfinite(sh))
-            or np.any(sh[0] < 0.0) or np.any(sh[0] > 1.0)):
-        raise ValueError("shared must be a finite [2, n] array: each sample's correlation in [0, 1] and loading")
+    if sh.ndim != 2 or sh.shape != (8, len(s)) or not np.all(np.isfinite(sh)):
+        raise ValueError("shared must be a finite [8, n] array: each sample's transition, noise and loading")
     return sh
 
 

@@ -176,16 +176,16 @@ def gauss_nll_shared(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: f
 @njit(cache=True, nogil=True, error_model="numpy")
 def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                           mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, work: np.ndarray) -> float:
-    """:func:`gauss_nll_lat_into` when the slips also carry an error that persists in time: slip_i = t_i + a_i z_i
-    + e_i, z a stationary Gauss-Markov sequence of unit variance along the samples in time order, z_i = phi_i
-    z_(i-1) + sqrt(1 - phi_i^2) w_i (an Ornstein-Uhlenbeck error sampled at the samples' stamps, phi_i =
-    exp(-dt_i / tau); e.g. the speed reference's error, :func:`~vehcal_ros.estimation.grip_fit.
+    """:func:`gauss_nll_lat_into` when the slips also carry an error that persists in time: slip_i = t_i + a_i
+    z_i[0] + e_i, z a two-state Gauss-Markov sequence along the samples in time order, z_i = Phi_i z_(i-1) + w_i,
+    w_i ~ N(0, Q_i) (e.g. the speed reference's error and its offset's, :func:`~vehcal_ros.estimation.grip_fit.
     correlated_slip_errors`), linearised as the per-sample slip variance is: the residuals r_i = mu_i - f(s_i) are
-    l_i z_i + eps_i with l_i = f'(s_i) a_i and eps_i ~ N(0, Var_i). The exact Gaussian density of r follows from
-    a scalar Kalman filter over the samples (prediction error decomposition), O(n):
-    -log p = sum_i (log 2 pi S_i + nu_i^2 / S_i) / 2, nu_i = r_i - l_i m_i|i-1, S_i = l_i^2 P_i|i-1 + Var_i.
-    ``shared`` [2, n]: row 0 phi_i (phi_0 is ignored: z_0 ~ N(0, 1)), row 1 a_i (slip), in the samples' time
-    order; [0, n]: no such error (:func:`gauss_nll_lat_into`). ``work``: :func:`likelihood_work` (row 2 zeros)."""
+    l_i z_i[0] + eps_i with l_i = f'(s_i) a_i and eps_i ~ N(0, Var_i). The exact Gaussian density of r follows from
+    a Kalman filter over the samples (prediction error decomposition), O(n):
+    -log p = sum_i (log 2 pi S_i + nu_i^2 / S_i) / 2, nu_i = r_i - l_i m_i|i-1[0], S_i = l_i^2 P_i|i-1[0, 0] + Var_i.
+    ``shared`` [8, n], per sample in time order: rows 0-3 Phi_i (row-major), rows 4-6 Q_i (q00, q01, q11), row 7
+    a_i (slip); the first sample's Phi is 0 and its Q the stationary covariance. [0, n]: no such error
+    (:func:`gauss_nll_lat_into`). ``work``: :func:`likelihood_work` (row 2 zeros)."""
     if shared.shape[0] == 0:
         return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
     n = s.shape[0]
@@ -197,24 +197,30 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     acc = 0.0
     log_s = 0.0
     prod = 1.0
-    m = 0.0      # E[z_i | r_1 .. r_(i-1)]
-    p = 1.0      # its variance
+    m0 = m1 = 0.0                # E[z_i | r_1 .. r_(i-1)] after the prediction, then the update
+    p00 = p01 = p11 = 0.0        # its covariance
     for i in range(n):
-        if i > 0:
-            phi = shared[0, i]
-            m *= phi
-            p = phi * phi * p + (1.0 - phi * phi)
-        li = sl[i] * shared[1, i]
-        sv = li * li * p + var[i]
-        nu = r[i] - li * m
+        f00, f01, f10, f11 = shared[0, i], shared[1, i], shared[2, i], shared[3, i]
+        m0, m1 = f00 * m0 + f01 * m1, f10 * m0 + f11 * m1
+        a00 = f00 * p00 + f01 * p01          # (Phi P) rows
+        a01 = f00 * p01 + f01 * p11
+        a10 = f10 * p00 + f11 * p01
+        a11 = f10 * p01 + f11 * p11
+        p00 = a00 * f00 + a01 * f01 + shared[4, i]
+        p01 = a00 * f10 + a01 * f11 + shared[5, i]
+        p11 = a10 * f10 + a11 * f11 + shared[6, i]
+        li = sl[i] * shared[7, i]
+        sv = li * li * p00 + var[i]
+        nu = r[i] - li * m0
         acc += nu * nu / sv
         prod *= sv
         if not 1e-150 < prod < 1e150:
             log_s += math.log(prod)
             prod = 1.0
-        k = p * li / sv
-        m += k * nu
-        p -= k * li * p
+        k0, k1 = p00 * li / sv, p01 * li / sv   # Kalman gain
+        m0 += k0 * nu
+        m1 += k1 * nu
+        p00, p01, p11 = p00 - k0 * li * p00, p01 - k0 * li * p01, p11 - k1 * li * p01
     return 0.5 * (n * _LOG_2PI + acc + log_s + math.log(prod))
 
 
