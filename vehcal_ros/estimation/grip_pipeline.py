@@ -370,6 +370,9 @@ class GripPipeline:
     force_config: TireForceConfig | None = None   #: the force estimator's settings (None: HMMWV defaults)
     force_timeout: float = 0.5   #: s, auto: the tire-force topic counts as alive this long after its last sample
     shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
+    #: the slips' speed-reference error persists as its filter's does (grip_fit.correlated_slip_errors); False:
+    #: every slip error taken as independent
+    slip_error_persistence: bool = True
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
     #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
@@ -538,7 +541,8 @@ class GripPipeline:
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope),
-                                         slip_error_model=self.collector.slip_error_model)
+                                         slip_error_model=(self.collector.slip_error_model
+                                                           if self.slip_error_persistence else None))
             split = config.slip_error_model is not None
             window = data
             # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
@@ -1058,6 +1062,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
                         min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
                         shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
+                        slip_error_persistence=bool(values.get("slip_error_persistence",
+                                                               GripPipeline.slip_error_persistence)),
                         require_new_excitation=bool(values.get("require_new_excitation",
                                                                GripPipeline.require_new_excitation)),
                         surface_change=surface_change_config_from(values), hazard=hazard_from(values),
