@@ -370,9 +370,9 @@ class GripPipeline:
     force_config: TireForceConfig | None = None   #: the force estimator's settings (None: HMMWV defaults)
     force_timeout: float = 0.5   #: s, auto: the tire-force topic counts as alive this long after its last sample
     shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
-    #: the slips' speed-reference error persists as its filter's does (grip_fit.correlated_slip_errors); False:
-    #: every slip error taken as independent
-    slip_error_persistence: bool = True
+    #: the slips' speed-reference error taken as persistent, as its filter's is (grip_fit.correlated_slip_errors);
+    #: False: every slip error taken as independent
+    slip_error_persistence: bool = False
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
     #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
