@@ -130,7 +130,7 @@ within 0.5 % on the simulated HMMWV's exact torques."""
 
 def own_slip_var(data: ScopeData, split_reference: bool) -> np.ndarray | None:
     """Each slip's own variance: with ``split_reference``, ``slip_var`` less the speed reference's share
-    (:attr:`ScopeData.slip_var_ref`, which the fit takes as an error shared over time); else ``slip_var``."""
+    (:attr:`ScopeData.slip_var_ref`, which the fit takes as a persistent error); else ``slip_var``."""
     if not split_reference or data.slip_var is None or data.slip_var_ref is None or data.slip_is_latent:
         return data.slip_var
     return np.maximum(np.asarray(data.slip_var) - np.asarray(data.slip_var_ref), 0.0)

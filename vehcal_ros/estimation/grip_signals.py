@@ -204,8 +204,8 @@ class ScopeData:
     slip_var: np.ndarray | None = None   #: variance of each slip (block averages; 0 = unknown)
     mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
     lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
-    #: the part of each ``slip_var`` that is the speed reference's error, shared by the samples of a stretch of
-    #: time (:attr:`GripDataCollector.slip_error_model`); the rest is each sample's own (the wheel speeds')
+    #: the part of each ``slip_var`` that is the speed reference's error, which persists in time
+    #: (:attr:`GripDataCollector.slip_error_model`); the rest is each sample's own (the wheel speeds')
     slip_var_ref: np.ndarray | None = None
     slip_is_latent: bool = False         #: slip/slip_var are already each true slip's posterior mean/variance
     #: (deconvolved over the whole window by grip_pipeline.subsample): the fit must not deconvolve again
