@@ -33,16 +33,6 @@ Cases (``--case``):
   those of the second fit: the warm start only chooses starts and proposals, so its posterior is still the
   posterior of its own window's data, and the ranks must be uniform.
 
-* ``live_reference``: a window as the live pipeline sees it from the GNSS/IMU speed reference: 600 blocks of
-  0.1 s, six cycles of cruise (7 s), a steady acceleration (1.7 s) and a ramp (1.3 s), each contiguous in time;
-  each measured slip = true slip + the reference's error (SD ``REF_SD``, moving as the default GNSS/IMU filter's
-  closed-loop error does, ``speed_reference.error_dynamics``) + the wheel speeds' own error (SD ``OWN_SD``,
-  independent). Fitted as the pipeline fits it: ``subsample`` to 100 evenly in time (each slip's own variance
-  deconvolved), the reference's share as the likelihood's persistent error (``slip_error_model``). The model the
-  fit assumes generated the data, so the ranks must be uniform.
-* ``live_reference_indep``: the same data fitted with every slip error taken as independent (the total variance
-  per sample): the control, what ignoring the error's persistence costs.
-
 ``--e-upper X`` sets the prior's upper bound on E (Table 3: 0) in simulation AND fit.
 
     NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_grip_sbc.py --case paper --sets 200 --jobs 2
@@ -65,7 +55,6 @@ WARM_SHIFT = 17   # samples of a 100-sample window that change from one cycle to
 SIGMA_PAPER = 2.53e-2
 MAX_PEAK_SLIP = 0.1
 L_RANK = 99  # ranks in 0..99: 100 possible values
-REF_SD, OWN_SD = 1.5e-3, 5e-4   # slip SD of the speed reference's error (0.015 m/s at 10 m/s) and of a block's own
 QUANTITIES = ("mu_max", "B", "C", "D", "E", "s_h", "s_v")
 
 
@@ -103,8 +92,6 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
     s0 = slip_at_friction(theta, 0.0) if mf_curve(np.zeros(1), theta)[0] < 0.0 else 0.0
     a = slip_at_friction(theta, max(mf_curve(np.zeros(1), theta)[0], 0.0) + rng.uniform(0.3, 0.8) * (
         level - max(mf_curve(np.zeros(1), theta)[0], 0.0)))
-    if case.startswith("live_reference"):
-        return simulate_reference(theta, s0, a, s_lim, sd_mu, rng)
     n_cruise, n_acc, n_ramp = (420, 100, 80) if case == "live_window" else (35, 35, 30)
     t = np.concatenate([np.full(n_cruise, s0) + 2e-4 * rng.standard_normal(n_cruise),
                         np.full(n_acc, a) + 2e-4 * rng.standard_normal(n_acc),
@@ -118,40 +105,6 @@ def simulate(case: str, theta: np.ndarray, rng: np.random.Generator) -> dict:
         s = t + sd_s * rng.standard_normal(t.size)
         mu = mf_curve(t, theta) + sd_mu * rng.standard_normal(t.size)
     return {"slip": s, "mu": mu, "slip_var": vs}
-
-
-def reference_error_model() -> tuple:
-    """The default GNSS/IMU speed reference's error dynamics (0.1 s blocks = its GNSS period)."""
-    from vehcal_ros.estimation.speed_reference import SpeedReferenceConfig, error_dynamics
-
-    return error_dynamics(SpeedReferenceConfig())
-
-
-def simulate_reference(theta: np.ndarray, s0: float, a: float, s_lim: float, sd_mu: float,
-                       rng: np.random.Generator) -> dict:
-    """Case ``live_reference``: six cycles of 70 cruise, 17 acceleration and 13 ramp blocks of 0.1 s, the measured
-    slips carrying the speed reference's persistent error (module docstring)."""
-    from vehcal_ros.models.pacejka import mf_curve
-
-    parts = []
-    for _ in range(6):
-        parts += [np.full(70, s0) + 2e-4 * rng.standard_normal(70), np.full(17, a) + 2e-4 * rng.standard_normal(17),
-                  np.sort(rng.uniform(s0, s_lim, 13))]
-    t_slip = np.concatenate(parts)
-    n = t_slip.size
-    stamp = 0.1 * np.arange(n)
-    a, p, _ = reference_error_model()
-    A = np.asarray(a).reshape(2, 2)
-    P = np.array([[p[0], p[1]], [p[1], p[2]]])
-    noise = np.linalg.cholesky(P - A @ P @ A.T)
-    z = np.empty((n, 2))
-    z[0] = np.linalg.cholesky(P) @ rng.standard_normal(2)
-    for i in range(1, n):
-        z[i] = A @ z[i - 1] + noise @ rng.standard_normal(2)
-    s = t_slip + REF_SD * z[:, 0] + OWN_SD * rng.standard_normal(n)
-    mu = mf_curve(t_slip, theta) + sd_mu * rng.standard_normal(n)
-    return {"t": stamp, "slip": s, "mu": mu, "slip_var": np.full(n, REF_SD**2 + OWN_SD**2),
-            "slip_var_ref": np.full(n, REF_SD**2)}
 
 
 def one(args: tuple) -> dict:
@@ -190,24 +143,11 @@ def one(args: tuple) -> dict:
         chosen = subsample(window, N_POINTS, rest[3] if len(rest) > 3 else "excitation")
         data = {"slip": chosen.slip, "mu": chosen.mu, "slip_var": chosen.slip_var}
         slip_prior = "flat" if chosen.slip_is_latent else slip_prior
-    error_model = None
-    if case.startswith("live_reference"):   # the pipeline's subsample and its split of the slip variance
-        from vehcal_ros.estimation.grip_pipeline import own_slip_var, subsample
-        from vehcal_ros.estimation.grip_signals import ScopeData
-
-        split = case == "live_reference"
-        window = ScopeData("front_axle", data["t"], data["slip"], data["mu"], data["slip_var"],
-                           slip_var_ref=data["slip_var_ref"])
-        chosen = subsample(window, N_POINTS, "even", split_reference=split)
-        data = {"slip": chosen.slip, "mu": chosen.mu, "slip_var": own_slip_var(chosen, split), "t": chosen.t,
-                "slip_var_shared": chosen.slip_var_ref if split else None}
-        slip_prior = "flat" if chosen.slip_is_latent else slip_prior
-        error_model = reference_error_model() if split else None
     true_mu_max = float(peak(theta)[0])
     cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
                      keep_negative_slip=True, n_chains=int(rest[0]) if rest and rest[0] else GripConfig.n_chains,
                      bounds=tuple(map(tuple, b.tolist())),
-                     slip_prior=slip_prior, slip_error_model=error_model)
+                     slip_prior=slip_prior)
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "level": excitation_level(theta)}
     try:
         warm = None
@@ -218,8 +158,7 @@ def one(args: tuple) -> dict:
             warm_steps = rest[4] if len(rest) > 4 and rest[4] else GripPipeline.warm_steps
             cfg = dataclasses.replace(cfg, seed=k + 1_000_000, n_steps=int(warm_steps),
                                       burn_in=GripPipeline.warm_burn_in)
-        e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"), warm_start=warm,
-                                   t=data.get("t"), slip_var_shared=data.get("slip_var_shared"))
+        e = GripEstimator(cfg).fit(data["slip"], data["mu"], slip_var=data.get("slip_var"), warm_start=warm)
     except EstimationError as exc:
         out["failed"] = str(exc)
         return out
@@ -346,8 +285,7 @@ def _cpu_s() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=("paper", "live", "live_latent", "live_window", "live_warm", "live_reference",
-                                       "live_reference_indep"), default="paper")
+    ap.add_argument("--case", choices=("paper", "live", "live_latent", "live_window", "live_warm"), default="paper")
     ap.add_argument("--sets", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=2018)

@@ -159,12 +159,12 @@ class GripConfig:
     from the slip noise, :mod:`~vehcal_ros.estimation.latent_slip`) and each sample enters the likelihood at the
     posterior mean and variance of its true slip; "flat": a flat prior, i.e. the effective-variance likelihood at
     the measured slips (biased low when the true slips are clustered, as in everyday driving)."""
-    slip_error_model: tuple | None = None
-    """The dynamics of the slips' ``slip_var_shared`` part (:meth:`GripEstimator.fit`), an error that persists in
-    time: (A [4], P [3], T) of :func:`~vehcal_ros.estimation.speed_reference.error_dynamics` (a two-state
-    Gauss-Markov error per period T), integrated out of the likelihood exactly
-    (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); None: every slip error independent. The pipeline
-    sets its speed reference's."""
+    slip_mean_error: bool = False
+    """"deconvolved": True = the likelihood also integrates out the error of the deconvolved components' means,
+    which all of a component's samples share (:meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.
+    shared_loadings`, :func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); False (default): the means taken
+    as known. Measured, not the default (benchmarks/README_tire_forces.md): SBC live_latent 90.0 % /
+    50.0 % (off: 89.0 / 49.5), the daily drive's misses unchanged."""
 
     def __post_init__(self) -> None:
         b = np.asarray(self.bounds, dtype=float)
@@ -473,30 +473,6 @@ def chain_ends(previous: GripEstimate, cfg: GripConfig) -> np.ndarray | None:
     return np.ascontiguousarray(theta)
 
 
-def correlated_slip_errors(t: np.ndarray, var: np.ndarray, model: tuple) -> np.ndarray:
-    """The slips' persistent error as :func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into` takes it, for samples
-    stamped ``t`` (s, ascending) with error variance ``var`` (slip^2): ``model`` = (A, P, T) of
-    :func:`~vehcal_ros.estimation.speed_reference.error_dynamics`, a two-state error (its first state the speed's,
-    unit variance) that moves by A per period T. From a sample to the next, k = round(dt / T) periods: Phi = A^k,
-    Q = P - Phi P Phi^T (stationary); the first sample starts from P. [8, n]."""
-    a, p, period = model
-    A = np.asarray(a, dtype=float).reshape(2, 2)
-    P = np.array([[p[0], p[1]], [p[1], p[2]]], dtype=float)
-    t = np.asarray(t, dtype=float)
-    k = np.zeros(t.size, dtype=np.int64)
-    k[1:] = np.rint(np.maximum(np.diff(t), 0.0) / period)
-    k[0] = -1                                     # the start: Phi = 0, Q = P
-    out = np.empty((8, t.size))
-    for kk in np.unique(k):
-        phi = np.zeros((2, 2)) if kk < 0 else np.linalg.matrix_power(A, int(kk))
-        q = P - phi @ P @ phi.T
-        sel = k == kk
-        out[0:4, sel] = phi.reshape(4, 1)
-        out[4:7, sel] = np.array([q[0, 0], q[0, 1], q[1, 1]])[:, None]
-    out[7] = np.sqrt(np.maximum(np.asarray(var, dtype=float), 0.0))
-    return np.ascontiguousarray(out)
-
-
 class GripEstimator:
     """Fits the friction curve and its maximum from (slip, mu) samples (friction paper, Algorithm 1)."""
 
@@ -506,22 +482,19 @@ class GripEstimator:
     # -- data ------------------------------------------------------------------------------------------
     def prepare(self, slip, mu) -> tuple[np.ndarray, np.ndarray, int, int]:
         """Clean the samples: (s, mu, n_removed_nonfinite, n_braking); raises EstimationError if unusable."""
-        s, m, _, _, n_nonfinite, n_braking, _, _ = self._clean(slip, mu, None, None)
+        s, m, _, _, n_nonfinite, n_braking, _ = self._clean(slip, mu, None, None)
         return s, m, n_nonfinite, n_braking
 
-    def _clean(self, slip, mu, slip_var, mu_var, lateral=None, **more
+    def _clean(self, slip, mu, slip_var, mu_var, lateral=None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, int, int,
-                          np.ndarray | None, dict[str, np.ndarray]]:
-        """The usable samples (finite, braking handled) as contiguous arrays: (slip, mu, slip_var, mu_var,
-        counts of non-finite and braking samples, lateral, ``more``'s per-sample arrays given), each variance
-        None when all zero."""
+                          np.ndarray | None]:
         cfg = self.config
         s = np.asarray(slip, dtype=float).ravel()
         m = np.asarray(mu, dtype=float).ravel()
         if s.shape != m.shape:
             raise InputError(f"slip and mu must have the same length, got {s.size} and {m.size}")
         extra = {}
-        for name, v in (("slip_var", slip_var), ("mu_var", mu_var), ("lateral", lateral), *more.items()):
+        for name, v in (("slip_var", slip_var), ("mu_var", mu_var), ("lateral", lateral)):
             if v is None:
                 continue
             v = np.asarray(v, dtype=float).ravel()
@@ -529,8 +502,8 @@ class GripEstimator:
                 raise InputError(f"{name} must have one value per sample ({s.size}), got {v.size}")
             extra[name] = v
         finite = np.isfinite(s) & np.isfinite(m)
-        for k, v in extra.items():
-            finite &= np.isfinite(v) & ((v >= 0.0) if k != "t" else True)
+        for v in extra.values():
+            finite &= np.isfinite(v) & (v >= 0.0)
         n_nonfinite = int(s.size - finite.sum())
         s, m = s[finite], m[finite]
         extra = {k: v[finite] for k, v in extra.items()}
@@ -557,8 +530,7 @@ class GripEstimator:
                 f"unexcited data: slip spread {np.ptp(s):.3g} < min_slip_spread={cfg.min_slip_spread}")
         vs, vm, la = (np.ascontiguousarray(extra[k]) if k in extra and np.any(extra[k] > 0) else None
                       for k in ("slip_var", "mu_var", "lateral"))
-        given = {k: np.ascontiguousarray(v) for k, v in extra.items() if k in more}
-        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking, la, given
+        return np.ascontiguousarray(s), np.ascontiguousarray(m), vs, vm, n_nonfinite, n_braking, la
 
     # -- start -----------------------------------------------------------------------------------------
     def _truncated_start(self, s: np.ndarray, mu: np.ndarray, ml: MLFit, rng: np.random.Generator) -> np.ndarray:
@@ -581,7 +553,7 @@ class GripEstimator:
 
     # -- fit -------------------------------------------------------------------------------------------
     def fit(self, slip, mu, warm_start: GripEstimate | None = None, slip_var=None, mu_var=None,
-            stop: Callable[[], bool] | None = None, lateral=None, t=None, slip_var_shared=None) -> GripEstimate:
+            stop: Callable[[], bool] | None = None, lateral=None) -> GripEstimate:
         """Algorithm 1 on the samples; ``warm_start`` replaces the multi-start ML (see docs/grip.md).
 
         ``slip_var`` (variance of each measured slip, e.g. from block averaging) and ``mu_var`` (variance of
@@ -595,10 +567,6 @@ class GripEstimator:
         combined`); the curve, its quantiles and mu_max stay those of pure longitudinal slip. The multi-start
         least squares (only the chains' start) ignores it; the ML refinement and the chains use it.
 
-        ``t`` (s, per sample) and ``slip_var_shared`` (per sample, beside each slip's own ``slip_var``): with
-        ``slip_error_model``, the slips also carry an error of this variance that persists in time as that model
-        says (the speed reference's), integrated out exactly (:func:`correlated_slip_errors`).
-
         ``stop()`` true ends the chains within ~5000 steps (e.g. a node shutting down); the estimate then reports
         the rule as it stands on the steps done.
 
@@ -610,17 +578,14 @@ class GripEstimator:
         """
         cfg = self.config
         t0 = time.perf_counter()
-        s, m, vs, vm, n_nonfinite, n_braking, la, extra = self._clean(slip, mu, slip_var, mu_var, lateral,
-                                                                       t=t, slip_var_shared=slip_var_shared)
+        s, m, vs, vm, n_nonfinite, n_braking, la = self._clean(slip, mu, slip_var, mu_var, lateral)
         n_components = 0
         shared = None
-        if cfg.slip_error_model is not None and "t" in extra and "slip_var_shared" in extra:
-            order = np.argsort(extra["t"], kind="stable")   # the error's sequence runs in time order
-            s, m, vs, vm, la = (None if x is None else np.ascontiguousarray(x[order]) for x in (s, m, vs, vm, la))
-            shared = correlated_slip_errors(extra["t"][order], extra["slip_var_shared"][order], cfg.slip_error_model)
         if vs is not None and cfg.slip_prior == "deconvolved":  # measured slips -> their true slips' posteriors
             mix = true_slip_distribution(s, vs)
             n_components = mix.n_components
+            if cfg.slip_mean_error:
+                shared = mix.shared_loadings(s, vs)
             s, vs = (np.ascontiguousarray(x) for x in mix.posterior(s, vs))
             vs = vs if np.any(vs > 0.0) else None
         ss = np.random.SeedSequence(cfg.seed)

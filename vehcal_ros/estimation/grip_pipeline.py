@@ -128,16 +128,7 @@ wheel torques, or the description's mass, as doubtful (with ``torque_scale_learn
 within 0.5 % on the simulated HMMWV's exact torques."""
 
 
-def own_slip_var(data: ScopeData, split_reference: bool) -> np.ndarray | None:
-    """Each slip's own variance: with ``split_reference``, ``slip_var`` less the speed reference's share
-    (:attr:`ScopeData.slip_var_ref`, which the fit takes as a persistent error); else ``slip_var``."""
-    if not split_reference or data.slip_var is None or data.slip_var_ref is None or data.slip_is_latent:
-        return data.slip_var
-    return np.maximum(np.asarray(data.slip_var) - np.asarray(data.slip_var_ref), 0.0)
-
-
-def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True,
-              split_reference: bool = False) -> ScopeData:
+def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
     """At most ``n_max`` samples for the fit (its cost is O(n)), chosen on time or the slip, never on the friction.
 
     ``rule="even"`` (the default): evenly spaced in time order, the newest kept. ``rule="excitation"`` (NOT the
@@ -153,8 +144,7 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     kept). The choice depends on the slips (the regressor) only, so
     the likelihood of the friction given the chosen slips is unchanged: selecting on the friction would bias it.
 
-    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``; each slip's own variance,
-    :func:`own_slip_var`, with ``split_reference``), under either rule (a fit that
+    With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), under either rule (a fit that
     deconvolves its 100 samples alone reads the HMMWV's first daily-drive estimates at 0.4-0.65 against 0.90,
     benchmarks/README_tire_forces.md), each true slip's posterior
     (:mod:`~vehcal_ros.estimation.latent_slip`) is taken under the slip distribution deconvolved from EVERY
@@ -167,7 +157,7 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     if n <= n_max:
         return data
     latent = None
-    v = own_slip_var(data, split_reference)
+    v = data.slip_var
     if deconvolve and v is not None and np.any(v > 0.0):
         ok = np.flatnonzero(np.isfinite(data.slip) & np.isfinite(v) & (v >= 0.0))
         m, w = np.array(data.slip, dtype=float), np.array(v, dtype=float)
@@ -370,9 +360,6 @@ class GripPipeline:
     force_config: TireForceConfig | None = None   #: the force estimator's settings (None: HMMWV defaults)
     force_timeout: float = 0.5   #: s, auto: the tire-force topic counts as alive this long after its last sample
     shape_prior: bool = False    #: fit with a tire-shape prior learnt from this scope's published estimates
-    #: the slips' speed-reference error taken as persistent, as its filter's is (grip_fit.correlated_slip_errors);
-    #: False: every slip error taken as independent
-    slip_error_persistence: bool = False
     shape_prior_inflation: float = 4.0  #: variance factor of the learnt shape prior (room for a changed shape)
     surface_change: SurfaceChangeConfig = field(default_factory=SurfaceChangeConfig)  #: road-change test
     #: publish (fit) only when the samples newer than the published estimate's data reach ``min_excitation``
@@ -540,10 +527,7 @@ class GripPipeline:
             t_end = data.t_end
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
-                                         shape_prior=self.learnt_shape_prior(data.scope),
-                                         slip_error_model=(self.collector.slip_error_model
-                                                           if self.slip_error_persistence else None))
-            split = config.slip_error_model is not None
+                                         shape_prior=self.learnt_shape_prior(data.scope))
             window = data
             # the gate's span of |mu|: of the fitted samples when they are the window's even share, of the whole
             # window when the subsample leans to its excited blocks (the frictions: no deconvolution needed)
@@ -560,8 +544,7 @@ class GripPipeline:
             if self.pre_gate(outcome):   # before the subsample's deconvolution: a skipped window costs nothing
                 outcomes.append(outcome)
                 continue
-            data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved",
-                             split)
+            data = subsample(window, self.max_fit_points, self.subsample_rule, config.slip_prior == "deconvolved")
             if data.slip_is_latent:   # deconvolved over the whole window already (subsample's docstring)
                 config = dataclasses.replace(config, slip_prior="flat")
             outcome.n_points = int(data.mu.size)
@@ -571,11 +554,10 @@ class GripPipeline:
             t0 = time.perf_counter()
             try:
                 outcome.estimate = GripEstimator(config).fit(data.slip, data.mu, warm_start=previous,
-                                                             slip_var=own_slip_var(data, split),
+                                                             slip_var=data.slip_var,
                                                              mu_var=getattr(data, "mu_var", None),
                                                              stop=self.cancel.is_set,
-                                                             lateral=getattr(data, "lat", None), t=data.t,
-                                                             slip_var_shared=data.slip_var_ref if split else None)
+                                                             lateral=getattr(data, "lat", None))
             except EstimationError as exc:
                 outcome.error = str(exc)
             except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
@@ -888,7 +870,7 @@ class GripPipeline:
 # ROS parameters -> pipeline (one mapping for the grip_estimator node and bag replay)
 # ------------------------------------------------------------------------------------------------------------
 FIT_PARAMS = ("min_points", "n_ml_starts", "n_chains", "n_steps", "max_steps", "max_peak_slip", "prior_mode",
-              "interval_prob", "seed", "slip_prior")   # the last: replay/bench only
+              "interval_prob", "seed", "slip_prior", "slip_mean_error")   # the last two: replay/bench only
 #: grip_estimator publication gates -> the GripConfig thresholds of the convergence rule (the chains are
 #: extended until the estimate passes the same gates the node publishes with)
 GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_ess_tail": "ess_tail_threshold"}
@@ -1062,8 +1044,6 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
                         min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
                         shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
-                        slip_error_persistence=bool(values.get("slip_error_persistence",
-                                                               GripPipeline.slip_error_persistence)),
                         require_new_excitation=bool(values.get("require_new_excitation",
                                                                GripPipeline.require_new_excitation)),
                         surface_change=surface_change_config_from(values), hazard=hazard_from(values),

@@ -77,7 +77,6 @@ from vehcal_ros.estimation.speed_reference import (
     GnssImuSpeed,
     ReferenceSpeed,
     SpeedReferenceConfig,
-    error_dynamics,
 )
 from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
@@ -204,9 +203,6 @@ class ScopeData:
     slip_var: np.ndarray | None = None   #: variance of each slip (block averages; 0 = unknown)
     mu_var: np.ndarray | None = None     #: variance of each mu (estimated forces; 0 = transducer data)
     lat: np.ndarray | None = None        #: |sin alpha| / lateral_ratio of each sample (0 = pure longitudinal slip)
-    #: the part of each ``slip_var`` that is the speed reference's error, which persists in time
-    #: (:attr:`GripDataCollector.slip_error_model`); the rest is each sample's own (the wheel speeds')
-    slip_var_ref: np.ndarray | None = None
     slip_is_latent: bool = False         #: slip/slip_var are already each true slip's posterior mean/variance
     #: (deconvolved over the whole window by grip_pipeline.subsample): the fit must not deconvolve again
     #: (t, mu, mu_var) of the window's friction samples taken while the rolling radius was still being learnt:
@@ -380,9 +376,6 @@ class GripDataCollector:
         self.speed = (GnssImuSpeed(SpeedReferenceConfig(accel_std=c.accel_std,
                                                         rear_distance=max(0.0, -min(c.wheel_x))))
                       if c.speed_reference == "gnss_imu" else None)
-        #: how the speed reference's error persists (speed_reference.error_dynamics for gnss_imu; None for
-        #: odometry, whose twist errors are taken as independent per message)
-        self.slip_error_model = error_dynamics(self.speed.config) if self.speed is not None else None
         #: called with each speed-reference sample (t, u): the pipeline's odometer
         self.on_speed = None
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
@@ -399,9 +392,9 @@ class GripDataCollector:
         self._wheelbase = max(c.wheel_x) - min(c.wheel_x)
         self._max_sin_alpha = math.sin(c.max_slip_angle)
         self._pending: deque[TireForce] = deque(maxlen=8192)
-        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var", "lat", "slip_var_ref"),
-                                          capacity=c.capacity, window=c.window, max_gap=c.max_gap, allow_equal=True)
-                         for s in c.scopes()}
+        self._buffers = {s: RollingBuffer(("slip", "mu", "slip_var", "mu_var", "lat"), capacity=c.capacity,
+                                          window=c.window,
+                                          max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
         #: per scope: (mu, mu_var) of the samples taken while the radius gate held them back (floor beliefs only)
         self._floor_only = {s: RollingBuffer(("mu", "mu_var"), capacity=c.capacity, window=c.window,
                                              max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
@@ -616,8 +609,8 @@ class GripDataCollector:
         if c.average_window > 0.0:
             self._blocks[i].add(slip, mu, var_fx, var_fz, rec.fx_rho, denom, sin_alpha, u_var / (denom * denom))
         else:
-            ref_var = u_var / (denom * denom)
-            self._store(i, rec.t, slip, mu, ref_var, 1, var_fx + var_fz, abs(sin_alpha) / c.lateral_ratio, ref_var)
+            self._store(i, rec.t, slip, mu, u_var / (denom * denom), 1, var_fx + var_fz,
+                        abs(sin_alpha) / c.lateral_ratio)
 
     def _floor_sample(self, rec: TireForce) -> None:
         """A sample held back by the radius gate (past the load and speed gates) that passes the lateral one
@@ -653,9 +646,8 @@ class GripDataCollector:
         return _interp(travel, z, toe)
 
     def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
-               mu_var: float = 0.0, lat: float = 0.0, ref_var: float = 0.0) -> None:
-        """Put one (block-averaged) friction sample of ``n`` raw samples into its scope's buffer (``ref_var``: the
-        speed reference's share of ``slip_var``)."""
+               mu_var: float = 0.0, lat: float = 0.0) -> None:
+        """Put one (block-averaged) friction sample of ``n`` raw samples into its scope's buffer."""
         c = self.config
         scope = c.scope_of(wheel)
         if mu < 0.0 and c.braking != "keep":  # braking force (see the module docstring)
@@ -665,7 +657,7 @@ class GripDataCollector:
             if c.braking == "separate":
                 scope = f"{scope}_braking"
             slip, mu = -slip, -mu
-        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var, lat, ref_var)):
+        if self._buffers[scope].append(t, (slip, mu, slip_var, mu_var, lat)):
             self.counters.accepted += n
         else:
             self.counters.dropped["out_of_order"] += n
@@ -686,10 +678,9 @@ class GripDataCollector:
                 else:
                     slip, mu, var = block.mean_var()
                     # the speed reference's own error is common to the block's samples: its variance adds
-                    ref_var = block.ref_var / block.n
-                    noise = self._slip_noise(i, var, block.n, block.speed / block.n) + ref_var
+                    noise = self._slip_noise(i, var, block.n, block.speed / block.n) + block.ref_var / block.n
                     self._store(i, (self._block_key + 0.5) * w, slip, mu, noise, block.n,
-                                block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio, ref_var)
+                                block.mu_var(), abs(block.lat / block.n) / self.config.lateral_ratio)
             block.clear()
             fb = self._floor_blocks[i]
             if fb.n > 0 and not restart and fb.n >= 0.5 * self._block_seen[i]:
@@ -732,14 +723,13 @@ class GripDataCollector:
             f = self._floor_only[scope].array()
             f = f[f[:, 0] >= max(f[-1, 0], a[-1, 0] if a.size else -math.inf) - self.config.window]
         return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
-                         lat=a[:, 5], slip_var_ref=a[:, 6],
-                         floor_only=None if f is None else (f[:, 0], f[:, 1], f[:, 2]))
+                         lat=a[:, 5], floor_only=None if f is None else (f[:, 0], f[:, 1], f[:, 2]))
 
     def recent(self, scope: str, t0: float) -> ScopeData:
         """The scope's samples stamped at or after ``t0`` (a copy of those only)."""
         a = self._buffers[scope].since(t0)
         return ScopeData(scope=scope, t=a[:, 0], slip=a[:, 1], mu=a[:, 2], slip_var=a[:, 3], mu_var=a[:, 4],
-                         lat=a[:, 5], slip_var_ref=a[:, 6])
+                         lat=a[:, 5])
 
     def fill(self) -> dict[str, int]:
         """Samples currently buffered per scope."""

@@ -67,6 +67,22 @@ class SlipMixture:
         w = (r * (bvar + b * b)).sum(axis=1) - m * m
         return m, np.maximum(w, 0.0)
 
+    def shared_loadings(self, s: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """[K, n] the error the component means carry into every posterior mean m_i (:meth:`posterior`), slip.
+
+        The means are estimated from these same slips, with variance V_k = 1 / sum_i r_ik / (tau_k^2 + v_i) (the
+        inverse Fisher information of mu_k), and m_i moves with mu_k by a_ik = r_ik (1 - g_ik). The error delta_k
+        is one for all of a component's samples: m_i - t_i = sum_k a_ik delta_k + (its own part, variance w_i).
+        Row k is a_ik sqrt(V_k); the likelihood integrates delta_k out exactly
+        (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`). Without it a tight cluster of samples
+        (cruise, a steady drive) pins the curve at its slip as if that slip were known to V_k / n_k, not V_k: a
+        narrow interval that misses (benchmarks/README_tire_forces.md)."""
+        r, _ = self.responsibilities(s, v)
+        tot = self.variances[None, :] + v[:, None]
+        gain = self.variances[None, :] / tot
+        mean_var = 1.0 / np.maximum((r / tot).sum(axis=0), 1e-300)
+        return np.ascontiguousarray((r * (1.0 - gain) * np.sqrt(mean_var)[None, :]).T)
+
 
 def fit_mixture(s: np.ndarray, v: np.ndarray, k: int, n_iter: int = 300, tol: float = 1e-9) -> SlipMixture:
     """Extreme-deconvolution EM for ``k`` components (1-D), started at the quantiles of ``s`` (the EM steps in

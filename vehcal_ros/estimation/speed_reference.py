@@ -77,37 +77,6 @@ class SpeedReferenceConfig:
                 raise ValueError(message)
 
 
-def error_dynamics(config: SpeedReferenceConfig, gnss_period: float = 0.1, imu_period: float = 0.01,
-                   gnss_std: float | None = None) -> tuple[tuple[float, ...], tuple[float, ...], float]:
-    """The steady-state error of :class:`GnssImuSpeed`'s (u, b) after a fix, as a Gauss-Markov sequence from one fix
-    to the next: (A row-major [2 x 2], P (P_uu, P_ub, P_bb) normalised to P_uu = 1, ``gnss_period``). A = (I - K H)
-    F is the closed loop over one GNSS period T, K the steady-state Kalman gain of the model in the module
-    docstring (the discrete algebraic Riccati equation solved by iteration; F = [[1, -T], [0, 1]], Q =
-    diag(accel_std^2 imu_period T, bias_walk^2 T), R = gnss_std^2, a fix's own accuracy being unknown here) and P
-    the stationary error covariance after a fix. The speed error k periods apart then has the correlation
-    (A^k P)_uu: with the defaults (0.05 m/s GNSS at 10 Hz, 0.05 m/s^2 accelerometer noise at 100 Hz, bias walk
-    0.01 m/s^2/sqrt(s)) 0.94 at 0.1 s, 0.46 at 1 s, 0.13 at 2 s and -0.06 at 4 s: the offset's correction makes the
-    error swing back, so its long-run share is far below that of an exponential error with the same first lag."""
-    sd = config.gnss_std if gnss_std is None else gnss_std
-    T = gnss_period
-    q_u = config.accel_std ** 2 * imu_period * T
-    q_b = config.bias_walk ** 2 * T
-    r = sd * sd
-    puu, pub, pbb = r, 0.0, config.bias_prior_std ** 2   # covariance after a fix
-    ku = kb = math.nan
-    for _ in range(100_000):
-        fuu = puu - 2.0 * T * pub + T * T * pbb + q_u   # predict over T with F, then update with H = [1, 0]
-        fub = pub - T * pbb
-        fbb = pbb + q_b
-        ku_new, kb_new = fuu / (fuu + r), fub / (fuu + r)
-        puu, pub, pbb = (1.0 - ku_new) * fuu, (1.0 - ku_new) * fub, fbb - kb_new * fub
-        if abs(ku_new - ku) < 1e-13 and abs(kb_new - kb) < 1e-13:
-            break
-        ku, kb = ku_new, kb_new
-    a = (1.0 - ku, -(1.0 - ku) * T, -kb, 1.0 + kb * T)
-    return a, (1.0, pub / puu, pbb / puu), T
-
-
 @dataclass(frozen=True, slots=True)
 class ReferenceSpeed:
     """One released estimate: body-frame speeds at the IMU stamp ``t`` (s)."""

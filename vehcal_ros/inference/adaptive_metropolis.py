@@ -224,7 +224,7 @@ def _grip_log_target(s, mu, vs, vm, la, sh, x, th, reparam, lb, ub, sigma_mode, 
     """Log posterior up to a constant (nats): uniform prior in the bounds (Eq. 20) [x truncation to curves
     peaking at slip <= max_peak_slip, Section 4.2.2] + the exact Gaussian errors-in-variables log likelihood
     (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2
-    v_s_i; ``la`` the samples' lateral slips, empty = pure slip; ``sh`` the slips' error that persists in time).
+    v_s_i; ``la`` the samples' lateral slips, empty = pure slip; ``sh`` slip errors shared by the samples).
 
     ``x`` is theta, or with ``reparam`` the slope coordinates (B C D, C, D, E, s_h, s_v); then theta is written
     to ``th`` and the log Jacobian -log(C D) of the change of variables is added (same posterior in theta).
@@ -233,8 +233,8 @@ def _grip_log_target(s, mu, vs, vm, la, sh, x, th, reparam, lb, ub, sigma_mode, 
     (-(N/2) log V; only without per-sample variances).
     ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
     mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior.
-    ``sh`` [8, n]: the slips' persistent error, transitions, noises and loadings ([0, n]: none). ``work``: the
-    likelihood's work space (:func:`~vehcal_ros.models.pacejka.likelihood_work`)."""
+    ``sh`` [K, n]: slip errors shared by the samples (K = 0: none). ``work``: the likelihood's work space
+    (:func:`~vehcal_ros.models.pacejka.likelihood_work`)."""
     log_jac = 0.0
     if reparam:
         cd = x[1] * x[2]
@@ -281,7 +281,7 @@ def _grip_chain(s, mu, vs, vm, la, sh, reparam, theta, S, lb, ub, sigma_mode, si
     work = np.empty(d)
     Snew = np.empty((d, d))
     th = np.empty(N_THETA)
-    lw = likelihood_work(s.shape[0])
+    lw = likelihood_work(s.shape[0], sh.shape[0])
     lp = _grip_log_target(s, mu, vs, vm, la, sh, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                           max_peak_slip, shape, lw)
     p_ind = ind[0]
@@ -455,7 +455,7 @@ def _grip_log_target_rows(s, mu, vs, vm, la, sh, X, reparam, lb, ub, sigma_mode,
                           shape, out):
     """:func:`_grip_log_target` at every row of ``X`` [n, d] (sampler coordinates) into ``out`` [n]."""
     th = np.empty(N_THETA)
-    lw = likelihood_work(s.shape[0])
+    lw = likelihood_work(s.shape[0], sh.shape[0])
     half_n = 0.5 * s.shape[0]
     for i in range(X.shape[0]):
         out[i] = _grip_log_target(s, mu, vs, vm, la, sh, X[i], th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
@@ -535,7 +535,7 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                                   float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
                                   max_peak_slip is not None,
                                   float(max_peak_slip) if max_peak_slip is not None else 1.0,
-                                  _shape_array(shape_prior), likelihood_work(len(s))))
+                                  _shape_array(shape_prior), likelihood_work(len(s), sh.shape[0])))
 
 
 def _shape_array(shape_prior: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
@@ -578,13 +578,12 @@ def _lateral(s: np.ndarray, lateral: np.ndarray | None) -> np.ndarray:
 
 
 def _shared(s: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
-    """[8, n] the persistent slip error of the samples in time order, its transitions, noises and loadings
-    (pacejka.gauss_nll_shared_into); [0, n] = none."""
+    """[K, n] slip errors shared by the samples (pacejka.gauss_nll_shared_into); [0, n] = none."""
     if shared is None:
         return np.zeros((0, len(s)))
     sh = np.ascontiguousarray(shared, dtype=float)
-    if sh.ndim != 2 or sh.shape != (8, len(s)) or not np.all(np.isfinite(sh)):
-        raise ValueError("shared must be a finite [8, n] array: each sample's transition, noise and loading")
+    if sh.ndim != 2 or sh.shape[1] != len(s) or not np.all(np.isfinite(sh)):
+        raise ValueError("shared must be a finite [K, n] array, one column per sample")
     return sh
 
 

@@ -159,34 +159,33 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
 
 
 @njit(cache=True, nogil=True)
-def likelihood_work(n: int) -> np.ndarray:
-    """The work space of :func:`gauss_nll_shared_into` (and :func:`gauss_nll_lat_into`) for ``n`` samples: zeros
-    [4, max(n, 1)], one row per per-sample term (row 2 stays zero). Allocate once per chain, not per
-    evaluation."""
-    return np.zeros((4, max(n, 1)))
+def likelihood_work(n: int, k: int) -> np.ndarray:
+    """The work space of :func:`gauss_nll_shared_into` (and :func:`gauss_nll_lat_into`) for ``n`` samples and
+    ``k`` shared errors: zeros [5 + k, max(n, k)]; rows 0-3 per sample (row 2 stays zero), rows 4 .. 3 + k the
+    k x k system, row 4 + k its right-hand side. Allocate once per chain, not per evaluation."""
+    return np.zeros((5 + k, max(n, k)))
 
 
 @njit(cache=True, nogil=True)
 def gauss_nll_shared(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                      mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray) -> float:
     """:func:`gauss_nll_shared_into` with its own work space (tools, the ML step)."""
-    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, likelihood_work(s.shape[0]))
+    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared,
+                                 likelihood_work(s.shape[0], shared.shape[0]))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                           mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, work: np.ndarray) -> float:
-    """:func:`gauss_nll_lat_into` when the slips also carry an error that persists in time: slip_i = t_i + a_i
-    z_i[0] + e_i, z a two-state Gauss-Markov sequence along the samples in time order, z_i = Phi_i z_(i-1) + w_i,
-    w_i ~ N(0, Q_i) (e.g. the speed reference's error and its offset's, :func:`~vehcal_ros.estimation.grip_fit.
-    correlated_slip_errors`), linearised as the per-sample slip variance is: the residuals r_i = mu_i - f(s_i) are
-    l_i z_i[0] + eps_i with l_i = f'(s_i) a_i and eps_i ~ N(0, Var_i). The exact Gaussian density of r follows from
-    a Kalman filter over the samples (prediction error decomposition), O(n):
-    -log p = sum_i (log 2 pi S_i + nu_i^2 / S_i) / 2, nu_i = r_i - l_i m_i|i-1[0], S_i = l_i^2 P_i|i-1[0, 0] + Var_i.
-    ``shared`` [8, n], per sample in time order: rows 0-3 Phi_i (row-major), rows 4-6 Q_i (q00, q01, q11), row 7
-    a_i (slip); the first sample's Phi is 0 and its Q the stationary covariance. [0, n]: no such error
-    (:func:`gauss_nll_lat_into`). ``work``: :func:`likelihood_work` (row 2 zeros)."""
-    if shared.shape[0] == 0:
+    """:func:`gauss_nll_lat_into` when the slips also share errors: slip_i = t_i + sum_k shared[k, i] delta_k +
+    e_i with delta_k ~ N(0, 1) common to all samples (e.g. the error of a deconvolved slip component's mean,
+    :meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.shared_loadings`), linearised as the per-sample slip
+    variance is: mu ~ N(f(s), D + L L^T), D = diag(Var_i), L_ik = f'(s_i) shared[k, i]. By the Woodbury identity
+    and the matrix determinant lemma, with M = I + L^T D^-1 L [K, K] and y = L^T D^-1 r:
+    -log p = (n log 2 pi + sum r_i^2 / Var_i - y^T M^-1 y + sum log Var_i + log det M) / 2, O(n K^2).
+    ``shared`` [K, n]; K = 0: :func:`gauss_nll_lat_into`. ``work``: :func:`likelihood_work` (row 2 zeros)."""
+    K = shared.shape[0]
+    if K == 0:
         return gauss_nll_lat_into(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
     n = s.shape[0]
     vs = slip_var if slip_var.shape[0] == n else work[2, :n]
@@ -194,34 +193,45 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     la = lat if lat.shape[0] == n else work[2, :n]
     r, var, sl = work[0, :n], work[1, :n], work[3, :n]
     _eiv_residuals(s, mu, theta, sigma2, vs, vm, la, r, sl, var)
+    M = work[4:4 + K, :K]
+    y = work[4 + K, :K]
+    M[:, :] = 0.0
+    y[:] = 0.0
     acc = 0.0
-    log_s = 0.0
+    log_var = 0.0
     prod = 1.0
-    m0 = m1 = 0.0                # E[z_i | r_1 .. r_(i-1)] after the prediction, then the update
-    p00 = p01 = p11 = 0.0        # its covariance
     for i in range(n):
-        f00, f01, f10, f11 = shared[0, i], shared[1, i], shared[2, i], shared[3, i]
-        m0, m1 = f00 * m0 + f01 * m1, f10 * m0 + f11 * m1
-        a00 = f00 * p00 + f01 * p01          # (Phi P) rows
-        a01 = f00 * p01 + f01 * p11
-        a10 = f10 * p00 + f11 * p01
-        a11 = f10 * p01 + f11 * p11
-        p00 = a00 * f00 + a01 * f01 + shared[4, i]
-        p01 = a00 * f10 + a01 * f11 + shared[5, i]
-        p11 = a10 * f10 + a11 * f11 + shared[6, i]
-        li = sl[i] * shared[7, i]
-        sv = li * li * p00 + var[i]
-        nu = r[i] - li * m0
-        acc += nu * nu / sv
-        prod *= sv
+        iv = 1.0 / var[i]
+        acc += r[i] * r[i] * iv
+        prod *= var[i]
         if not 1e-150 < prod < 1e150:
-            log_s += math.log(prod)
+            log_var += math.log(prod)
             prod = 1.0
-        k0, k1 = p00 * li / sv, p01 * li / sv   # Kalman gain
-        m0 += k0 * nu
-        m1 += k1 * nu
-        p00, p01, p11 = p00 - k0 * li * p00, p01 - k0 * li * p01, p11 - k1 * li * p01
-    return 0.5 * (n * _LOG_2PI + acc + log_s + math.log(prod))
+        for k in range(K):
+            lk = sl[i] * shared[k, i] * iv
+            y[k] += lk * r[i]
+            for j in range(k + 1):
+                M[k, j] += lk * sl[i] * shared[j, i]
+    log_det = 0.0
+    for k in range(K):          # Cholesky of M = I + L^T D^-1 L in place (lower), then forward solve for y
+        M[k, k] += 1.0
+        for j in range(k + 1):
+            a = M[k, j]
+            for m in range(j):
+                a -= M[k, m] * M[j, m]
+            if j == k:
+                a = math.sqrt(a)
+                log_det += 2.0 * math.log(a)
+            else:
+                a /= M[j, j]
+            M[k, j] = a
+    for k in range(K):
+        a = y[k]
+        for m in range(k):
+            a -= M[k, m] * y[m]
+        y[k] = a / M[k, k]
+        acc -= y[k] * y[k]
+    return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod) + log_det)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

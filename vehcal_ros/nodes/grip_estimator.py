@@ -194,10 +194,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("radius_learning", True, "learn each axle's effective rolling radius online from free rolling against "
               "the GNSS speed (estimation/rolling_radius.py); friction samples wait until it is known",
               read_only=True),
-    ParamSpec("slip_error_persistence", False, "gnss_imu: take the slips' speed-reference error as persistent, "
-              "as the GNSS/IMU filter's own error is (its closed-loop dynamics), and integrate it out of the fits; "
-              "off (default): every slip error independent (docs/grip.md: on, it misreads a firm acceleration)",
-              read_only=True),
     ParamSpec("max_radius_sd", 0.002, "friction samples wait until the learnt radius's relative SD is at most "
               "this (both axles); until then they count toward floor beliefs only", 1e-5, 0.1, read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
