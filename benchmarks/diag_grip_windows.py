@@ -10,13 +10,15 @@ averaged over the block's 100 Hz samples; the wheel is the one whose true fricti
   regression on the IMU's jerk / speed (d a_x/dt / u, a_x smoothed over 9 samples): a wheel-centre speed that is
   not the body's at the wheel during load-transfer transients;
 * for the windows named by ``--refit T,...``: the fit (the pipeline's configuration, its even subsample of
-  ``max_fit_points``, seed 0) of the window as recorded, and with parts of it replaced by the truth: the slips,
-  the friction, the slips of the transient blocks only (|jerk| > ``--jerk``), the true slips plus fresh white
-  noise of the stated variance (``--noise-seeds`` draws; ``--split``: also with the latent slips at the cruise or
-  the excited blocks only), and the recorded window with the flat slip prior.
+  ``max_fit_points``, seed 0) of the window as recorded, and with parts of it replaced by the truth: the slips
+  (with a negligible variance, and with the stated one), the friction, the slips of the transient blocks only
+  (|jerk| > ``--jerk``), the true slips plus fresh white noise of the stated variance (``--noise-seeds`` draws;
+  ``--split``: also with the latent slips at the cruise or the excited blocks only), and the recorded window with
+  the flat slip prior.
   Windows after a detected road change are refitted on their samples from the change on only.
 
 Usage: python benchmarks/diag_grip_windows.py --vehicle V --bag DIR [--scope rear_axle] [--refit 49.9,59.9]
+       python benchmarks/diag_grip_windows.py --description hmmwv_sim --bag BAG [--refit ...]   # shipped defaults
 Not a test: a diagnosis aid whose figures benchmarks/README_tire_forces.md quotes (session 5).
 """
 
@@ -177,6 +179,7 @@ def refits(rec: list[dict], scope: str, times: list[float], pipeline, truth, imu
         transient = jerk_at(imu, k.t, lambda v: np.max(np.abs(v))) > jerk
         tiny = np.full(k.t.size, 1e-10)
         variants = [("as recorded", k), ("true slip", dataclasses.replace(k, slip=tb[:, 0], slip_var=tiny)),
+                    ("true slip, stated slip_var", dataclasses.replace(k, slip=tb[:, 0])),
                     ("true mu", dataclasses.replace(k, mu=tb[:, 1], mu_var=tiny)),
                     (f"true slip at |jerk| > {jerk:g}",
                      dataclasses.replace(k, slip=np.where(transient, tb[:, 0], k.slip)))]
@@ -209,6 +212,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vehicle", default="hmmwv")
     ap.add_argument("--bag", required=True, help="a bag written by bench_tire_forces.py --bag DIR (same vehicle)")
+    ap.add_argument("--description", default=None,
+                    help="replay with the shipped defaults and this vehicle description (name or file) instead of "
+                         "the bench's parameters: any simulated bag with a ground-truth topic, e.g. "
+                         "grip_over_time.py's")
     ap.add_argument("--scope", default="front_axle")
     ap.add_argument("--refit", default="", help="stamps (s) of windows to refit, comma separated")
     ap.add_argument("--jerk", type=float, default=2.0, help="m/s^3: a block with |d a_x/dt| above is transient")
@@ -220,7 +227,8 @@ def main() -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        params = grip_params(args.vehicle, Path(tmp))
+        params = ({"force_source": "estimated", "vehicle": args.description} if args.description
+                  else grip_params(args.vehicle, Path(tmp)))
         pipeline = rp.grip_pipeline_from(rp._node_values({"grip_estimator": params}, 0)[rp.GRIP_NODE])
         rec = recorded_windows(Path(args.bag), params)
     truth, imu, odom = read_signals(Path(args.bag))
