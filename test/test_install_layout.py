@@ -42,7 +42,8 @@ TEST_PARAMS = {
     "/**/model_calibrator": {"ros__parameters": {"stages": ["rolling_resistance"], "require_order": False,
                                                  "n_chains": 2, "n_draws": 300, "min_ess": 100.0,
                                                  "max_r_hat": 1.05, "calibration_period": 2.0,
-                                                 "max_gap": 0.25}},   # best-effort losses on a loaded machine
+                                                 "max_gap": 0.25,   # best-effort losses on a loaded machine
+                                                 "vehicle": "hmmwv_sim"}},   # the simulated HMMWV's description
     "/**/grip_estimator": {"ros__parameters": {"n_steps": 4000}},
     "/**/vehicle_simulator": {"ros__parameters": {"duration": 36.0}},   # coast from 20 s: 10 s windows close
 }
@@ -178,7 +179,7 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
         expected = yaml.safe_load(installed_yaml.read_text())
         for ns in NAMESPACES:
             for node, names_ in (("grip_estimator", ["r0", "kt", "window", "max_peak_slip", "n_steps"]),
-                                 ("model_calibrator", ["prior.rr", "prior.kphi_r", "n_draws", "stages"])):
+                                 ("model_calibrator", ["r0", "rr_min_speed_drop", "vehicle", "n_draws", "stages"])):
                 client = probe.create_client(GetParameters, f"/{ns}/{node}/get_parameters")
                 assert client.wait_for_service(timeout_sec=10.0)
                 future = client.call_async(GetParameters.Request(names=names_))

@@ -31,6 +31,7 @@ from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, Wheel
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.grip_estimator import latched_qos
 from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
+from vehcal_ros.vehicle.description import load_vehicle
 
 pytestmark = pytest.mark.ros
 
@@ -194,7 +195,11 @@ def test_parameters_out_of_range_are_rejected(graph) -> None:
     res = node.set_parameters([Parameter("lat_min_speed", value=12.0)])[0]
     assert res.successful and node.pipeline.config.segments.lat_min_speed == 12.0
     # prior ranges: [lower, upper], named in the rejection; a valid one reaches the pipeline's stages
-    assert list(node.get_parameter("prior.rr").value) == [0.005, 0.03]          # the paper's by default
+    # unset by default: the vehicle description's range and nominal values, published as the model in use
+    assert list(node.get_parameter("prior.rr").value) == [] and node.pipeline.config.priors is None
+    desc = load_vehicle(node.values["vehicle"])
+    assert node.get_parameter("model.rr").value == desc.nominal["rr"]
+    assert node.get_parameter("model.kphi_f").value == desc.nominal["kphi_f"]
     for bad in ([0.03, 0.005], [0.001]):
         res = node.set_parameters([Parameter("prior.rr", value=bad)])[0]
         assert not res.successful and "'prior.rr'" in res.reason, res.reason
@@ -202,6 +207,8 @@ def test_parameters_out_of_range_are_rejected(graph) -> None:
     assert res.successful and node.pipeline.config.priors["rr"] == (0.001, 0.03)
     res = node.set_parameters([Parameter("prior.rr", value=[0.005, 0.03])])[0]
     assert res.successful and node.pipeline.config.priors["rr"] == (0.005, 0.03)
+    res = node.set_parameters([Parameter("prior.rr", value=[])])[0]   # back to the description's
+    assert res.successful and node.pipeline.config.priors is None
 
 
 def test_startup_with_bad_parameter_exits_with_one_line() -> None:

@@ -39,9 +39,12 @@ def test_run_estimate_rejects_bad_params_file(tmp_path) -> None:
 RR_TIRE = 0.008 * 0.4699   # the simulator's tire: rolling-resistance lever QSY1 R0 (reference/hmmwv.yaml), m
 #: The 8-DOF rr is an effective lever: it also takes the coast-down losses the 8-DOF model lacks and the other
 #: wheel radius and masses of the richer model, so its posterior (a few 1e-5 wide) concentrates on the
-#: model's pseudo-true value, not on the tire's QSY1 R0; measured offline on the paper's maneuvers: 0.0039-0.0041
-#: (+4 to +9 %). The test asks the published HDI to lie within this model-form band around QSY1 R0.
-RR_MODEL_FORM = 0.15
+#: model's pseudo-true value, not on the tire's QSY1 R0, and that value depends on the description's constants.
+#: With the simulated HMMWV's description (hmmwv_sim, what `run --sim` gives the estimators) it is 0.0044-0.0045
+#: (+17 to +20 %) on the fleet benchmark's daily drives (benchmarks/carry_forward.md) and 0.0045 here; with the
+#: 8-DOF paper's HMMWV constants 0.0039-0.0041 (+4 to +9 %). The test asks the published HDI to lie within this
+#: model-form band around QSY1 R0.
+RR_MODEL_FORM = 0.25
 #: 90 % -> 99.9 % interval about the mean for a near-Gaussian posterior: z_0.9995 / z_0.95 = 3.29 / 1.645
 WIDEN = 2.0
 

@@ -148,17 +148,3 @@ def test_description_rolling_radius_is_load_independent_in_the_8dof() -> None:
                         constants=k, wheel_torque=np.zeros((n, 4)))
     x = sim.run({"rr": 0.0})
     assert np.allclose(x[-1, 8:] * 0.46 / x[-1, 2], 1.0, atol=1e-4)
-
-
-def test_shipped_priors_of_the_default_vehicle_do_not_override_another_description() -> None:
-    """config/estimate.yaml's prior.* ranges are for the default vehicle: with another vehicle they count as unset
-    (the description's priors apply), as the paper's do; a range a user sets otherwise is kept; the default
-    vehicle keeps them."""
-    from vehcal_ros.estimation.calibration_pipeline import config_from, shipped_default_priors
-
-    shipped = shipped_default_priors()
-    assert shipped["rr"] == (0.001, 0.03) and shipped["kphi_f"] == (5000.0, 150000.0)
-    values = {f"prior.{k.lower()}": list(v) for k, v in shipped.items()}
-    other = config_from({**values, "vehicle": "sedan", "prior.cxf": [1000.0, 60000.0]})
-    assert other.priors == {"Cxf": (1000.0, 60000.0)}
-    assert config_from(values).priors["rr"] == (0.001, 0.03)

@@ -126,9 +126,7 @@ def _wait(predicate, timeout: float, step: float = 0.05) -> bool:
     return predicate()
 
 
-SIMULATED_VEHICLE = "hmmwv_sim"
-"""Description of the vehicle the demo's simulator drives (config/vehicles/hmmwv_sim.yaml): the grip estimator's
-vehicle unless ``--vehicle`` is given."""
+
 
 
 def _live(params: dict[str, dict], grip_scenario: str, realtime_factor: float, seed: int,
@@ -291,27 +289,29 @@ def grip_table(live: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def prior_means() -> dict[str, float]:
-    """Midpoints of the paper's uniform priors (the 'prior mean' model of its Tables 3, 5, 7)."""
-    from vehcal_ros.estimation.calibration import stage_spec
-    from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+def prior_means(vehicle: str) -> dict[str, float]:
+    """Midpoints of the vehicle description's uniform priors (the 'prior mean' model of the paper's Tables 3, 5,
+    7), bphi split equally; the description's nominal values elsewhere."""
+    from vehcal_ros.models.vehicle_8dof import VehicleConstants
+    from vehcal_ros.vehicle.description import load_vehicle
 
-    means = dict(DEFAULT_PARAMETERS)
-    for stage in ("longitudinal", "lateral", "rolling_resistance"):
-        for name, prior in stage_spec(stage).priors:
-            mid = 0.5 * (prior.low + prior.high)
-            if name == "bphi":
-                means["bphi_f"] = means["bphi_r"] = 0.5 * mid
-            else:
-                means[name] = mid
+    desc = load_vehicle(vehicle)
+    means = VehicleConstants.from_description(desc).default_parameters()
+    for name, (lo, hi) in desc.priors.items():
+        mid = 0.5 * (lo + hi)
+        if name == "bphi":
+            means["bphi_f"] = means["bphi_r"] = 0.5 * mid
+        else:
+            means[name] = mid
     return means
 
 
-def calibrated_8dof(model: dict[str, float]) -> dict[str, float]:
-    """8-DOF parameter dict from the calibrator's model parameters (bphi split in two halves)."""
-    from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
+def calibrated_8dof(model: dict[str, float], vehicle: str) -> dict[str, float]:
+    """8-DOF parameter dict from the calibrator's model parameters (bphi split in two halves) over the vehicle
+    description's nominal values."""
+    from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
-    p = dict(DEFAULT_PARAMETERS)
+    p = VehicleConstants.from_description(vehicle).default_parameters()
     for k, v in model.items():
         if k == "bphi":
             p["bphi_f"] = p["bphi_r"] = 0.5 * float(v)
@@ -320,15 +320,19 @@ def calibrated_8dof(model: dict[str, float]) -> dict[str, float]:
     return p
 
 
-def holdout(model: dict[str, float], seed: int) -> dict[str, dict[str, float]]:
+def holdout(model: dict[str, float], seed: int, vehicle: str) -> dict[str, dict[str, float]]:
+    """RMSE per Table 9 channel on the simulated test maneuver: the description's prior means against the
+    calibrated model, both in the 8-DOF with the description's constants."""
     from vehcal_ros.estimation.holdout import holdout_rmse, records_to_table
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
+    from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
     scenario = load_scenario("test_maneuver").with_seed(seed)
     table = records_to_table(r for _, r, _ in ScenarioRun(scenario))
-    return {"prior_mean": holdout_rmse(table, prior_means()),
-            "calibrated": holdout_rmse(table, calibrated_8dof(model))}
+    constants = VehicleConstants.from_description(vehicle)
+    return {"prior_mean": holdout_rmse(table, prior_means(vehicle), constants=constants),
+            "calibrated": holdout_rmse(table, calibrated_8dof(model, vehicle), constants=constants)}
 
 
 def _fmt(x: Any, spec: str = ".3f") -> str:
@@ -373,10 +377,11 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"--out {out}: exists and is not empty; choose another directory or remove it")
     from vehcal_ros.commands.vehicle_option import apply_vehicle
-    vehicle = getattr(args, "vehicle", None)
-    params = apply_vehicle(load_parameters(args.params), vehicle)
-    if vehicle is None:   # the grip estimator rides the simulated HMMWV: its description (the calibrator keeps
-        params = apply_vehicle(params, SIMULATED_VEHICLE, nodes=("grip_estimator",))   # the paper's 8-DOF one)
+    from vehcal_ros.vehicle.description import simulated_vehicle_description
+
+    # both estimators describe the vehicle the demo's simulator drives (its scenarios' default, the HMMWV)
+    params = apply_vehicle(load_parameters(args.params),
+                           getattr(args, "vehicle", None) or simulated_vehicle_description("hmmwv"))
     t0 = time.monotonic()
 
     def log(msg: str) -> None:
@@ -386,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
         "live over Fast DDS (the first run compiles the models: about a minute)")
     live = _live(params, args.grip_scenario, args.realtime_factor, args.seed, log)
     log("  held-out test maneuver (paper Fig. 27) ...")
-    hold = holdout(live["model"], args.seed)
+    hold = holdout(live["model"], args.seed, params["model_calibrator"]["vehicle"])
     summary = {"grip": grip_table(live), "parameters": live["summaries"], "model": live["model"],
                "calibration_status": {s: {"level": st.level, "message": st.message}
                                       for s, st in live["calibration"].items()},

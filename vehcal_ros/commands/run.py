@@ -141,11 +141,15 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime_factor is not None and args.realtime_factor < 0:
         raise InputError(f"--realtime-factor must be >= 0, got {args.realtime_factor}")
     from vehcal_ros.commands.vehicle_option import apply_vehicle
-    params = apply_vehicle(load_parameters(args.params), getattr(args, "vehicle", None))
+    vehicle = getattr(args, "vehicle", None)
     if args.sim:
         from vehcal_ros.io.scenarios import load_scenario
+        from vehcal_ros.vehicle.description import simulated_vehicle_description
 
-        load_scenario(args.sim)  # a bad scenario is one line before anything starts
+        scenario = load_scenario(args.sim)  # a bad scenario is one line before anything starts
+        # without --vehicle, the estimators describe the simulated vehicle (when it has a shipped description)
+        vehicle = vehicle or simulated_vehicle_description(scenario.vehicle or "hmmwv")
+    params = apply_vehicle(load_parameters(args.params), vehicle)
 
     import rclpy
     from rclpy.context import Context

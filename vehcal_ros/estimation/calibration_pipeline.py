@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,6 @@ from vehcal_ros.estimation.calibration import (
     calibrate_stage,
     check_prior_ranges,
     check_segment,
-    paper_prior_ranges,
     stage_spec,
 )
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
@@ -68,7 +67,6 @@ from vehcal_ros.estimation.segments import (
     resample,
 )
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
-from vehcal_ros.resources import find_resource
 from vehcal_ros.vehicle.description import load_vehicle
 
 OK, WARN, ERROR = 0, 1, 2
@@ -142,7 +140,8 @@ class CalibrationPipelineConfig:
     refit_proposal: bool = True        #: refit the IMH proposal before every mutation step (inference.smc): with
     #: one fit per stage and 5 steps, a run of the lateral stage could stay biased (steering ramp: R-hat 1.01-1.9)
     predictive_draws: int = 20         #: draws of the posterior-predictive RMSE check
-    r0: float = 0.47                   #: [m] tire radius of the wheel-speed unit check (w r0 / u ~ 1)
+    r0: float = 0.47                   #: [m] tire radius of the wheel-speed unit check (w r0 / u ~ 1; config_from
+    #: takes the description's unloaded radius)
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
     noise_prior_factor: float = 10.0   #: x the paper's half-normal noise scales: live data carry model-form
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
@@ -168,8 +167,9 @@ class CalibrationPipelineConfig:
     of the accepted posterior mean (covariance: the posterior's plus the best fit's), the model is *confirmed*
     (counted, no SMC); otherwise the stage is refitted. 0: always refit (no check)."""
     priors: Mapping[str, tuple[float, float]] | None = None
-    """uniform prior ranges {name: (lower, upper)} replacing the paper's (Eq. 14; names as
-    :data:`MODEL_PARAMETERS`); None or absent names: the paper's ranges (calibration.paper_prior_ranges)."""
+    """uniform prior ranges {name: (lower, upper)} replacing the vehicle description's (names as
+    :data:`MODEL_PARAMETERS`); None or absent names: the description's ranges (the paper's Eq. 14 ones,
+    calibration.paper_prior_ranges, when ``vehicle`` is None)."""
     vehicle: str | None = None
     """vehicle description (name or file, vehicle/description.py): 8-DOF constants, drive maps, priors and
     nominal values; None: the paper's HMMWV."""
@@ -1055,35 +1055,42 @@ PRIOR_PREFIX = "prior."
 """model_calibrator parameters ``prior.<name>`` (lower case) = [lower, upper] uniform prior ranges."""
 
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess",
-               "recalibration_period", "min_new_data", "clock_jump", "require_order", "r0", "confirm_max_shift",
+               "recalibration_period", "min_new_data", "clock_jump", "require_order", "confirm_max_shift",
                "holdout_fraction", "holdout_tolerance", "holdout_band", "noise_model")
 """model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
-HMMWV_MODEL_DEFAULTS = {"Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0,
-                        "kphi_r": 37500.0, "bphi": 15000.0, "rr": 0.0175}
-"""The model_calibrator's declared ``model.<name>`` start-up values (the HMMWV's); with another ``vehicle``,
-values still equal to these are taken as unset (the description's nominal values apply)."""
 
 
-def shipped_default_priors() -> dict[str, tuple[float, float]]:
-    """The ``prior.<name>`` ranges the package's config/estimate.yaml ships for the model_calibrator (model
-    parameter names; empty when the file or the node's section is missing). They are chosen for the default
-    vehicle on the built-in simulator (the yaml says why each deviates from the paper's), so with another vehicle
-    :func:`config_from` takes them, like the paper's own ranges, as unset: that vehicle's description's priors
-    apply (the HMMWV's roll-stiffness bound of 150000 N m/rad and rr's lower bound of 0.001 m held the spec-sheet
-    HMMWV's roll stiffness at that bound and the sedan's rr, whose tires have none, above its zero)."""
-    path = find_resource("config", "estimate.yaml")
-    if path is None:
-        return {}
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-    node = next((v for k, v in doc.items() if str(k).endswith("model_calibrator")), None) or {}
-    values = node.get("ros__parameters") or {}
-    out: dict[str, tuple[float, float]] = {}
-    for k, v in values.items():
-        if str(k).startswith(PRIOR_PREFIX) and isinstance(v, (list, tuple)) and len(v) == 2:
-            out[_prior_key(str(k)[len(PRIOR_PREFIX):])] = (float(v[0]), float(v[1]))
+def _model_overrides(values: Mapping[str, Any]) -> dict[str, float]:
+    """``model.<name>`` values set above 0 (0, the declared default, takes the description's nominal value)."""
+    out = {}
+    for n in MODEL_PARAMETERS:
+        v = values.get(f"model.{n.lower()}")
+        if v is not None and float(v) > 0.0:
+            out[n] = float(v)
+    return out
+
+
+def _prior_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``prior.<name>`` ranges given ([], the declared default, or an unset parameter takes the description's)."""
+    return {k[len(PRIOR_PREFIX):]: v for k, v in values.items()
+            if k.startswith(PRIOR_PREFIX) and v is not None and len(v) > 0}
+
+
+def vehicle_overrides(values: Mapping[str, Any]) -> list[str]:
+    """One warning per model_calibrator parameter that overrides a fact of the vehicle description (``vehicle``),
+    naming both values: ``prior.<name>`` ranges, ``model.<name>`` start-up values and the tire radius ``r0``."""
+    desc = load_vehicle(str(values.get("vehicle") or "") or None)
+    where = desc.source or desc.name
+    nominal = _full_defaults(None, str(values.get("vehicle") or "") or None)
+    nominal["bphi"] = nominal["bphi_f"] + nominal["bphi_r"]
+    out = [f"parameter 'prior.{k.lower()}' = {list(map(float, v))} overrides the vehicle description's "
+           f"{list(desc.priors[_prior_key(k)])} ({where})"
+           for k, v in _prior_overrides(values).items() if _prior_key(k) in desc.priors]
+    out += [f"parameter 'model.{k.lower()}' = {v:g} overrides the vehicle description's {nominal[k]:g} ({where})"
+            for k, v in _model_overrides(values).items()]
+    r0 = float(values.get("r0") or 0.0)
+    if r0 > 0.0:
+        out.append(f"parameter 'r0' = {r0:g} overrides the vehicle description's {desc.r0:g} ({where})")
     return out
 
 
@@ -1094,33 +1101,24 @@ def _prior_key(name: str) -> str:
 def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
     """The pipeline configuration of model_calibrator parameter values (InputError naming a bad combination).
 
-    Segment thresholds are the ``SegmentConfig`` fields present in ``values``; ``model.<name>`` values are the
-    defaults of parameters not calibrated yet; ``prior.<name>`` values ([lower, upper]) the uniform prior ranges;
-    absent keys keep the configuration classes' defaults.
+    The vehicle description ``vehicle`` (None: the default vehicle) holds every vehicle fact: the prior ranges,
+    the nominal values of parameters not calibrated yet and the tire radius of the wheel-speed unit check. A
+    ``prior.<name>`` = [lower, upper], a ``model.<name>`` above 0 or an ``r0`` above 0 overrides it
+    (:func:`vehicle_overrides` names each); [] and 0, the declared defaults, take the description's. Segment
+    thresholds are the ``SegmentConfig`` fields present in ``values``; absent keys keep the configuration classes'
+    defaults.
     """
-    import dataclasses
-
-    seg = SegmentConfig(**{f.name: values[f.name] for f in dataclasses.fields(SegmentConfig) if f.name in values})
-    defaults = {n: float(values[f"model.{n.lower()}"]) for n in MODEL_PARAMETERS if f"model.{n.lower()}" in values}
+    seg = SegmentConfig(**{f.name: values[f.name] for f in fields(SegmentConfig) if f.name in values})
     extra: dict[str, Any] = {k: values[k] for k in CONFIG_KEYS if k in values}
     if "stages" in values:
         extra["stages"] = tuple(values["stages"])
-    priors = {k[len(PRIOR_PREFIX):]: v for k, v in values.items() if k.startswith(PRIOR_PREFIX)}
     vehicle = str(values.get("vehicle") or "") or None
-    if vehicle is not None and vehicle != "hmmwv":   # HMMWV defaults (declared or shipped) mean "unset": the
-        # description's apply (shipped_default_priors)
-        from vehcal_ros.vehicle.description import load_vehicle
-
-        desc = load_vehicle(vehicle)
-        paper, shipped = paper_prior_ranges(), shipped_default_priors()
-        priors = {k: v for k, v in priors.items()
-                  if tuple(map(float, v)) not in (paper.get(_prior_key(k)), shipped.get(_prior_key(k)))}
-        defaults = {k: v for k, v in defaults.items() if v != HMMWV_MODEL_DEFAULTS[k]}
-        if float(values.get("r0", 0.47)) == 0.47:
-            extra["r0"] = desc.r0
-        extra["vehicle"] = vehicle
+    r0 = float(values.get("r0") or 0.0)
+    extra["r0"] = r0 if r0 > 0.0 else load_vehicle(vehicle).r0
+    priors = _prior_overrides(values)
     if priors:
         extra["priors"] = check_prior_ranges(priors)
-    cfg = CalibrationPipelineConfig(segments=seg, defaults=defaults or None, **extra)
+    defaults = _model_overrides(values)
+    cfg = CalibrationPipelineConfig(segments=seg, defaults=defaults or None, vehicle=vehicle, **extra)
     cfg.validate()
     return cfg

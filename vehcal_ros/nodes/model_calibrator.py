@@ -36,11 +36,13 @@ from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges, paper_prior_ranges
 from vehcal_ros.estimation.calibration_pipeline import (
     ERROR,
+    MODEL_PARAMETERS,
     OK,
     WARN,
     CalibrationPipeline,
     config_from,
     remove_stale_temps,
+    vehicle_overrides,
     worst_diagnostics,
     write_atomic,
 )
@@ -64,19 +66,18 @@ def _stages_check(v: Any) -> str | None:
     return None
 
 
-MODEL_SPECS: tuple[ParamSpec, ...] = (
-    ParamSpec("model.cxf", 10300.0, "front longitudinal tire stiffness Cxf, N (calibrated; start-up value = default)",
-              0.0, 1e7),
-    ParamSpec("model.cxr", 10300.0, "rear longitudinal tire stiffness Cxr, N", 0.0, 1e7),
-    ParamSpec("model.cyf", 50000.0, "front cornering stiffness Cyf, N/rad", 0.0, 1e7),
-    ParamSpec("model.cyr", 50000.0, "rear cornering stiffness Cyr, N/rad", 0.0, 1e7),
-    ParamSpec("model.kphi_f", 37500.0, "front roll stiffness, N m/rad", 0.0, 1e7),
-    ParamSpec("model.kphi_r", 37500.0, "rear roll stiffness, N m/rad", 0.0, 1e7),
-    ParamSpec("model.bphi", 15000.0, "total roll damping (bphi_f = bphi_r = bphi/2), N m s/rad", 0.0, 1e7),
-    ParamSpec("model.rr", 0.0175, "rolling resistance lever, m (T = -rr |Fz| sign(omega))", 0.0, 1.0),
-)
-"""Output parameters (read_only=False): the latest accepted model; their start-up values are the defaults of
-parameters not yet calibrated."""
+_MODEL_UNITS = {"Cxf": "front longitudinal tire stiffness, N", "Cxr": "rear longitudinal tire stiffness, N",
+                "Cyf": "front cornering stiffness, N/rad", "Cyr": "rear cornering stiffness, N/rad",
+                "kphi_f": "front roll stiffness, N m/rad", "kphi_r": "rear roll stiffness, N m/rad",
+                "bphi": "total roll damping (bphi_f = bphi_r = bphi/2), N m s/rad",
+                "rr": "rolling resistance lever, m (T = -rr |Fz| sign(omega))"}
+MODEL_SPECS: tuple[ParamSpec, ...] = tuple(
+    ParamSpec(f"model.{name.lower()}", 0.0, f"{_MODEL_UNITS[name]}: the latest accepted model (published); a "
+              "start-up value above 0 overrides the vehicle description's nominal value (0 = the description's)",
+              0.0, 1.0 if name == "rr" else 1e7)
+    for name in MODEL_PARAMETERS)
+"""Output parameters (read_only=False): the latest accepted model, the description's nominal values where not
+calibrated yet; a start-up value above 0 overrides the nominal value (with a WARN naming both)."""
 
 
 def _vehicle_check(v: Any) -> str | None:
@@ -91,6 +92,8 @@ def _vehicle_check(v: Any) -> str | None:
 
 def _prior_check(name: str):
     def check(v: Any) -> str | None:
+        if len(v) == 0:
+            return None   # the vehicle description's range
         try:
             check_prior_ranges({name: v}, label="parameter 'prior.{}'")
         except InputError as exc:
@@ -102,10 +105,12 @@ def _prior_check(name: str):
 _PRIOR_UNITS = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad", "kphi_r": "N m/rad",
                 "bphi": "N m s/rad (total)", "rr": "m"}
 PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
-    ParamSpec(f"prior.{name.lower()}", [lo, hi], f"uniform prior [lower, upper] of {name}, {_PRIOR_UNITS[name]} "
-              "(default: the 8-DOF paper's Eq. 14 range; floats)", check=_prior_check(name))
-    for name, (lo, hi) in paper_prior_ranges().items())
-"""Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior (the paper's by default)."""
+    ParamSpec(f"prior.{name.lower()}", [], f"uniform prior [lower, upper] of {name}, {_PRIOR_UNITS[name]} "
+              "(floats): overrides the vehicle description's range ([] = the description's)",
+              check=_prior_check(name))
+    for name in paper_prior_ranges())
+"""Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior; [] (the default) takes the vehicle
+description's range."""
 
 
 def _segment_spec(d: dict) -> ParamSpec:
@@ -177,7 +182,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("seed", 0, "base seed (fit k of cycle c uses seed + 1000 c + k)", 0, 2**31 - 1),
     ParamSpec("max_r_hat", 1.01, "accept a fit only if every R-hat <= this", 1.0, 10.0),
     ParamSpec("min_ess", 400.0, "accept a fit only if every bulk ESS >= this", 0.0, 1e7),
-    ParamSpec("r0", 0.47, "tire radius of the wheel-speed unit check, m", 0.1, 2.0),
+    ParamSpec("r0", 0.0, "override of the description's tire radius in the wheel-speed unit check, m "
+              "(0 = the description's)", 0.0, 2.0),
     *SEGMENT_SPECS,
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
@@ -207,6 +213,7 @@ class ModelCalibratorNode(WorkerNode):
         self.n_published = 0
         self._setting_model = False
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
+        self._set_model_parameters(self._model_values())   # the start-up model: the description's nominal values
         v = self.values
         self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
         self.guard = calibration_guard(v)   # jump: clock_jump (as bag replay)
@@ -277,7 +284,10 @@ class ModelCalibratorNode(WorkerNode):
 
     # ---------------------------------------------------------- services
     def _new_pipeline(self) -> Any:
-        """The pipeline from the current parameters (start-up and ``~/reset``)."""
+        """The pipeline from the current parameters (start-up and ``~/reset``); a WARN per parameter that
+        overrides the vehicle description."""
+        for warning in vehicle_overrides(self.values):
+            self.get_logger().warning(warning)
         return CalibrationPipeline(config_from(self.values))
 
     def _reset_message(self) -> str:
@@ -285,7 +295,7 @@ class ModelCalibratorNode(WorkerNode):
 
     def _on_reset(self, request: Any, response: Any) -> Any:
         response = super()._on_reset(request, response)
-        self._set_model_parameters({s.name: self.values[s.name] for s in MODEL_SPECS})   # the start-up values
+        self._set_model_parameters(self._model_values())   # the start-up model
         self.destroy_publisher(self._model_pub)   # a late joiner must not get the model from before the reset
         self._model_pub = self.create_publisher(DiagnosticArray, self.values["output_topic"], latched_qos())
         self._state_before, self._state_history = {}, []   # starts over: the file's history goes too
@@ -398,6 +408,10 @@ class ModelCalibratorNode(WorkerNode):
         # parameters and file first, so a consumer woken by the message finds them updated
         self._model_pub.publish(conversions.diagnostics_to_msg(self._now(), statuses))
         self.n_published += 1
+
+    def _model_values(self) -> dict[str, float]:
+        """The pipeline's model (accepted values, nominal ones elsewhere) as ``model.<name>`` parameters."""
+        return {f"model.{k.lower()}": v for k, v in self.pipeline.model_parameters().items()}
 
     def _set_model_parameters(self, values: dict[str, float]) -> None:
         self._setting_model = True

@@ -242,6 +242,17 @@ def vehicle_names() -> list[str]:
     return sorted(out)
 
 
+def simulated_vehicle_description(model: str) -> str | None:
+    """The shipped description (``config/vehicles``) of a built-in simulator vehicle ``model`` (``hmmwv``,
+    ``sedan``, ...): ``<model>_sim`` where one exists (``hmmwv`` itself holds the 8-DOF paper's numbers for its
+    Chrono runs; ``hmmwv_sim`` the simulator's HMMWV), else ``<model>``; None for a model file or a model
+    without a shipped description (the user names one)."""
+    names = vehicle_names()
+    if Path(str(model)).suffix in (".yaml", ".yml"):
+        return None
+    return next((n for n in (f"{model}_sim", str(model)) if n in names), None)
+
+
 def vehicle_path(name_or_path: str | os.PathLike) -> Path:
     """The description file: an existing path, else ``config/vehicles/<name>.yaml`` through io.resources."""
     s = os.fspath(name_or_path)
@@ -595,5 +606,6 @@ def _put(doc: dict, dotted: str, value: Any) -> None:
 
 FIELD_NAMES = tuple(f.name for f in fields(VehicleDescription))
 
-__all__ = ["VehicleDescription", "load_vehicle", "vehicle_names", "vehicle_path", "description_from_dict",
+__all__ = ["VehicleDescription", "load_vehicle", "vehicle_names", "vehicle_path", "simulated_vehicle_description",
+           "description_from_dict",
            "derived_priors", "derived_nominal", "to_document", "DEFAULT_VEHICLE", "CALIBRATED"]
