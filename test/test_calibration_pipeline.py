@@ -187,7 +187,8 @@ def test_prior_override_is_sampled_and_checked_at_its_bounds() -> None:
             p.add(rec)
         jobs = p.snapshot(final=True)
         [o] = p.fit(jobs)
-        assert o.accepted and o.result.priors == {"rr": (lo, 0.03)}
+        assert p.acceptable(o.result) and o.result.priors == {"rr": (lo, 0.03)}   # converged by the rule
+        assert o.accepted == (lo == 0.001)   # at the bound 0.015: not accepted
         assert lo <= o.result.draws[..., 0].min()
         p.commit([o])
         outcome[lo] = (p.status["rolling_resistance"], o.result.parameters["rr"]["mean"])
@@ -224,6 +225,42 @@ def test_a_posterior_at_the_physical_limit_is_an_answer() -> None:
     p.commit([o])
     st = p.status["rolling_resistance"]
     assert st.result is not None and st.level == 0, st.message
+
+
+def test_residuals_beyond_their_prior_refuse_a_converged_fit() -> None:
+    # the same coast-down with 0.6 m/s of extra noise on the speed channel (residuals no model in the prior
+    # explains): the chains converge, but the residual sigma of u (~0.6 m/s) is beyond the 99.9 % quantile of its
+    # half-normal prior (scale 0.1 x noise_prior_factor 1: 0.329 m/s), so the fit is refused naming the channel
+    # and no model is accepted; the clean coast-down above is accepted by the same rule
+    import dataclasses
+
+    from calibration_drive import drive_states
+    from calibration_synthetic import TRUTH
+
+    from vehcal_ros.estimation.calibration_pipeline import noise_beyond_prior
+
+    recs = drive_records(seed=3, duration=10.0, states=drive_states(TRUTH, duration=10.0))
+    rng = np.random.default_rng(7)
+    recs = [dataclasses.replace(r, u=r.u + 0.6 * rng.standard_normal()) if isinstance(r, OdomSample) else r
+            for r in recs]
+    cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=1000, min_ess=50.0,
+                                    max_r_hat=1.05, recalibration_period=0.0, initial_state="measured",
+                                    holdout_fraction=0.0, priors={"rr": (0.0, 0.03)}, noise_prior_factor=1.0,
+                                    noise_model="white",
+                                    segments=SegmentConfig(rr_min_speed_drop=0.05))
+    p = CalibrationPipeline(cfg)
+    for rec in recs:
+        p.add(rec)
+    [o] = p.fit(p.snapshot(final=True))
+    assert not o.accepted and o.result is not None
+    sigma = o.result.noise["u"]["mean"]
+    assert 0.45 < sigma < 0.7, sigma
+    assert p.acceptable(o.result)   # converged by the rule
+    assert "residual sigma of u" in noise_beyond_prior("rolling_resistance", o.result, 1.0)
+    assert noise_beyond_prior("rolling_resistance", o.result, 10.0) is None   # within the default prior
+    p.commit([o])
+    st = p.status["rolling_resistance"]
+    assert st.result is None and "the 8-DOF model does not describe this segment" in st.message, st.message
 
 
 def test_accepted_stages_predicted_their_heldback_tail(calibrated) -> None:

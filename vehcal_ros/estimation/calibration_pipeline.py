@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from scipy.stats import halfnorm
 
 from vehcal_ros.errors import Cancelled, EstimationError, InputError
 from vehcal_ros.estimation.acceptance import (
@@ -610,10 +611,10 @@ class CalibrationPipeline:
                     result, error = self._fit(job, chained, self._base_priors)
             except Cancelled:   # stopped on request: no outcome, the last good model stays
                 break
-            ok = result is not None and self.acceptable(result)
+            # converged (the rule) and plausible (no parameter at a prior bound, residuals within their prior)
+            ok = result is not None and self.acceptable(result) and implausible(job.stage, result, c) is None
             holdout = None
-            if ok and job.held is not None and at_prior_bound(job.stage, result, priors=c.priors) is None:
-                # the acceptance rule: it must predict the held-back part (a fit at a prior bound is refused anyway)
+            if ok and job.held is not None:   # the acceptance rule: it must predict the held-back part
                 holdout = self._predict(job, result, chained)
                 ok = bool(holdout["passed"])
             if ok:
@@ -711,6 +712,11 @@ class CalibrationPipeline:
                 st.n_failed += 1
                 st.level = WARN if st.result is not None else ERROR
                 st.message = st.last_reason = f"{o.error}{keep}"
+            elif self.acceptable(o.result) and (bound := implausible(o.stage, o.result, self.config)) is not None:
+                st.n_failed += 1
+                st.level = WARN if st.result is not None else ERROR
+                st.message = st.last_reason = (
+                    f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but {bound}{keep}")
             elif o.holdout is not None and not o.holdout.get("passed", False):
                 st.n_failed += 1
                 st.n_refused_holdout += 1
@@ -727,12 +733,6 @@ class CalibrationPipeline:
                     f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s did not pass its diagnostics "
                     f"(max R-hat {r_hat:.4g} vs <= {self.config.max_r_hat:g}, min bulk ESS {ess:.0f} vs >= "
                     f"{self.config.min_ess:g}){keep}")
-            elif (bound := at_prior_bound(o.stage, o.result, priors=self.config.priors)) is not None:
-                st.n_failed += 1
-                st.level = WARN if st.result is not None else ERROR
-                st.message = st.last_reason = (
-                    f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but {bound}: this segment "
-                    f"does not identify it{keep}")
             elif st.result is not None and o.window.score < self.config.replace_min_score * st.result_score:
                 st.level = OK
                 st.last_reason = (f"fit on [{o.window.t_start:.2f}, {o.window.t_end:.2f}] s converged but its "
@@ -1046,6 +1046,42 @@ def at_prior_bound(stage: str, result: CalibrationResult, share: float = 0.01,
             side = "lower" if at_low else "upper"
             return f"{name} = {m:.5g} is at the {side} bound of its prior [{low:g}, {high:g}]"
     return None
+
+
+NOISE_PRIOR_QUANTILE = 0.999
+"""A residual sigma beyond this quantile of its half-normal prior is a prior-data conflict
+(:func:`noise_beyond_prior`)."""
+
+
+def noise_beyond_prior(stage: str, result: CalibrationResult, noise_prior_factor: float,
+                       quantile: float = NOISE_PRIOR_QUANTILE) -> str | None:
+    """Name a channel whose residual sigma's posterior mean lies beyond the ``quantile`` of its half-normal prior
+    (scale: the stage's noise scale x ``noise_prior_factor``, calibration.calibrate_stage).
+
+    The prior already allows the model-form error of live data (ten times the paper's sensor-noise scales by
+    default); residuals beyond it mean that the 8-DOF model does not describe the segment with any parameter value
+    (e.g. a launch whose wheels spin far beyond the tires' linear range), a prior-data conflict in the sense of
+    Evans & Moshonov (2006). Such a fit's parameters describe nothing, however well its chains converged.
+    """
+    for channel, scale in stage_spec(stage).noise_scales:
+        s = result.noise.get(channel)
+        if s is None:
+            continue
+        limit = float(halfnorm.ppf(quantile, scale=scale * noise_prior_factor))
+        if float(s["mean"]) > limit:
+            return (f"its residual sigma of {channel} = {float(s['mean']):.4g} is beyond the {100 * quantile:g} % "
+                    f"quantile {limit:.4g} of its prior: the 8-DOF model does not describe this segment")
+    return None
+
+
+def implausible(stage: str, result: CalibrationResult, config: CalibrationPipelineConfig) -> str | None:
+    """Why a converged fit is not accepted although its chains passed the rule (None: it may be): a parameter at a
+    prior bound (:func:`at_prior_bound`: the segment does not identify it) or residuals beyond their prior
+    (:func:`noise_beyond_prior`)."""
+    bound = at_prior_bound(stage, result, priors=config.priors)
+    if bound is not None:
+        return f"{bound}: this segment does not identify it"
+    return noise_beyond_prior(stage, result, config.noise_prior_factor)
 
 
 # ------------------------------------------------------------------------------------------------------------
