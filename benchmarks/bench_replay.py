@@ -1,4 +1,4 @@
-"""Replay speed: ``vehcal replay`` of a simulated drive at the default settings, as x real time.
+"""Replay speed: ``vehcal replay --vehicle hmmwv_sim`` of a simulated HMMWV drive at the default settings, as x real time.
 
     .venv/bin/python benchmarks/bench_replay.py --scenario daily_driving            # the 160 s daily drive
     .venv/bin/python benchmarks/bench_replay.py --scenario long_drive --duration 900  # a 15 min long drive
@@ -114,7 +114,16 @@ class CoreUse:
                 **{k: round(v - a[0, 0], 1) for k, v in marks.items() if not k.startswith("_")}}
 
 
-def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> dict:
+def bench_params(vehicle: str) -> dict:
+    """The shipped parameters (config/estimate.yaml) with both estimators' ``vehicle`` set, as ``vehcal replay BAG
+    --vehicle V`` runs them."""
+    from vehcal_ros.commands.vehicle_option import apply_vehicle
+    from vehcal_ros.io.replay import resolve_params
+
+    return apply_vehicle(resolve_params(None), vehicle)
+
+
+def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool, params: dict) -> dict:
     from vehcal_ros.inference.executors import make_executor
     from vehcal_ros.io.replay import replay_bag
 
@@ -135,7 +144,7 @@ def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool) -> d
         with CoreUse() as use:
             c0 = cpu_seconds()
             t0 = time.perf_counter()
-            res = replay_bag(bag, None, workers=jobs, executor=ex if ex is not None else "serial",
+            res = replay_bag(bag, params, workers=jobs, executor=ex if ex is not None else "serial",
                              calibration=calibration, progress=progress)
             wall = time.perf_counter() - t0
             c1 = cpu_seconds()
@@ -201,7 +210,7 @@ def plan_only(bag: Path) -> dict:
             "grip_fits": sched.n_fits, "grip_fits_per_min": round(60.0 * sched.n_fits / bag_s, 2)}
 
 
-def chains(bag: Path) -> dict:
+def chains(bag: Path, params: dict) -> dict:
     """The serial schedule (one process) with every fit's CPU time: the work each independent chain of the
     parallel replay carries (each grip scope's fits run one after another; the calibrator's fits one after
     another; the main process reads the bag once, plans the grip cycles and keeps the calibrator's buffers and
@@ -233,7 +242,7 @@ def chains(bag: Path) -> dict:
     gp.GripPipeline.fit, cp.CalibrationPipeline.fit = timed_grip, timed_cal
     try:
         c0, t0 = time.process_time(), time.perf_counter()
-        res = replay_bag(bag, None, workers=1)
+        res = replay_bag(bag, params, workers=1)
         total, wall = time.process_time() - c0, time.perf_counter() - t0
     finally:
         gp.GripPipeline.fit, cp.CalibrationPipeline.fit = grip_fit, cal_fit
@@ -274,18 +283,20 @@ def main() -> None:
     ap.add_argument("--chains", action="store_true",
                     help="serial run with each fit's CPU time: the parallel replay's chains and its 2-core bound")
     ap.add_argument("--json", type=Path, default=None, help="append the rows to this JSON list")
+    ap.add_argument("--vehicle", default="hmmwv_sim",
+                    help="both estimators' vehicle description (default: the simulated HMMWV's, hmmwv_sim)")
     args = ap.parse_args()
     bag = args.bag if args.bag is not None else simulate(args.scenario, args.duration, args.cache)
     command = "python benchmarks/bench_replay.py " + shlex.join(sys.argv[1:])
     rows = []
     for _ in range(args.repeat):
         if args.plan_only or args.chains:
-            row = plan_only(bag) if args.plan_only else chains(bag)
+            row = plan_only(bag) if args.plan_only else chains(bag, bench_params(args.vehicle))
             row["command"] = command
             rows.append(row)
             print(json.dumps(row), flush=True)
             continue
-        row = run_once(bag, args.jobs, args.executor, not args.no_calibration)
+        row = run_once(bag, args.jobs, args.executor, not args.no_calibration, bench_params(args.vehicle))
         row["command"] = command
         rows.append(row)
         print(json.dumps(row), flush=True)
