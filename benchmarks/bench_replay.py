@@ -1,4 +1,4 @@
-"""Replay speed: ``vehcal replay --vehicle hmmwv_sim`` of a simulated HMMWV drive at the default settings, as x real time.
+"""Replay speed: ``vehcal replay --vehicle hmmwv_sim`` of a simulated HMMWV drive, default settings, x real time.
 
     .venv/bin/python benchmarks/bench_replay.py --scenario daily_driving            # the 160 s daily drive
     .venv/bin/python benchmarks/bench_replay.py --scenario long_drive --duration 900  # a 15 min long drive

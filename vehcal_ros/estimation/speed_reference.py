@@ -56,7 +56,8 @@ class SpeedReferenceConfig:
     gnss_std: float = 0.05         #: m/s per axis, used when a GNSS record reports no accuracy
     rear_distance: float = 1.6889  #: m, centre of mass to the rear axle (v = r l_r)
     history: float = 1.0           #: s of IMU steps kept for delayed GNSS updates (must exceed the latency)
-    max_step: float = 0.1          #: s; a larger gap between IMU samples restarts the filter
+    max_step: float = 0.1          #: s; a larger gap between IMU samples, or a stamp this much older than the
+    #: newest (the clock went back), restarts the filter
     min_speed: float = 0.5         #: m/s; slower GNSS fixes are skipped (their direction is noise)
 
     def validate(self) -> None:
@@ -126,11 +127,11 @@ class GnssImuSpeed:
         steps = self._steps
         if steps:
             last = steps[-1].t
-            if t <= last:
+            if t < last - c.max_step or t - last > c.max_step:   # the clock went back (a restarted simulator or
+                self.restart()                                   # bag: a new time base), or a gap in the IMU
+            elif t <= last:
                 self.counters["imu_out_of_order"] += 1
                 return []
-            if t - last > c.max_step:
-                self.restart()
         step = _Step(t, a, r)
         if steps and self.initialised:
             self._propagate(steps[-1], step)

@@ -283,7 +283,7 @@ class GripEstimatorNode(WorkerNode):
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._create_services()
         self._start_schedule(v["fit_period"], v["diagnostics_period"], v["clock_stall_timeout"])
-        self.create_timer(v["belief_period"], lambda: self._on_timer(self._publish_beliefs))
+        self._add_periodic(v["belief_period"], self._publish_beliefs)   # jump-aware, checked on every message
         self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
 
     def _make_output_publishers(self) -> None:

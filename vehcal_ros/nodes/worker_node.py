@@ -2,7 +2,8 @@
 the slow fits, estimation cycles and diagnostics on the ROS clock, and the input-health figures.
 
 Scheduling. A cycle is due every ``period`` seconds of the node's ROS clock (sim time under
-``use_sim_time``). Due-ness is checked by a ROS timer *and* on every incoming message: under sim time the
+``use_sim_time``); so are the diagnostics and any work a node adds (:meth:`WorkerNode._add_periodic`, e.g. the
+grip belief). Due-ness is checked by a ROS timer *and* on every incoming message: under sim time the
 timers of rclpy's ``EventsExecutor`` can fire tens of seconds late and then in bursts (its timers manager does
 not follow the /clock topic; ros2/rclcpp#2457), and a live estimator must not depend on that. A check costs one
 clock read and a comparison. A clock that goes back (simulation restart, bag loop) restarts the period.
@@ -78,6 +79,7 @@ class WorkerNode(Node):
         self._count_at_diag: dict[str, int] = {}
         self._diag_time = self._now()
         self._cycle_clock: Periodic | None = None
+        self._periodic: list[tuple[Periodic, Callable[[], None]]] = []   # further work on the ROS clock (_tick)
         self._diag_clock: Periodic | None = None
         self.inputs_group = MutuallyExclusiveCallbackGroup()
         self.guard = InputGuard()               # subclasses set its jump threshold from their parameters
@@ -115,6 +117,11 @@ class WorkerNode(Node):
                           lambda: self._on_timer(lambda: self._diagnostics_fallback(2.0 * diagnostics_period, stall)),
                           callback_group=timers, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
+    def _add_periodic(self, period: float, work: Callable[[], None]) -> None:
+        """Run ``work`` every ``period`` s of the ROS clock, checked with the cycle (on the timer and on every
+        message: a clock that jumps back restarts the period, and a late timer does not delay it)."""
+        self._periodic.append((Periodic(period, self._now()), work))
+
     def _post_set(self, params: list) -> None:
         """Post-set (the values were validated by the nodes' on-set callback): a new ``cpu_budget`` takes effect at
         the next due cycle; ``use_sim_time`` switches :meth:`_now` between the ROS clock and the system time."""
@@ -150,6 +157,9 @@ class WorkerNode(Node):
             if self._diag_clock.due(now):
                 self._publish_diagnostics()
                 self._diag_wall = time.monotonic()
+            for clock, work in self._periodic:
+                if clock.due(now):
+                    work()
         finally:
             self._tick_lock.release()
 
