@@ -105,6 +105,21 @@ def test_pipeline_counts_a_confirmation_and_runs_no_fit(accepted) -> None:
     assert st.result_restored   # still the carried model, updated (a fleet history calls it confirmed)
 
 
+def test_update_stays_inside_the_prior_support(accepted) -> None:
+    """The affine update of the draws never carries them out of the prior's range: with the accepted posterior's
+    range cut at half a posterior sd below its mean, the updated draws and the published HDI stay at or above that
+    bound (a stiffness whose wide posterior reaches its prior's lower end never gets a negative interval)."""
+    c = check_window(longitudinal_window(2), accepted, HELD, DEFAULT_THRESHOLD)
+    assert c.consistent, c.describe()
+    s = accepted.parameters["Cxf"]
+    low = s["mean"] - 0.5 * s["std"]
+    cut = dataclasses.replace(accepted, priors={**accepted.priors, "Cxf": (low, 50000.0)})
+    up = updated_result(cut, c)
+    j = up.names.index("Cxf")
+    assert up.draws[..., j].min() >= low and up.parameters["Cxf"]["hdi_low"] >= low
+    assert (up.draws[..., j] == low).mean() > 0.05   # the draws the update carried below it are held at it
+
+
 def test_update_is_the_posterior_given_both_windows(accepted) -> None:
     """updated_result against an independent computation of the same posterior: the accepted draws importance-
     weighted by the window's Gaussian likelihood N(best | theta, S_new) (self-normalised; ESS printed). Mean within

@@ -214,14 +214,17 @@ def updated_result(result: CalibrationResult, check: WindowCheck) -> Calibration
         idx = [result.names.index(n) for n in names]
         a = l_upd @ np.linalg.inv(l_acc)
         draws = np.array(draws, dtype=float, copy=True)
-        draws[..., idx] = mean + (draws[..., idx] - m_acc) @ a.T
+        # the affine map of a Gaussian update can carry draws out of the prior's support (a wide posterior near a
+        # bound, e.g. a roll stiffness the window hardly informs): the posterior has no mass there, keep them in
+        draws[..., idx] = np.clip(mean + (draws[..., idx] - m_acc) @ a.T, [b[0] for b in box], [b[1] for b in box])
         for n, summ in summarize_draws(draws[..., idx], names).items():
             parameters[n] = {**parameters[n], **summ.to_dict()}
     else:
         for k, n in enumerate(names):
             sd = float(math.sqrt(cov[k, k]))
             parameters[n] = {**parameters[n], "mean": float(mean[k]), "std": sd,
-                             "hdi_low": float(mean[k] - HDI_Z * sd), "hdi_high": float(mean[k] + HDI_Z * sd)}
+                             "hdi_low": float(max(mean[k] - HDI_Z * sd, box[k][0])),
+                             "hdi_high": float(min(mean[k] + HDI_Z * sd, box[k][1]))}
         return replace(result, parameters=parameters, correlation=correlation_of(cov, names))
     return replace(result, parameters=parameters, draws=draws)
 
