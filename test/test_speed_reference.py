@@ -40,9 +40,10 @@ def _drive(seed: int, duration: float = 120.0, bias: float = 0.1, grade: float =
     return t, u, imu, gnss
 
 
-def _run(imu, gnss, latency: float):
-    """Feed the records in arrival order (a GNSS message arrives ``latency`` s after its stamp)."""
-    f = GnssImuSpeed(SpeedReferenceConfig(rear_distance=1.5))
+def _run(imu, gnss, latency: float, f: GnssImuSpeed | None = None):
+    """Feed the records in arrival order (a GNSS message arrives ``latency`` s after its stamp) to ``f`` (None: a
+    new filter)."""
+    f = f if f is not None else GnssImuSpeed(SpeedReferenceConfig(rear_distance=1.5))
     out, j = [], 0
     for rec in imu:
         f.add_imu(rec)
@@ -110,23 +111,10 @@ def test_a_clock_that_goes_back_restarts_the_filter() -> None:
     starts a new time base at once (one restart) and releases the second drive's speeds from its first GNSS fixes
     on, as accurate as the first drive's, instead of dropping every sample as out of order until the stamps pass
     the first drive's newest."""
-    t, u, imu, gnss = _drive(seed=6, duration=60.0)
-    f = GnssImuSpeed(SpeedReferenceConfig(rear_distance=1.5))
-    out, j = [], 0
-    for rec in imu:
-        f.add_imu(rec)
-        while j < len(gnss) and gnss[j].t + 0.1 <= rec.t + 1e-9:
-            out += f.add_gnss(gnss[j])
-            j += 1
-    first = len(out)
+    _, _, imu, gnss = _drive(seed=6, duration=60.0)
+    f, _ = _run(imu, gnss, latency=0.1)
     t2, u2, imu2, gnss2 = _drive(seed=7, duration=20.0)
-    j = 0
-    for rec in imu2:
-        f.add_imu(rec)
-        while j < len(gnss2) and gnss2[j].t + 0.1 <= rec.t + 1e-9:
-            out += f.add_gnss(gnss2[j])
-            j += 1
-    second = out[first:]
+    _, second = _run(imu2, gnss2, latency=0.1, f=f)
     assert f.counters["restarts"] == 1 and f.counters["imu_out_of_order"] == 0
     ts = np.array([s.t for s in second])
     assert ts.size > 1900 and ts[0] < 0.2 and ts[-1] > 19.7   # 100 Hz from the first fix on
