@@ -292,37 +292,16 @@ def grip_table(live: dict[str, Any]) -> list[dict[str, Any]]:
 def prior_means(vehicle: str) -> dict[str, float]:
     """Midpoints of the vehicle description's uniform priors (the 'prior mean' model of the paper's Tables 3, 5,
     7), bphi split equally; the description's nominal values elsewhere."""
-    from vehcal_ros.models.vehicle_8dof import VehicleConstants
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.estimation.calibration_pipeline import full_parameters
+    from vehcal_ros.vehicle.description import derived_nominal, load_vehicle
 
-    desc = load_vehicle(vehicle)
-    means = VehicleConstants.from_description(desc).default_parameters()
-    for name, (lo, hi) in desc.priors.items():
-        mid = 0.5 * (lo + hi)
-        if name == "bphi":
-            means["bphi_f"] = means["bphi_r"] = 0.5 * mid
-        else:
-            means[name] = mid
-    return means
-
-
-def calibrated_8dof(model: dict[str, float], vehicle: str) -> dict[str, float]:
-    """8-DOF parameter dict from the calibrator's model parameters (bphi split in two halves) over the vehicle
-    description's nominal values."""
-    from vehcal_ros.models.vehicle_8dof import VehicleConstants
-
-    p = VehicleConstants.from_description(vehicle).default_parameters()
-    for k, v in model.items():
-        if k == "bphi":
-            p["bphi_f"] = p["bphi_r"] = 0.5 * float(v)
-        elif k in p:
-            p[k] = float(v)
-    return p
+    return {**full_parameters(None, vehicle), **derived_nominal(load_vehicle(vehicle).priors)}
 
 
 def holdout(model: dict[str, float], seed: int, vehicle: str) -> dict[str, dict[str, float]]:
     """RMSE per Table 9 channel on the simulated test maneuver: the description's prior means against the
     calibrated model, both in the 8-DOF with the description's constants."""
+    from vehcal_ros.estimation.calibration_pipeline import full_parameters
     from vehcal_ros.estimation.holdout import holdout_rmse, records_to_table
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
@@ -332,7 +311,7 @@ def holdout(model: dict[str, float], seed: int, vehicle: str) -> dict[str, dict[
     table = records_to_table(r for _, r, _ in ScenarioRun(scenario))
     constants = VehicleConstants.from_description(vehicle)
     return {"prior_mean": holdout_rmse(table, prior_means(vehicle), constants=constants),
-            "calibrated": holdout_rmse(table, calibrated_8dof(model, vehicle), constants=constants)}
+            "calibrated": holdout_rmse(table, full_parameters(model, vehicle), constants=constants)}
 
 
 def _fmt(x: Any, spec: str = ".3f") -> str:
@@ -377,11 +356,12 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"--out {out}: exists and is not empty; choose another directory or remove it")
     from vehcal_ros.commands.vehicle_option import apply_vehicle
+    from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL
     from vehcal_ros.vehicle.description import simulated_vehicle_description
 
-    # both estimators describe the vehicle the demo's simulator drives (its scenarios' default, the HMMWV)
+    # both estimators describe the vehicle the demo's simulator drives (its scenarios' default)
     params = apply_vehicle(load_parameters(args.params),
-                           getattr(args, "vehicle", None) or simulated_vehicle_description("hmmwv"))
+                           getattr(args, "vehicle", None) or simulated_vehicle_description(DEFAULT_MODEL))
     t0 = time.monotonic()
 
     def log(msg: str) -> None:

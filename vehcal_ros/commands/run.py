@@ -144,11 +144,12 @@ def run(args: argparse.Namespace) -> int:
     vehicle = getattr(args, "vehicle", None)
     if args.sim:
         from vehcal_ros.io.scenarios import load_scenario
+        from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL
         from vehcal_ros.vehicle.description import simulated_vehicle_description
 
         scenario = load_scenario(args.sim)  # a bad scenario is one line before anything starts
         # without --vehicle, the estimators describe the simulated vehicle (when it has a shipped description)
-        vehicle = vehicle or simulated_vehicle_description(scenario.vehicle or "hmmwv")
+        vehicle = vehicle or simulated_vehicle_description(scenario.vehicle or DEFAULT_MODEL)
     params = apply_vehicle(load_parameters(args.params), vehicle)
 
     import rclpy

@@ -97,7 +97,9 @@ def _measured_torque(vehicle: str | None) -> bool:
     return load_vehicle(vehicle).torque_source == "measured"
 
 
-def _full_defaults(defaults: Mapping[str, float] | None, vehicle: str | None = None) -> dict[str, float]:
+def full_parameters(defaults: Mapping[str, float] | None, vehicle: str | None = None) -> dict[str, float]:
+    """Every 8-DOF parameter: the vehicle description's nominal values (None: the paper's HMMWV) with ``defaults``
+    (model parameter names; ``bphi`` = total, split equally into bphi_f and bphi_r) over them."""
     start = DEFAULT_PARAMETERS
     if vehicle is not None:
         from vehcal_ros.models.vehicle_8dof import VehicleConstants
@@ -442,7 +444,7 @@ class CalibrationPipeline:
     # ------------------------------------------------------------------ cycle
     def accepted_values(self, exclude: str | None = None) -> dict[str, float]:
         """8-DOF values implied by the accepted results (stage order), on top of the configured defaults."""
-        out = dict(self.config.defaults and _full_defaults(self.config.defaults, self.config.vehicle) or {})
+        out = dict(self.config.defaults and full_parameters(self.config.defaults, self.config.vehicle) or {})
         for s in self.config.stages:
             res = self.status[s].result
             if s != exclude and res is not None:
@@ -825,7 +827,7 @@ class CalibrationPipeline:
     # ------------------------------------------------------------------ outputs
     def model_parameters(self) -> dict[str, float]:
         """Latest accepted values (defaults where not yet calibrated) of :data:`MODEL_PARAMETERS`."""
-        p = {**_full_defaults(self.config.defaults, self.config.vehicle), **self.accepted_values()}
+        p = {**full_parameters(self.config.defaults, self.config.vehicle), **self.accepted_values()}
         out = {k: float(p[k]) for k in MODEL_PARAMETERS if k != "bphi"}
         out["bphi"] = float(p["bphi_f"] + p["bphi_r"])
         return {k: out[k] for k in MODEL_PARAMETERS}
@@ -1117,7 +1119,7 @@ def vehicle_overrides(values: Mapping[str, Any]) -> list[str]:
     naming both values: ``prior.<name>`` ranges, ``model.<name>`` start-up values and the tire radius ``r0``."""
     desc = load_vehicle(str(values.get("vehicle") or "") or None)
     where = desc.source or desc.name
-    nominal = _full_defaults(None, str(values.get("vehicle") or "") or None)
+    nominal = full_parameters(None, str(values.get("vehicle") or "") or None)
     nominal["bphi"] = nominal["bphi_f"] + nominal["bphi_r"]
     out = [f"parameter 'prior.{k.lower()}' = {list(map(float, v))} overrides the vehicle description's "
            f"{list(desc.priors[_prior_key(k)])} ({where})"

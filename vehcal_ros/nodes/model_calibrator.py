@@ -393,13 +393,13 @@ class ModelCalibratorNode(WorkerNode):
 
     def _publish_model(self) -> None:
         with self._lock:
-            model = self.pipeline.model_parameters()
+            model = self._model_values()
             statuses = self.pipeline.model_statuses(self.get_fully_qualified_name())
             text = self.pipeline.params_yaml(self.values["params_node_name"])
             path = self.values["params_out"]
         if not self.context.ok():
             return
-        self._set_model_parameters({f"model.{k.lower()}": v for k, v in model.items()})
+        self._set_model_parameters(model)
         if path:
             try:
                 write_atomic(path, text)

@@ -247,9 +247,9 @@ def simulated_vehicle_description(model: str) -> str | None:
     ``sedan``, ...): ``<model>_sim`` where one exists (``hmmwv`` itself holds the 8-DOF paper's numbers for its
     Chrono runs; ``hmmwv_sim`` the simulator's HMMWV), else ``<model>``; None for a model file or a model
     without a shipped description (the user names one)."""
-    names = vehicle_names()
     if Path(str(model)).suffix in (".yaml", ".yml"):
         return None
+    names = vehicle_names()
     return next((n for n in (f"{model}_sim", str(model)) if n in names), None)
 
 

@@ -510,13 +510,15 @@ front tires at |Fy/Fz| 0.2-0.6 in straight driving; docs/simulator_model.md "Fro
 
 VEHICLE_NAMES = ("hmmwv", "sedan", *VARIANTS)
 """Shipped vehicles: model files in ``vehcal_ros/data`` (``<name>.yaml``) and the :data:`VARIANTS`."""
+DEFAULT_MODEL = "hmmwv"
+"""The simulated vehicle when none is named (a scenario's ``vehicle: ""``)."""
 
 
 def vehicle_model_file(vehicle: str | Path | None) -> Path:
     """The model file of a shipped vehicle name (``hmmwv``, ``sedan``; None or "" = hmmwv; a variant: its base
     file) or a file path."""
     if vehicle is None or str(vehicle) == "":
-        vehicle = "hmmwv"
+        vehicle = DEFAULT_MODEL
     if str(vehicle) in VEHICLE_NAMES:
         base = VARIANTS[str(vehicle)][0] if str(vehicle) in VARIANTS else str(vehicle)
         return Path(str(resources.files("vehcal_ros").joinpath(f"data/{base}.yaml")))
