@@ -35,6 +35,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vehcal_ros.io.scenarios import simulated_description
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = "vehcal_ros"
 NAMESPACES = ("truck7", "truck8")
@@ -42,8 +44,7 @@ TEST_PARAMS = {
     "/**/model_calibrator": {"ros__parameters": {"stages": ["rolling_resistance"], "require_order": False,
                                                  "n_chains": 2, "n_draws": 300, "min_ess": 100.0,
                                                  "max_r_hat": 1.05, "calibration_period": 2.0,
-                                                 "max_gap": 0.25,   # best-effort losses on a loaded machine
-                                                 "vehicle": "hmmwv_sim"}},   # the simulated HMMWV's description
+                                                 "max_gap": 0.25}},   # best-effort losses on a loaded machine
     "/**/grip_estimator": {"ros__parameters": {"n_steps": 4000}},
     "/**/vehicle_simulator": {"ros__parameters": {"duration": 36.0}},   # coast from 20 s: 10 s windows close
 }
@@ -136,7 +137,9 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
     logs: dict[str, Path] = {}
     try:
         for k, ns in enumerate(NAMESPACES):
-            nodes = [("model_calibrator", {"use_sim_time": "true"}), ("grip_estimator", {"use_sim_time": "true"}),
+            # the launch file's sim:=true: the estimators describe the simulated vehicle (EstimatorVehicle)
+            estimator = {"use_sim_time": "true", "vehicle": simulated_description("coast_down")}
+            nodes = [("model_calibrator", estimator), ("grip_estimator", estimator),
                      ("vehicle_simulator", {"scenario": "coast_down", "publish_clock": "true", "seed": str(k)})]
             for name, extra in nodes:
                 logs[f"{ns}/{name}"] = log = tmp_path / f"{ns}_{name}.log"

@@ -53,7 +53,7 @@ def _assigned_dicts(tree: ast.Module) -> dict[str, list[str]]:
 
 def test_launch_file_starts_the_console_scripts_under_the_params_file_node_names() -> None:
     _, arguments, nodes = _launch()
-    assert set(arguments) == {"params_file", "namespace", "sim", "use_sim_time", "scenario"}
+    assert set(arguments) == {"params_file", "namespace", "sim", "use_sim_time", "scenario", "vehicle"}
     assert set(nodes) == {"grip_estimator", "model_calibrator", "vehicle_simulator"}
     scripts = dict(re.findall(r'"(\w+) = (vehcal_ros\.nodes\.\w+:main)"', (ROOT / "setup.py").read_text()))
     params = yaml.safe_load((ROOT / "config" / "estimate.yaml").read_text())

@@ -77,7 +77,7 @@ def _nodes(ld, context) -> dict[str, object]:
 def test_launch_declares_the_documented_arguments_and_nodes(package_index) -> None:
     ld, context = _description(params_file=str(ROOT / "config" / "estimate.yaml"))
     names = {a.name for a in ld.entities if isinstance(a, launch.actions.DeclareLaunchArgument)}
-    assert names == {"params_file", "namespace", "sim", "use_sim_time", "scenario"}
+    assert names == {"params_file", "namespace", "sim", "use_sim_time", "scenario", "vehicle"}
     assert set(_nodes(ld, context)) == {"grip_estimator", "model_calibrator"}
     ld, context = _description(params_file=str(ROOT / "config" / "estimate.yaml"), sim="true")
     assert set(_nodes(ld, context)) == {"grip_estimator", "model_calibrator", "vehicle_simulator"}

@@ -35,8 +35,9 @@ def _assigned(name: str) -> ast.expr:
 
 def test_arguments_are_the_documented_ones() -> None:
     args = {c.args[0].value: _kw(c) for c in _calls("DeclareLaunchArgument")}
-    assert set(args) == {"params_file", "namespace", "sim", "use_sim_time", "scenario"}
+    assert set(args) == {"params_file", "namespace", "sim", "use_sim_time", "scenario", "vehicle"}
     assert ast.literal_eval(args["namespace"]["default_value"]) == ""
+    assert ast.literal_eval(args["vehicle"]["default_value"]) == ""
     assert ast.literal_eval(args["sim"]["default_value"]) == "false"
     assert ast.literal_eval(args["scenario"]["default_value"]) == "daily_driving"
     assert getattr(args["use_sim_time"]["default_value"], "id", None) == "sim"   # follows sim
@@ -57,9 +58,10 @@ def test_one_node_per_console_script_in_the_namespace() -> None:
         assert getattr(kw["remappings"], "id", None) == "clock", exe
     assert "condition" not in nodes["grip_estimator"] and "condition" not in nodes["model_calibrator"]
     assert ast.unparse(nodes["vehicle_simulator"]["condition"]) == "IfCondition(sim)"
-    for exe in ("grip_estimator", "model_calibrator"):
-        assert getattr(nodes[exe]["parameters"], "id", None) == "estimator_params"
-    assert ast.unparse(_assigned("estimator_params")) == "[params_file, {'use_sim_time': use_sim_time}]"
+    for exe, name in (("grip_estimator", "grip_params"), ("model_calibrator", "calibrator_params")):
+        assert getattr(nodes[exe]["parameters"], "id", None) == name
+        assert ast.unparse(_assigned(name)) == (
+            f"[params_file, {{'use_sim_time': use_sim_time, 'vehicle': EstimatorVehicle('{exe}')}}]")
     sim_params = ast.unparse(nodes["vehicle_simulator"]["parameters"])
     assert sim_params == "[params_file, {'scenario': scenario, 'publish_clock': True}]"
 

@@ -19,6 +19,7 @@ from vehcal_ros.io.scenarios import (
     load_scenario,
     parse_scenario,
     read_driver_file,
+    simulated_description,
 )
 
 SHIPPED = ("throttle_ramp", "steering_ramp", "coast_down", "test_maneuver", "daily_driving", "split_mu_braking")
@@ -290,3 +291,17 @@ def test_long_drive_is_excited_all_the_way_through():
         steer = np.array([d.spec.steering.value_at(float(t)) for t in ts])
         assert np.max(np.abs(steer)) >= 0.014 and abs(np.mean(steer)) < 1e-3, f"block {k}: no lane change"
         assert max(target) >= 15.0, f"block {k}: no driving at speed"
+
+
+def test_simulated_description_names_the_description_of_the_vehicle_the_simulator_drives(tmp_path) -> None:
+    """What `vehcal run estimate --sim` and the launch file's sim:=true give the estimators: the simulated
+    HMMWV's own description (not the paper's `hmmwv`), the sedan's for a sedan scenario or a simulator told to
+    drive the sedan, none for a model file of the user's, and a bad scenario refused by name."""
+    assert simulated_description("daily_driving") == "hmmwv_sim"
+    assert simulated_description("sedan_daily_driving") == "sedan"
+    assert simulated_description("daily_driving", "sedan") == "sedan"
+    model = tmp_path / "my_truck.yaml"
+    model.write_text((Path(__file__).resolve().parents[1] / "vehcal_ros" / "data" / "hmmwv.yaml").read_text())
+    assert simulated_description("coast_down", str(model)) is None
+    with pytest.raises(InputError, match="no_such_scenario"):
+        simulated_description("no_such_scenario")

@@ -141,16 +141,15 @@ def run(args: argparse.Namespace) -> int:
     if args.realtime_factor is not None and args.realtime_factor < 0:
         raise InputError(f"--realtime-factor must be >= 0, got {args.realtime_factor}")
     from vehcal_ros.commands.vehicle_option import apply_vehicle
+    params = load_parameters(args.params)
     vehicle = getattr(args, "vehicle", None)
     if args.sim:
-        from vehcal_ros.io.scenarios import load_scenario
-        from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL
-        from vehcal_ros.vehicle.description import simulated_vehicle_description
+        from vehcal_ros.io.scenarios import simulated_description
 
-        scenario = load_scenario(args.sim)  # a bad scenario is one line before anything starts
-        # without --vehicle, the estimators describe the simulated vehicle (when it has a shipped description)
-        vehicle = vehicle or simulated_vehicle_description(scenario.vehicle or DEFAULT_MODEL)
-    params = apply_vehicle(load_parameters(args.params), vehicle)
+        # without --vehicle, the estimators describe the simulated vehicle (when it has a shipped description);
+        # a bad scenario is one line before anything starts
+        vehicle = vehicle or simulated_description(args.sim, params.get("vehicle_simulator", {}).get("vehicle"))
+    params = apply_vehicle(params, vehicle)
 
     import rclpy
     from rclpy.context import Context

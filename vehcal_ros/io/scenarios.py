@@ -69,6 +69,7 @@ from vehcal_ros.errors import InputError
 from vehcal_ros.models.geodesy import Geodetic
 from vehcal_ros.models.sensors import DEFAULT_ORIGIN, DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
 from vehcal_ros.resources import resource_dirs, searched
+from vehcal_ros.vehicle.description import simulated_vehicle_description
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
 """Named road surfaces -> peak friction coefficient."""
@@ -802,6 +803,16 @@ def vehicle_scenario_name(name: str | os.PathLike, vehicle: str | os.PathLike | 
         if f"{stem}_{key}" in builtins:
             return f"{stem}_{key}"
     return name
+
+
+def simulated_description(scenario: str | os.PathLike, vehicle: str | os.PathLike | None = None) -> str | None:
+    """The shipped vehicle description of the vehicle the built-in simulator drives in ``scenario``: its
+    ``vehicle`` parameter if set, else the scenario's ``vehicle``, else the simulator's default model, through
+    :func:`vehcal_ros.vehicle.description.simulated_vehicle_description` (``hmmwv`` -> ``hmmwv_sim``). None when
+    that vehicle has no shipped description (a model file): the user names one. InputError for a bad scenario."""
+    from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL  # the simulator package, loaded on use
+
+    return simulated_vehicle_description(str(load_scenario(scenario, vehicle=vehicle or None).vehicle or DEFAULT_MODEL))
 
 
 def load_scenario(path_or_name: str | os.PathLike, vehicle: str | os.PathLike | None = None) -> Scenario:
