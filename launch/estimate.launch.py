@@ -28,7 +28,8 @@ from launch_ros.substitutions import FindPackageShare
 class EstimatorVehicle(Substitution):
     """The ``vehicle`` parameter of estimator ``node``: the ``vehicle`` argument if given; else, with sim:=true,
     the shipped description of the vehicle the simulator drives (its ``vehicle`` in the params file, else the
-    scenario's: vehcal_ros.io.scenarios.simulated_description); else the params file's."""
+    scenario's: vehcal_ros.io.scenarios.simulated_description); else the params file's, or the node's declared
+    default where the file has none (the value the node would take anyway)."""
 
     def __init__(self, node: str) -> None:
         super().__init__()
@@ -41,7 +42,7 @@ class EstimatorVehicle(Substitution):
         vehicle = LaunchConfiguration("vehicle").perform(context)
         if vehicle:
             return vehicle
-        from vehcal_ros.commands.run import load_parameters
+        from vehcal_ros.commands.run import load_parameters, node_specs
         from vehcal_ros.io.scenarios import simulated_description
 
         params = load_parameters(LaunchConfiguration("params_file").perform(context))
@@ -50,7 +51,8 @@ class EstimatorVehicle(Substitution):
                                               params.get("vehicle_simulator", {}).get("vehicle"))
             if simulated:
                 return simulated
-        return str(params[self.node]["vehicle"])
+        declared = next(spec.default for spec in node_specs()[self.node] if spec.name == "vehicle")
+        return str(params.get(self.node, {}).get("vehicle", declared))
 
 
 def generate_launch_description() -> LaunchDescription:

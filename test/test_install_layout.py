@@ -181,14 +181,15 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
         # the installed params file in force (wildcard keys) under a namespace, read back over the services
         expected = yaml.safe_load(installed_yaml.read_text())
         for ns in NAMESPACES:
-            for node, names_ in (("grip_estimator", ["r0", "kt", "window", "max_peak_slip", "n_steps"]),
+            for node, names_ in (("grip_estimator", ["r0", "kt", "window", "max_peak_slip", "n_steps", "vehicle"]),
                                  ("model_calibrator", ["r0", "rr_min_speed_drop", "vehicle", "n_draws", "stages"])):
                 client = probe.create_client(GetParameters, f"/{ns}/{node}/get_parameters")
                 assert client.wait_for_service(timeout_sec=10.0)
                 future = client.call_async(GetParameters.Request(names=names_))
                 assert spin_until(ex, future.done, timeout=10.0)
                 got = dict(zip(names_, (_value(v) for v in future.result().values), strict=True))
-                want = {**expected[f"/**/{node}"]["ros__parameters"], **TEST_PARAMS[f"/**/{node}"]["ros__parameters"]}
+                want = {**expected[f"/**/{node}"]["ros__parameters"], **TEST_PARAMS[f"/**/{node}"]["ros__parameters"],
+                        "vehicle": estimator["vehicle"]}
                 assert got == {n: want[n] for n in names_}, (ns, node, got)
 
         # the two vehicles do not see each other's data: each calibrator received no more wheel-speed messages
