@@ -4,11 +4,12 @@ Those are not on PyPI (the PyPI project called ``launch`` is an unrelated 2017 t
 these tests are reported as skipped with the reason; where ``launch`` and ``launch_ros`` are importable (a
 sourced ROS 2 install) they run against the package built into a colcon-style prefix (first on
 AMENT_PREFIX_PATH): the structural tests (arguments, nodes, namespace, per-vehicle clock remap); launch's own
-LaunchService running it (namespace:=truck7 sim:=true scenario:=coast_down); the ``ros2 launch`` smoke test when
-ros2cli is there too. Checked outside CI, last on 2026-11-28, with ros2/launch 3.7.1 (launch, launch_xml,
-launch_yaml), launch_ros 0.28.0 (launch_ros, ros2launch) and ros2cli 0.36.1 (ros2cli, ros2pkg) from their sources on
-PYTHONPATH / PATH beside the pip rclpy (composition_interfaces, which launch_ros imports for composable
-node containers only, replaced by an empty placeholder): all four pass. In CI, test_launch_contract.py checks
+LaunchService running it (namespace:=truck7 sim:=true scenario:=coast_down); the vehicle description each
+estimator is given; the ``ros2 launch`` smoke test when ros2cli is there too. Checked outside CI, last on
+2026-11-29, with ros2/launch 3.7.1 (launch, launch_xml, launch_yaml), launch_ros 0.28.0 (launch_ros, ros2launch)
+and ros2cli 0.36.1 (ros2cli, ros2pkg) from their sources on PYTHONPATH / PATH beside the pip rclpy
+(composition_interfaces, which launch_ros imports for composable node containers only, replaced by a placeholder
+whose services raise if used): all five pass. In CI, test_launch_contract.py checks
 the launch file's source against the package (executables, node names, parameters, default params file) and
 test_install_layout.py runs the installed nodes with the arguments launch_ros gives them.
 """
