@@ -912,7 +912,8 @@ def vehicle_geometry(vehicle: Any, values: Mapping[str, Any] | None = None) -> t
     mode, r0_slip, kt_f, kt_r = v.slip_radius_law()
     geometry: dict[str, Any] = {
         "wheel_x": (v.a, v.a, -v.b, -v.b), "wheel_y": (v.cf / 2, -v.cf / 2, v.cr / 2, -v.cr / 2),
-        "steering_gain": float(v.steer_gain), "radius_mode": mode, "r0": r0_slip, "kt": kt_f, "kt_rear": kt_r}
+        "steering_gain": float(v.steer_gain), "radius_mode": mode, "r0": r0_slip, "kt": kt_f, "kt_rear": kt_r,
+        "driven": ("front" in v.driven_axles, "rear" in v.driven_axles)}
     warnings: list[str] = []
     values = values or {}
 
@@ -1057,12 +1058,11 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
 
 def radius_config_from(config: GripSignalConfig, vehicle: Any) -> RollingRadiusConfig:
     """The online rolling radius's settings: the slip's own radius law (``config``: r0, kt, fixed or load
-    dependent), the description's static loads, driven axles and steering gain."""
+    dependent), driven axles and steering gain, and the description's static loads."""
     fz_f, fz_r = vehicle.static_wheel_loads()
     return RollingRadiusConfig(r0=config.r0, kt=(config.kt, config.kt_rear if config.kt_rear > 0.0 else config.kt),
                                radius_mode=config.radius_mode, fz_static=(fz_f, fz_r),
-                               driven=("front" in vehicle.driven_axles, "rear" in vehicle.driven_axles),
-                               steering_gain=config.steering_gain)
+                               driven=config.driven, steering_gain=config.steering_gain)
 
 
 def hazard_from(values: Mapping[str, Any]) -> HazardModel:

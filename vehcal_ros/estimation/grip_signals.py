@@ -48,6 +48,15 @@ friction sample gets ``mu_var`` by the delta method, Var(mu) = (Var(Fx) + mu^2 V
 average the variance of its mean: the Fx part through the filter's lag-one error correlation
 (:func:`~vehcal_ros.estimation.tire_force_estimation.block_variance_factor`), the Fz part (constants, slowly
 varying) as fully correlated. Transducer samples have ``mu_var`` 0.
+The speed reference (u, v, r) is the odometry's twist, the GNSS/IMU filter's estimate
+(estimation/speed_reference.py) or, with ``speed_reference = "undriven_wheels"``, the free-rolling speed of the
+undriven axle (:func:`~vehcal_ros.estimation.speed_reference.undriven_axle_speed`) at each wheel-speed stamp:
+its wheels' rolling radius by the same law as the driven wheels' (at their newest normal load), their heading
+with steering and toe, the IMU's yaw rate and v = r l_r: the driven wheels' slips take it. It is not formed while
+the driver brakes (brake above :data:`REFERENCE_BRAKE`: the undriven wheels slip too). The undriven wheels' own
+slips take the GNSS/IMU reference where the car has GNSS (alive within :data:`GNSS_STALE`); without it they have
+no slip to fit (zero by construction; counted as ``reference_wheel``) and their friction goes to the floor
+beliefs only, like the samples the radius gate holds back.
 Tire-force samples wait in a short queue until wheel speed and odometry bracket their stamp, so topics may
 arrive in any order; a sample that cannot be bracketed within ``sync_tolerance`` is dropped as unsynced.
 Nothing here imports rclpy: nodes and bag replay feed the same :class:`GripDataCollector`.
@@ -77,6 +86,7 @@ from vehcal_ros.estimation.speed_reference import (
     GnssImuSpeed,
     ReferenceSpeed,
     SpeedReferenceConfig,
+    undriven_axle_speed,
 )
 from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
@@ -95,6 +105,7 @@ class GripSignalConfig:
     wheel_x: tuple[float, ...] = (1.6889, 1.6889, -1.6889, -1.6889)   #: longitudinal position from the CM
     wheel_y: tuple[float, ...] = (0.91, -0.91, 0.91, -0.91)           #: lateral position (left positive)
     steered: tuple[bool, ...] = (True, True, False, False)
+    driven: tuple[bool, bool] = (True, True)   #: (front, rear) axle driven (the description's driveline)
     steering_gain: float = STEERING_GAIN  #: rad of road-wheel angle per unit steering input
     radius_mode: str = "load"             #: "fixed" (R = r0) or "load" (R = r0 - Fz / kt)
     r0: float = 0.47                      #: unloaded (or fixed effective) rolling radius
@@ -124,7 +135,7 @@ class GripSignalConfig:
     combined_slip: str = "none"           #: "none", "ellipse" (samples carry |sin alpha| / lateral_ratio) or "mf"
     combined_coefficients: tuple[float, ...] = ()  #: "mf": (r_Bx1, r_Bx2, r_Cx1, r_Ex1, r_Hx1) of the tire
     lateral_ratio: float = 1.0            #: the tire's lateral / longitudinal friction peak
-    speed_reference: str = "odometry"     #: "odometry" (its twist) or "gnss_imu" (estimation/speed_reference.py)
+    speed_reference: str = "odometry"     #: "odometry" (its twist), "gnss_imu" or "undriven_wheels" (speed_reference)
     accel_std: float = 0.05               #: m/s^2, IMU a_x white noise (the gnss_imu speed filter)
 
     def validate(self) -> None:
@@ -161,6 +172,9 @@ class GripSignalConfig:
             (len(self.toe_front) > 0 and len(self.toe_rear) > 0, "toe_front / toe_rear need at least one row"),
             (self.speed_reference in SPEED_REFERENCES,
              f"speed_reference must be one of {', '.join(SPEED_REFERENCES)}, got {self.speed_reference!r}"),
+            (self.speed_reference != "undriven_wheels" or not all(self.driven),
+             "speed_reference undriven_wheels needs an undriven axle, and the vehicle drives both "
+             "(driveline.driven_axles [front, rear]): use gnss_imu"),
         ]
         for ok, message in checks:
             if not ok:
@@ -239,6 +253,22 @@ GRADE_REST_STD = 0.0015
 orientation error and the body's pitch on its suspension under the holding brakes."""
 REST_OMEGA = 0.2
 """rad/s: every wheel slower than this (~0.1 m/s) is a standing vehicle."""
+REFERENCE_BRAKE = 0.02
+"""Brake input (0..1) above which the undriven wheels are braked and no longer a speed reference: about the
+pedal's free travel (the driver's foot resting on it brakes nothing)."""
+REFERENCE_SLIP_SD = 5e-4
+"""SD of a free-rolling wheel's own slip about its mean, the undriven-wheel reference's error common to a 0.1 s
+block (its wheel-speed noise is in the block's scatter): rolling resistance makes the wheel roll at s = -f_r / (Kx /
+Fz); with f_r 0.008-0.03 (dry asphalt to snow; Wong, *Theory of Ground Vehicles*, 4th ed., Table 1.2) and
+Kx / Fz 12-25 (the PRIOR tire sets at their nominal loads, docs/grip.md "Prior ranges from published tire data"),
+both uniform, s has mean -1.07e-3 (a common offset, which the fit's s_h takes) and SD 4.3e-4 (Monte Carlo of the
+two: its load, speed and road changes within a drive), rounded up."""
+GNSS_STALE = 2.0
+"""s: with ``undriven_wheels``, the undriven wheels' samples take the GNSS/IMU reference while it has released an
+estimate within this long (its release lags ~0.2 s); beyond, they count toward floor beliefs only."""
+YAW_RATE_MAX_AGE = 0.1
+"""s: an IMU yaw rate older than this (against the wheel-speed stamp) is not used by the undriven-wheel
+reference, which then takes r = 0 (the steering gate keeps such samples near straight running)."""
 GRADE_VU_STD = 0.05
 """m/s, vertical velocity noise of a GNSS velocity that states no covariance."""
 
@@ -261,7 +291,7 @@ def _weight_shape(b: float, c: float, e: float, x: float) -> float:
 GATE_REASONS = ("nonfinite", "low_speed", "low_load", "steering", "lateral", "slip_angle", "slip_range",
                 "braking_dropped", "unsynced", "out_of_order", "unknown_wheel", "partial_block", "implausible",
                 "zero_stamp", "duplicate", "stamp_jump", "malformed_wheel_speeds", "malformed_odom",
-                "malformed_controls", "radius_unlearnt")
+                "malformed_controls", "radius_unlearnt", "reference_wheel")
 
 
 @dataclass
@@ -375,10 +405,18 @@ class GripDataCollector:
         self._odom = _Series(("u", "v", "r", "u_var"), capacity=2048, max_gap=c.max_gap)
         self.speed = (GnssImuSpeed(SpeedReferenceConfig(accel_std=c.accel_std,
                                                         rear_distance=max(0.0, -min(c.wheel_x))))
-                      if c.speed_reference == "gnss_imu" else None)
+                      if c.speed_reference in ("gnss_imu", "undriven_wheels") else None)
+        #: undriven_wheels: the undriven axle's rolling speed at the wheel-speed stamps, the driven wheels' reference
+        self._rolling = _Series(("u", "v", "r", "u_var"), capacity=2048, max_gap=c.max_gap)
         #: called with each speed-reference sample (t, u): the pipeline's odometer
         self.on_speed = None
         self._steer = _Series(("steering",), capacity=512, max_gap=c.max_gap)
+        self._controls = (0.0, 0.0)        # the newest (steering, brake)
+        #: the undriven wheels whose rolling speed is the slips' reference (speed_reference undriven_wheels)
+        self._undriven = (tuple(i for i in range(4) if not c.driven[0 if i < 2 else 1])
+                          if c.speed_reference == "undriven_wheels" else ())
+        self._fz = [math.nan] * 4           # per wheel: the newest normal load (N), the reference's radius
+        self._yaw = (-math.inf, 0.0)        # the newest IMU (stamp, yaw rate)
         self._pitch = _Series(("pitch", "ax"), capacity=512, max_gap=c.max_gap)
         #: road grade angle (rad, + uphill) from the GNSS climb angle, its variance and the time of its last update
         self.grade = 0.0
@@ -436,13 +474,48 @@ class GripDataCollector:
         self._stamp("wheel_speeds", rec.t)
         self._standing = all(abs(w) < REST_OMEGA for w in rec.omega)   # False on a NaN wheel
         self._append(self._wheel, rec.t, rec.omega)
+        if self._undriven:
+            self._reference_from_wheels(rec)
         self._drain()
+
+    def _reference_from_wheels(self, rec: WheelSpeeds) -> None:
+        """The speed reference at a wheel-speed stamp from the undriven wheels (module docstring); none while
+        braking, before a normal load of each is known, or on a non-finite input."""
+        c = self.config
+        t = rec.t
+        steering, brake = self._controls
+        if brake > REFERENCE_BRAKE:
+            return
+        t_yaw, r = self._yaw
+        if not abs(t - t_yaw) <= YAW_RATE_MAX_AGE:
+            r = 0.0
+        delta = steering * c.steering_gain
+        rolling, heading = [], []
+        for i in self._undriven:
+            fz = self._fz[i]
+            radius = c.r0 - fz / (c.kt if i < 2 or c.kt_rear <= 0.0 else c.kt_rear) if c.radius_mode == "load" \
+                else c.r0
+            rolling.append(rec.omega[i] * radius * self.radius_scale[0 if i < 2 else 1])
+            heading.append((delta if c.steered[i] else 0.0) - self._side[i] * self.toe_in(i, t))
+        x = tuple(self._wx[i] for i in self._undriven)
+        y = tuple(self._wy[i] for i in self._undriven)
+        v = r * max(0.0, -min(c.wheel_x))   # kinematic: no slip angle at the rear axle
+        u = undriven_axle_speed(tuple(rolling), tuple(heading), x, y, r, v)
+        if not math.isfinite(u):   # NaN until each undriven wheel has a load
+            return
+        self._append(self._rolling, t, (u, v, r, (REFERENCE_SLIP_SD * u) ** 2))
+        if self.on_speed is not None and not self._gnss_alive(t):   # the odometer: GNSS/IMU while it runs
+            self.on_speed(t, u)
+
+    def _gnss_alive(self, t: float) -> bool:
+        """Whether the GNSS/IMU reference has released an estimate within :data:`GNSS_STALE` s before ``t``."""
+        return t - self._odom.buf.last_time <= GNSS_STALE
 
     def add_odom(self, rec: OdomSample) -> None:
         """Odometry: the speed reference with ``speed_reference`` odometry, otherwise only counted."""
         self.counters.received["odom"] += 1
         self._stamp("odom", rec.t)
-        if self.speed is not None:
+        if self.config.speed_reference != "odometry":
             return
         self._append(self._odom, rec.t, (rec.u, rec.v, rec.yaw_rate, 0.0))
         if self.on_speed is not None:
@@ -486,6 +559,8 @@ class GripDataCollector:
         self.counters.received["controls"] += 1
         self._stamp("controls", rec.t)
         self._append(self._steer, rec.t, (rec.steering,))
+        if math.isfinite(rec.steering) and math.isfinite(rec.brake):
+            self._controls = (rec.steering, rec.brake)
 
     def add_imu(self, rec: ImuSample) -> None:
         """Body pitch and longitudinal acceleration (front wheel travel, hence the toe of the bump steer). A bad
@@ -497,6 +572,8 @@ class GripDataCollector:
             self.grade = self.config.pitch_at_rest - rec.pitch
             self._grade_var = GRADE_REST_STD ** 2
             self._grade_t = max(self._grade_t, rec.t)
+        if math.isfinite(rec.t) and math.isfinite(rec.yaw_rate):
+            self._yaw = (rec.t, rec.yaw_rate)
         if self.speed is not None:
             self.speed.add_imu(rec)
 
@@ -511,6 +588,7 @@ class GripDataCollector:
         if not all(math.isfinite(x) for x in (rec.t, rec.fx, rec.fy, rec.fz)):
             self.counters.dropped["nonfinite"] += 1
             return
+        self._fz[rec.wheel] = rec.fz
         self._pending.append(rec)
         self._drain()
 
@@ -527,15 +605,36 @@ class GripDataCollector:
             self.counters.dropped["out_of_order"] += 1
 
     # ------------------------------------------------------------ processing
+    def _reference(self, wheel: int, t: float) -> _Series | None:
+        """The speed reference series of ``wheel``'s samples: the odometry's or GNSS/IMU's; with
+        ``undriven_wheels`` the undriven axle's rolling speed for a driven wheel, and for an undriven wheel the
+        GNSS/IMU's while it is alive, else None (the sample then counts toward floor beliefs only)."""
+        if not self._undriven:
+            return self._odom
+        if wheel not in self._undriven:
+            return self._rolling
+        return self._odom if self._gnss_alive(t) else None
+
     def _drain(self) -> None:
-        """Turn every pending tire-force sample whose stamp is bracketed by wheel speed and odometry."""
+        """Turn every pending tire-force sample whose stamp is bracketed by wheel speed and its speed reference."""
         tol = self.config.sync_tolerance
-        horizon = min(self._wheel.buf.last_time, self._odom.buf.last_time)
         while self._pending:
             rec = self._pending[0]
+            ref = self._reference(rec.wheel, rec.t)
+            if ref is None:   # an undriven wheel without GNSS: its slip is the reference's own
+                self._pending.popleft()
+                self._advance_blocks(rec.t)
+                self._block_seen[rec.wheel] += 1
+                self.counters.dropped["reference_wheel"] += 1
+                omega = self._wheel.at(rec.t, tol, (rec.wheel,))
+                if rec.fz >= self.config.min_fz and omega is not None and omega[0] * self.config.r0 >= \
+                        self.config.min_speed:
+                    self._floor_sample(rec)
+                continue
+            horizon = min(self._wheel.buf.last_time, ref.buf.last_time)
             if rec.t > horizon:
                 # not yet bracketed; give up on it only when it is far older than the newest data
-                newest = max(self._wheel.buf.last_time, self._odom.buf.last_time)
+                newest = max(self._wheel.buf.last_time, ref.buf.last_time)
                 if math.isfinite(newest) and (newest - rec.t > 10 * tol or rec.t - newest > 10.0):
                     self._pending.popleft()
                     self.counters.dropped["unsynced"] += 1
@@ -545,7 +644,7 @@ class GripDataCollector:
             self._advance_blocks(rec.t)
             self._block_seen[rec.wheel] += 1
             omega = self._wheel.at(rec.t, tol, (rec.wheel,))
-            odom = self._odom.at(rec.t, tol, (0, 1, 2, 3))
+            odom = ref.at(rec.t, tol, (0, 1, 2, 3))
             if omega is None or odom is None:
                 self.counters.dropped["unsynced"] += 1
                 continue

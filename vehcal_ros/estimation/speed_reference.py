@@ -28,6 +28,13 @@ answer of a linear filter with a delayed measurement). An estimate at time t is 
 >= t has been applied, so every released speed has seen the GNSS data up to its time (a lag of the GNSS latency
 plus one GNSS period, ~0.2 s). Each released sample carries its variance P_uu (m/s)^2.
 
+A car without GNSS has the classic reference of slip-based friction estimation instead (Gustafsson, "Slip-based
+tire-road friction estimation", Automatica 33(6), 1997; the ABS reference speed): its undriven wheels, which
+roll freely while the driver does not brake. :func:`undriven_axle_speed` turns their rolling speeds omega_i R_i
+into u. The undriven wheels' radius law is the driven wheels', so a radius error common to the tires (wear,
+pressure, a description off by 1 %) cancels in the driven wheels' slips; the undriven axle itself then has no
+slip of its own to fit.
+
 Plain floats and preallocated lists; no numpy per sample, no rclpy.
 """
 
@@ -39,9 +46,25 @@ from dataclasses import dataclass
 
 from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
 
-SPEED_REFERENCES = ("odometry", "gnss_imu")
-"""Where the slips' vehicle speed comes from: the odometry topic (its twist, as published), or GNSS velocity fused
-with the IMU (:class:`GnssImuSpeed`)."""
+SPEED_REFERENCES = ("odometry", "gnss_imu", "undriven_wheels")
+"""Where the slips' vehicle speed comes from: the odometry topic (its twist, as published), GNSS velocity fused
+with the IMU (:class:`GnssImuSpeed`), or the undriven wheels of a two-wheel-drive car (:func:`undriven_axle_speed`)."""
+
+
+def undriven_axle_speed(rolling: tuple[float, ...], heading: tuple[float, ...], x: tuple[float, ...],
+                        y: tuple[float, ...], r: float, v: float) -> float:
+    """The body's longitudinal speed u (m/s) from free-rolling wheels: their rolling speeds omega_i R_i (m/s),
+    headings (rad: steering and toe, + left), positions (x_i, y_i) from the centre of mass (m, y left), yaw rate
+    r (rad/s) and lateral speed v (m/s). A free-rolling wheel's centre moves along its heading at omega_i R_i,
+
+        omega_i R_i = (u - r y_i) cos(h_i) + (v + r x_i) sin(h_i),
+
+    so each wheel gives u_i = (omega_i R_i - (v + r x_i) sin(h_i)) / cos(h_i) + r y_i, and u is their mean (on an
+    unsteered axle the r y_i terms cancel between the left and right wheel)."""
+    total = 0.0
+    for w, h, xi, yi in zip(rolling, heading, x, y, strict=True):
+        total += (w - (v + r * xi) * math.sin(h)) / math.cos(h) + r * yi
+    return total / len(rolling)
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,14 @@ CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")
 
 
 def grip_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
-    """Sensor keys the ``grip_estimator`` subscribes to: the IMU and the GNSS velocity feed the slips' speed
-    reference (``speed_reference`` gnss_imu) and the online rolling radius (``radius_learning``), the IMU also the
-    estimated forces' load transfer."""
-    base = ("wheel_speeds", "tire_forces", "odom", "controls")
-    if values.get("radius_learning", True) or values.get("speed_reference") == "gnss_imu":
-        return base + ("imu", "gnss")
-    return base + ("imu",) if values.get("force_source", "measured") != "measured" else base
+    """Sensor keys the ``grip_estimator`` subscribes to: always the IMU (the front toe's wheel travel, the estimated
+    forces' load transfer, the yaw rate of the undriven-wheel reference); the GNSS velocity for the slips' speed
+    reference (``speed_reference`` gnss_imu, and undriven_wheels for the undriven axle) and the online rolling
+    radius (``radius_learning``)."""
+    base = ("wheel_speeds", "tire_forces", "odom", "controls", "imu")
+    if values.get("radius_learning", True) or values.get("speed_reference", "odometry") != "odometry":
+        return base + ("gnss",)
+    return base
 
 
 def grip_guard(values: Mapping[str, Any]) -> InputGuard:

@@ -47,6 +47,7 @@ from vehcal_ros.estimation.grip_pipeline import (
 )
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
 from vehcal_ros.estimation.signals import WHEELS
+from vehcal_ros.estimation.speed_reference import SPEED_REFERENCES
 from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
@@ -186,8 +187,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
     ParamSpec("speed_reference", "gnss_imu", "the slips' vehicle speed: gnss_imu (GNSS velocity fused with the IMU's "
-              "a_x and pitch, estimation/speed_reference.py) or odometry (the odometry topic's twist, which must "
-              "then be independent of the wheels)", choices=("gnss_imu", "odometry"), read_only=True),
+              "a_x and pitch, estimation/speed_reference.py), undriven_wheels (a two-wheel-drive car's free-rolling "
+              "undriven axle, not while braking; that axle's friction then counts toward floor beliefs only) or "
+              "odometry (the "
+              "odometry topic's twist, which must then be independent of the wheels)",
+              choices=SPEED_REFERENCES, read_only=True),
     ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
               "receiver: the speed reference of the slips (speed_reference gnss_imu) and of the online rolling "
               "radius", read_only=True),
@@ -266,7 +270,7 @@ class GripEstimatorNode(WorkerNode):
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
         # wheels' toe of a description with bump steer (estimation/grip_signals.py)
         self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group, raw=True)
-        if v["radius_learning"] or v["speed_reference"] == "gnss_imu":   # the speed reference
+        if v["radius_learning"] or v["speed_reference"] != "odometry":   # the speed reference (GNSS/IMU)
             self.create_subscription(TwistWithCovarianceStamped, v["gnss_topic"], self._on_gnss, qos,
                                      callback_group=group, raw=True)
         if v["force_source"] != "measured":
