@@ -241,11 +241,14 @@ def test_parameters_out_of_range_are_rejected(graph) -> None:
     assert node.describe_parameter("n_chains").type == ParameterType.PARAMETER_INTEGER
 
 
-def test_startup_with_bad_parameter_exits_with_one_line() -> None:
+@pytest.mark.parametrize("setting, named", [("max_peak_slip:=5.0", "max_peak_slip"),
+                                             # the shipped vehicle (hmmwv) drives both axles
+                                             ("speed_reference:=undriven_wheels", "driveline.driven_axles")])
+def test_startup_with_bad_parameter_exits_with_one_line(setting: str, named: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "vehcal_ros.nodes.grip_estimator", "--ros-args",
-                           "-p", "max_peak_slip:=5.0"], capture_output=True, text=True, timeout=60)
+                           "-p", setting], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert "max_peak_slip" in proc.stdout + proc.stderr
+    assert named in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
