@@ -415,6 +415,8 @@ class GripDataCollector:
         #: the undriven wheels whose rolling speed is the slips' reference (speed_reference undriven_wheels)
         self._undriven = (tuple(i for i in range(4) if not c.driven[0 if i < 2 else 1])
                           if c.speed_reference == "undriven_wheels" else ())
+        self._ref_x = tuple(float(c.wheel_x[i]) for i in self._undriven)   # their positions, as Python floats
+        self._ref_y = tuple(float(c.wheel_y[i]) for i in self._undriven)
         self._fz = [math.nan] * 4           # per wheel: the newest normal load (N), the reference's radius
         self._yaw = (-math.inf, 0.0)        # the newest IMU (stamp, yaw rate)
         self._pitch = _Series(("pitch", "ax"), capacity=512, max_gap=c.max_gap)
@@ -497,10 +499,8 @@ class GripDataCollector:
                 else c.r0
             rolling.append(rec.omega[i] * radius * self.radius_scale[0 if i < 2 else 1])
             heading.append((delta if c.steered[i] else 0.0) - self._side[i] * self.toe_in(i, t))
-        x = tuple(self._wx[i] for i in self._undriven)
-        y = tuple(self._wy[i] for i in self._undriven)
         v = r * max(0.0, -min(c.wheel_x))   # kinematic: no slip angle at the rear axle
-        u = undriven_axle_speed(tuple(rolling), tuple(heading), x, y, r, v)
+        u = undriven_axle_speed(rolling, heading, self._ref_x, self._ref_y, r, v)
         if not math.isfinite(u):   # NaN until each undriven wheel has a load
             return
         self._append(self._rolling, t, (u, v, r, (REFERENCE_SLIP_SD * u) ** 2))

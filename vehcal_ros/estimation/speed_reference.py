@@ -31,9 +31,9 @@ plus one GNSS period, ~0.2 s). Each released sample carries its variance P_uu (m
 A car without GNSS has the classic reference of slip-based friction estimation instead (Gustafsson, "Slip-based
 tire-road friction estimation", Automatica 33(6), 1997; the ABS reference speed): its undriven wheels, which
 roll freely while the driver does not brake. :func:`undriven_axle_speed` turns their rolling speeds omega_i R_i
-into u. The undriven wheels' radius law is the driven wheels', so a radius error common to the tires (wear,
-pressure, a description off by 1 %) cancels in the driven wheels' slips; the undriven axle itself then has no
-slip of its own to fit.
+into u for the driven wheels' slips. The undriven wheels' radius law is the driven wheels', so a radius error
+common to the tires (wear, pressure, a description off by 1 %) cancels in those slips; the undriven wheels' own
+slips need GNSS (estimation/grip_signals.py).
 
 Plain floats and preallocated lists; no numpy per sample, no rclpy.
 """
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
@@ -51,8 +52,8 @@ SPEED_REFERENCES = ("odometry", "gnss_imu", "undriven_wheels")
 with the IMU (:class:`GnssImuSpeed`), or the undriven wheels of a two-wheel-drive car (:func:`undriven_axle_speed`)."""
 
 
-def undriven_axle_speed(rolling: tuple[float, ...], heading: tuple[float, ...], x: tuple[float, ...],
-                        y: tuple[float, ...], r: float, v: float) -> float:
+def undriven_axle_speed(rolling: Sequence[float], heading: Sequence[float], x: Sequence[float],
+                        y: Sequence[float], r: float, v: float) -> float:
     """The body's longitudinal speed u (m/s) from free-rolling wheels: their rolling speeds omega_i R_i (m/s),
     headings (rad: steering and toe, + left), positions (x_i, y_i) from the centre of mass (m, y left), yaw rate
     r (rad/s) and lateral speed v (m/s). A free-rolling wheel's centre moves along its heading at omega_i R_i,
