@@ -136,8 +136,8 @@ def test_slips_on_the_simulated_hmmwv_match_the_true_slips_within_their_stated_n
 
     desc = load_vehicle("hmmwv_sim")
     values = {**resolve_params(None)["grip_estimator"], "braking": "keep", "scope": "wheel"}
-    assert values["speed_reference"] == "gnss_imu"   # the shipped default
     collector = GripDataCollector(vehicle_signal_config(signal_config_from(values, desc), desc))
+    assert collector.config.speed_reference == "gnss_imu"   # the shipped auto on an all-wheel-drive vehicle
     truth = []
     for _, rec, _ in ScenarioRun(load_scenario("daily_driving", vehicle="hmmwv").with_seed(0), duration=120.0):
         if type(rec).__name__ == "GroundTruth":
@@ -183,14 +183,14 @@ def test_an_accelerometer_offset_is_named_on_diagnostics(bias: float, named: boo
 
 
 def test_undriven_wheels_reference_on_the_simulated_sedan() -> None:
-    """``speed_reference`` undriven_wheels on 120 s of the front-driven sedan's daily drive (seed 0): the driven
-    front wheels' block slips against the simulator's true slips, within their stated noise (the rear wheels'
-    speed noise and the free-rolling slip's REFERENCE_SLIP_SD; about independent between blocks): over the ~70
-    blocks of both front wheels the RMS of the standardised error has a sampling SD of ~1/sqrt(2 x 70) = 0.085,
-    and [0.7, 1.4] is ~3.5 SD below and ~4.5 SD above 1 (seed 0 reads 0.86-0.89: the stated variance is on the
-    safe side). No front sample is taken while the driver brakes (the rear wheels then slip too). The
-    rear wheels' slips take the GNSS/IMU reference; fed the same drive without its GNSS messages they give no slip
-    samples (theirs is the reference's own) and their friction counts toward floor beliefs. An all-wheel-drive
+    """``speed_reference`` undriven_wheels (the shipped ``auto`` there) on 120 s of the front-driven sedan's daily
+    drive (seed 0): the driven front wheels' block slips against the simulator's true slips, within their stated
+    noise (the rear wheels' speed noise and the free-rolling slip's REFERENCE_SLIP_SD; about independent between
+    blocks): over the ~70 blocks of both front wheels the RMS of the standardised error has a sampling SD of
+    ~1/sqrt(2 x 70) = 0.085, and [0.7, 1.4] is ~3.5 SD below and ~4.5 SD above 1 (seed 0 reads 0.86-0.89: the stated
+    variance is on the safe side). No front sample is taken while the driver brakes (the rear wheels then slip too).
+    The rear wheels' slips take the GNSS/IMU reference; fed the same drive without its GNSS messages they give no
+    slip samples (theirs is the reference's own) and their friction counts toward floor beliefs. An all-wheel-drive
     vehicle is refused by name."""
     from vehcal_ros.estimation.grip_pipeline import signal_config_from, vehicle_signal_config
     from vehcal_ros.estimation.grip_signals import REFERENCE_BRAKE, GripDataCollector
@@ -201,9 +201,9 @@ def test_undriven_wheels_reference_on_the_simulated_sedan() -> None:
 
     desc = load_vehicle("sedan")
     assert desc.driven_axles == ("front",)
-    values = {**resolve_params(None)["grip_estimator"], "braking": "keep", "scope": "wheel",
-              "speed_reference": "undriven_wheels"}
+    values = {**resolve_params(None)["grip_estimator"], "braking": "keep", "scope": "wheel"}
     config = vehicle_signal_config(signal_config_from(values, desc), desc)
+    assert config.speed_reference == "undriven_wheels"   # the shipped auto on a two-wheel-drive vehicle
     collector, no_gnss = GripDataCollector(config), GripDataCollector(config)
     truth, brake = [], []
     for _, rec, _ in ScenarioRun(load_scenario("daily_driving", vehicle="sedan").with_seed(0), duration=120.0):
@@ -245,4 +245,4 @@ def test_undriven_wheels_reference_on_the_simulated_sedan() -> None:
     # with GNSS only the rear samples before its first estimate lack a reference
     assert no_gnss.counters.dropped["reference_wheel"] > 20 * collector.counters.dropped["reference_wheel"]
     with pytest.raises(ValueError, match="speed_reference undriven_wheels needs an undriven axle.*driven_axles"):
-        signal_config_from(values, load_vehicle("hmmwv_sim")).validate()
+        signal_config_from({**values, "speed_reference": "undriven_wheels"}, load_vehicle("hmmwv_sim")).validate()

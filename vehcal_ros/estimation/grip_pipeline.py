@@ -49,6 +49,7 @@ from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConf
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
 from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.speed_reference import resolve_speed_reference
 from vehcal_ros.estimation.surface_change import (
     PredictiveReference,
     SurfaceChange,
@@ -964,7 +965,8 @@ def signal_config_from(values: Mapping[str, Any], vehicle: Any = None) -> GripSi
         max_slip_angle=float(values.get("max_slip_angle", GripSignalConfig.max_slip_angle)),
         sync_tolerance=values["sync_tolerance"], window=values["window"], capacity=values["buffer_size"],
         average_window=values.get("average_window", GripSignalConfig.average_window),
-        speed_reference=str(values.get("speed_reference", GripSignalConfig.speed_reference)),
+        speed_reference=resolve_speed_reference(str(values.get("speed_reference", GripSignalConfig.speed_reference)),
+                                                geometry["driven"]),
         accel_std=float(values.get("accel_noise", GripSignalConfig.accel_std)),
     )
 

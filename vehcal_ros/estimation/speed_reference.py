@@ -50,6 +50,18 @@ from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
 SPEED_REFERENCES = ("odometry", "gnss_imu", "undriven_wheels")
 """Where the slips' vehicle speed comes from: the odometry topic (its twist, as published), GNSS velocity fused
 with the IMU (:class:`GnssImuSpeed`), or the undriven wheels of a two-wheel-drive car (:func:`undriven_axle_speed`)."""
+SPEED_REFERENCE_CHOICES = ("auto", *SPEED_REFERENCES)
+"""What the ``speed_reference`` parameter takes: ``auto`` is :func:`resolve_speed_reference`'s choice."""
+
+
+def resolve_speed_reference(choice: str, driven: tuple[bool, bool]) -> str:
+    """The speed reference of ``choice`` for a vehicle whose (front, rear) axles are ``driven``: ``auto`` is
+    ``undriven_wheels`` where an axle is undriven (its driven wheels' slips then carry the free-rolling wheels'
+    small white error instead of the GNSS/IMU filter's persistent one; benchmarks/README_grip_over_time.md) and
+    ``gnss_imu`` on an all-wheel-drive vehicle; any other choice stands."""
+    if choice != "auto":
+        return choice
+    return "gnss_imu" if all(driven) else "undriven_wheels"
 
 
 def undriven_axle_speed(rolling: Sequence[float], heading: Sequence[float], x: Sequence[float],

@@ -47,7 +47,7 @@ from vehcal_ros.estimation.grip_pipeline import (
 )
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
 from vehcal_ros.estimation.signals import WHEELS
-from vehcal_ros.estimation.speed_reference import SPEED_REFERENCES
+from vehcal_ros.estimation.speed_reference import SPEED_REFERENCE_CHOICES
 from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
@@ -186,12 +186,12 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
               0.01, 60.0, read_only=True),
-    ParamSpec("speed_reference", "gnss_imu", "the slips' vehicle speed: gnss_imu (GNSS velocity fused with the IMU's "
-              "a_x and pitch, estimation/speed_reference.py), undriven_wheels (a two-wheel-drive car's free-rolling "
-              "undriven axle, not while braking; that axle's friction then counts toward floor beliefs only) or "
-              "odometry (the "
-              "odometry topic's twist, which must then be independent of the wheels)",
-              choices=SPEED_REFERENCES, read_only=True),
+    ParamSpec("speed_reference", "auto", "the slips' vehicle speed: auto (undriven_wheels on a two-wheel-drive "
+              "vehicle, gnss_imu on an all-wheel-drive one), gnss_imu (GNSS velocity fused with the IMU's a_x and "
+              "pitch, estimation/speed_reference.py), undriven_wheels (the free-rolling undriven axle for the driven "
+              "wheels, not while braking; the undriven wheels take gnss_imu, or give floor beliefs only without "
+              "GNSS) or odometry (the odometry topic's twist, which must then be independent of the wheels)",
+              choices=SPEED_REFERENCE_CHOICES, read_only=True),
     ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
               "receiver: the speed reference of the slips (speed_reference gnss_imu) and of the online rolling "
               "radius", read_only=True),
