@@ -94,9 +94,11 @@ def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
                         return kv.get("force_source") == "estimated" and kv.get("roll_split") == "calibrated"
             return False
         assert spin_until(ex, source_reported, timeout=10.0)
-        # the shipped speed reference (GNSS/IMU) reports its own counts; every IMU sample taken is counted
+        # the shipped speed reference (auto: GNSS/IMU on this all-wheel-drive vehicle) reports its choice and its own
+        # counts; every IMU sample taken is counted
         kv = next({v.key: v.value for v in s.values} for arr in reversed(diag) for s in arr.status
                   if s.name.endswith("inputs"))
+        assert kv["speed_reference"] == "gnss_imu"
         assert kv["speed_gnss_used"] == "0" and kv["speed_imu_nonfinite"] == "0"   # no GNSS was published
         assert n - 40 <= int(kv["received_imu"]) <= n
     finally:

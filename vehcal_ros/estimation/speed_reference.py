@@ -28,12 +28,12 @@ answer of a linear filter with a delayed measurement). An estimate at time t is 
 >= t has been applied, so every released speed has seen the GNSS data up to its time (a lag of the GNSS latency
 plus one GNSS period, ~0.2 s). Each released sample carries its variance P_uu (m/s)^2.
 
-A car without GNSS has the classic reference of slip-based friction estimation instead (Gustafsson, "Slip-based
-tire-road friction estimation", Automatica 33(6), 1997; the ABS reference speed): its undriven wheels, which
-roll freely while the driver does not brake. :func:`undriven_axle_speed` turns their rolling speeds omega_i R_i
-into u for the driven wheels' slips. The undriven wheels' radius law is the driven wheels', so a radius error
-common to the tires (wear, pressure, a description off by 1 %) cancels in those slips; the undriven wheels' own
-slips need GNSS (estimation/grip_signals.py).
+A two-wheel-drive car, with GNSS or without, has the classic reference of slip-based friction estimation too
+(Gustafsson, "Slip-based tire-road friction estimation", Automatica 33(6), 1997; the ABS reference speed): its
+undriven wheels, which roll freely while the driver does not brake. :func:`undriven_axle_speed` turns their rolling
+speeds omega_i R_i into u for the driven wheels' slips. The undriven wheels' radius law is the driven wheels', so a
+radius error common to the tires (wear, pressure, a description off by 1 %) cancels in those slips; the undriven
+wheels' own slips need GNSS (estimation/grip_signals.py).
 
 Plain floats and preallocated lists; no numpy per sample, no rclpy.
 """

@@ -439,6 +439,7 @@ class GripEstimatorNode(WorkerNode):
                 values.update({"radius_scale_front": kf, "radius_scale_rear": kr, "radius_scale_sd_front": sf,
                                "radius_scale_sd_rear": sr, "radius_gate": self.pipeline.collector.radius_gate,
                                "radius_gnss_used": radius.used.get("gnss", 0)})
+            values["speed_reference"] = self.pipeline.collector.config.speed_reference   # auto's choice
             speed = self.pipeline.collector.speed
             if speed is not None:   # the GNSS/IMU speed reference's own counts (estimation/speed_reference.py)
                 values.update({f"speed_{k}": n for k, n in speed.counters.items()})
