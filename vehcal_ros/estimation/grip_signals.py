@@ -415,7 +415,7 @@ class GripDataCollector:
         #: the undriven wheels whose rolling speed is the slips' reference (speed_reference undriven_wheels)
         self._undriven = (tuple(i for i in range(4) if not c.driven[0 if i < 2 else 1])
                           if c.speed_reference == "undriven_wheels" else ())
-        self._ref_x = tuple(float(c.wheel_x[i]) for i in self._undriven)   # their positions, as Python floats
+        self._ref_x = tuple(float(c.wheel_x[i]) for i in self._undriven)   # their positions
         self._ref_y = tuple(float(c.wheel_y[i]) for i in self._undriven)
         self._fz = [math.nan] * 4           # per wheel: the newest normal load (N), the reference's radius
         self._yaw = (-math.inf, 0.0)        # the newest IMU (stamp, yaw rate)
@@ -438,8 +438,8 @@ class GripDataCollector:
         #: per scope: (mu, mu_var) of the samples taken while the radius gate held them back (floor beliefs only)
         self._floor_only = {s: RollingBuffer(("mu", "mu_var"), capacity=c.capacity, window=c.window,
                                              max_gap=c.max_gap, allow_equal=True) for s in c.scopes()}
-        self._wx = np.asarray(c.wheel_x, dtype=float)
-        self._wy = np.asarray(c.wheel_y, dtype=float)
+        self._wx = tuple(float(x) for x in c.wheel_x)   # wheel positions as Python floats: read per sample
+        self._wy = tuple(float(y) for y in c.wheel_y)
         self.last_stamp: dict[str, float] = {}
         self._blocks = [_Block() for _ in range(4)]   # per wheel: the block being averaged
         self._floor_blocks = [_Block() for _ in range(4)]   # per wheel: the radius-gated samples of that block
