@@ -494,7 +494,7 @@ class GripDataCollector:
         delta = steering * c.steering_gain
         rolling, heading = [], []
         for i in self._undriven:
-            rolling.append(rec.omega[i] * self._slip_radius(i, self._fz[i]))
+            rolling.append(rec.omega[i] * self._slip_radius(i, self._fz[i]) * self.radius_scale[0 if i < 2 else 1])
             heading.append((delta if c.steered[i] else 0.0) - self._side[i] * self.toe_in(i, t))
         v = r * max(0.0, -min(c.wheel_x))   # kinematic: no slip angle at the rear axle
         u = undriven_axle_speed(rolling, heading, self._ref_x, self._ref_y, r, v)
@@ -505,13 +505,13 @@ class GripDataCollector:
             self.on_speed(t, u)
 
     def _slip_radius(self, wheel: int, fz: float) -> float:
-        """Wheel ``wheel``'s rolling radius (m) at normal load ``fz`` (N): fixed r0 or r0 - Fz/kt (front kt, rear
-        kt_rear when set), times its axle's learnt scale."""
+        """Wheel ``wheel``'s rolling radius law (m) at normal load ``fz`` (N): fixed r0 or r0 - Fz/kt (front kt, rear
+        kt_rear when set); the callers apply the axle's learnt scale."""
         c = self.config
         radius = c.r0
         if c.radius_mode == "load":
             radius -= fz / (c.kt if wheel < 2 or c.kt_rear <= 0.0 else c.kt_rear)
-        return radius * self.radius_scale[0 if wheel < 2 else 1]
+        return radius
 
     def _gnss_alive(self, t: float) -> bool:
         """Whether the GNSS/IMU reference has released an estimate within :data:`GNSS_STALE` s before ``t``."""
@@ -692,7 +692,8 @@ class GripDataCollector:
                 self.counters.dropped["slip_angle"] += 1
                 return
             sin_alpha = 0.0
-        v_roll = omega * self._slip_radius(i, rec.fz)
+        radius = self._slip_radius(i, rec.fz) * self.radius_scale[0 if i < 2 else 1]
+        v_roll = omega * radius
         denom = max(v_roll, v_wheel)
         if not (math.isfinite(denom) and denom > 0.0 and v_wheel >= c.min_speed):
             self.counters.dropped["low_speed"] += 1
