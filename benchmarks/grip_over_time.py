@@ -9,7 +9,11 @@ its own; the table prints one row per (seed, force source).
 
 Usage:  python benchmarks/grip_over_time.py [--vehicle hmmwv|sedan|MODEL] [--description NAME|FILE]
         [--scenario daily_driving] [--seeds 0 1 2 3 4] [--forces estimated measured] [--bag-dir DIR]
-        [--jobs 1] [--json OUT] [--grip-param NAME=VALUE ...]
+        [--jobs 1] [--json OUT] [--grip-param NAME=VALUE ...] [--torque-source engine|axle]
+
+``--torque-source engine`` (or ``axle``) drives a production car: the bags carry the CAN drive torque and brake
+pressure and no wheel torque (``Scenario.with_can_torque``), and the replay's description is the simulated car's
+read through them (``io.scenarios.can_description``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import yaml
 from vehcal_ros.estimation.grip_scoring import over_time_scores, pooled_scores
 from vehcal_ros.io import bags
 from vehcal_ros.io.replay import replay_bag
-from vehcal_ros.io.scenarios import load_scenario
+from vehcal_ros.io.scenarios import can_description, load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 
 DESCRIPTIONS = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}
@@ -53,10 +57,12 @@ def missed(figures: dict, scenario: str | None) -> list[str]:
             if not (figures[k] >= v if op == ">=" else figures[k] <= v)]
 
 
-def simulate(scenario: str, vehicle: str, seed: int, out: Path) -> float:
-    """The scenario on ``vehicle`` with ``seed`` into the bag ``out``; wall seconds."""
+def simulate(scenario: str, vehicle: str, seed: int, out: Path, can: bool = False) -> float:
+    """The scenario on ``vehicle`` with ``seed`` into the bag ``out`` (``can``: on a production car's CAN torque
+    signals); wall seconds."""
     t0 = time.perf_counter()
-    bags.write_bag(out, ScenarioRun(load_scenario(scenario, vehicle=vehicle).with_seed(seed)))
+    scn = load_scenario(scenario, vehicle=vehicle).with_seed(seed)
+    bags.write_bag(out, ScenarioRun(scn.with_can_torque() if can else scn))
     return time.perf_counter() - t0
 
 
@@ -97,6 +103,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="replay worker processes")
     ap.add_argument("--grip-param", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--torque-source", default=None, choices=["engine", "axle"],
+                    help="a production car: CAN drive torque and brake pressure, no wheel torque in the bags")
     args = ap.parse_args()
     description = args.description or DESCRIPTIONS.get(args.vehicle, args.vehicle)
     extra = {}
@@ -108,13 +116,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.bag_dir) if args.bag_dir else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
+        suffix = ""
+        if args.torque_source:
+            suffix = "_can"
+            can_file = Path(tmp) / f"{Path(description).stem}_{args.torque_source}_can.yaml"
+            can_file.write_text(yaml.safe_dump(can_description(description, args.torque_source).to_dict(),
+                                               sort_keys=False))
+            description = str(can_file)
         print(f"{'seed':>4} {'forces':9} {'inside':>6} {'over':>5} {'avail':>5} {'IS':>6} {'usable':>6}  "
               f"{'per scope (inside/over/avail/usable)':40} verdict")
         runs = ([(k, Path(b)) for k, b in enumerate(args.bag)] if args.bag else
-                [(seed, root / f"{args.vehicle}_{args.scenario}_{seed}") for seed in args.seeds])
+                [(seed, root / f"{args.vehicle}_{args.scenario}_{seed}{suffix}") for seed in args.seeds])
         for seed, bag in runs:
             if not bag.exists():
-                simulate(args.scenario, args.vehicle, seed, bag)
+                simulate(args.scenario, args.vehicle, seed, bag, can=bool(args.torque_source))
             for forces in args.forces:
                 r = score_drive(bag, description, forces, seed, args.jobs, extra)
                 d = r["drive"]
@@ -134,6 +149,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"vehicle": args.vehicle, "description": description,
                                                "scenario": args.scenario, "grip_params": extra, "date": stamp,
+                                               "torque_source": args.torque_source or "effort",
                                                "load": [load_before, load_after], "runs": rows}, indent=1))
     return 0
 

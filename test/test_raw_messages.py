@@ -11,7 +11,7 @@ import pytest
 from geometry_msgs.msg import TwistWithCovarianceStamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.serialization import serialize_message
-from sensor_msgs.msg import Imu, JointState, Joy
+from sensor_msgs.msg import FluidPressure, Imu, JointState, Joy
 
 from vehcal_ros.nodes import conversions as C
 from vehcal_ros.nodes import raw_messages
@@ -72,6 +72,16 @@ def _messages(n: int, seed: int = 1) -> list[tuple[str, object]]:
         g.twist.twist.linear.x, g.twist.twist.linear.y, g.twist.twist.linear.z = r(), r(), r()
         g.twist.covariance = [abs(r()) if rng.random() < 0.9 else 0.0 for _ in range(36)]
         out.append(("gnss_velocity", g))
+        joints = rng.sample(["engine", "gear", "axle_front", "axle_rear", "motor"], rng.randint(0, 4))
+        d = JointState(name=joints, effort=[r() for _ in joints])
+        if k % 3:
+            d.position = [float(rng.randint(-1, 8)) for _ in joints]
+        stamp(d)
+        out.append(("drive_torque", d))
+        b = FluidPressure(fluid_pressure=abs(r()) * 1e4, variance=abs(r()))
+        stamp(b)
+        b.header.frame_id = rng.choice(["front_axle", "rear_axle", "master_cylinder", ""])
+        out.append(("brake_pressure", b))
     return out
 
 

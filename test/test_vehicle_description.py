@@ -74,7 +74,7 @@ def _hmmwv_doc() -> dict:
     ("roll_centre_below_cg.front", 0.9, "roll_centre_below_cg.front = 0.9 m: expected <= cg.height"),
     ("priors.Cxf", [5.0, 1.0], "priors.Cxf = [5, 1]: expected 0 <= lower < upper"),
     ("priors.Cq", [1.0, 2.0], "priors.Cq: unknown calibrated parameter"),
-    ("torque_source", "guess", "torque_source = 'guess': expected map or measured"),
+    ("torque_source", "guess", "torque_source = 'guess': expected map, measured, engine or axle"),
 ])
 def test_wrong_field_is_refused_with_its_name(path, value, expect):
     doc = _hmmwv_doc()

@@ -473,7 +473,7 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=
         meas = {**meas, "u": np.full(t.size, float(segment.initial_state[STATE_INDEX["u"]]))}
     failures = excitation_failures(stage.name, t, segment.throttle, segment.brake, delta, meas,
                                    thresholds if thresholds is not None else StageThresholds(),
-                                   torque_measured=(desc.torque_source == "measured"
+                                   torque_measured=(desc.wheel_torque_measured
                                                     and segment.wheel_torque is not None),
                                    radius=desc.static_rolling_radius(), gravity=desc.g)
     if failures:

@@ -51,6 +51,7 @@ from vehcal_ros.estimation.calibration import (
     check_segment,
     stage_spec,
 )
+from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
 from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window, updated_result
@@ -67,6 +68,7 @@ from vehcal_ros.estimation.segments import (
     record_source,
     resample,
 )
+from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
 from vehcal_ros.vehicle.description import load_vehicle
 
@@ -86,15 +88,6 @@ EXCITATION: dict[str, tuple[str, str]] = {
     "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
     "rolling_resistance": ("speed lost (coast-down) or rolling-resistance sensitivity (measured torque)", "m/s")}
 """What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
-
-
-def _measured_torque(vehicle: str | None) -> bool:
-    """True when the vehicle description's torque source is ``measured`` (``JointState.effort``)."""
-    if vehicle is None:
-        return False
-    from vehcal_ros.vehicle.description import load_vehicle
-
-    return load_vehicle(vehicle).torque_source == "measured"
 
 
 def full_parameters(defaults: Mapping[str, float] | None, vehicle: str | None = None) -> dict[str, float]:
@@ -340,9 +333,12 @@ class CalibrationPipeline:
         road-wheel angle of the stage thresholds"""
         self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
                         for name, cols in SOURCE_COLUMNS.items()}
-        if _measured_torque(c.vehicle):   # per-wheel net torque (JointState.effort) drives the 8-DOF wheels
+        if self.vehicle.wheel_torque_measured:   # the wheels' net torque drives the 8-DOF wheels
             cols = OPTIONAL_SOURCES["wheel_torque"]
             self.buffers["wheel_torque"] = RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
+        can = CanTorqueConfig.from_description(self.vehicle)
+        self.can = CanWheelTorque(can) if can is not None else None
+        """the wheels' net torque from CAN signals (torque_source engine or axle; estimation/can_torque.py)"""
         self.status: dict[str, StageStatus] = {s: StageStatus() for s in STAGE_NAMES}
         self.cycle = 0
         self._received = dict.fromkeys(SOURCE_COLUMNS, 0)
@@ -379,7 +375,16 @@ class CalibrationPipeline:
     # ------------------------------------------------------------------ input
     def add(self, record: object) -> None:
         """Buffer a WheelSpeeds, ImuSample, OdomSample or Controls record (others ignored). Bad samples are
-        counted by reason (non-finite, out of order, duplicate, clock jump) and never raised."""
+        counted by reason (non-finite, out of order, duplicate, clock jump) and never raised. With CAN torque
+        signals (the description's ``torque_source`` engine or axle) a DriveTorque or BrakePressure record is kept
+        by :attr:`can`, and a wheel-speed record takes its wheels' net torque from them."""
+        can = self.can
+        if can is not None:
+            if isinstance(record, (DriveTorque, BrakePressure)):
+                can.add(record)
+                return
+            if isinstance(record, WheelSpeeds):
+                record = can.fill(record)
         src = record_source(record)
         if src is None:
             self._ignored += 1

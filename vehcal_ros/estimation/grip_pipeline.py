@@ -35,6 +35,7 @@ import numpy as np
 from scipy.stats import norm
 
 from vehcal_ros.errors import EstimationError
+from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.estimation.grip_belief import (
     Belief,
     BeliefTracker,
@@ -48,7 +49,15 @@ from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimat
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
-from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import (
+    BrakePressure,
+    Controls,
+    DriveTorque,
+    GnssVelocity,
+    ImuSample,
+    TireForce,
+    WheelSpeeds,
+)
 from vehcal_ros.estimation.speed_reference import resolve_speed_reference
 from vehcal_ros.estimation.surface_change import (
     PredictiveReference,
@@ -377,6 +386,8 @@ class GripPipeline:
     #: relative SD of a friction-scale error common to a fit's samples (:func:`with_scale_error`): the estimated
     #: forces' ``fz_rel_std`` (pipeline_from_params), 0 for measured forces
     mu_scale_sd: float = 0.0
+    #: the wheels' net torque from CAN signals (estimation/can_torque.py; None: as the wheel speeds carry it)
+    can_torque: CanTorqueConfig | None = None
 
     def __post_init__(self) -> None:
         if self.force_source not in FORCE_SOURCES:
@@ -390,6 +401,7 @@ class GripPipeline:
         self.collector = GripDataCollector(self.signal_config)
         self.force_estimator = (TireForceEstimator(self.force_config) if self.force_source != "measured"
                                 else None)
+        self.can = CanWheelTorque(self.can_torque) if self.can_torque is not None else None
         self._measured_t = -math.inf
         self.status: dict[str, ScopeStatus] = {s: ScopeStatus() for s in self.collector.scopes()}
         self.cycle = 0
@@ -409,7 +421,15 @@ class GripPipeline:
     # -------------------------------------------------------------- cycle
     def add(self, record: object) -> list[TireForce]:
         """Feed one record; returns the estimated tire forces it produced (empty unless a force estimator runs
-        and ``record`` is a wheel-speed sample)."""
+        and ``record`` is a wheel-speed sample). With CAN torque signals (``can_torque``) a wheel-speed sample
+        takes its wheels' net torque from them (:meth:`CanWheelTorque.fill`)."""
+        can = self.can
+        if can is not None:
+            if isinstance(record, (DriveTorque, BrakePressure)):
+                can.add(record)
+                return []
+            if isinstance(record, WheelSpeeds):
+                record = can.fill(record)
         radius = self.radius
         if radius is not None and isinstance(record, (WheelSpeeds, ImuSample, Controls, GnssVelocity)):
             radius.add(record)
@@ -1053,7 +1073,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         radius_config=(radius_config_from(signal_config, vehicle)
                                        if values.get("radius_learning", True) else None),
                         max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)),
-                        floor_belief=bool(values.get("floor_belief", GripPipeline.floor_belief)))
+                        floor_belief=bool(values.get("floor_belief", GripPipeline.floor_belief)),
+                        can_torque=CanTorqueConfig.from_description(vehicle))
     pipeline.config_warnings = vehicle_geometry(vehicle, values)[1]
     return pipeline
 

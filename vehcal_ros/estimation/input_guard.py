@@ -15,7 +15,8 @@ Every record a node converts passes :meth:`InputGuard.check` before it reaches a
   silent) and the stream continues from there (the pipelines then restart their buffers). The jump's first
   message stays counted as ``stamp_jump``.
 
-Streams are keyed per topic, and per wheel for the tire forces (four WrenchStamped per time step). For each stream
+Streams are keyed per topic, per wheel for the tire forces (four WrenchStamped per time step) and per axle for
+the brake pressures. For each stream
 the nominal period is learnt from the stamps (the median of the first spacings, then a slow average of the
 spacings near it), so a gap of k periods means k - 1 messages were lost between sender and estimator (a
 queue overflow, the network, a sender that skipped): ``expected`` = accepted + lost. Gaps longer than
@@ -28,7 +29,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.estimation.signals import (
+    BrakePressure,
+    Controls,
+    DriveTorque,
+    ImuSample,
+    OdomSample,
+    TireForce,
+    WheelSpeeds,
+)
 
 LIMITS: dict[str, float] = {
     "wheel_speed": 600.0,      # rad/s: 280 m/s at a 0.47 m radius
@@ -38,6 +47,9 @@ LIMITS: dict[str, float] = {
     "accel": 1000.0,           # m/s^2, IMU accelerations (a crash stays below)
     "position": 1e8,           # m, odometry position
     "control": 10.0,           # Joy axes are normalised to [-1, 1]
+    "torque": 1e6,             # N m, CAN engine or axle torque
+    "gear": 100.0,             # engaged gear number
+    "pressure": 1e8,           # Pa, brake line pressure (1000 bar)
 }
 """Physical ranges beyond which a value is refused as implausible (generous: any road vehicle stays far inside)."""
 
@@ -59,6 +71,12 @@ def _problem(rec: object) -> str | None:
                   ((rec.ax, rec.ay, rec.az), L["accel"]), ((rec.roll, rec.pitch, rec.yaw), 10.0))
     elif isinstance(rec, Controls):
         groups = (((rec.throttle, rec.brake, rec.steering), L["control"]),)
+    elif isinstance(rec, DriveTorque):   # NaN: a joint the message does not carry
+        groups = tuple(((v,), L[k]) for v, k in ((rec.engine, "torque"), (rec.gear, "gear"),
+                                                 (rec.axle_front, "torque"), (rec.axle_rear, "torque"))
+                       if not math.isnan(v))
+    elif isinstance(rec, BrakePressure):
+        groups = (((rec.pressure,), L["pressure"]),)
     else:
         return None
     t = rec.t
@@ -111,7 +129,7 @@ class InputGuard:
         t = rec.t  # type: ignore[attr-defined]
         if t == 0.0:
             return "zero_stamp"
-        key = (topic, rec.wheel if isinstance(rec, TireForce) else -1)
+        key = (topic, rec.wheel if isinstance(rec, TireForce) else rec.axle if isinstance(rec, BrakePressure) else -1)
         s = self.streams.get(key)
         if s is None:
             s = self.streams[key] = StreamState()

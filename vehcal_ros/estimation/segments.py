@@ -264,7 +264,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     u, thr, brk = r["u"], r["throttle"], r["brake"]
     desc = _description(vehicle)
     delta = np.abs(desc.road_wheel_angle(r["steering"]))   # rad
-    torque = torque_recorded(r) if desc.torque_source == "measured" and use_torque else None
+    torque = torque_recorded(r) if desc.wheel_torque_measured and use_torque else None
     radius = desc.static_rolling_radius()
     no_brake = brk < c.max_brake
     straight = delta <= c.straight_max_road_wheel_angle
@@ -490,7 +490,7 @@ def free_rolling_radius(r: Resampled, config: SegmentConfig = SegmentConfig(),
     nominal = VehicleConstants.from_description(desc).default_parameters()
     a_slip = FREE_ROLLING_MAX_SLIP * 4.0 * min(nominal["Cxf"], nominal["Cxr"]) / desc.total_mass
     gate &= np.abs(_accel(r)) < min(FREE_ROLLING_MAX_ACCEL, a_slip)
-    torque = torque_recorded(r) if desc.torque_source == "measured" else None
+    torque = torque_recorded(r) if desc.wheel_torque_measured else None
     if torque is not None:
         fz_f, fz_r = desc.static_wheel_loads()
         radius = desc.static_rolling_radius()

@@ -130,6 +130,38 @@ class Controls:
 
 
 @dataclass(frozen=True, slots=True)
+class DriveTorque:
+    """``/vehicle/drive_torque`` (sensor_msgs/JointState): the drive torque a production car reports on its CAN
+    bus, by joint name: ``engine`` (effort: the engine's torque at the gearbox input, N m), ``gear`` (position:
+    the engaged gear, 1..n forward, 0 neutral, < 0 reverse), ``axle_front`` / ``axle_rear`` (effort: the drive
+    torque at that axle's differential output, N m; an electric axle's motor torque times its reduction). A
+    joint the message does not carry is NaN. Which of them the estimators use is the vehicle description's
+    ``torque_source`` (``engine`` or ``axle``; estimation/can_torque.py)."""
+
+    t: float
+    engine: float = math.nan       # N m
+    gear: float = math.nan         # engaged gear number
+    axle_front: float = math.nan   # N m, both front wheels together
+    axle_rear: float = math.nan    # N m, both rear wheels together
+
+
+AXLE_FRAMES: tuple[str, str] = ("front_axle", "rear_axle")
+"""``header.frame_id`` of a brake pressure measured per axle; any other frame id is one pressure for both axles
+(the master cylinder's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrakePressure:
+    """``/vehicle/brake_pressure`` (sensor_msgs/FluidPressure): brake line pressure in Pa, per axle
+    (``axle`` 0 front, 1 rear: frame ids :data:`AXLE_FRAMES`) or the master cylinder's for both (``axle`` -1).
+    The description's ``brakes.pressure_gain_front`` / ``_rear`` turn it into brake torque per wheel."""
+
+    t: float
+    axle: int            # 0 front, 1 rear, -1 both
+    pressure: float      # Pa
+
+
+@dataclass(frozen=True, slots=True)
 class GroundTruth:
     """``/vehicle/ground_truth`` (simulator only): true road friction and slips under each wheel."""
 
@@ -143,7 +175,8 @@ class GroundTruth:
     fz: np.ndarray | None = None              # (4,) N, true normal load
 
 
-Record = WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth | GnssVelocity | GnssFix
+Record = (WheelSpeeds | ImuSample | TireForce | OdomSample | Controls | GroundTruth | GnssVelocity | GnssFix
+          | DriveTorque | BrakePressure)
 
 
 def wheel_index(name: str, names: tuple[str, ...] = WHEELS) -> int:

@@ -30,6 +30,12 @@ topic                     type                            content
                                                           position_covariance_type DIAGONAL_KNOWN (UNKNOWN
                                                           and zeros when no std); status FIX, service GPS;
                                                           frame_id = the antenna frame
+/vehicle/drive_torque     sensor_msgs/JointState          CAN drive torque by joint name: engine (effort
+                                                          N m), gear (position: engaged gear), axle_front,
+                                                          axle_rear (effort N m); joints not reported are
+                                                          left out
+/vehicle/brake_pressure   sensor_msgs/FluidPressure       brake line pressure, Pa; frame_id front_axle or
+                                                          rear_axle (any other: the master cylinder's)
 /clock                    rosgraph_msgs/Clock             simulation time (written, not read back)
 ========================  ==============================  ==============================================
 
@@ -53,8 +59,11 @@ import numpy as np
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.signals import (
+    AXLE_FRAMES,
     WHEELS,
+    BrakePressure,
     Controls,
+    DriveTorque,
     GnssFix,
     GnssVelocity,
     GroundTruth,
@@ -79,6 +88,8 @@ TOPIC_TYPES: dict[str, str] = {
     "/clock": "rosgraph_msgs/msg/Clock",
     "/vehicle/gnss/vel": "geometry_msgs/msg/TwistWithCovarianceStamped",
     "/vehicle/gnss/fix": "sensor_msgs/msg/NavSatFix",
+    "/vehicle/drive_torque": "sensor_msgs/msg/JointState",
+    "/vehicle/brake_pressure": "sensor_msgs/msg/FluidPressure",
 }
 """Canonical topic -> message type (the order ranks records of equal stamp in ``read_bag``: new topics go last)."""
 
@@ -86,7 +97,12 @@ RECORD_TOPICS: dict[type, str] = {
     WheelSpeeds: "/vehicle/wheel_speeds", ImuSample: "/vehicle/imu", TireForce: "/vehicle/tire_forces",
     OdomSample: "/vehicle/odom", Controls: "/vehicle/controls", GroundTruth: "/vehicle/ground_truth",
     ClockTick: "/clock", GnssVelocity: "/vehicle/gnss/vel", GnssFix: "/vehicle/gnss/fix",
+    DriveTorque: "/vehicle/drive_torque", BrakePressure: "/vehicle/brake_pressure",
 }
+
+DRIVE_JOINTS: tuple[str, ...] = ("engine", "gear", "axle_front", "axle_rear")
+"""Joint names of ``/vehicle/drive_torque`` (the DriveTorque fields): ``gear`` carries its value in ``position``,
+the others in ``effort``."""
 
 GNSS_UNMEASURED_VARIANCE = 1.0e6
 """(rad/s)^2 on the angular diagonal of the GNSS twist covariance: a receiver does not measure rotation."""
@@ -270,6 +286,17 @@ def record_to_msg(rec: Any, T: MsgTypes, frames: Frames = DEFAULT_FRAMES) -> Any
             latitude=float(rec.latitude), longitude=float(rec.longitude), altitude=float(rec.altitude),
             position_covariance=cov,
             position_covariance_type=NAVSAT_COVARIANCE_DIAGONAL_KNOWN if known else NAVSAT_COVARIANCE_UNKNOWN)
+    if isinstance(rec, DriveTorque):
+        joints = [(j, getattr(rec, j)) for j in DRIVE_JOINTS if math.isfinite(getattr(rec, j))]
+        position = [v if j == "gear" else 0.0 for j, v in joints]
+        effort = [0.0 if j == "gear" else v for j, v in joints]
+        return T("sensor_msgs/msg/JointState")(header=T.header(rec.t, frames.base_frame),
+                                               name=[j for j, _ in joints], position=_f64(position),
+                                               velocity=_f64([]), effort=_f64(effort))
+    if isinstance(rec, BrakePressure):
+        frame = AXLE_FRAMES[rec.axle] if rec.axle >= 0 else "master_cylinder"
+        return T("sensor_msgs/msg/FluidPressure")(header=T.header(rec.t, frame),
+                                                  fluid_pressure=float(rec.pressure), variance=0.0)
     if isinstance(rec, ClockTick):
         return T("rosgraph_msgs/msg/Clock")(clock=T.time(rec.t))
     raise TypeError(f"no message conversion for {type(rec).__name__}")
@@ -376,6 +403,23 @@ def msg_to_records(topic: str, msg: Any, frames: Frames = DEFAULT_FRAMES) -> lis
                         status=int(msg.status.status))]
     if topic == "/vehicle/ground_truth":
         return [r for s in msg.status if (r := _ground_truth(msg, s, frames)) is not None]
+    if topic == "/vehicle/drive_torque":
+        names, pos, eff = list(msg.name), msg.position, msg.effort
+        values = {}
+        for i, name in enumerate(names):
+            if name == "gear":
+                if i < len(pos):
+                    values["gear"] = float(pos[i])
+            elif name in DRIVE_JOINTS and i < len(eff):
+                values[name] = float(eff[i])
+        if not values:
+            raise ValueError(f"JointState has none of the drive joints {', '.join(DRIVE_JOINTS)} "
+                             f"(names: {', '.join(names) or 'none'})")
+        return [DriveTorque(t=stamp_sec(msg.header.stamp), **values)]
+    if topic == "/vehicle/brake_pressure":
+        fid = msg.header.frame_id
+        return [BrakePressure(t=stamp_sec(msg.header.stamp), axle=AXLE_FRAMES.index(fid) if fid in AXLE_FRAMES else -1,
+                              pressure=float(msg.fluid_pressure))]
     raise ValueError(f"no record conversion for topic {topic!r}")
 
 

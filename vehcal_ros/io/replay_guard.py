@@ -20,20 +20,36 @@ from vehcal_ros.estimation.grip_pipeline import signal_config_from
 from vehcal_ros.estimation.input_guard import REASONS, InputGuard
 from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
+from vehcal_ros.vehicle.description import CAN_TORQUE_SOURCES, load_vehicle
 
 CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")
-"""Sensor keys the ``model_calibrator`` subscribes to."""
+"""Sensor keys the ``model_calibrator`` always subscribes to (:func:`calibrator_topics`)."""
+
+CAN_TOPIC_KEYS = ("drive_torque", "brake_pressure")
+"""Sensor keys of a production car's CAN torque signals (estimation/can_torque.py)."""
+
+
+def can_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """:data:`CAN_TOPIC_KEYS` when the node's vehicle description (``vehicle``) takes the wheel torque from them
+    (``torque_source`` engine or axle), as the nodes subscribe; else none."""
+    vehicle = load_vehicle(values.get("vehicle") or None)
+    return CAN_TOPIC_KEYS if vehicle.torque_source in CAN_TORQUE_SOURCES else ()
+
+
+def calibrator_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """Sensor keys the ``model_calibrator`` subscribes to: :data:`CALIBRATOR_TOPICS` and :func:`can_topics`."""
+    return CALIBRATOR_TOPICS + can_topics(values)
 
 
 def grip_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
     """Sensor keys the ``grip_estimator`` subscribes to: always the IMU (the front toe's wheel travel, the estimated
     forces' load transfer, the yaw rate of the undriven-wheel reference); the GNSS velocity for the slips' speed
     reference (``speed_reference`` gnss_imu, and undriven_wheels for the undriven axle) and the online rolling
-    radius (``radius_learning``)."""
+    radius (``radius_learning``); the CAN torque topics (:func:`can_topics`)."""
     base = ("wheel_speeds", "tire_forces", "odom", "controls", "imu")
     if values.get("radius_learning", True) or values.get("speed_reference", "odometry") != "odometry":
-        return base + ("gnss",)
-    return base
+        base += ("gnss",)
+    return base + can_topics(values)
 
 
 def grip_guard(values: Mapping[str, Any]) -> InputGuard:
@@ -56,7 +72,7 @@ def replay_guards(grip_values: Mapping[str, Any], cal_values: Mapping[str, Any] 
     guards = ArrivalGuards()
     guards.add(grip_guard(grip_values), grip_topics(grip_values), grip_reject)
     if cal_values is not None:
-        guards.add(calibration_guard(cal_values), CALIBRATOR_TOPICS, cal_reject)
+        guards.add(calibration_guard(cal_values), calibrator_topics(cal_values), cal_reject)
     return guards
 
 
@@ -128,5 +144,5 @@ def refusal_summary(counters: Mapping[str, Any]) -> str:
     return f"refused at input (as the live nodes): {'; '.join(parts)}" if parts else ""
 
 
-__all__ = ["ArrivalGuards", "CALIBRATOR_TOPICS", "calibration_guard", "grip_guard", "grip_topics", "refusal_summary",
-           "replay_guards"]
+__all__ = ["ArrivalGuards", "CALIBRATOR_TOPICS", "CAN_TOPIC_KEYS", "calibration_guard", "calibrator_topics",
+           "can_topics", "grip_guard", "grip_topics", "refusal_summary", "replay_guards"]

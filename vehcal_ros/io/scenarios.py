@@ -35,8 +35,10 @@ A scenario file is one YAML mapping (field paths in errors start at ``scenario``
       gnss_fix: {rate: 10, noise_std: {east: 1.5, north: 1.5, up: 3.0}, latency: 0.1}  # NavSatFix position, m
                                  # (the defaults; when not given: on whenever gnss is, at gnss's rate and latency)
       # faults (none by default; models/sensors.py): wheel_speeds {torque_scale, quantisation_teeth,
-      # quantisation_window}, imu {misalignment_deg: [roll, pitch, yaw]}, gnss_fix {drift_std: {east, north, up}
-      # m, drift_tau s}, any sensor {stamp_latency, stamp_jitter}
+      # quantisation_window, report_torque}, imu {misalignment_deg: [roll, pitch, yaw]}, gnss_fix {drift_std:
+      # {east, north, up} m, drift_tau s}, any sensor {stamp_latency, stamp_jitter}
+      drive_torque: {enabled: true}    # a production car's CAN: engine torque + gear, axle torques (off by default)
+      brake_pressure: {enabled: true}  # brake line pressure per axle, Pa (off by default)
 
 Segments: ``{type: step|hold, t0, value}``, ``{type: ramp, t0, t1, to, from?}``,
 ``{type: sine, t0, t1, amplitude, frequency, offset?, phase?}``, ``{type: knots, points: [[t, v], ...]}``
@@ -67,9 +69,23 @@ import yaml
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.models.geodesy import Geodetic
-from vehcal_ros.models.sensors import DEFAULT_ORIGIN, DEFAULT_SENSORS, SENSOR_CHANNELS, SensorSpec, period_steps
+from vehcal_ros.models.sensors import (
+    DEFAULT_ORIGIN,
+    DEFAULT_SENSORS,
+    FULL_PEDAL_PRESSURE,
+    SENSOR_CHANNELS,
+    SensorSpec,
+    period_steps,
+)
 from vehcal_ros.resources import resource_dirs, searched
-from vehcal_ros.vehicle.description import simulated_vehicle_description
+from vehcal_ros.vehicle.description import (
+    BAR_PA,
+    CAN_TORQUE_SOURCES,
+    VehicleDescription,
+    description_from_dict,
+    load_vehicle,
+    simulated_vehicle_description,
+)
 
 SURFACES: dict[str, float] = {"dry": 0.9, "wet": 0.6, "snow": 0.3, "ice": 0.15}
 """Named road surfaces -> peak friction coefficient."""
@@ -256,7 +272,7 @@ class Scenario:
         spec = self.sensors[name]
         known = {f.name for f in fields(spec)}
         fault_keys = {"torque_scale", "quantisation_teeth", "quantisation_window", "misalignment_deg", "drift_std",
-                      "drift_tau", "stamp_latency", "stamp_jitter"}
+                      "drift_tau", "stamp_latency", "stamp_jitter", "report_torque"}
         kw: dict[str, Any] = {}
         for key, value in fault.items():
             if key not in known:
@@ -275,6 +291,16 @@ class Scenario:
             kw[key] = value
         sensors = dict(self.sensors)
         sensors[name] = replace(spec, **kw)
+        return replace(self, sensors=sensors)
+
+    def with_can_torque(self) -> Scenario:
+        """The same drive on a production car's sensors: the CAN drive torque and brake pressure on and no wheel
+        torque in the wheel speeds (``JointState.effort`` empty; models/sensors.py). The other sensors' records
+        are unchanged (each sensor has its own noise stream)."""
+        sensors = dict(self.sensors)
+        for key in ("drive_torque", "brake_pressure"):
+            sensors[key] = replace(sensors[key], enabled=True)
+        sensors["wheel_speeds"] = replace(sensors["wheel_speeds"], report_torque=False)
         return replace(self, sensors=sensors)
 
     def with_grade(self, grade: float) -> Scenario:
@@ -638,7 +664,7 @@ def _per_channel(v: _V, raw: Any, path: str, sensor: str, lo: float | None) -> d
 
 
 SENSOR_FAULT_KEYS: dict[str, tuple[str, ...]] = {
-    "wheel_speeds": ("torque_scale", "quantisation_teeth", "quantisation_window"),
+    "wheel_speeds": ("torque_scale", "quantisation_teeth", "quantisation_window", "report_torque"),
     "imu": ("misalignment_deg",),
     "gnss_fix": ("drift_std", "drift_tau"),
 }
@@ -664,6 +690,8 @@ def _faults(v: _V, item: Mapping[str, Any], q: str) -> dict[str, Any]:
         out["torque_scale"] = v.number(item["torque_scale"], f"{q}.torque_scale", 0.0, 10.0, lo_open=True)
     if "quantisation_teeth" in item:
         out["quantisation_teeth"] = v.integer(item["quantisation_teeth"], f"{q}.quantisation_teeth", 0, 100000)
+    if "report_torque" in item:
+        out["report_torque"] = v.boolean(item["report_torque"], f"{q}.report_torque")
     if "quantisation_window" in item:
         out["quantisation_window"] = v.number(item["quantisation_window"], f"{q}.quantisation_window", 0.0, 10.0)
     if "misalignment_deg" in item:
@@ -813,6 +841,22 @@ def simulated_description(scenario: str | os.PathLike, vehicle: str | os.PathLik
     from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL  # the simulator package, loaded on use
 
     return simulated_vehicle_description(str(load_scenario(scenario, vehicle=vehicle or None).vehicle or DEFAULT_MODEL))
+
+
+def can_description(vehicle: str | os.PathLike | VehicleDescription, drive: str) -> VehicleDescription:
+    """The description ``vehicle`` of a simulated car as read through its CAN signals (:meth:`Scenario.
+    with_can_torque`): ``torque_source`` ``drive`` (``engine`` or ``axle``) and the brake gains of the simulated
+    brakes, their torque at full pedal over :data:`~vehcal_ros.models.sensors.FULL_PEDAL_PRESSURE` (N m per
+    bar). InputError for another ``drive`` or one the vehicle lacks the data for (``engine`` without gears)."""
+    desc = load_vehicle(vehicle)
+    if drive not in CAN_TORQUE_SOURCES:
+        raise InputError(f"drive = {drive!r}: expected {' or '.join(CAN_TORQUE_SOURCES)}")
+    doc = desc.to_dict()
+    doc["torque_source"] = drive
+    bar = FULL_PEDAL_PRESSURE / BAR_PA
+    doc["brakes"]["pressure_gain_front"] = desc.brake_front / bar
+    doc["brakes"]["pressure_gain_rear"] = desc.brake_rear / bar
+    return description_from_dict(doc, f"{desc.name}_{drive}_can")
 
 
 def load_scenario(path_or_name: str | os.PathLike, vehicle: str | os.PathLike | None = None) -> Scenario:

@@ -48,6 +48,19 @@ Sensor faults (all off by default; a scenario without them gives bit-identical r
   noise. The reported standard deviations (``std_h``, ``std_v``) then include it (root sum of squares). Its draws
   come from their own stream.
 
+A production car's torque signals (both sensors off by default; the wheel speeds still carry each wheel's net
+torque unless ``report_torque`` is false):
+
+* ``drive_torque``: the CAN drive torque as a DriveTorque record: the map engine's torque at the gearbox input
+  and the engaged gear (a vehicle with an engine map; NaN otherwise), and each axle's drive torque (the wheels'
+  torque without the brakes'), with white noise per channel (``engine``, ``axle``, N m).
+* ``brake_pressure``: the brake line pressure of each axle (two BrakePressure records), the brake pedal applied
+  in the simulator's outputs (those of the wheel torques) times
+  :data:`FULL_PEDAL_PRESSURE`, with white noise (``pressure``, Pa). A description's ``brakes.pressure_gain_*`` for
+  the simulated vehicle is then its brake torque at full pedal over that pressure in bar.
+* ``report_torque`` (wheel_speeds): false leaves ``JointState.effort`` empty, as on a car that reports no wheel
+  torque.
+
 No I/O and no rclpy here.
 """
 
@@ -61,7 +74,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vehcal_ros.estimation.signals import (
+    BrakePressure,
     Controls,
+    DriveTorque,
     GnssFix,
     GnssVelocity,
     GroundTruth,
@@ -83,6 +98,8 @@ SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
     "clock": (),
     "gnss": ("ve", "vn", "vu"),
     "gnss_fix": ("east", "north", "up"),
+    "drive_torque": ("engine", "axle"),
+    "brake_pressure": ("pressure",),
 }
 """Sensor name -> the channels that accept ``noise_std`` and ``bias`` (vector channels: each wheel alike).
 ``wheel_speeds.torque`` is the per-wheel net torque (drive minus brake, N m) in ``JointState.effort``, as an ECU
@@ -98,6 +115,8 @@ SENSOR_TOPICS: dict[str, str] = {
     "clock": "/clock",
     "gnss": "/vehicle/gnss/vel",
     "gnss_fix": "/vehicle/gnss/fix",
+    "drive_torque": "/vehicle/drive_torque",
+    "brake_pressure": "/vehicle/brake_pressure",
 }
 """Sensor name -> canonical topic name (shared/DESIGN.md section 4). Records travel with these names."""
 
@@ -127,6 +146,7 @@ class SensorSpec:
     stamp_jitter: s, half-width of the uniform jitter on the stamp.
     drift_std: gnss_fix only, channel -> stationary standard deviation of the Gauss-Markov position drift, m.
     drift_tau: gnss_fix only, s, the drift's correlation time.
+    report_torque: wheel_speeds only; false: no net wheel torque in the records (JointState.effort empty).
     """
 
     rate: float
@@ -142,6 +162,7 @@ class SensorSpec:
     stamp_jitter: float = 0.0
     drift_std: Mapping[str, float] = field(default_factory=dict)
     drift_tau: float = 60.0
+    report_torque: bool = True
 
     @property
     def quantisation_step(self) -> float:
@@ -151,6 +172,10 @@ class SensorSpec:
         window = self.quantisation_window if self.quantisation_window > 0 else 1.0 / self.rate
         return 2.0 * math.pi / (self.quantisation_teeth * window)
 
+
+FULL_PEDAL_PRESSURE = 1.5e7
+"""Pa of brake line pressure at full pedal in the simulated car (150 bar: a passenger car's full braking; the
+simulated brake torque is proportional to the pedal, so to this pressure)."""
 
 DEFAULT_SENSORS: dict[str, SensorSpec] = {
     "wheel_speeds": SensorSpec(rate=100.0),
@@ -162,11 +187,14 @@ DEFAULT_SENSORS: dict[str, SensorSpec] = {
     "clock": SensorSpec(rate=100.0),
     "gnss": SensorSpec(rate=10.0, noise_std={"ve": 0.05, "vn": 0.05, "vu": 0.05}, latency=0.1),
     "gnss_fix": SensorSpec(rate=10.0, noise_std={"east": 1.5, "north": 1.5, "up": 3.0}, latency=0.1),
+    "drive_torque": SensorSpec(rate=100.0, enabled=False),
+    "brake_pressure": SensorSpec(rate=100.0, enabled=False),
 }
 """Noise-free sensors at 100 Hz, the GNSS velocity at 10 Hz with 0.05 m/s per axis and 0.1 s latency, and the
 GNSS position at 10 Hz with 1.5 m per horizontal axis, 3 m vertical and 0.1 s latency: the defaults a scenario's
-``sensors`` section overrides field by field. (``gnss`` and then ``gnss_fix`` are last: the noise streams are
-seeded by the sensor's index, so adding them changed no other sensor's noise.)"""
+``sensors`` section overrides field by field. The CAN torque signals (``drive_torque``, ``brake_pressure``,
+100 Hz, noise-free) are off unless a scenario turns them on. (``gnss``, ``gnss_fix`` and then these two are last:
+the noise streams are seeded by the sensor's index, so adding them changed no other sensor's noise.)"""
 
 DEFAULT_ORIGIN = Geodetic(latitude=43.0722, longitude=-89.4008, altitude=270.0)
 """Geographic origin of a scenario that names none (WGS-84, deg, deg, m): Madison, Wisconsin, where Project
@@ -401,7 +429,7 @@ class SensorSuite:
             omega = omega + bias[0]
             if std[0]:
                 omega += std[0] * self._rng[key].standard_normal(4)
-            torque = out.get("wheel_torque")
+            torque = out.get("wheel_torque") if self.specs[key].report_torque else None
             if torque is not None:
                 torque = np.array(torque, dtype=float).reshape(4)
                 scale = self.specs[key].torque_scale
@@ -444,4 +472,21 @@ class SensorSuite:
             return [self._gnss(t, out)]
         if key == "gnss_fix":
             return [self._gnss_fix(t, out)]
+        if key == "drive_torque":
+            brake = np.asarray(out["brake_torque"], dtype=float)
+            drive = np.asarray(out["wheel_torque"], dtype=float) - brake
+            std, bias = self._std[key], self._bias[key]   # channels (engine, axle): the axles share the second
+            v = np.array([out.get("engine_torque", math.nan), drive[0] + drive[1], drive[2] + drive[3]])
+            v += bias[[0, 1, 1]]
+            if std.any():
+                v += std[[0, 1, 1]] * self._rng[key].standard_normal(3)
+            v = v.tolist()
+            gear = float(out["gear"]) if "engine_torque" in out else math.nan
+            return [DriveTorque(t=t, engine=v[0], gear=gear, axle_front=v[1], axle_rear=v[2])]
+        if key == "brake_pressure":
+            p = float(out["brake_pedal"]) * FULL_PEDAL_PRESSURE   # the pedal the outputs' brake torque is of
+            std, bias = float(self._std[key][0]), float(self._bias[key][0])
+            rng = self._rng[key]
+            return [BrakePressure(t=t, axle=a, pressure=p + bias + (std * float(rng.standard_normal()) if std else 0.0))
+                    for a in (0, 1)]
         raise ValueError(f"unknown sensor {key!r}")  # pragma: no cover - guarded in __init__

@@ -202,9 +202,10 @@ class VehicleConstants:
                    max_torque=d.max_torque, max_speed=d.max_speed, ratio=d.ratio, efficiency=d.efficiency,
                    front_share=d.front_share, final_drive=d.final_drive, engine_speed=tuple(d.engine_speed),
                    torque_full=tuple(d.torque_full), torque_zero=tuple(d.torque_zero),
-                   gear_ratios=tuple(d.gear_ratios), shift_down=tuple(d.shift_down), shift_up=tuple(d.shift_up),
+                   gear_ratios=tuple(d.gear_ratios) if d.powertrain == "engine_map" else (),
+                   shift_down=tuple(d.shift_down), shift_up=tuple(d.shift_up),
                    brake_front=d.brake_front, brake_rear=d.brake_rear, nominal=tuple(sorted(d.nominal.items())),
-                   torque_source=d.torque_source, rolling_excess=d.rolling_excess)
+                   torque_source="measured" if d.wheel_torque_measured else "map", rolling_excess=d.rolling_excess)
 
     def default_parameters(self) -> dict[str, float]:
         """Full 8-DOF parameter set before calibration: the description's nominal values and its brake torques

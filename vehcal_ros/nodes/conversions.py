@@ -16,7 +16,9 @@ import numpy as np
 
 from vehcal_ros.estimation.signals import (
     WHEELS,
+    BrakePressure,
     Controls,
+    DriveTorque,
     GnssFix,
     GnssVelocity,
     GroundTruth,
@@ -156,6 +158,16 @@ def msg_to_controls(msg: Any, fr: Frames = DEFAULT_FRAMES) -> Controls:
     return _one("/vehicle/controls", msg, fr)
 
 
+def msg_to_drive_torque(msg: Any, fr: Frames = DEFAULT_FRAMES) -> DriveTorque:
+    """JointState -> DriveTorque (joints engine, gear, axle_front, axle_rear; ValueError when it has none)."""
+    return _one("/vehicle/drive_torque", msg, fr)
+
+
+def msg_to_brake_pressure(msg: Any, fr: Frames = DEFAULT_FRAMES) -> BrakePressure:
+    """FluidPressure -> BrakePressure (the axle from frame_id)."""
+    return _one("/vehicle/brake_pressure", msg, fr)
+
+
 # -- serialised message (a raw=True subscription's bytes) -> record -------------------------------------------
 def _deserialize(data: bytes, type_name: str) -> Any:
     """rclpy's deserialisation (the fallback of :mod:`vehcal_ros.nodes.raw_messages` for bytes it does not read)."""
@@ -170,6 +182,8 @@ raw_to_tire_force = raw_messages.decoder("/vehicle/tire_forces", _deserialize)
 raw_to_odom = raw_messages.decoder("/vehicle/odom", _deserialize)
 raw_to_gnss_velocity = raw_messages.decoder("/vehicle/gnss/vel", _deserialize)
 raw_to_controls = raw_messages.decoder("/vehicle/controls", _deserialize)
+raw_to_drive_torque = raw_messages.decoder("/vehicle/drive_torque", _deserialize)
+raw_to_brake_pressure = raw_messages.decoder("/vehicle/brake_pressure", _deserialize)
 
 
 def msg_to_ground_truth(msg: Any, fr: Frames = DEFAULT_FRAMES) -> GroundTruth | None:

@@ -58,7 +58,7 @@ from vehcal_ros.nodes.common import (
     make_set_callback,
     spin_node,
 )
-from vehcal_ros.nodes.worker_node import CPU_BUDGET, WorkerNode
+from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
 from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"
@@ -225,6 +225,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
               read_only=True),
     CPU_BUDGET,
+    *CAN_TOPICS,
 )
 
 def sensor_qos(depth: int = 2000) -> QoSProfile:
@@ -270,6 +271,8 @@ class GripEstimatorNode(WorkerNode):
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
         # wheels' toe of a description with bump steer (estimation/grip_signals.py)
         self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group, raw=True)
+        if self.pipeline.can is not None:   # the wheel torque from CAN signals (torque_source engine or axle)
+            self._subscribe_can(v, qos, sensor_qos(2 * 2000))
         if v["radius_learning"] or v["speed_reference"] != "odometry":   # the speed reference (GNSS/IMU)
             self.create_subscription(TwistWithCovarianceStamped, v["gnss_topic"], self._on_gnss, qos,
                                      callback_group=group, raw=True)

@@ -55,7 +55,7 @@ from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
-from vehcal_ros.nodes.worker_node import CPU_BUDGET, WorkerNode
+from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
 
 NODE_NAME = "model_calibrator"
 
@@ -191,6 +191,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
               read_only=True),
     CPU_BUDGET,
+    *CAN_TOPICS,
     *PRIOR_SPECS,
     *MODEL_SPECS,
 )
@@ -227,6 +228,8 @@ class ModelCalibratorNode(WorkerNode):
                                      (Imu, v["imu_topic"], self._on_imu), (Odometry, v["odom_topic"], self._on_odom),
                                      (Joy, v["controls_topic"], self._on_controls)):
             self.create_subscription(cls, topic, callback, qos, callback_group=group, raw=True)
+        if self.pipeline.can is not None:   # the wheel torque from CAN signals (torque_source engine or axle)
+            self._subscribe_can(v, qos, sensor_qos(2 * 2000))
         self._model_pub = self.create_publisher(DiagnosticArray, v["output_topic"], latched_qos())
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.state_note = ""          # what happened to the state file at start (shown on /diagnostics)

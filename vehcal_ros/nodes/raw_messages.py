@@ -104,7 +104,7 @@ def _vec(x: float, y: float, z: float) -> Any:
 
 
 def joint_state(data: bytes) -> Any:
-    """sensor_msgs/JointState: header, name, velocity, effort (position skipped)."""
+    """sensor_msgs/JointState: header, name, position, velocity, effort."""
     f, m = _start(data)
     header, o = _header(data, f)
     count, o = _length(data, f, o, m)
@@ -113,10 +113,10 @@ def joint_state(data: bytes) -> Any:
         o = _align(o, 4, m)
         name, o = _string(data, f, o)
         names.append(name)
-    _, o = _doubles(data, f, o, m)            # position
+    position, o = _doubles(data, f, o, m)
     velocity, o = _doubles(data, f, o, m)
     effort, o = _doubles(data, f, o, m)
-    return _NS(header=header, name=names, velocity=velocity, effort=effort)
+    return _NS(header=header, name=names, position=position, velocity=velocity, effort=effort)
 
 
 def wrench_stamped(data: bytes) -> Any:
@@ -180,6 +180,17 @@ def twist_with_covariance_stamped(data: bytes) -> Any:
     return _NS(header=header, twist=_NS(twist=twist, covariance=cov))
 
 
+def fluid_pressure(data: bytes) -> Any:
+    """sensor_msgs/FluidPressure: header, fluid_pressure, variance."""
+    f, m = _start(data)
+    header, o = _header(data, f)
+    o = _align(o, 8, m)
+    if 4 + o + 16 > len(data):
+        raise Truncated("pressure runs past the end")
+    pressure, variance = struct.unpack_from(f"{f.order}2d", data, 4 + o)
+    return _NS(header=header, fluid_pressure=pressure, variance=variance)
+
+
 VIEWS: dict[str, tuple[Callable[[bytes], Any], str]] = {
     "/vehicle/wheel_speeds": (joint_state, "sensor_msgs/msg/JointState"),
     "/vehicle/tire_forces": (wrench_stamped, "geometry_msgs/msg/WrenchStamped"),
@@ -187,6 +198,8 @@ VIEWS: dict[str, tuple[Callable[[bytes], Any], str]] = {
     "/vehicle/imu": (imu, "sensor_msgs/msg/Imu"),
     "/vehicle/controls": (joy, "sensor_msgs/msg/Joy"),
     "/vehicle/gnss/vel": (twist_with_covariance_stamped, "geometry_msgs/msg/TwistWithCovarianceStamped"),
+    "/vehicle/drive_torque": (joint_state, "sensor_msgs/msg/JointState"),
+    "/vehicle/brake_pressure": (fluid_pressure, "sensor_msgs/msg/FluidPressure"),
 }
 """Canonical topic -> (view of its serialised message, its ROS type)."""
 
@@ -212,5 +225,5 @@ def decoder(topic: str, deserialize: Callable[[bytes, str], Any]) -> Callable[[b
     return convert
 
 
-__all__ = ["VIEWS", "Truncated", "decoder", "imu", "joint_state", "joy", "odometry", "twist_with_covariance_stamped",
-           "wrench_stamped"]
+__all__ = ["VIEWS", "Truncated", "decoder", "fluid_pressure", "imu", "joint_state", "joy", "odometry",
+           "twist_with_covariance_stamped", "wrench_stamped"]

@@ -42,6 +42,16 @@ CPU_BUDGET = ParamSpec(
     f"{MAX_STRETCH} x), never inputs; 0 = no budget", 0.0, 800.0)
 """The one declaration of ``cpu_budget``; both estimator nodes list it in their ``PARAMS``."""
 
+CAN_TOPICS = (
+    ParamSpec("drive_torque_topic", "vehicle/drive_torque", "sensor_msgs/JointState of the CAN drive torque (joints "
+              "engine, gear, axle_front, axle_rear); subscribed when the vehicle description's torque_source is "
+              "engine or axle", read_only=True),
+    ParamSpec("brake_pressure_topic", "vehicle/brake_pressure", "sensor_msgs/FluidPressure of the brake line "
+              "pressure, Pa (frame_id front_axle, rear_axle, or any other for the master cylinder); subscribed with "
+              "torque_source engine or axle", read_only=True),
+)
+"""The one declaration of the CAN torque topics; both estimator nodes list them in their ``PARAMS``."""
+
 
 class Periodic:
     """Due every ``period`` s of a clock that may jump (a jump back restarts the period)."""
@@ -218,6 +228,23 @@ class WorkerNode(Node):
 
     def _on_controls(self, data: bytes) -> None:
         self._feed("controls", conversions.raw_to_controls, data)
+
+    def _on_drive_torque(self, data: bytes) -> None:
+        self._feed("drive_torque", conversions.raw_to_drive_torque, data)
+
+    def _on_brake_pressure(self, data: bytes) -> None:
+        self._feed("brake_pressure", conversions.raw_to_brake_pressure, data)
+
+    def _subscribe_can(self, values: Mapping[str, Any], qos: Any, pressure_qos: Any) -> None:
+        """The CAN drive-torque and brake-pressure topics (serialised, like the other sensor topics), for a
+        pipeline that turns them into wheel torque (the description's ``torque_source`` engine or axle);
+        ``pressure_qos`` holds two messages per time step (one per axle)."""
+        from sensor_msgs.msg import FluidPressure, JointState
+
+        self.create_subscription(JointState, values["drive_torque_topic"], self._on_drive_torque, qos,
+                                 callback_group=self.inputs_group, raw=True)
+        self.create_subscription(FluidPressure, values["brake_pressure_topic"], self._on_brake_pressure,
+                                 pressure_qos, callback_group=self.inputs_group, raw=True)
 
     def _convert_and_feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any,
                           feed: Callable[[Any], None], reject: Callable[[str, str], None]) -> None:

@@ -60,6 +60,8 @@ _SCALARS: tuple[tuple[str, str, str, float, float, float | None], ...] = (
     ("Jw_r", "wheel.spin_inertia_rear", "kg m^2", 1e-3, 1e4, None),
     ("brake_front", "brakes.torque_front", "N m per wheel at full pedal", 0.0, 1e6, None),
     ("brake_rear", "brakes.torque_rear", "N m per wheel at full pedal", 0.0, 1e6, None),
+    ("brake_gain_front", "brakes.pressure_gain_front", "N m per wheel per bar (0 = not given)", 0.0, 1e4, 0.0),
+    ("brake_gain_rear", "brakes.pressure_gain_rear", "N m per wheel per bar (0 = not given)", 0.0, 1e4, 0.0),
     ("efficiency", "powertrain.efficiency", "- (0..1]", 0.01, 1.0, 1.0),
     ("lateral_ratio", "tire.lateral_friction_ratio", "-", 0.2, 3.0, 1.0),
     ("pitch_at_rest", "suspension.pitch_at_rest", "rad", -0.5, 0.5, 0.0),
@@ -79,6 +81,13 @@ even less at the nominal load."""
 _DC_MOTOR = (("max_torque", "powertrain.max_torque", "N m", 0.0, 1e6),
              ("max_speed", "powertrain.max_speed", "rad/s", 1.0, 1e6),
              ("ratio", "powertrain.ratio", "wheel/motor speed", 1e-4, 10.0))
+BAR_PA = 1.0e5
+"""Pa per bar: ``brakes.pressure_gain_*`` are per bar of line pressure, the brake-pressure message is in Pa."""
+TORQUE_SOURCES = ("map", "measured", "engine", "axle")
+"""``torque_source`` values (:attr:`VehicleDescription.torque_source`)."""
+CAN_TORQUE_SOURCES = ("engine", "axle")
+"""Torque sources read from a production car's CAN signals (``/vehicle/drive_torque``, ``/vehicle/brake_pressure``)
+and turned into per-wheel torque by estimation/can_torque.py."""
 _KNOWN_TOP = {"name", "note", "gravity", "mass", "cg", "inertia", "track", "roll_centre_below_cg", "tire", "wheel",
               "driveline", "torque_source", "powertrain", "brakes", "steering", "priors", "nominal",
               "held_fixed", "suspension"}
@@ -114,7 +123,12 @@ class VehicleDescription:
     g: float                 #: [gravity] m/s^2
     driven_axles: tuple[str, ...]   #: [driveline.driven_axles] subset of (front, rear)
     front_share: float       #: [driveline.front_share] fraction of drive torque on the front axle, 0..1
-    torque_source: str       #: [torque_source] map | measured (per-wheel net torque in JointState.effort)
+    torque_source: str
+    """[torque_source] what gives the wheel torque: ``map`` (the powertrain and brake maps from the pedals),
+    ``measured`` (per-wheel net torque in JointState.effort), ``engine`` (the CAN bus's engine torque and gear
+    through ``powertrain.gear_ratios``, ``final_drive``, ``efficiency``) or ``axle`` (the CAN bus's drive torque
+    per axle); with ``engine`` and ``axle`` the brake torque is the line pressure times ``brakes.pressure_gain_*``
+    (:data:`TORQUE_SOURCES`, estimation/can_torque.py)"""
     powertrain: str          #: [powertrain.kind] dc_motor | engine_map | none (left out: measured torque)
     max_torque: float        #: [powertrain.max_torque] dc_motor: N m at zero motor speed (0 for engine_map)
     max_speed: float         #: [powertrain.max_speed] dc_motor: rad/s where the torque reaches zero
@@ -129,6 +143,8 @@ class VehicleDescription:
     efficiency: float        #: [powertrain.efficiency] driveline efficiency, (0, 1]
     brake_front: float       #: [brakes.torque_front] N m per front wheel at full pedal
     brake_rear: float        #: [brakes.torque_rear] N m per rear wheel at full pedal
+    brake_gain_front: float  #: [brakes.pressure_gain_front] brake torque per front wheel per bar of line pressure
+    brake_gain_rear: float   #: [brakes.pressure_gain_rear] N m per rear wheel per bar (0 = not given)
     steering_source: str     #: [steering.source] ratio | measured (input is the road-wheel angle, rad)
     steer_gain: float        #: [steering.ratio] rad of road-wheel angle per unit steering input (1 if measured)
     priors: Mapping[str, tuple[float, float]] = field(default_factory=dict)  #: [priors] uniform ranges
@@ -168,6 +184,13 @@ class VehicleDescription:
     """[suspension.wheel_rate_rear] the same for a rear wheel, N/m"""
 
     # ------------------------------------------------------------------ derived quantities
+    @property
+    def wheel_torque_measured(self) -> bool:
+        """True when the vehicle's data give each wheel's net torque: reported per wheel (``measured``) or
+        derived from its CAN signals (``engine``, ``axle``). The 8-DOF wheels in calibration are then driven by
+        that torque instead of the pedal maps."""
+        return self.torque_source != "map"
+
     @property
     def wheelbase(self) -> float:
         """L = a + b, m."""
@@ -336,10 +359,18 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
         raise InputError(f"{src}: tire.friction_slide = {kw['mu_min']:g}: expected <= tire.friction_peak")
     kw.update(_driveline(doc, src))
     ts = doc.get("torque_source", "map")
-    if ts not in ("map", "measured"):
-        raise InputError(f"{src}: torque_source = {ts!r}: expected map or measured")
+    if ts not in TORQUE_SOURCES:
+        raise InputError(f"{src}: torque_source = {ts!r}: expected {', '.join(TORQUE_SOURCES[:-1])} or "
+                         f"{TORQUE_SOURCES[-1]}")
     kw["torque_source"] = ts
-    kw.update(_powertrain(doc, src, optional=ts == "measured"))
+    kw.update(_powertrain(doc, src, optional=ts != "map", gearing=ts == "engine"))
+    if ts in CAN_TORQUE_SOURCES:
+        for fname, path in (("brake_gain_front", "brakes.pressure_gain_front"),
+                            ("brake_gain_rear", "brakes.pressure_gain_rear")):
+            if kw[fname] <= 0.0:
+                raise InputError(f"{src}: missing field {path} (N m of brake torque per wheel per bar of line "
+                                 f"pressure, in (0, 1e4]): torque_source {ts} takes the brake torque from the "
+                                 "brake pressure")
     kw.update(_steering(doc, src))
     kw.update(_rolling_radius(doc, src, kw))
     kw.update(_combined_slip(doc, src))
@@ -425,15 +456,19 @@ def _driveline(doc: Mapping, src: str) -> dict[str, Any]:
     return {"driven_axles": order, "front_share": share}
 
 
-def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any]:
-    """``powertrain``: required with ``torque_source: map``; with ``measured`` (the wheel torque comes from the
-    vehicle's ECU) it may be left out, and the kind is then ``none`` (no drive-torque map)."""
+def _powertrain(doc: Mapping, src: str, optional: bool = False, gearing: bool = False) -> dict[str, Any]:
+    """``powertrain``: required with ``torque_source: map``; with ``measured``, ``engine`` or ``axle`` (the
+    wheel torque comes from the vehicle's ECU or CAN bus) it may be left out, and the kind is then ``none`` (no
+    drive-torque map). ``gearing``: the gear ratios and final drive are required even without a kind (the CAN
+    engine torque reaches the wheels through them)."""
     kind = _get(doc, "powertrain.kind")
     out: dict[str, Any] = {"powertrain": kind, "max_torque": 0.0, "max_speed": 1.0, "ratio": 1.0,
                            "engine_speed": (), "torque_full": (), "torque_zero": (), "gear_ratios": (),
                            "shift_down": (), "shift_up": (), "final_drive": 1.0}
     if kind is None and optional:
         out["powertrain"] = "none"
+        if gearing:
+            out.update(_gearing(doc, src))
         return out
     if kind is None:
         raise InputError(f"{src}: missing field powertrain.kind (dc_motor or engine_map; the section may be left "
@@ -463,12 +498,8 @@ def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any
     out["engine_speed"] = tuple(float(s) * RPM for s in speeds)
     out["torque_full"] = tuple(float(r[1]) for r in full)
     out["torque_zero"] = tuple(float(v) for v in np.interp(speeds, zs, [r[1] for r in zero]))
-    gears = _get(doc, "powertrain.gear_ratios")
-    if not isinstance(gears, (list, tuple)) or not gears:
-        raise InputError(f"{src}: missing field powertrain.gear_ratios (output/input speed per forward gear, "
-                         "in (0, 10])")
-    out["gear_ratios"] = tuple(checked_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed",
-                                              1e-4, 10.0) for i, g in enumerate(gears))
+    out.update(_gearing(doc, src))
+    gears = out["gear_ratios"]
     shifts = _get(doc, "powertrain.shift_rpm")
     if len(gears) > 1 or shifts is not None:
         shifts = _table(f"{src}: powertrain.shift_rpm", shifts, "rpm, rpm", 2)
@@ -481,12 +512,23 @@ def _powertrain(doc: Mapping, src: str, optional: bool = False) -> dict[str, Any
         shifts = [[0.0, 1e9]]
     out["shift_down"] = tuple(float(d) * RPM for d, _ in shifts)
     out["shift_up"] = tuple(float(u) * RPM for _, u in shifts)
+    return out
+
+
+def _gearing(doc: Mapping, src: str) -> dict[str, Any]:
+    """``powertrain.gear_ratios`` (output/input speed per forward gear) and ``powertrain.final_drive``."""
+    gears = _get(doc, "powertrain.gear_ratios")
+    if not isinstance(gears, (list, tuple)) or not gears:
+        raise InputError(f"{src}: missing field powertrain.gear_ratios (output/input speed per forward gear, "
+                         "in (0, 10])")
+    ratios = tuple(checked_number(f"{src}: powertrain.gear_ratios[{i}]", g, "output/input speed", 1e-4, 10.0)
+                   for i, g in enumerate(gears))
     fd = _get(doc, "powertrain.final_drive")
     if fd is None:
         raise InputError(f"{src}: missing field powertrain.final_drive (differential output/input speed, "
                          "in [0.0001, 10])")
-    out["final_drive"] = checked_number(f"{src}: powertrain.final_drive", fd, "output/input speed", 1e-4, 10.0)
-    return out
+    return {"gear_ratios": ratios,
+            "final_drive": checked_number(f"{src}: powertrain.final_drive", fd, "output/input speed", 1e-4, 10.0)}
 
 
 def _steering(doc: Mapping, src: str) -> dict[str, Any]:
@@ -572,7 +614,13 @@ def to_document(desc: VehicleDescription) -> dict[str, Any]:
         doc["tire"]["rolling_radius"] = desc.rolling_radius
     pt = doc["powertrain"]
     pt["kind"] = desc.powertrain
-    if desc.powertrain == "none":   # measured torque: no drive-torque map
+    for fname, path in (("brake_gain_front", "pressure_gain_front"), ("brake_gain_rear", "pressure_gain_rear")):
+        if values[fname] <= 0.0:   # not given
+            del doc["brakes"][path]
+    if desc.powertrain == "none" and desc.torque_source == "engine":   # CAN engine torque: the gearing only
+        pt.update(gear_ratios=list(desc.gear_ratios), final_drive=desc.final_drive)
+        del pt["kind"]
+    elif desc.powertrain == "none":   # measured torque: no drive-torque map
         del doc["powertrain"]
     elif desc.powertrain == "dc_motor":
         pt.update(max_torque=desc.max_torque, max_speed=desc.max_speed, ratio=desc.ratio)

@@ -97,7 +97,8 @@ PS_GEAR, PS_WE, PS_TE = 0, 1, 2
 # ---- per-wheel tire outputs wt[i, :] ----
 (W_FX, W_FY, W_FZ, W_SLIP, W_ALPHA, W_RE, W_MU, W_VX, W_VY, W_DELTA, W_MUMAX, W_PX, W_PY, W_MY, W_TQ) = range(15)
 W_LAM = 15  # wheel-spin stiffness -d(omegadot)/d(omega) of the tire force (1/s), with G_IMPL only
-NWT = 16
+W_TB = 16  # brake torque at the wheel, N m (opposing its spin; part of W_TQ)
+NWT = 17
 NB = 17  # bodies: 0 chassis, 1 + 4 i + j (j = 0 LCA, 1 UCA, 2 knuckle, 3 wheel)
 
 
@@ -460,6 +461,7 @@ def body_terms(y, u, cg, cp, ci, sg, gp, tp, bs, rb, rm, rdef, work):
                     tq = gp[G_FRAC + i] * tdrive + tb
                 T[10 + i] = tq
                 wt[i, W_TQ] = tq
+                wt[i, W_TB] = tb
             for r in range(6):
                 s = 0.0
                 for c in range(6):

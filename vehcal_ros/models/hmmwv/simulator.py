@@ -326,6 +326,8 @@ class Hmmwv14:
             "fy": wt[:, dyn.W_FY].copy(),
             "fz": wt[:, dyn.W_FZ].copy(),
             "wheel_torque": wt[:, dyn.W_TQ].copy(),
+            "brake_torque": wt[:, dyn.W_TB].copy(),
+            "brake_pedal": float(self._u[1]),
             "slip": wt[:, dyn.W_SLIP].copy(),
             "slip_angle": wt[:, dyn.W_ALPHA].copy(),
             "rolling_radius": wt[:, dyn.W_RE].copy(),
