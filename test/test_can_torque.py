@@ -95,12 +95,14 @@ def test_a_description_without_what_the_conversion_needs_is_refused_naming_it() 
 
 
 def _simulated(vehicle: str, duration: float, report_torque: bool = True) -> list[tuple[str, object]]:
-    """A daily drive of ``vehicle`` with the CAN torque signals on and a noise-free wheel torque (the truth the
-    conversion is checked against)."""
+    """A daily drive of ``vehicle`` with the CAN torque signals on and, like the wheel torque (the truth the
+    conversion is checked against), noise-free."""
     scn = load_scenario("daily_driving", vehicle=vehicle).with_can_torque()
     ws = scn.sensors["wheel_speeds"]
     sensors = {**scn.sensors, "wheel_speeds": dataclasses.replace(ws, noise_std={**ws.noise_std, "torque": 0.0},
                                                                   report_torque=report_torque)}
+    for key in ("drive_torque", "brake_pressure"):   # noise-free: the conversion is checked, not the signals
+        sensors[key] = dataclasses.replace(sensors[key], noise_std={})
     out: list[tuple[str, object]] = []
     run_scenario(dataclasses.replace(scn, sensors=sensors), lambda topic, rec: out.append((topic, rec)),
                  duration=duration)
