@@ -1,4 +1,4 @@
-"""Measured wheel torque (``JointState.effort``) in the live calibrator's buffers (issue 11).
+"""Measured wheel torque (``JointState.effort``, or from the CAN signals) in the live calibrator's buffers.
 
 With a vehicle description whose ``torque_source`` is ``measured``, the ``CalibrationPipeline`` (the object the
 ``model_calibrator`` node and bag replay feed) buffers the per-wheel torque of every ``WheelSpeeds`` record and
@@ -18,7 +18,7 @@ import yaml
 from calibration_drive import drive_records
 
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
-from vehcal_ros.estimation.signals import WheelSpeeds
+from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.resources import find_resource
 
 
@@ -75,3 +75,26 @@ def test_measured_torque_without_effort_is_rejected_by_name(tmp_path: Path) -> N
     assert len(pipe.buffers["wheel_torque"]) == 0 and segments == []
     for stage, st in pipe.status.items():
         assert "JointState.effort" in st.last_reason and st.n_rejected == 1, stage
+
+
+def test_can_axle_torque_reaches_the_segments(tmp_path: Path) -> None:
+    """A production car: no effort; the CAN axle torques and a zero brake pressure (stamped with the wheel
+    speeds) through a description whose ``torque_source`` is ``axle``: each wheel gets half its axle's torque."""
+    doc = yaml.safe_load(Path(find_resource("config", "vehicles", "hmmwv.yaml")).read_text())
+    doc["torque_source"] = "axle"
+    doc["brakes"].update(pressure_gain_front=20.0, pressure_gain_rear=20.0)
+    path = tmp_path / "hmmwv_axle.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    records = []
+    for rec in drive_records(seed=3):
+        if isinstance(rec, WheelSpeeds):
+            fl, _, rl, _ = _torque(rec.t)
+            records += [DriveTorque(t=rec.t, axle_front=2.0 * fl, axle_rear=2.0 * rl),
+                        BrakePressure(t=rec.t, axle=-1, pressure=0.0)]
+        records.append(rec)
+    pipe, segments = _segments(str(path), records)
+    assert len(pipe.buffers["wheel_torque"]) == len(pipe.buffers["wheel_speeds"])
+    assert len(segments) == 3
+    for seg in segments:
+        expect = np.array([[fl, fl, rl, rl] for fl, _, rl, _ in map(_torque, seg.time)])
+        np.testing.assert_allclose(seg.wheel_torque, expect, rtol=0, atol=1e-9)

@@ -1,6 +1,7 @@
 """grip_estimator with ``force_source: estimated`` over real Fast DDS on loopback: wheel speeds with the net
-torque in JointState.effort and an IMU in, the estimated forces out on ``vehcal/tire_forces_estimated``
-(WrenchStamped per wheel); the calibrator's model message sets the lateral load split."""
+torque in JointState.effort (or, on a production car, the CAN axle torque and brake pressure) and an IMU in, the
+estimated forces out on ``vehcal/tire_forces_estimated`` (WrenchStamped per wheel); the calibrator's model
+message sets the lateral load split."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
@@ -16,12 +18,13 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_util import spin_until, wait_for_match
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import FluidPressure, Imu, JointState
 
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
+from vehcal_ros.io.scenarios import can_description
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_vehicle, to_document
 
 pytestmark = pytest.mark.ros
 VEH = TireForceVehicle.from_description(load_vehicle("hmmwv"))   # the node's default `vehicle`
@@ -101,6 +104,81 @@ def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
         assert kv["speed_reference"] == "gnss_imu"
         assert kv["speed_gnss_used"] == "0" and kv["speed_imu_nonfinite"] == "0"   # no GNSS was published
         assert n - 40 <= int(kv["received_imu"]) <= n
+    finally:
+        node.shutdown()
+        ex.shutdown()
+        node.destroy_node()
+        probe.destroy_node()
+
+
+def test_a_car_without_wheel_torque_takes_it_from_its_can_signals(rclpy_context, tmp_path) -> None:
+    """The same steady drive on a production car: no effort in the wheel speeds; the CAN axle torque
+    (``/vehicle/drive_torque``) and the master cylinder's brake pressure (``/vehicle/brake_pressure``) through a
+    description whose ``torque_source`` is ``axle``. The node subscribes to them, counts them on /diagnostics
+    and estimates the same forces."""
+    desc = tmp_path / "hmmwv_can.yaml"
+    desc.write_text(yaml.safe_dump(to_document(can_description("hmmwv", "axle"))))
+    node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
+        Parameter("force_source", value="estimated"), Parameter("publish_estimated_forces", value=True),
+        Parameter("diagnostics_period", value=0.2), Parameter("vehicle", value=str(desc))])
+    probe = Node("probe", context=rclpy_context)
+    got: list[WrenchStamped] = []
+    diag: list[DiagnosticArray] = []
+    probe.create_subscription(WrenchStamped, "/vehcal/tire_forces_estimated", got.append, 400)
+    probe.create_subscription(DiagnosticArray, "/diagnostics", diag.append, 50)
+    pub_w = probe.create_publisher(JointState, "/vehicle/wheel_speeds", 100)
+    pub_i = probe.create_publisher(Imu, "/vehicle/imu", 100)
+    pub_o = probe.create_publisher(Odometry, "/vehicle/odom", 100)
+    pub_d = probe.create_publisher(JointState, "/vehicle/drive_torque", 100)
+    pub_b = probe.create_publisher(FluidPressure, "/vehicle/brake_pressure", 100)
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+    ex.add_node(probe)
+    try:
+        assert all(wait_for_match(ex, p) for p in (pub_w, pub_i, pub_o, pub_d, pub_b))
+        fz = VEH.static_loads()
+        kz = np.repeat(VEH.kz, 2)
+        torque = (VEH.r0 - fz / kz) * FX_TRUE + VEH.rr * fz   # per wheel: each axle's CAN torque is twice it
+        rng = np.random.default_rng(0)
+        n = 150
+        for k in range(n):
+            t = 50.0 + 0.01 * k
+            drive = JointState(name=["axle_front", "axle_rear"],
+                               effort=[2.0 * torque[0] + 20.0 * rng.standard_normal(),
+                                       2.0 * torque[2] + 20.0 * rng.standard_normal()])
+            drive.header.stamp = _stamp(t)
+            pub_d.publish(drive)
+            brake = FluidPressure(fluid_pressure=0.0)
+            brake.header.stamp = _stamp(t)
+            brake.header.frame_id = "master_cylinder"
+            pub_b.publish(brake)
+            imu = Imu()
+            imu.header.stamp = _stamp(t)
+            imu.orientation.w = 1.0
+            pub_i.publish(imu)
+            js = JointState(name=list(WHEELS), velocity=(30.0 + 0.05 * rng.standard_normal(4)).tolist())
+            js.header.stamp = _stamp(t)
+            pub_w.publish(js)
+            od = Odometry()
+            od.header.stamp = _stamp(t)
+            od.twist.twist.linear.x = 30.0 * 0.46
+            pub_o.publish(od)
+            for _ in range(10):
+                ex.spin_once(timeout_sec=0.0005)
+        assert spin_until(ex, lambda: len(got) >= 4 * (n - 40), timeout=15.0), len(got)
+        last = {m.header.frame_id: m for m in got}
+        for w in WHEELS:
+            assert last[w].wrench.force.x == pytest.approx(FX_TRUE, abs=60.0)   # ~3 stated SD of one estimate
+
+        def can_counts() -> dict[str, str]:
+            for arr in reversed(diag):
+                for s in arr.status:
+                    if s.name.endswith("inputs"):
+                        return {v.key: v.value for v in s.values if v.key.startswith("can_")}
+            return {}
+        assert spin_until(ex, lambda: int(can_counts().get("can_converted", 0)) >= n - 40, timeout=10.0)
+        kv = can_counts()
+        assert int(kv["can_drive_samples"]) >= n - 40 and int(kv["can_brake_samples"]) >= n - 40
     finally:
         node.shutdown()
         ex.shutdown()

@@ -29,6 +29,8 @@ sensors:
   controls: {rate: 100}
   ground_truth: {rate: 100}
   clock: {rate: 100}
+  drive_torque: {rate: 100}
+  brake_pressure: {rate: 100}
 """
 WHEEL_NAMES = ("lf", "rf", "lr", "rr")
 
@@ -54,11 +56,12 @@ def _types():
     from geometry_msgs.msg import TwistWithCovarianceStamped, WrenchStamped
     from nav_msgs.msg import Odometry
     from rosgraph_msgs.msg import Clock
-    from sensor_msgs.msg import Imu, JointState, Joy
+    from sensor_msgs.msg import FluidPressure, Imu, JointState, Joy
 
     return {"/vehicle/wheel_speeds": JointState, "/vehicle/imu": Imu, "/vehicle/tire_forces": WrenchStamped,
             "/sim/odom": Odometry, "/vehicle/controls": Joy, "/vehicle/ground_truth": DiagnosticArray,
-            "/clock": Clock, "/diagnostics": DiagnosticArray, "/vehicle/gnss/vel": TwistWithCovarianceStamped}
+            "/clock": Clock, "/diagnostics": DiagnosticArray, "/vehicle/gnss/vel": TwistWithCovarianceStamped,
+            "/vehicle/drive_torque": JointState, "/vehicle/brake_pressure": FluidPressure}
 
 
 def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
@@ -97,7 +100,8 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
                        for d in got["/diagnostics"] for s in d.status)
 
         want = {"/vehicle/wheel_speeds": 301, "/vehicle/imu": 301, "/vehicle/tire_forces": 1204, "/sim/odom": 151,
-                "/vehicle/controls": 301, "/vehicle/ground_truth": 301, "/clock": 301, "/vehicle/gnss/vel": 31}
+                "/vehicle/controls": 301, "/vehicle/ground_truth": 301, "/clock": 301, "/vehicle/gnss/vel": 31,
+                "/vehicle/drive_torque": 301, "/vehicle/brake_pressure": 602}
         # generous: on a fresh clone the node process compiles the model's numba kernels first (~1 min)
         ok = spin_until(ex, lambda: finished() and all(len(got[t]) >= n for t, n in want.items()), timeout=240.0,
                         step=0.01)
@@ -174,6 +178,20 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
             assert np.all(g.slip > 0.0) and np.all(g.slip < 0.05)  # AWD, 0.3 throttle: small positive slip
             checked += 1
     assert checked >= 40
+    # CAN torque signals (scenario-enabled): the HMMWV's shared drive map has no engine or gear, only axle torques;
+    # with the wheels' torque (no brake applied) they sum to it within the default noise (10 N m per axle; 5 SD,
+    # so 500 comparisons fail by chance with p ~ 3e-4); the brake line pressure per axle, zero without pedal
+    drive = [conv.msg_to_drive_torque(m, fr) for m in got["/vehicle/drive_torque"]]
+    assert all(list(m.name) == ["axle_front", "axle_rear"] for m in got["/vehicle/drive_torque"])
+    ws_torque = {round(w.t, 3): np.asarray(w.torque) for w in ws}
+    for d in drive[50:]:
+        tq = ws_torque[round(d.t, 3)]
+        assert d.axle_front == pytest.approx(tq[0] + tq[1], abs=50.0)
+        assert d.axle_rear == pytest.approx(tq[2] + tq[3], abs=50.0)
+    assert max(d.axle_front for d in drive) > 200.0
+    pressures = [conv.msg_to_brake_pressure(m, fr) for m in got["/vehicle/brake_pressure"]]
+    assert sorted({m.header.frame_id for m in got["/vehicle/brake_pressure"]}) == ["front_axle", "rear_axle"]
+    assert all(abs(p.pressure) < 5 * 0.5e5 for p in pressures)   # no pedal: noise only (0.5 bar SD)
     # diagnostics: finished, OK, achieved a real-time factor
     last = got["/diagnostics"][-1].status[0]
     vals = {kv.key: kv.value for kv in last.values}

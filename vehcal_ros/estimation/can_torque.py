@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.vehicle.description import BAR_PA, CAN_TORQUE_SOURCES
 
-CAN_COUNTERS = ("converted", "stale_drive", "stale_brake", "unknown_gear")
+CAN_COUNTERS = ("drive_samples", "brake_samples", "converted", "stale_drive", "stale_brake", "unknown_gear")
+"""Counts of :class:`CanWheelTorque`: CAN samples taken, wheel-speed samples given a torque, and those left
+without one, by reason."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,11 @@ class CanWheelTorque:
         """Keep the newest drive sample, and each axle's newest brake pressure (a master-cylinder pressure, axle
         -1, stands for both)."""
         if isinstance(rec, DriveTorque):
+            self.counters["drive_samples"] += 1
             if self._drive is None or rec.t >= self._drive.t:
                 self._drive = rec
             return
+        self.counters["brake_samples"] += 1
         axles = (0, 1) if rec.axle < 0 else (rec.axle,)
         for a in axles:
             if rec.t >= self._pressure_t[a]:

@@ -475,6 +475,8 @@ class SensorSuite:
         if key == "gnss_fix":
             return [self._gnss_fix(t, out)]
         if key == "drive_torque":
+            if "brake_torque" not in out:   # a model without the drive/brake split (a test stand-in)
+                return []
             brake = np.asarray(out["brake_torque"], dtype=float)
             drive = np.asarray(out["wheel_torque"], dtype=float) - brake
             std, bias = self._std[key], self._bias[key]   # channels (engine, axle): the axles share the second
@@ -486,6 +488,8 @@ class SensorSuite:
             gear = float(out["gear"]) if "engine_torque" in out else math.nan
             return [DriveTorque(t=t, engine=v[0], gear=gear, axle_front=v[1], axle_rear=v[2])]
         if key == "brake_pressure":
+            if "brake_pedal" not in out:
+                return []
             p = float(out["brake_pedal"]) * FULL_PEDAL_PRESSURE   # the pedal the outputs' brake torque is of
             std, bias = float(self._std[key][0]), float(self._bias[key][0])
             rng = self._rng[key]

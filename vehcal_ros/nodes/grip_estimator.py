@@ -435,6 +435,9 @@ class GripEstimatorNode(WorkerNode):
                     ts = est.torque_scale
                     values.update({"torque_scale": ts.scale, "torque_scale_sd": ts.scale_sd,
                                    "torque_scale_applied": ts.learnt, "torque_offset_force": ts.offset})
+            can = self.pipeline.can
+            if can is not None:   # the wheel torque from CAN signals (estimation/can_torque.py)
+                values.update({f"can_{k}": n for k, n in can.counters.items()})
             values["enabled"] = self.enabled
             radius = self.pipeline.radius
             if radius is not None:

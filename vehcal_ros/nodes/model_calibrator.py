@@ -467,6 +467,8 @@ class ModelCalibratorNode(WorkerNode):
             values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
             values.update({"buffer_restarts": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
                            "busy": self.busy})
+            if self.pipeline.can is not None:   # the wheel torque from CAN signals (estimation/can_torque.py)
+                values.update({f"can_{k}": n for k, n in self.pipeline.can.counters.items()})
             values["enabled"] = self.enabled
             inputs = self._input_status(stale, losing)
             if inputs is not None:

@@ -313,7 +313,9 @@ def _examples() -> dict[str, Any]:
     import numpy as np
 
     from vehcal_ros.estimation.signals import (
+        BrakePressure,
         Controls,
+        DriveTorque,
         GnssFix,
         GnssVelocity,
         GroundTruth,
@@ -329,7 +331,8 @@ def _examples() -> dict[str, Any]:
             "tire_forces": TireForce(0.0, 0, 0.0, 0.0, 0.0), "odom": OdomSample(0.0, 0.0, 0.0, 0.0),
             "controls": Controls(0.0, 0.0, 0.0, 0.0), "ground_truth": GroundTruth(0.0, z, z, z, z),
             "clock": ClockTick(0.0), "gnss": GnssVelocity(0.0, 0.0, 0.0),
-            "gnss_fix": GnssFix(0.0, 0.0, 0.0, 0.0)}
+            "gnss_fix": GnssFix(0.0, 0.0, 0.0, 0.0), "drive_torque": DriveTorque(0.0, axle_front=0.0),
+            "brake_pressure": BrakePressure(0.0, 0, 0.0)}
 
 
 _EXAMPLES = _examples()
