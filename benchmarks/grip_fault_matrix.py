@@ -26,7 +26,7 @@ RollingRadiusEstimator run over the bag with the row's description): the figure 
 ``grip_fault_signatures.py`` reads the kept bags (``--bag-dir``) for the signals that name each row's doubtful input.
 
 Usage:  python benchmarks/grip_fault_matrix.py [--vehicles hmmwv sedan] [--rows clean mass+10% ...]
-        [--seeds 0] [--bag-dir DIR] [--jobs 1] [--json OUT]
+        [--seeds 0] [--bag-dir DIR] [--jobs 1] [--json OUT] [--grip-param NAME=VALUE ...]
         python benchmarks/grip_fault_matrix.py --markdown OUT.json [...]   (the table of earlier runs)
 """
 
@@ -246,9 +246,15 @@ def main() -> int:
     ap.add_argument("--bag-dir", default=None, help="keep the simulated bags here (reused when present)")
     ap.add_argument("--jobs", type=int, default=1, help="replay worker processes")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--grip-param", action="append", default=[], metavar="NAME=VALUE",
+                    help="a grip_estimator parameter for every row's replay (e.g. torque_scale_learning=true)")
     ap.add_argument("--markdown", nargs="+", default=None, metavar="JSON",
                     help="print the rows of these JSON outputs as a markdown table and exit")
     args = ap.parse_args()
+    extra = {}
+    for item in args.grip_param:
+        name, _, value = item.partition("=")
+        extra[name.strip()] = yaml.safe_load(value)
     if args.markdown:
         print(markdown_table([json.loads(Path(f).read_text()) for f in args.markdown]))
         return 0
@@ -291,13 +297,13 @@ def main() -> int:
                                      "misalignment_deg": list(s.misalignment_deg), "stamp_latency": s.stamp_latency,
                                      "stamp_jitter": s.stamp_jitter} for k, s in spec.items()}
                         fault["road_grade"] = scenario.road.grade
-                    r = score_drive(bag, description, "estimated", seed, args.jobs, {})
+                    r = score_drive(bag, description, "estimated", seed, args.jobs, extra)
                     k = radius_scale(bag, description)
                     d = r["drive"]
                     v = verdict(d)
                     print(f"{row:18} {vehicle:7} {seed:4d} {d['inside']:6.2f} {d['overstated']:5.2f} "
                           f"{d['available']:5.2f} {d['interval_score']:6.3f} {d['usable_lower']:6.2f} "
-                          f"{k['k'][0]:8.4f} {k['k'][1]:7.4f}  {v}", flush=True)
+                          f"{k['k'][0]:8.4f} {k['k'][1]:7.4f}  {v}  {'; '.join(r['doubtful'])}", flush=True)
                     rows.append({"row": row, "vehicle": vehicle, "seed": seed, "description": description,
                                  "fault": fault, "typical_drive_torque": typical, "drive": d,
                                  "per_scope": r["per_scope"], "radius": k, "verdict": v,
@@ -311,7 +317,7 @@ def main() -> int:
           f"after {load_after:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": "daily_driving", "forces": "estimated",
-                                               "targets": TARGETS, "date": stamp,
+                                               "targets": TARGETS, "date": stamp, "grip_params": extra,
                                                "load": [load_before, load_after], "rows": rows}, indent=1))
     return 0
 
