@@ -134,8 +134,8 @@ automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting
 
 TORQUE_DOUBT = 0.02
 """A learnt torque scale (estimation/torque_scale.py) further than this from 1 (and 3 SDs) names the reported
-wheel torques, or the description's mass, as doubtful (with ``torque_scale_learning`` on): the scale agrees with 1
-within 0.5 % on the simulated HMMWV's exact torques."""
+wheel torques, or the description's mass, as doubtful (learnt whether or not ``torque_scale_learning`` applies
+it): the scale agrees with 1 within 0.5 % on the simulated HMMWV's exact torques."""
 
 
 def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool = True) -> ScopeData:
@@ -457,7 +457,7 @@ class GripPipeline:
         self.collector.add(record)
         if not isinstance(record, WheelSpeeds):
             return []
-        forces = est.add_wheel_speeds(record)
+        forces = est.add_wheel_speeds(record, self.collector.toe_squares(record.t))
         if forces and not self.measured_alive(record.t):
             for f in forces:
                 self.collector.add_tire_force(f, estimated=True)
@@ -793,9 +793,11 @@ class GripPipeline:
         est = self.force_estimator
         scale = est.torque_scale if est is not None and self.active_force_source == "estimated" else None
         if scale is not None and scale.learnt and abs(scale.scale - 1.0) > max(TORQUE_DOUBT, 3.0 * scale.scale_sd):
+            action = ("the forces are corrected" if scale.config.apply
+                      else "the forces are not corrected: torque_scale_learning is off")
             out.append(f"wheel torques or vehicle mass: the vehicle's acceleration gives the reported torques a scale "
-                       f"of {scale.scale:.3f} (SD {scale.scale_sd:.3f}) at the description's mass (the forces are "
-                       "corrected; the torque sensor's gain or mass.* should be)")
+                       f"of {scale.scale:.3f} (SD {scale.scale_sd:.3f}) at the description's mass ({action}; the "
+                       "torque sensor's gain, mass.* or the wheels' spin inertia should be)")
         speed = self.collector.speed
         offset = speed.offset if speed is not None else None
         if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):
@@ -1032,8 +1034,9 @@ def force_config_from(values: Mapping[str, Any], vehicle: Any = None) -> TireFor
     ``vehicle``: the vehicle description (vehicle/description.py, loaded by the caller from the ``vehicle``
     parameter) whose constants it uses."""
     changes: dict[str, Any] = {f: float(values[p]) for p, f in FORCE_PARAMS.items() if p in values}
-    if values.get("torque_scale_learning", False):
-        changes["torque_scale"] = TorqueScaleConfig()
+    # the torque scale is always learnt, so that /diagnostics can name torques or mass the data contradict; it
+    # corrects the forces with torque_scale_learning
+    changes["torque_scale"] = TorqueScaleConfig(apply=bool(values.get("torque_scale_learning", False)))
     if vehicle is not None:
         changes["vehicle"] = TireForceVehicle.from_description(vehicle)
     config = dataclasses.replace(TireForceConfig(), **changes)

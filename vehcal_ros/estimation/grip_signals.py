@@ -730,6 +730,26 @@ class GripDataCollector:
         else:
             self._floor_only[c.scope_of(rec.wheel)].append(rec.t, (abs(mu), var_fx + var_fz))
 
+    def toe_squares(self, t: float) -> float:
+        """The sum over the four wheels of the squared toe (rad^2) at ``t`` (:meth:`toe_in`, the front travel
+        looked up once): what the toe drag of the torque-scale regression grows with (estimation/torque_scale.py)."""
+        front = self._front_travel(t)
+        total = 0.0
+        for wheel in range(4):
+            z, toe = self._toe[wheel]
+            v = toe[0] if len(z) == 1 else _interp(front if wheel < 2 else 0.0, z, toe)
+            total += v * v
+        return total
+
+    def _front_travel(self, t: float) -> float:
+        """Front wheel travel (m, + = bump) at ``t`` from the IMU's pitch and longitudinal acceleration
+        (:meth:`toe_in`); 0 when no IMU sample is bracketed."""
+        p = self._pitch.at(t, self.config.sync_tolerance, (0, 1))
+        if p is None:
+            return 0.0
+        grade = self.grade if self._grade_var <= _GRADE_MAX_VAR else 0.0
+        return self._wheelbase * (p[0] + grade - self.config.pitch_at_rest) + self.config.travel_per_ax * p[1]
+
     def toe_in(self, wheel: int, t: float) -> float:
         """Toe-in (rad) of ``wheel`` at ``t``: the description's toe table at the wheel travel, front
         L (pitch + grade - pitch_at_rest) + travel_per_ax a_x (the body's pitch on its suspension over the
@@ -739,14 +759,7 @@ class GripDataCollector:
         z, toe = self._toe[wheel]
         if len(z) == 1:
             return toe[0]
-        travel = 0.0
-        if wheel < 2:
-            p = self._pitch.at(t, self.config.sync_tolerance, (0, 1))
-            if p is not None:
-                grade = self.grade if self._grade_var <= _GRADE_MAX_VAR else 0.0
-                travel = (self._wheelbase * (p[0] + grade - self.config.pitch_at_rest)
-                          + self.config.travel_per_ax * p[1])
-        return _interp(travel, z, toe)
+        return _interp(self._front_travel(t) if wheel < 2 else 0.0, z, toe)
 
     def _store(self, wheel: int, t: float, slip: float, mu: float, slip_var: float, n: int,
                mu_var: float = 0.0, lat: float = 0.0) -> None:

@@ -400,7 +400,9 @@ class TireForceEstimator:
         self._steps = -1
         self._t_last = -math.inf
 
-    def add_wheel_speeds(self, rec: WheelSpeeds) -> list[TireForce]:
+    def add_wheel_speeds(self, rec: WheelSpeeds, toe_sq: float = 0.0) -> list[TireForce]:
+        """The four wheels' forces at ``rec``'s stamp (module docstring); ``toe_sq``: the sum of the wheels'
+        squared toe at that time, rad^2 (the torque-scale regression's toe drag)."""
         c = self.counters
         self.last = []
         torque = rec.torque
@@ -445,17 +447,18 @@ class TireForceEstimator:
             g = self.config.vehicle.g
             grade = self._grade if rec.t - self._grade_t <= 2.0 else 0.0
             self._scale_forces(rec.t, imu.ax + g * (math.sin(imu.pitch) + math.sin(grade)), omega, torque, fz,
-                               fx, fx_var)
+                               fx, fx_var, toe_sq)
         self.last = [TireForce(t=rec.t, wheel=i, fx=fx[i], fy=float(fy[i]), fz=float(fz[i]),
                                fx_var=fx_var[i], fz_var=float(fz_var[i]), fx_rho=float(self._rho[i]))
                      for i in range(4)]
         return self.last
 
     def _scale_forces(self, t: float, f_x: float, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
-                      fx: list[float], fx_var: list[float]) -> None:
+                      fx: list[float], fx_var: list[float], toe_sq: float = 0.0) -> None:
         """Feed the torque-scale regression (estimation/torque_scale.py) with this step (``f_x``: the specific
         force the tires' road-plane forces give, the IMU's with its body pitch taken out: a_x + g sin(grade)),
-        then correct ``fx`` (and its variance) in place by the learnt scale: Fx_i += (k - 1) T_i / r_i. The offset
+        and the toe drag's ``toe_sq``, then correct ``fx`` (and its variance) in place by the learnt scale when the
+        regression applies it (``TorqueScaleConfig.apply``): Fx_i += (k - 1) T_i / r_i. The offset
         B is learnt but not applied: a torque offset, an accelerometer bias and an IMU pitched on its mount give
         the same constant, and only the first is a force."""
         kz = self.config.vehicle.kz
@@ -468,7 +471,7 @@ class TireForceEstimator:
             s_t += over_r[i]
             fx_sum += fx[i]
             speed += float(omega[i]) * r
-        self.torque_scale.add(t, f_x, fx_sum, s_t, 0.25 * speed)
+        self.torque_scale.add(t, f_x, fx_sum, s_t, 0.25 * speed, toe_sq)
         dk, var_k = self.torque_scale.correction()
         if dk == 0.0:
             return

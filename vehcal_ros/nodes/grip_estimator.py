@@ -217,9 +217,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants (per sample, and as "
               "a friction-scale error common to a fit's samples that widens its mu_max interval)", 0.0, 1.0,
               read_only=True),
-    ParamSpec("torque_scale_learning", False, "estimated forces: learn the reported wheel torques' scale from the "
-              "vehicle's acceleration and correct Fx by it (estimation/torque_scale.py; off: on the simulated sedan "
-              "the force balance it rests on misses the toe's lateral forces, 3.6 %)", read_only=True),
+    ParamSpec("torque_scale_learning", False, "estimated forces: correct Fx by the reported wheel torques' scale "
+              "learnt from the vehicle's acceleration (estimation/torque_scale.py); off: it is learnt and reported "
+              "(torque_scale on /diagnostics, a WARN naming torques or mass when it departs from 1) but not applied",
+              read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
               " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
@@ -434,7 +435,8 @@ class GripEstimatorNode(WorkerNode):
                 if est.torque_scale is not None:
                     ts = est.torque_scale
                     values.update({"torque_scale": ts.scale, "torque_scale_sd": ts.scale_sd,
-                                   "torque_scale_applied": ts.learnt, "torque_offset_force": ts.offset})
+                                   "torque_scale_applied": ts.learnt and ts.config.apply,
+                                   "torque_offset_force": ts.offset, "toe_drag": ts.toe_drag})
             can = self.pipeline.can
             if can is not None:   # the wheel torque from CAN signals (estimation/can_torque.py)
                 values.update({f"can_{k}": n for k, n in can.counters.items()})
