@@ -401,6 +401,8 @@ class GripPipeline:
         self.collector = GripDataCollector(self.signal_config)
         self.force_estimator = (TireForceEstimator(self.force_config) if self.force_source != "measured"
                                 else None)
+        if self.force_estimator is not None:   # the torque-scale regression's toe drag
+            self.force_estimator.toe_squares = self.collector.toe_squares
         self.can = CanWheelTorque(self.can_torque) if self.can_torque is not None else None
         self._measured_t = -math.inf
         self.status: dict[str, ScopeStatus] = {s: ScopeStatus() for s in self.collector.scopes()}
@@ -451,13 +453,13 @@ class GripPipeline:
                 self.collector.add_tire_force(record)
             return []
         if isinstance(record, ImuSample):
+            self.collector.add_imu(record)   # first: the force estimator's regression reads its toe at this stamp
             est.add_imu(record)
-            self.collector.add_imu(record)
             return []
         self.collector.add(record)
         if not isinstance(record, WheelSpeeds):
             return []
-        forces = est.add_wheel_speeds(record, self.collector.toe_squares(record.t))
+        forces = est.add_wheel_speeds(record)
         if forces and not self.measured_alive(record.t):
             for f in forces:
                 self.collector.add_tire_force(f, estimated=True)

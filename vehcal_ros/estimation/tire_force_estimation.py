@@ -38,6 +38,7 @@ Vectorised over the four wheels in numba; bag/bench arrays go through :func:`est
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -340,6 +341,14 @@ class TireForceEstimator:
                              if self.config.torque_scale is not None else None)
         self._grade = 0.0             # rad, road grade (uphill positive) from the GNSS velocity; 0 without one
         self._grade_t = -math.inf
+        self._imu_prev: ImuSample | None = None   # the IMU sample before ``_imu`` (brackets a force step)
+        #: the newest force step waiting for the IMU sample at or after its stamp (the regression's f_x is the IMU's
+        #: interpolated to the step's stamp): (t, sum Fx, S_T, speed)
+        self._pending: tuple[float, float, float, float] | None = None
+        #: the sum of the wheels' squared toe (rad^2) at a time, for the regression's toe drag (the grip
+        #: pipeline hands over its collector's :meth:`~vehcal_ros.estimation.grip_signals.GripDataCollector.
+        #: toe_squares`; None: no toe)
+        self.toe_squares: Callable[[float], float] | None = None
 
     def set_roll_stiffness(self, kphi_front: float, kphi_rear: float) -> bool:
         """Use calibrated roll stiffnesses (N m/rad) for the lateral load split; False (ignored) if not valid."""
@@ -374,7 +383,9 @@ class TireForceEstimator:
     def add_imu(self, rec: ImuSample) -> None:
         if math.isfinite(rec.t) and math.isfinite(rec.ax) and math.isfinite(rec.ay):
             if self._imu is None or rec.t >= self._imu.t:
-                self._imu = rec
+                self._imu_prev, self._imu = self._imu, rec
+                if self._pending is not None:
+                    self._regress()
 
     def add_gnss(self, rec: GnssVelocity) -> None:
         """Keep the road grade the GNSS velocity shows, atan(v_up / v_horizontal) (a running mean over ~10
@@ -400,9 +411,8 @@ class TireForceEstimator:
         self._steps = -1
         self._t_last = -math.inf
 
-    def add_wheel_speeds(self, rec: WheelSpeeds, toe_sq: float = 0.0) -> list[TireForce]:
-        """The four wheels' forces at ``rec``'s stamp (module docstring); ``toe_sq``: the sum of the wheels'
-        squared toe at that time, rad^2 (the torque-scale regression's toe drag)."""
+    def add_wheel_speeds(self, rec: WheelSpeeds) -> list[TireForce]:
+        """The four wheels' forces at ``rec``'s stamp (module docstring)."""
         c = self.counters
         self.last = []
         torque = rec.torque
@@ -443,24 +453,20 @@ class TireForceEstimator:
         fy = self._lateral(imu.ay, fz)
         fx = [float(self._fx[i]) for i in range(4)]
         fx_var = [float(self._var[i]) for i in range(4)]
-        if self.torque_scale is not None:   # the acceleration along the road and the grade's share of gravity
-            g = self.config.vehicle.g
-            grade = self._grade if rec.t - self._grade_t <= 2.0 else 0.0
-            self._scale_forces(rec.t, imu.ax + g * (math.sin(imu.pitch) + math.sin(grade)), omega, torque, fz,
-                               fx, fx_var, toe_sq)
+        if self.torque_scale is not None:
+            self._scale_forces(rec.t, omega, torque, fz, fx, fx_var)
         self.last = [TireForce(t=rec.t, wheel=i, fx=fx[i], fy=float(fy[i]), fz=float(fz[i]),
                                fx_var=fx_var[i], fz_var=float(fz_var[i]), fx_rho=float(self._rho[i]))
                      for i in range(4)]
         return self.last
 
-    def _scale_forces(self, t: float, f_x: float, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
-                      fx: list[float], fx_var: list[float], toe_sq: float = 0.0) -> None:
-        """Feed the torque-scale regression (estimation/torque_scale.py) with this step (``f_x``: the specific
-        force the tires' road-plane forces give, the IMU's with its body pitch taken out: a_x + g sin(grade)),
-        and the toe drag's ``toe_sq``, then correct ``fx`` (and its variance) in place by the learnt scale when the
-        regression applies it (``TorqueScaleConfig.apply``): Fx_i += (k - 1) T_i / r_i. The offset
-        B is learnt but not applied: a torque offset, an accelerometer bias and an IMU pitched on its mount give
-        the same constant, and only the first is a force."""
+    def _scale_forces(self, t: float, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
+                      fx: list[float], fx_var: list[float]) -> None:
+        """Hand this step to the torque-scale regression (estimation/torque_scale.py; :meth:`_regress` once the
+        IMU sample at or after ``t`` is there), then correct ``fx`` (and its
+        variance) in place by the learnt scale when the regression applies it (``TorqueScaleConfig.apply``):
+        Fx_i += (k - 1) T_i / r_i. The offset B is learnt but not applied: a torque offset, an accelerometer bias
+        and an IMU pitched on its mount give the same constant, and only the first is a force."""
         kz = self.config.vehicle.kz
         s_t = fx_sum = speed = 0.0
         over_r = [0.0] * 4
@@ -471,13 +477,42 @@ class TireForceEstimator:
             s_t += over_r[i]
             fx_sum += fx[i]
             speed += float(omega[i]) * r
-        self.torque_scale.add(t, f_x, fx_sum, s_t, 0.25 * speed, toe_sq)
+        if self._pending is not None:   # its IMU sample never came: fed with the newest there is
+            self._regress(force=True)
+        self._pending = (t, fx_sum, s_t, 0.25 * speed)
+        self._regress()
         dk, var_k = self.torque_scale.correction()
         if dk == 0.0:
             return
         for i in range(4):
             fx[i] += dk * over_r[i]
             fx_var[i] += var_k * over_r[i] * over_r[i]
+
+    def _regress(self, force: bool = False) -> None:
+        """Feed the pending force step to the regression with the specific force the tires' road-plane forces
+        give at its stamp: the IMU's a_x with its body pitch and the road grade's share of gravity taken out,
+        a_x + g (sin(pitch) + sin(grade)), interpolated between the IMU samples that bracket the stamp (the
+        newest one when ``force``, or when it is the step's own). An IMU stamped after a step's wheel speeds
+        arrives after them in a bag (and may live): pairing the step with the older sample lags f_x by one period
+        and reads the scale ~2 % low on the sedan's launches."""
+        t, fx_sum, s_t, speed = self._pending
+        imu, prev = self._imu, self._imu_prev
+        if imu is None:
+            return
+        if imu.t < t and not force:
+            return   # wait for the IMU sample at or after the step
+        g = self.config.vehicle.g
+        grade = self._grade if t - self._grade_t <= 2.0 else 0.0
+        if prev is not None and prev.t >= t:   # both after the step: the nearer one
+            imu, prev = prev, None
+        f_now = imu.ax + g * (math.sin(imu.pitch) + math.sin(grade))
+        if prev is not None and prev.t < t < imu.t:
+            w = (t - prev.t) / (imu.t - prev.t)
+            f_prev = prev.ax + g * (math.sin(prev.pitch) + math.sin(grade))
+            f_now = f_prev + w * (f_now - f_prev)
+        self._pending = None
+        toe_sq = self.toe_squares(t) if self.toe_squares is not None else 0.0
+        self.torque_scale.add(t, f_now, fx_sum, s_t, speed, toe_sq)
 
     def _lateral(self, ay: float, fz: np.ndarray) -> np.ndarray:
         """Quasi-static lateral force per wheel (N): the axle's share m ay {b, a}/L split by load (for the
