@@ -112,3 +112,55 @@ def test_a_torque_sensor_reading_5_percent_high_is_found_on_the_simulator() -> N
           f"corrected Fx / true Fx {slopes[0]:.4f}, {slopes[1]:.4f}")
     assert abs(k1 - k0 / 1.05) < 4.0 * math.hypot(s0, s1 / 1.05)
     assert abs(slopes[0] - 1.0) < 0.01 and abs(slopes[1] - 1.0) < 0.01
+
+
+def test_a_toe_drag_in_step_with_the_drive_is_not_read_as_a_torque_scale() -> None:
+    """Bump steer: the toe, hence the toe drag C sum(delta^2), rises with the drive torque (the car squats on a
+    launch). Known truth: k 1.03, C 5e4 N/rad (a tire's cornering stiffness), the drag ~30-90 N, in step with
+    S_T. With Q among the regressors k comes back within 4 SD and C within 20 %; without it (Q = 0 fed) k reads
+    the drag as torque, ~4 % low here."""
+    rng = np.random.default_rng(7)
+    n = 300 * 100
+    t = np.arange(n) * 0.01
+    s_t = 1500.0 * np.sin(2 * np.pi * t / 17.0) + 900.0 * np.sin(2 * np.pi * t / 5.3 + 1.0) + 400.0
+    v = 15.0 + 10.0 * np.sin(2 * np.pi * t / 61.0)
+    toe = 0.01 + 8e-6 * s_t                          # rad, front wheels' toe-in following the squat
+    q = 2.0 * toe ** 2
+    f_x = (1.03 * s_t - 0.4 * v * v - 5.0e4 * q) / MASS + 0.05 * rng.standard_normal(n)
+    with_q, without_q = TorqueScaleEstimator(MASS), TorqueScaleEstimator(MASS)
+    for i in range(n):
+        with_q.add(float(t[i]), float(f_x[i]), float(s_t[i]), float(s_t[i]), float(v[i]), float(q[i]))
+        without_q.add(float(t[i]), float(f_x[i]), float(s_t[i]), float(s_t[i]), float(v[i]))
+    assert abs(with_q.scale - 1.03) < 4 * with_q.scale_sd and with_q.scale_sd < 0.01
+    assert with_q.toe_drag == pytest.approx(5.0e4, rel=0.2)
+    assert without_q.scale < 1.03 - 0.02   # the bias the toe term removes
+
+
+@pytest.mark.slow
+def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
+    """Chrono's sedan (toe-in 0.5-4 deg while driving: bump steer) on its whole daily drive through the grip
+    pipeline with estimated forces and the shipped defaults: the learnt scale is within ``TORQUE_DOUBT`` of 1 and
+    nothing is named (measured: 0.998, SD 0.0035; 0.948 without the toe drag, the torques then named as 5 %
+    high). A 10 % lighter description is named (k ~0.9)."""
+    import dataclasses
+
+    from vehcal_ros.estimation.grip_pipeline import TORQUE_DOUBT, pipeline_from_params
+    from vehcal_ros.io.scenarios import load_scenario
+    from vehcal_ros.io.simulate import ScenarioRun
+    from vehcal_ros.nodes.grip_estimator import PARAMS
+    from vehcal_ros.vehicle.description import load_vehicle
+
+    values = {p.name: p.default for p in PARAMS}
+    values.update(force_source="estimated", vehicle="sedan")
+    records = [rec for _, rec, _ in ScenarioRun(load_scenario("daily_driving", vehicle="sedan").with_seed(0))]
+    sedan = load_vehicle("sedan")
+    for desc, named in ((sedan, False), (dataclasses.replace(sedan, m=0.9 * sedan.m), True)):
+        pipeline = pipeline_from_params(values, desc)
+        for rec in records:
+            pipeline.add(rec)
+        ts = pipeline.force_estimator.torque_scale
+        assert ts.learnt and not ts.config.apply
+        doubts = [d for d in pipeline.doubtful_assumptions() if d.startswith("wheel torques or vehicle mass")]
+        assert bool(doubts) == named, (ts.scale, ts.scale_sd, doubts)
+        if not named:
+            assert abs(ts.scale - 1.0) < TORQUE_DOUBT
