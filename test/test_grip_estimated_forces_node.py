@@ -36,6 +36,24 @@ def _stamp(t: float) -> Time:
     return Time(sec=int(sec), nanosec=int(round((t - sec) * 1e9)))
 
 
+def _publish_step(pub_i, pub_w, pub_o, t: float, rng: np.random.Generator, effort=None) -> None:
+    """One 10 ms step of the steady drive: a level IMU, the wheels at 30 rad/s (with ``effort`` N m per wheel plus
+    20 N m noise when given) and the body speed of a 0.46 m wheel."""
+    imu = Imu()
+    imu.header.stamp = _stamp(t)
+    imu.orientation.w = 1.0
+    pub_i.publish(imu)
+    js = JointState(name=list(WHEELS), velocity=(30.0 + 0.05 * rng.standard_normal(4)).tolist())
+    if effort is not None:
+        js.effort = (effort + 20.0 * rng.standard_normal(4)).tolist()
+    js.header.stamp = _stamp(t)
+    pub_w.publish(js)
+    od = Odometry()
+    od.header.stamp = _stamp(t)
+    od.twist.twist.linear.x = 30.0 * 0.46
+    pub_o.publish(od)
+
+
 def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
     node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
         Parameter("force_source", value="estimated"), Parameter("publish_estimated_forces", value=True),
@@ -60,19 +78,7 @@ def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
         rng = np.random.default_rng(0)
         n = 150
         for k in range(n):
-            t = 50.0 + 0.01 * k
-            imu = Imu()
-            imu.header.stamp = _stamp(t)
-            imu.orientation.w = 1.0
-            pub_i.publish(imu)
-            js = JointState(name=list(WHEELS), velocity=(30.0 + 0.05 * rng.standard_normal(4)).tolist(),
-                            effort=(torque + 20.0 * rng.standard_normal(4)).tolist())
-            js.header.stamp = _stamp(t)
-            pub_w.publish(js)
-            od = Odometry()
-            od.header.stamp = _stamp(t)
-            od.twist.twist.linear.x = 30.0 * 0.46
-            pub_o.publish(od)
+            _publish_step(pub_i, pub_w, pub_o, 50.0 + 0.01 * k, rng, effort=torque)
             for _ in range(8):
                 ex.spin_once(timeout_sec=0.0005)
         assert spin_until(ex, lambda: len(got) >= 4 * (n - 40), timeout=15.0), len(got)
@@ -152,17 +158,7 @@ def test_a_car_without_wheel_torque_takes_it_from_its_can_signals(rclpy_context,
             brake.header.stamp = _stamp(t)
             brake.header.frame_id = "master_cylinder"
             pub_b.publish(brake)
-            imu = Imu()
-            imu.header.stamp = _stamp(t)
-            imu.orientation.w = 1.0
-            pub_i.publish(imu)
-            js = JointState(name=list(WHEELS), velocity=(30.0 + 0.05 * rng.standard_normal(4)).tolist())
-            js.header.stamp = _stamp(t)
-            pub_w.publish(js)
-            od = Odometry()
-            od.header.stamp = _stamp(t)
-            od.twist.twist.linear.x = 30.0 * 0.46
-            pub_o.publish(od)
+            _publish_step(pub_i, pub_w, pub_o, t, rng)
             for _ in range(10):
                 ex.spin_once(timeout_sec=0.0005)
         assert spin_until(ex, lambda: len(got) >= 4 * (n - 40), timeout=15.0), len(got)
