@@ -67,6 +67,13 @@ def test_axle_torque_source() -> None:
     can.add(BrakePressure(t=2.0, axle=0, pressure=0.0))
     can.add(BrakePressure(t=2.0, axle=1, pressure=1.0 * BAR))
     assert can.fill(_wheels(2.0)).torque == pytest.approx((150.0, 150.0, 230.0, 230.0))
+    # a rear-wheel-drive car's sample without the front axle's torque (undriven: 0); without the rear's, no torque
+    rwd = CanWheelTorque(CanTorqueConfig(drive="axle", driven=(False, True), brake_gain=(20.0 / BAR, 20.0 / BAR)))
+    rwd.add(BrakePressure(t=2.0, axle=-1, pressure=0.0))
+    rwd.add(DriveTorque(t=2.0, axle_rear=500.0))
+    assert rwd.fill(_wheels(2.0)).torque == pytest.approx((0.0, 0.0, 250.0, 250.0))
+    rwd.add(DriveTorque(t=2.01, axle_front=100.0))
+    assert rwd.fill(_wheels(2.01)).torque is None and rwd.counters["missing_axle"] == 1
 
 
 def _can_document(name: str, drive: str) -> dict:

@@ -18,8 +18,9 @@ take from ``JointState.effort`` on a car that reports it:
 
 A wheel-speed sample gets a torque only when the newest drive sample and the newest brake pressure of each axle
 are within ``max_age`` seconds of its stamp; otherwise it goes on without torque and is counted (``stale_drive``,
-``stale_brake``), as is a reverse gear or a gear beyond the description's (``unknown_gear``): the force estimator
-then counts it as ``no_torque``. Plain Python on scalars, a few microseconds per sample.
+``stale_brake``), as is a reverse gear or a gear beyond the description's (``unknown_gear``) or a drive sample
+without a driven axle's torque (``missing_axle``): the force estimator then counts it as ``no_torque``. Plain
+Python on scalars, a few microseconds per sample.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.vehicle.description import BAR_PA, CAN_TORQUE_SOURCES
 
-CAN_COUNTERS = ("drive_samples", "brake_samples", "converted", "stale_drive", "stale_brake", "unknown_gear")
+CAN_COUNTERS = ("drive_samples", "brake_samples", "converted", "stale_drive", "stale_brake", "unknown_gear",
+                "missing_axle")
 """Counts of :class:`CanWheelTorque`: CAN samples taken, wheel-speed samples given a torque, and those left
 without one, by reason."""
 
@@ -43,6 +45,7 @@ class CanTorqueConfig:
     gear_ratios: output/input speed per forward gear; final_drive: differential output/input speed.
     efficiency: the driveline's, on the engine torque.
     front_share: fraction of the drive torque on the front axle (``engine``).
+    driven: (front, rear) driven axles: ``axle`` needs their torques (an undriven axle's is 0 when not sent).
     brake_gain: N m of brake torque per wheel per Pa of line pressure, (front, rear).
     max_age: s, the newest drive and brake samples must be this close to a wheel-speed stamp.
     """
@@ -52,6 +55,7 @@ class CanTorqueConfig:
     final_drive: float = 1.0
     efficiency: float = 1.0
     front_share: float = 0.0
+    driven: tuple[bool, bool] = (True, True)
     brake_gain: tuple[float, float] = (0.0, 0.0)
     max_age: float = 0.05
 
@@ -64,6 +68,7 @@ class CanTorqueConfig:
             return None
         return cls(drive=desc.torque_source, gear_ratios=tuple(desc.gear_ratios), final_drive=desc.final_drive,
                    efficiency=desc.efficiency, front_share=desc.front_share,
+                   driven=("front" in desc.driven_axles, "rear" in desc.driven_axles),
                    brake_gain=(desc.brake_gain_front / BAR_PA, desc.brake_gain_rear / BAR_PA), max_age=max_age)
 
 
@@ -94,12 +99,18 @@ class CanWheelTorque:
                 self._pressure[a] = rec.pressure
 
     def axle_drive(self, drive: DriveTorque) -> tuple[float, float] | None:
-        """(front, rear) drive torque at the axles, N m, of one drive sample; None when the gear is unknown."""
+        """(front, rear) drive torque at the axles, N m, of one drive sample; None when the gear is unknown
+        (``engine``) or a driven axle's torque is not in the sample (``axle``)."""
         c = self.config
         if c.drive == "axle":
-            front = drive.axle_front if math.isfinite(drive.axle_front) else 0.0
-            rear = drive.axle_rear if math.isfinite(drive.axle_rear) else 0.0
-            return front, rear
+            out = []
+            for torque, driven in ((drive.axle_front, c.driven[0]), (drive.axle_rear, c.driven[1])):
+                if not math.isfinite(torque):
+                    if driven:
+                        return None
+                    torque = 0.0
+                out.append(torque)
+            return out[0], out[1]
         gear = drive.gear
         if not math.isfinite(gear) or not math.isfinite(drive.engine):
             return None
@@ -126,7 +137,7 @@ class CanWheelTorque:
             return WheelSpeeds(t=t, omega=rec.omega)
         axle = self.axle_drive(drive)
         if axle is None:
-            n["unknown_gear"] += 1
+            n["unknown_gear" if c.drive == "engine" else "missing_axle"] += 1
             return WheelSpeeds(t=t, omega=rec.omega)
         n["converted"] += 1
         om = rec.omega
