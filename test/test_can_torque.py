@@ -167,6 +167,19 @@ def test_the_grip_pipeline_estimates_forces_from_can_on_a_car_without_wheel_torq
                 forces[(f.t, f.wheel)] = f.fx
         fx.append(forces)
         assert pipeline.force_estimator.counters["no_torque"] <= 1
+    # the production drive through the description that expects JointState.effort: no force, and it says why
+    pipeline = pipeline_from_params(values, load_vehicle("sedan"))
+    for _, rec in production:
+        pipeline.add(rec)
+    assert pipeline.force_estimator.counters["estimated"] == 0
+    assert any(d.startswith("wheel torque:") and "torque_source" in d for d in pipeline.doubtful_assumptions())
+    # ... and through the CAN description without its CAN topics (remapped away, say)
+    pipeline = pipeline_from_params(values, desc)
+    for _, rec in production:
+        if not isinstance(rec, (DriveTorque, BrakePressure)):
+            pipeline.add(rec)
+    assert any(d.startswith("wheel torque from CAN") and "stale_drive" in d
+               for d in pipeline.doubtful_assumptions())
     common = sorted(set(fx[0]) & set(fx[1]))
     assert len(common) > 4 * 1500
     a = np.array([fx[0][k] for k in common])

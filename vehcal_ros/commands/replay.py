@@ -143,6 +143,8 @@ def print_summary(result, out) -> None:
     refused = refusal_summary(r.counters)
     if refused:
         print(f"  {refused}", file=out)
+    for doubt in r.counters.get("grip_doubtful_assumptions", []):
+        print(f"  doubtful: {doubt}", file=out)
     print(f"  {'scope':<14}{'estimates':>10}{'mu_max':>9}{'lower':>9}{'upper':>9}{'truth':>9}  status", file=out)
     for scope, g in r.grip.items():
         if g.t.size:

@@ -132,6 +132,9 @@ ACCEL_DOUBT = 0.05
 """m/s^2: a learnt accelerometer offset larger than this (and 3 SDs) names the IMU as doubtful: a calibrated
 automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting pitch."""
 
+MIN_TORQUE_SHARE = 0.5
+"""Estimated forces: more than this share of wheel-speed samples without a torque names the missing torque."""
+
 TORQUE_DOUBT = 0.02
 """A learnt torque scale (estimation/torque_scale.py) further than this from 1 (and 3 SDs) names the reported
 wheel torques, or the description's mass, as doubtful (learnt whether or not ``torque_scale_learning`` applies
@@ -800,6 +803,9 @@ class GripPipeline:
             out.append(f"wheel torques or vehicle mass: the vehicle's acceleration gives the reported torques a scale "
                        f"of {scale.scale:.3f} (SD {scale.scale_sd:.3f}) at the description's mass ({action}; the "
                        "torque sensor's gain, mass.* or the wheels' spin inertia should be)")
+        torque = self.missing_torque()
+        if torque:
+            out.append(torque)
         speed = self.collector.speed
         offset = speed.offset if speed is not None else None
         if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):
@@ -808,6 +814,28 @@ class GripPipeline:
                        f"against the GNSS speed: an accelerometer bias, or the IMU pitched "
                        f"{math.degrees(math.asin(max(-1.0, min(1.0, b / 9.81)))):+.2f} deg on its mount")
         return out
+
+    def missing_torque(self) -> str:
+        """With estimated forces, when most wheel-speed samples came without the wheels' torque (more than
+        :data:`MIN_TORQUE_SHARE` of them, at least ten): the one sentence that says so and where the torque should
+        come from; '' otherwise."""
+        est = self.force_estimator
+        if est is None or self.active_force_source != "estimated":
+            return ""
+        missing, got = est.counters["no_torque"], est.counters["estimated"] + est.counters["settling"]
+        if missing < 10 or missing <= MIN_TORQUE_SHARE * (missing + got):
+            return ""
+        can = self.can
+        if can is None:
+            return (f"wheel torque: {missing} of {missing + got} wheel-speed samples carry none (JointState.effort "
+                    "empty), so no force is estimated; a car that sends its engine or axle torque and brake "
+                    "pressure on CAN sets the description's torque_source to engine or axle "
+                    "(docs/vehicle_description.md)")
+        reasons = ", ".join(f"{k} {can.counters[k]}" for k in ("stale_drive", "stale_brake", "unknown_gear",
+                                                                 "missing_axle") if can.counters[k])
+        return (f"wheel torque from CAN (torque_source {can.config.drive}): {missing} of {missing + got} wheel-speed "
+                f"samples got none ({reasons or 'no CAN sample'}): check the drive_torque_topic and "
+                "brake_pressure_topic")
 
     def data_time(self) -> float:
         """The time a belief published now refers to: the newest odometry stamp (it follows a clock that went
