@@ -136,3 +136,42 @@ def test_cli_from_spec(tmp_path, capsys):
     bad.write_text(yaml.safe_dump({"name": "x", "spec_sheet": {**SPEC["spec_sheet"], "tire": "big"}}))
     assert main(["vehicle", "from-spec", str(bad)]) == 2
     assert "spec_sheet.tire" in capsys.readouterr().err
+
+
+def test_a_spec_sheet_car_with_can_engine_torque():
+    """``torque_source: engine`` with the gearbox's and final drive's ratios as a spec sheet states them (input /
+    output speed): the description keeps their inverses, and the CAN conversion gives the wheel torque of an
+    engine torque in a gear by hand."""
+    from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
+    from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
+
+    spec = copy.deepcopy(SPEC)
+    spec["spec_sheet"].update(torque_source="engine", gear_ratios=[3.5, 2.0], final_drive=4.0,
+                              brake_pressure_gain=[30.0, 12.0])
+    desc = load(yaml.safe_load(description_yaml_from_spec(spec)))
+    assert desc.torque_source == "engine" and desc.powertrain == "none"
+    assert desc.gear_ratios == pytest.approx((1 / 3.5, 0.5)) and desc.final_drive == pytest.approx(0.25)
+    assert (desc.brake_gain_front, desc.brake_gain_rear) == (30.0, 12.0)
+    can = CanWheelTorque(CanTorqueConfig.from_description(desc))
+    can.add(DriveTorque(t=1.0, engine=100.0, gear=2.0))
+    can.add(BrakePressure(t=1.0, axle=-1, pressure=2.0e5))
+    # FWD: 100 N m x 2.0 x 4.0 = 800 N m at the front axle, 400 per wheel; brakes 30 / 12 N m per bar x 2 bar
+    assert can.fill(WheelSpeeds(t=1.0, omega=(20.0,) * 4)).torque == pytest.approx((340.0, 340.0, -24.0, -24.0))
+    # without the gains: the full-pedal brake torque over 100 bar
+    del spec["spec_sheet"]["brake_pressure_gain"]
+    doc = description_document_from_spec(spec)
+    assert doc["brakes"]["pressure_gain_front"] == pytest.approx(doc["brakes"]["torque_front"] / 100.0, rel=1e-5)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"torque_source": "engine"}, "spec_sheet.gear_ratios: missing"),
+    ({"torque_source": "engine", "gear_ratios": [3.5]}, "spec_sheet.final_drive: missing"),
+    ({"gear_ratios": [3.5], "final_drive": 4.0}, "spec_sheet.gear_ratios: only with torque_source engine or axle"),
+    ({"torque_source": "axle", "final_drive": 4.0}, "only with torque_source engine"),
+    ({"torque_source": "can"}, "spec_sheet.torque_source = 'can'"),
+])
+def test_can_fields_refused_by_name(change, message):
+    spec = copy.deepcopy(SPEC)
+    spec["spec_sheet"].update(change)
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        description_document_from_spec(spec)

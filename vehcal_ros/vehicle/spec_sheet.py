@@ -6,7 +6,9 @@ the steering ratio. :func:`description_document_from_spec` turns it into a full 
 layout :func:`vehcal_ros.vehicle.description.description_from_dict` validates; every other field is defaulted
 by a rule of thumb stated next to it (:data:`RULES`, the comments of :func:`description_yaml_from_spec`).
 The document has ``torque_source: measured`` (the per-wheel net torque comes from the ECU in
-``JointState.effort``) and no ``powertrain`` section.
+``JointState.effort``) and no ``powertrain`` section, unless the spec sheet says the torque comes from the CAN bus
+(``torque_source: engine`` with the gearbox's and final drive's ratios, or ``axle``; the brake pressure's gains
+then follow a rule of thumb unless given).
 
 Spec schema (SI units)::
 
@@ -22,6 +24,10 @@ Spec schema (SI units)::
       steering_ratio: 15.5  # steering-wheel angle / road-wheel angle
       steering_input: steering_wheel_angle   # steering_wheel_angle (rad) | road_wheel_angle (rad) | normalised
       # steering_lock_deg: 34.0   # normalised input only: road-wheel angle at full input (+-1), deg
+      # torque_source: engine     # measured (default) | engine | axle: the wheel torque from CAN signals
+      # gear_ratios: [3.46, 1.95, 1.28, 0.97, 0.78]   # engine only: gearbox ratios as spec sheets give them
+      # final_drive: 3.94         # engine only: axle ratio (input / output speed), as spec sheets give it
+      # brake_pressure_gain: [30.0, 15.0]   # engine / axle: N m per wheel per bar, front, rear (default: rule)
 
 Imports only the standard library, ``yaml`` and :mod:`vehcal_ros.errors` (the ground floor); no rclpy.
 """
@@ -89,6 +95,13 @@ Vehicle Dynamics, 1992, Ch. 4); the 8-DOF lever rr = coefficient x rolling radiu
 FRICTION = (0.9, 0.75)
 """Fiala friction peak and slide of a passenger tire on dry asphalt (Wong, Theory of Ground Vehicles, Table 1.3:
 peak 0.8-0.9, sliding 0.75); only the 8-DOF calibration model uses them."""
+FULL_BRAKE_LINE_PRESSURE = 100.0
+"""bar of brake line pressure at the full-pedal brake torque (``BRAKE_CAPACITY``): a passenger car's hydraulic
+brakes reach ~1 g at 80-120 bar (assumption); the rule for ``brakes.pressure_gain_*`` when the spec sheet gives
+no ``brake_pressure_gain``."""
+TORQUE_SOURCES = ("measured", "engine", "axle")
+"""``spec_sheet.torque_source``: the wheels' torque reported per wheel (ECU) or from the CAN engine torque and
+gear, or axle torques (docs/vehicle_description.md, "Wheel torque from CAN")."""
 AWD_FRONT_SHARE = 0.5
 """Front share of the drive torque of an AWD car without ``drive_front_share`` (centre differential 50:50;
 assumption)."""
@@ -126,7 +139,12 @@ RULES: dict[str, str] = {
     "brakes.torque_rear": "1.0 g at full pedal x rear share x R_e / 2",
     "driveline.driven_axles": "spec drive",
     "driveline.front_share": "FWD 1, RWD 0, AWD drive_front_share (default 0.5)",
-    "torque_source": "measured: net wheel torque from the ECU (JointState.effort); no powertrain map",
+    "torque_source": "spec torque_source (measured: net wheel torque from the ECU in JointState.effort)",
+    "powertrain.gear_ratios": "1 / spec gear_ratios (output / input speed)",
+    "powertrain.final_drive": "1 / spec final_drive",
+    "powertrain.efficiency": "1: no driveline loss (assumption; the torque-scale WARN shows a real one)",
+    "brakes.pressure_gain_front": "spec brake_pressure_gain, else full-pedal torque / 100 bar (assumption)",
+    "brakes.pressure_gain_rear": "as the front",
     "steering.source": "spec steering_input",
     "steering.ratio": "1 / steering_ratio: road-wheel rad per steering-wheel rad",
     "nominal.rr": "rolling-resistance coefficient 0.010 x R_e (Gillespie 1992, Ch. 4: 0.008-0.015)",
@@ -134,7 +152,8 @@ RULES: dict[str, str] = {
 """YAML path -> the rule that produced it (written as a comment next to the value)."""
 
 _SPEC_KEYS = ("mass", "front_axle_share", "axle_loads", "wheelbase", "track", "cg_height", "tire", "drive",
-              "drive_front_share", "steering_ratio", "steering_input", "steering_lock_deg")
+              "drive_front_share", "steering_ratio", "steering_input", "steering_lock_deg", "torque_source",
+              "gear_ratios", "final_drive", "brake_pressure_gain")
 _TIRE_RE = re.compile(r"^\s*(\d{3})\s*/\s*(\d{2,3})\s*Z?R\s*(\d{2}(?:\.\d)?)(?:\s+\d{2,3}\s*[A-Z]{1,2})?\s*$",
                       re.IGNORECASE)
 STEERING_INPUTS = ("steering_wheel_angle", "road_wheel_angle", "normalised")
@@ -236,12 +255,50 @@ def _spec_values(spec: Any) -> tuple[str, dict[str, Any]]:
                                                  80.0))
     elif s.get("steering_lock_deg") is not None:
         raise InputError("spec_sheet.steering_lock_deg: only with steering_input normalised")
+    out.update(_torque_source(s))
     if out["h"] >= out["L"]:
         raise InputError(f"spec_sheet.cg_height = {out['h']:g} m: expected below the wheelbase {out['L']:g} m")
     name = spec.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise InputError(f"name = {name!r}: expected a non-empty string")
     return (name or "spec_vehicle"), out
+
+
+def _torque_source(s: Mapping) -> dict[str, Any]:
+    """``torque_source`` and what it needs: ``engine`` the gear ratios and final drive (input / output speed, as a
+    spec sheet states them), ``engine`` and ``axle`` optionally ``brake_pressure_gain``."""
+    source = s.get("torque_source", "measured")
+    if source not in TORQUE_SOURCES:
+        raise InputError(f"spec_sheet.torque_source = {source!r}: expected one of {', '.join(TORQUE_SOURCES)}")
+    out: dict[str, Any] = {"torque_source": source}
+    can_only = [k for k in ("gear_ratios", "final_drive", "brake_pressure_gain") if s.get(k) is not None]
+    if source == "measured":
+        if can_only:
+            raise InputError(f"spec_sheet.{can_only[0]}: only with torque_source engine or axle")
+        return out
+    if source == "engine":
+        gears = s.get("gear_ratios")
+        if not isinstance(gears, (list, tuple)) or not gears:
+            raise InputError("spec_sheet.gear_ratios: missing (the gearbox's ratio per forward gear, input / output "
+                             "speed, e.g. [3.46, 1.95, 1.28]) for torque_source engine")
+        out["gear_ratios"] = tuple(checked_number(f"spec_sheet.gear_ratios[{i}]", g, "input / output speed", 0.1,
+                                                  10.0) for i, g in enumerate(gears))
+        if s.get("final_drive") is None:
+            raise InputError("spec_sheet.final_drive: missing (axle ratio, input / output speed, in [1, 10]) for "
+                             "torque_source engine")
+        out["final_drive"] = checked_number("spec_sheet.final_drive", s["final_drive"], "input / output speed", 1.0,
+                                            10.0)
+    elif s.get("gear_ratios") is not None or s.get("final_drive") is not None:
+        raise InputError("spec_sheet.gear_ratios / final_drive: only with torque_source engine")
+    gains = s.get("brake_pressure_gain")
+    if gains is not None:
+        if not isinstance(gains, (list, tuple)) or len(gains) != 2:
+            raise InputError(f"spec_sheet.brake_pressure_gain = {gains!r}: expected [front, rear] N m per wheel "
+                             "per bar")
+        out["brake_pressure_gain"] = tuple(checked_number(f"spec_sheet.brake_pressure_gain[{i}]", g,
+                                                          "N m per wheel per bar", 0.01, 1e4)
+                                           for i, g in enumerate(gains))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- derivation
@@ -253,9 +310,9 @@ def _r(x: float, digits: int = 6) -> float:
 def description_document_from_spec(spec: Mapping) -> dict:
     """The vehicle-description document (docs/vehicle_description.md) of a spec sheet (module doc), SI units.
 
-    Spec-sheet values are copied; every other field follows the rule in :data:`RULES`. ``torque_source`` is
-    ``measured`` and there is no ``powertrain`` section. Raises :class:`InputError` naming the spec field on bad
-    input.
+    Spec-sheet values are copied; every other field follows the rule in :data:`RULES`. ``torque_source`` is the
+    spec's (``measured`` by default, with no ``powertrain`` section; ``engine`` gives a ``powertrain`` of the gearing
+    only). Raises :class:`InputError` naming the spec field on bad input.
     """
     name, s = _spec_values(spec)
     m, L, h = s["mass"], s["L"], s["h"]
@@ -306,6 +363,12 @@ def description_document_from_spec(spec: Mapping) -> dict:
     axles = {"FWD": ["front"], "RWD": ["rear"], "AWD": ["front", "rear"]}[drive]
     share = {"FWD": 1.0, "RWD": 0.0}.get(drive, s.get("drive_front_share", AWD_FRONT_SHARE))
 
+    brakes: dict[str, Any] = {"torque_front": _r(brake_total * phi / 2.0),
+                              "torque_rear": _r(brake_total * (1.0 - phi) / 2.0)}
+    if s["torque_source"] != "measured":   # the CAN brake pressure's gains: given, or full pedal at 100 bar
+        gains = s.get("brake_pressure_gain") or (brakes["torque_front"] / FULL_BRAKE_LINE_PRESSURE,
+                                                 brakes["torque_rear"] / FULL_BRAKE_LINE_PRESSURE)
+        brakes.update(pressure_gain_front=_r(gains[0]), pressure_gain_rear=_r(gains[1]))
     steering: dict[str, Any] = ({"source": "ratio", "ratio": _r(1.0 / s["steering_ratio"])}
                                 if s["steering_input"] == "steering_wheel_angle" else
                                 {"source": "ratio", "ratio": _r(s["steering_lock"])}
@@ -328,8 +391,11 @@ def description_document_from_spec(spec: Mapping) -> dict:
                  "lateral_friction_ratio": 1.0},
         "wheel": {"spin_inertia_front": _r(jw), "spin_inertia_rear": _r(jw)},
         "driveline": {"driven_axles": axles, "front_share": float(share)},
-        "torque_source": "measured",
-        "brakes": {"torque_front": _r(brake_total * phi / 2.0), "torque_rear": _r(brake_total * (1.0 - phi) / 2.0)},
+        "torque_source": s["torque_source"],
+        **({"powertrain": {"gear_ratios": [_r(1.0 / g) for g in s["gear_ratios"]],
+                           "final_drive": _r(1.0 / s["final_drive"]), "efficiency": 1.0}}
+           if s["torque_source"] == "engine" else {}),
+        "brakes": brakes,
         "steering": steering,
         "nominal": {"rr": _r(ROLLING_RESISTANCE * r_roll)},
     }
