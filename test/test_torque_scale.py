@@ -141,7 +141,8 @@ def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
     """Chrono's sedan (toe-in 0.5-4 deg while driving: bump steer) on its whole daily drive through the grip
     pipeline with estimated forces and the shipped defaults: the learnt scale is within ``TORQUE_DOUBT`` of 1 and
     nothing is named (measured: 0.998, SD 0.0035; 0.948 without the toe drag, the torques then named as 5 %
-    high). A 10 % lighter description is named (k ~0.9)."""
+    high). A 10 % lighter description is named (k ~0.9), and the windows handed to the fits carry |k - 1| as
+    the friction-scale error their intervals are widened by."""
     import dataclasses
 
     from vehcal_ros.estimation.grip_pipeline import TORQUE_DOUBT, pipeline_from_params
@@ -164,3 +165,6 @@ def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
         assert bool(doubts) == named, (ts.scale, ts.scale_sd, doubts)
         if not named:
             assert abs(ts.scale - 1.0) < TORQUE_DOUBT
+        # the doubted scale rides on the snapshots: the fits and floors of the window are widened by it
+        snaps = pipeline.snapshot()
+        assert snaps and all(d.scale_error == pytest.approx(abs(ts.scale - 1.0) if named else 0.0) for d in snaps)

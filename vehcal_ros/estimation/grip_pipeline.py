@@ -117,6 +117,9 @@ class FitOutcome:
     mu_floor: float = 0.0    #: the window's largest |mu| beyond its noise (:func:`observed_floor`): mu_max is above
     #: (t, floor) of the samples that can set a floor belief (:func:`floor_candidates`, newest first)
     floor_candidates: tuple[np.ndarray, np.ndarray] | None = None
+    #: relative SD of a friction-scale error the force balance showed at the snapshot (:meth:`GripPipeline.
+    #: scale_doubt`): the estimate and the floors are widened by it
+    scale_error: float = 0.0
 
 
 PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
@@ -531,8 +534,22 @@ class GripPipeline:
             new = int(np.sum(data.t > self._fill_at_fit[scope])) + int(np.sum(floor_t > self._fill_at_fit[scope]))
             if new < self.min_new_points:
                 continue
+            data.scale_error = self.scale_doubt()
             out.append(data)   # the whole window: fit() tests it for a road change, then subsamples
         return out
+
+    def scale_doubt(self) -> float:
+        """|k - 1| of the estimated forces' torque scale (estimation/torque_scale.py) when it is learnt, not
+        applied and named as doubtful (:meth:`doubtful_assumptions`); else 0. The wheel torques, the mass or the
+        spin inertia the force balance contradicts scale the frictions by about that much, and which of them is
+        wrong it cannot tell: the fits' and floors' intervals are widened by it as a relative SD (the part of the
+        issue's "widen what cannot be estimated")."""
+        est = self.force_estimator
+        scale = est.torque_scale if est is not None and self.active_force_source == "estimated" else None
+        if scale is None or scale.config.apply or not scale.learnt:
+            return 0.0
+        off = abs(scale.scale - 1.0)
+        return off if off > max(TORQUE_DOUBT, 3.0 * scale.scale_sd) else 0.0
 
     def fit(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
         """Run Algorithm 1 on each snapshot (slow; call from a worker thread), OpenBLAS on one thread (its small
@@ -550,7 +567,7 @@ class GripPipeline:
             if data.t.size == 0:   # only samples taken while the rolling radius is being learnt: a floor at most
                 outcomes.append(self._floor_only_outcome(data))
                 continue
-            t_end = data.t_end
+            t_end, scale_error = data.t_end, data.scale_error
             data, change = self.current_surface(data)   # on every sample of the window, before subsampling
             config = dataclasses.replace(self.fit_config, seed=int(self.fit_config.seed) + 1000 * cycle + k,
                                          shape_prior=self.learnt_shape_prior(data.scope))
@@ -562,6 +579,7 @@ class GripPipeline:
             outcome = FitOutcome(scope=window.scope, stamp=t_end, n_points=int(min(window.mu.size,
                                                                                    self.max_fit_points)),
                                  excitation=mu_span(gate_mu), surface_change=change,
+                                 scale_error=scale_error,
                                  new_excitation=self.new_excitation(window) if self.require_new_excitation
                                  else math.inf)
             since = change.time if change is not None else self.status[window.scope].last_surface_change
@@ -598,7 +616,7 @@ class GripPipeline:
         """The outcome of a window whose samples all wait for the rolling radius (:attr:`ScopeData.floor_only`):
         not fitted (no slips), its floor candidates taken since the scope's last road change."""
         o = FitOutcome(scope=data.scope, stamp=data.t_end, n_points=0, excitation=0.0, surface_change=None,
-                       new_excitation=0.0)
+                       new_excitation=0.0, scale_error=data.scale_error)
         o.skipped = True
         o.error = ("no slips yet: the rolling radius is being learnt (max_radius_sd); the samples' friction bounds "
                    "mu_max from below")
@@ -631,8 +649,9 @@ class GripPipeline:
         prob = self.fit_config.interval_prob
         now = self.beliefs[o.scope].belief(o.stamp, kept=True)
         best, best_lower = None, now.lower if now.known else 0.0
+        shrink = max(0.0, 1.0 - float(norm.ppf(0.5 + 0.5 * prob)) * o.scale_error)   # a doubted force scale
         for t_i, f_i in zip(*cands):
-            mu = floor_mu_max(float(f_i), self.hazard, prob)
+            mu = floor_mu_max(float(f_i) * shrink, self.hazard, prob)
             self._scratch.set_estimate(mu, float(t_i), floor=True)
             lower = self._scratch.belief(o.stamp).lower
             if lower > best_lower + 1e-6:
@@ -666,7 +685,7 @@ class GripPipeline:
                 st.surface_change_level = o.surface_change.level
                 st.surface_change_times.append(o.surface_change.time)
             if o.estimate is not None:
-                o.estimate = with_scale_error(o.estimate, self.mu_scale_sd)
+                o.estimate = with_scale_error(o.estimate, math.hypot(self.mu_scale_sd, o.scale_error))
                 st.last_fit = o.estimate
             if o.estimate is None:
                 st.n_failed += 1

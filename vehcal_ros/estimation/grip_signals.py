@@ -222,6 +222,9 @@ class ScopeData:
     #: (t, mu, mu_var) of the window's friction samples taken while the rolling radius was still being learnt:
     #: no slip, so no fit, but what they transmitted bounds mu_max from below (grip_pipeline floor beliefs)
     floor_only: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: relative SD of a friction-scale error common to the window's samples that the force balance shows (set by
+    #: the grip pipeline's snapshot: :meth:`~vehcal_ros.estimation.grip_pipeline.GripPipeline.scale_doubt`)
+    scale_error: float = 0.0
 
     @property
     def t_end(self) -> float:
