@@ -68,7 +68,6 @@ from vehcal_ros.estimation.segments import (
     record_source,
     resample,
 )
-from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
 from vehcal_ros.vehicle.description import load_vehicle
 
@@ -378,13 +377,10 @@ class CalibrationPipeline:
         counted by reason (non-finite, out of order, duplicate, clock jump) and never raised. With CAN torque
         signals (the description's ``torque_source`` engine or axle) a DriveTorque or BrakePressure record is kept
         by :attr:`can`, and a wheel-speed record takes its wheels' net torque from them."""
-        can = self.can
-        if can is not None:
-            if isinstance(record, (DriveTorque, BrakePressure)):
-                can.add(record)
+        if self.can is not None:
+            record = self.can.route(record)
+            if record is None:
                 return
-            if isinstance(record, WheelSpeeds):
-                record = can.fill(record)
         src = record_source(record)
         if src is None:
             self._ignored += 1

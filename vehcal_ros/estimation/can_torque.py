@@ -98,6 +98,16 @@ class CanWheelTorque:
                 self._pressure_t[a] = rec.t
                 self._pressure[a] = rec.pressure
 
+    def route(self, record: object) -> object | None:
+        """What a pipeline fed ``record`` goes on with: None for a CAN record (kept here), a wheel-speed record with
+        its wheels' net torque (:meth:`fill`), any other record unchanged."""
+        if isinstance(record, (DriveTorque, BrakePressure)):
+            self.add(record)
+            return None
+        if isinstance(record, WheelSpeeds):
+            return self.fill(record)
+        return record
+
     def axle_drive(self, drive: DriveTorque) -> tuple[float, float] | None:
         """(front, rear) drive torque at the axles, N m, of one drive sample; None when the gear is unknown
         (``engine``) or a driven axle's torque is not in the sample (``axle``)."""

@@ -50,9 +50,7 @@ from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConf
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
 from vehcal_ros.estimation.signals import (
-    BrakePressure,
     Controls,
-    DriveTorque,
     GnssVelocity,
     ImuSample,
     TireForce,
@@ -66,7 +64,7 @@ from vehcal_ros.estimation.surface_change import (
     detect_surface_change,
 )
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
-from vehcal_ros.estimation.torque_scale import TorqueScaleConfig
+from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.vehicle.description import load_vehicle
 
@@ -431,13 +429,10 @@ class GripPipeline:
         """Feed one record; returns the estimated tire forces it produced (empty unless a force estimator runs
         and ``record`` is a wheel-speed sample). With CAN torque signals (``can_torque``) a wheel-speed sample
         takes its wheels' net torque from them (:meth:`CanWheelTorque.fill`)."""
-        can = self.can
-        if can is not None:
-            if isinstance(record, (DriveTorque, BrakePressure)):
-                can.add(record)
+        if self.can is not None:
+            record = self.can.route(record)
+            if record is None:
                 return []
-            if isinstance(record, WheelSpeeds):
-                record = can.fill(record)
         radius = self.radius
         if radius is not None and isinstance(record, (WheelSpeeds, ImuSample, Controls, GnssVelocity)):
             radius.add(record)
@@ -539,17 +534,21 @@ class GripPipeline:
         return out
 
     def scale_doubt(self) -> float:
-        """|k - 1| of the estimated forces' torque scale (estimation/torque_scale.py) when it is learnt, not
-        applied and named as doubtful (:meth:`doubtful_assumptions`); else 0. The wheel torques, the mass or the
-        spin inertia the force balance contradicts scale the frictions by about that much, and which of them is
-        wrong it cannot tell: the fits' and floors' intervals are widened by it as a relative SD (the part of the
-        issue's "widen what cannot be estimated")."""
+        """|k - 1| of the estimated forces' torque scale (estimation/torque_scale.py) while it is named as doubtful
+        (:meth:`_doubted_scale`) and not applied; else 0. The wheel torques, the mass or the spin inertia the force
+        balance contradicts scale the frictions by about that much, and which of them is wrong it cannot tell: the
+        fits' and floors' intervals are widened by it as a relative SD (what cannot be estimated is widened)."""
+        scale = self._doubted_scale()
+        return abs(scale.scale - 1.0) if scale is not None and not scale.config.apply else 0.0
+
+    def _doubted_scale(self) -> TorqueScaleEstimator | None:
+        """The estimated forces' torque scale when it is learnt and departs from 1 by more than ``TORQUE_DOUBT``
+        and 3 of its SDs; else None."""
         est = self.force_estimator
         scale = est.torque_scale if est is not None and self.active_force_source == "estimated" else None
-        if scale is None or scale.config.apply or not scale.learnt:
-            return 0.0
-        off = abs(scale.scale - 1.0)
-        return off if off > max(TORQUE_DOUBT, 3.0 * scale.scale_sd) else 0.0
+        if scale is None or not scale.learnt:
+            return None
+        return scale if abs(scale.scale - 1.0) > max(TORQUE_DOUBT, 3.0 * scale.scale_sd) else None
 
     def fit(self, snapshots: list[ScopeData]) -> list[FitOutcome]:
         """Run Algorithm 1 on each snapshot (slow; call from a worker thread), OpenBLAS on one thread (its small
@@ -814,9 +813,8 @@ class GripPipeline:
                     out.append(f"{axle} rolling radius: the data give {100.0 * (k - 1.0):+.2f} % "
                                f"(SD {100.0 * sd:.2f} %) against the vehicle description "
                                "(tire.unloaded_radius / tire.rolling_radius)")
-        est = self.force_estimator
-        scale = est.torque_scale if est is not None and self.active_force_source == "estimated" else None
-        if scale is not None and scale.learnt and abs(scale.scale - 1.0) > max(TORQUE_DOUBT, 3.0 * scale.scale_sd):
+        scale = self._doubted_scale()
+        if scale is not None:
             action = ("the forces are corrected" if scale.config.apply
                       else "the forces are not corrected: torque_scale_learning is off")
             out.append(f"wheel torques or vehicle mass: the vehicle's acceleration gives the reported torques a scale "
