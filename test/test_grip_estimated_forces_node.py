@@ -6,6 +6,7 @@ message sets the lateral load split."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -54,22 +55,29 @@ def _publish_step(pub_i, pub_w, pub_o, t: float, rng: np.random.Generator, effor
     pub_o.publish(od)
 
 
+def _harness(rclpy_context, node):
+    """A probe node beside ``node``: the estimated forces and /diagnostics collected, publishers of the wheel
+    speeds, IMU and odometry, and an executor spinning both."""
+    h = SimpleNamespace(probe=Node("probe", context=rclpy_context), got=[], diag=[])
+    h.probe.create_subscription(WrenchStamped, "/vehcal/tire_forces_estimated", h.got.append, 400)
+    h.probe.create_subscription(DiagnosticArray, "/diagnostics", h.diag.append, 50)
+    h.pub_w = h.probe.create_publisher(JointState, "/vehicle/wheel_speeds", 100)
+    h.pub_i = h.probe.create_publisher(Imu, "/vehicle/imu", 100)
+    h.pub_o = h.probe.create_publisher(Odometry, "/vehicle/odom", 100)
+    h.ex = SingleThreadedExecutor(context=rclpy_context)
+    h.ex.add_node(node)
+    h.ex.add_node(h.probe)
+    return h
+
+
 def test_estimated_forces_published_and_roll_split_taken(rclpy_context) -> None:
     node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
         Parameter("force_source", value="estimated"), Parameter("publish_estimated_forces", value=True),
         Parameter("diagnostics_period", value=0.2)])
-    probe = Node("probe", context=rclpy_context)
-    got: list[WrenchStamped] = []
-    diag: list[DiagnosticArray] = []
-    probe.create_subscription(WrenchStamped, "/vehcal/tire_forces_estimated", got.append, 400)
-    probe.create_subscription(DiagnosticArray, "/diagnostics", diag.append, 50)
-    pub_w = probe.create_publisher(JointState, "/vehicle/wheel_speeds", 100)
-    pub_i = probe.create_publisher(Imu, "/vehicle/imu", 100)
-    pub_o = probe.create_publisher(Odometry, "/vehicle/odom", 100)
+    h = _harness(rclpy_context, node)
+    probe, got, diag, ex = h.probe, h.got, h.diag, h.ex
+    pub_w, pub_i, pub_o = h.pub_w, h.pub_i, h.pub_o
     pub_m = probe.create_publisher(DiagnosticArray, "/vehcal/model_parameters", latched_qos())
-    ex = SingleThreadedExecutor(context=rclpy_context)
-    ex.add_node(node)
-    ex.add_node(probe)
     try:
         assert all(wait_for_match(ex, p) for p in (pub_w, pub_i, pub_o, pub_m))
         fz = VEH.static_loads()
@@ -127,19 +135,11 @@ def test_a_car_without_wheel_torque_takes_it_from_its_can_signals(rclpy_context,
     node = GripEstimatorNode(context=rclpy_context, parameter_overrides=[
         Parameter("force_source", value="estimated"), Parameter("publish_estimated_forces", value=True),
         Parameter("diagnostics_period", value=0.2), Parameter("vehicle", value=str(desc))])
-    probe = Node("probe", context=rclpy_context)
-    got: list[WrenchStamped] = []
-    diag: list[DiagnosticArray] = []
-    probe.create_subscription(WrenchStamped, "/vehcal/tire_forces_estimated", got.append, 400)
-    probe.create_subscription(DiagnosticArray, "/diagnostics", diag.append, 50)
-    pub_w = probe.create_publisher(JointState, "/vehicle/wheel_speeds", 100)
-    pub_i = probe.create_publisher(Imu, "/vehicle/imu", 100)
-    pub_o = probe.create_publisher(Odometry, "/vehicle/odom", 100)
+    h = _harness(rclpy_context, node)
+    probe, got, diag, ex = h.probe, h.got, h.diag, h.ex
+    pub_w, pub_i, pub_o = h.pub_w, h.pub_i, h.pub_o
     pub_d = probe.create_publisher(JointState, "/vehicle/drive_torque", 100)
     pub_b = probe.create_publisher(FluidPressure, "/vehicle/brake_pressure", 100)
-    ex = SingleThreadedExecutor(context=rclpy_context)
-    ex.add_node(node)
-    ex.add_node(probe)
     try:
         assert all(wait_for_match(ex, p) for p in (pub_w, pub_i, pub_o, pub_d, pub_b))
         fz = VEH.static_loads()
