@@ -129,6 +129,12 @@ SUBSAMPLE_RULES = ("even", "excitation")
 RADIUS_DOUBT = 0.005
 """A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
 
+NOISE_DOUBT = 3.0
+"""A wheel-speed scatter per sample (the rolling radius's pooled free-rolling scatter about local lines) above
+this multiple of the stated ``wheel_speed_noise`` names that noise as doubtful: the 10-sample scatter's own
+sampling error is ~25 %, so 3x is far beyond it, and a noise variance 9x the stated one is what a tire-force
+filter tuned to the stated one cannot absorb."""
+
 ACCEL_DOUBT = 0.05
 """m/s^2: a learnt accelerometer offset larger than this (and 3 SDs) names the IMU as doubtful: a calibrated
 automotive IMU's bias is a few 0.01 m/s^2, and 0.05 m/s^2 is 0.3 deg of mounting pitch."""
@@ -804,7 +810,8 @@ class GripPipeline:
         reference learns it, so they are corrected; the IMU's bias or mounting should be); the reported wheel
         torques or the mass, when the estimated forces' learnt torque scale departs from 1 by more than
         ``TORQUE_DOUBT`` and 3 of its SDs (the forces are corrected by it; the sensor or the description should
-        be)."""
+        be); the wheel-speed noise, when the free-rolling wheel speeds scatter more than ``NOISE_DOUBT`` times
+        the stated ``wheel_speed_noise``."""
         out = []
         radius = self.radius
         if radius is not None:
@@ -820,6 +827,12 @@ class GripPipeline:
             out.append(f"wheel torques or vehicle mass: the vehicle's acceleration gives the reported torques a scale "
                        f"of {scale.scale:.3f} (SD {scale.scale_sd:.3f}) at the description's mass ({action}; the "
                        "torque sensor's gain, mass.* or the wheels' spin inertia should be)")
+        if radius is not None and (scatter := radius.wheel_speed_scatter()) > NOISE_DOUBT * \
+                radius.config.wheel_speed_std:
+            out.append(f"wheel speeds: {scatter:.2f} rad/s of noise per sample against the stated "
+                       f"{radius.config.wheel_speed_std:g} (wheel_speed_noise; a coarse encoder or a noisy "
+                       "speed sensor: the rolling radius weighs the data by what they show, the tire-force "
+                       "filter by the stated noise)")
         torque = self.missing_torque()
         if torque:
             out.append(torque)
@@ -1120,7 +1133,8 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
                         require_new_excitation=bool(values.get("require_new_excitation",
                                                                GripPipeline.require_new_excitation)),
                         surface_change=surface_change_config_from(values), hazard=hazard_from(values),
-                        radius_config=(radius_config_from(signal_config, vehicle)
+                        radius_config=(radius_config_from(signal_config, vehicle,
+                                                          float(values.get("wheel_speed_noise", 0.05)))
                                        if values.get("radius_learning", True) else None),
                         max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)),
                         floor_belief=bool(values.get("floor_belief", GripPipeline.floor_belief)),
@@ -1129,13 +1143,15 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
     return pipeline
 
 
-def radius_config_from(config: GripSignalConfig, vehicle: Any) -> RollingRadiusConfig:
+def radius_config_from(config: GripSignalConfig, vehicle: Any, wheel_speed_std: float) -> RollingRadiusConfig:
     """The online rolling radius's settings: the slip's own radius law (``config``: r0, kt, fixed or load
-    dependent), driven axles and steering gain, and the description's static loads."""
+    dependent), driven axles and steering gain, the description's static loads and the stated wheel-speed noise
+    (rad/s, the ``wheel_speed_noise`` parameter)."""
     fz_f, fz_r = vehicle.static_wheel_loads()
     return RollingRadiusConfig(r0=config.r0, kt=(config.kt, config.kt_rear if config.kt_rear > 0.0 else config.kt),
                                radius_mode=config.radius_mode, fz_static=(fz_f, fz_r),
-                               driven=config.driven, steering_gain=config.steering_gain)
+                               driven=config.driven, steering_gain=config.steering_gain,
+                               wheel_speed_std=wheel_speed_std)
 
 
 def hazard_from(values: Mapping[str, Any]) -> HazardModel:

@@ -20,12 +20,17 @@ omega_a is the mean of the axle's left and right |omega| (rad/s): the yaw-rate l
 cancels between the two sides. v is the GNSS speed along the path (m/s, the norm of the ENU velocity, climb included),
 compared with the wheel speeds *at its header stamp* (the measurement time): the message itself arrives
 ~0.1 s later, and at 1 m/s^2 that delay would be a 0.1 m/s (~1 %) error, so wheel speeds, net torques, IMU
-yaw rate and a_x are kept in a short preallocated ring buffer and interpolated at the stamp. The GNSS speed and
-the two axles' wheel speeds make one 2-vector measurement whose errors are correlated through the common v:
-Cov = sigma_v^2 / v^2 [[1, 1], [1, 1]] + diag(sigma_w^2 / (2 omega_a^2) + model_std^2), with sigma_v the
-receiver's reported per-axis SD (its covariance), sigma_w the per-wheel speed noise (rad/s) and model_std the
-relative model error of one comparison (the free-rolling slip left by rolling resistance and noise in the
-torque gate). The driven/undriven ratio is averaged over ``ratio_period`` blocks (one update per block).
+yaw rate and a_x are kept in a short preallocated ring buffer. The gates read the row interpolated at the stamp;
+omega_a is the value at the stamp of a straight line fitted to the axle's rows within ``speed_average`` / 2 of it
+(0.1 s: ~10 rows at 100 Hz), which a wheel-speed encoder's quantisation cannot bias (a single coarse sample
+would, through the log). The GNSS speed and the two axles' wheel speeds make one 2-vector measurement whose
+errors are correlated through the common v: Cov = sigma_v^2 / v^2 [[1, 1], [1, 1]] + diag(var(omega_a) /
+omega_a^2 + model_std^2), with sigma_v the receiver's reported per-axis SD (its covariance), var(omega_a) the
+fitted value's variance (the larger of the stated per-wheel noise ``wheel_speed_std`` and the rows' pooled
+scatter: :meth:`RollingRadiusEstimator._local_fit`) and model_std the relative model error of one comparison
+(the free-rolling slip left by rolling resistance and noise in the torque gate). The driven/undriven ratio is
+averaged over ``ratio_period`` blocks (one update per block; its variance likewise the larger of the stated
+noise's and the blocks' pooled scatter).
 
 Sign convention and units: omega rad/s, torque N m (drive positive), Fz N, speeds m/s, a_x m/s^2 (IMU),
 yaw rate rad/s. The normal loads are the description's static loads (a production car does not measure Fz;
@@ -77,6 +82,7 @@ class RollingRadiusConfig:
     buffer_seconds: float = 2.0   #: s of wheel-speed history (must exceed the GNSS latency)
     buffer_rate: float = 200.0    #: Hz, upper bound of the wheel-speed rate (sizes the ring buffer)
     sync_tolerance: float = 0.05  #: s, max gap of the wheel-speed samples bracketing a GNSS stamp
+    speed_average: float = 0.1    #: s, a GNSS speed is compared with the wheel speeds' mean over this span (centred)
 
     def validate(self) -> None:
         """ValueError naming the field and its allowed range."""
@@ -98,6 +104,7 @@ class RollingRadiusConfig:
             (0.0 < self.ratio_period <= 10.0, f"ratio_period must be in (0, 10] s, got {self.ratio_period}"),
             (0.2 <= self.buffer_seconds <= 60.0, f"buffer_seconds must be in [0.2, 60] s, got {self.buffer_seconds}"),
             (0.0 < self.sync_tolerance <= 1.0, f"sync_tolerance must be in (0, 1] s, got {self.sync_tolerance}"),
+            (0.0 <= self.speed_average <= 1.0, f"speed_average must be in [0, 1] s, got {self.speed_average}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -156,6 +163,10 @@ class RollingRadiusEstimator:
         self._ax = math.nan
         self._steer = 0.0
         self._pending: deque[GnssVelocity] = deque(maxlen=32)
+        self._scatter = [math.nan, math.nan]       # pooled per-row spin-rate scatter per axle, (rad/s)^2
+        self._scatter_n = 0
+        self._ratio_scatter = math.nan             # pooled per-sample scatter of the ratio blocks' log ratios
+        self._ratio_n = 0
         # Kalman state in ln k: theta (front, rear), covariance [[pff, pfr], [pfr, prr]]
         th0 = math.log(c.prior_k)
         self._th = [th0, th0]
@@ -169,6 +180,7 @@ class RollingRadiusEstimator:
         self._block_key = -math.inf
         self._bn = 0
         self._bsum = 0.0
+        self._bsq = 0.0
         self._bvar = 0.0
         self._bt = math.nan
         self.used = {"gnss": 0, "ratio": 0}
@@ -224,15 +236,17 @@ class RollingRadiusEstimator:
         self._n += 1
         if self._undriven is not None:
             self._ratio_sample(t, wf, wr, o)
-        while self._pending and self._pending[0].t <= t:
+        h = 0.5 * self.config.speed_average
+        while self._pending and self._pending[0].t + h <= t:
             self._gnss_now(self._pending.popleft())
 
     def add_gnss(self, rec: GnssVelocity) -> None:
-        """A GNSS velocity: compared with the wheel speeds at its header stamp (now, or once they arrive)."""
+        """A GNSS velocity: compared with the wheel speeds around its header stamp (now, or once the wheel speeds
+        reach half ``speed_average`` past it)."""
         if not (math.isfinite(rec.t) and math.isfinite(rec.ve) and math.isfinite(rec.vn)):
             self.rejected["nonfinite"] += 1
             return
-        if self._n and rec.t <= self._buf[self._newest() + _T]:
+        if self._n and rec.t + 0.5 * self.config.speed_average <= self._buf[self._newest() + _T]:
             self._gnss_now(rec)
         else:
             if len(self._pending) == self._pending.maxlen:
@@ -273,6 +287,68 @@ class RollingRadiusEstimator:
         for c in range(_NCOL):
             out[c] = buf[a + c] + f * (buf[b + c] - buf[a + c])
         return out
+
+    def _local_fit(self, t: float) -> tuple[float, float, float, float] | None:
+        """The axle spin rates at ``t`` from a straight line fitted to the wheel rows within half
+        ``speed_average`` of it, and the variances of those values (rad/s, (rad/s)^2; front then rear); None with
+        fewer than 3 rows there.
+
+        The variance is the larger of the stated noise's (``wheel_speed_std`` per wheel) and the rows' scatter
+        about their lines, pooled over the comparisons (the first 20 averaged, then a running mean over ~20: one
+        window's scatter, 7 degrees of freedom at 100 Hz, would weight the comparisons by its own error), each
+        through the fit's intercept variance. A coarse encoder (a few teeth per sampling period) reports speeds a
+        whole tooth apart, far noisier per sample than any stated white noise; its errors telescope over
+        consecutive counting windows, so the fitted value is ~sqrt(n) x better than the scatter implies and the
+        variance taken is conservative. Plain loops over the ~10 rows; no allocation."""
+        h = 0.5 * self.config.speed_average
+        buf, cap, head, n = self._buf, self._cap, self._head, self._n
+        if n == 0 or t - h < buf[head * _NCOL + _T]:
+            return None
+        lo, hi = 0, n - 1   # bisect: largest ring position with t_i <= t + h
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if buf[((head + mid) % cap) * _NCOL + _T] <= t + h:
+                lo = mid
+            else:
+                hi = mid - 1
+        m = st = stt = sf = sr = sff = srr = stf = st_r = 0.0
+        i = lo
+        while i >= 0:
+            o = ((head + i) % cap) * _NCOL
+            dt = buf[o + _T] - t
+            if dt < -h:
+                break
+            wf, wr = buf[o + _WF], buf[o + _WR]
+            m += 1.0
+            st += dt
+            stt += dt * dt
+            sf += wf
+            sr += wr
+            sff += wf * wf
+            srr += wr * wr
+            stf += dt * wf
+            st_r += dt * wr
+            i -= 1
+        if m < 3.0:
+            return None
+        dtt = stt - st * st / m        # sum of squared centred times
+        if dtt <= 0.0:
+            return None
+        x0 = -st / m                    # the stamp's offset from the rows' mean time
+        c_int = 1.0 / m + x0 * x0 / dtt  # intercept variance per unit row variance
+        out = []
+        stated = 0.5 * self.config.wheel_speed_std ** 2   # per row: the mean of two wheels
+        self._scatter_n += 1
+        gain = max(1.0 / self._scatter_n, 0.05)
+        for a, (s_w, s_ww, s_tw) in enumerate(((sf, sff, stf), (sr, srr, st_r))):
+            mean = s_w / m
+            slope = (s_tw - st * mean) / dtt
+            resid = max(s_ww - m * mean * mean - slope * slope * dtt, 0.0) / (m - 2.0)
+            pooled = self._scatter[a]
+            self._scatter[a] = pooled = resid if math.isnan(pooled) else pooled + gain * (resid - pooled)
+            out.append(mean + slope * x0)
+            out.append(max(stated, pooled) * c_int)
+        return out[0], out[2], out[1], out[3]
 
     def _gate(self, row, o: int, axles: tuple[int, ...]) -> str | None:
         """Free-rolling gates on the row at offset ``o`` of ``row`` (the ring, or an interpolated row) for
@@ -333,8 +409,17 @@ class RollingRadiusEstimator:
         sv = rec.std if rec.std > 0.0 else c.gnss_std
         var_v = (sv / speed) ** 2
         ln_v = math.log(speed)
-        z = [ln_v - math.log(row[_WF + a] * self._rdesc[a]) for a in (0, 1)]
-        var_w = [0.5 * (c.wheel_speed_std / row[_WF + a]) ** 2 + c.model_std ** 2 for a in (0, 1)]
+        fit = self._local_fit(rec.t) if c.speed_average > 0.0 else None
+        if fit is None:   # the interpolated row, at the stated noise
+            w = (row[_WF], row[_WR])
+            var_spin = (0.5 * c.wheel_speed_std ** 2, 0.5 * c.wheel_speed_std ** 2)
+        else:
+            w, var_spin = (fit[0], fit[1]), (fit[2], fit[3])
+        if w[0] <= 0.0 or w[1] <= 0.0:
+            self.rejected["low_speed"] += 1
+            return
+        z = [ln_v - math.log(w[a] * self._rdesc[a]) for a in (0, 1)]
+        var_w = [var_spin[a] / (w[a] * w[a]) + c.model_std ** 2 for a in (0, 1)]
         self._predict(rec.t)
         if len(ok) == 2:
             self._update2(z, var_v, var_w)
@@ -386,7 +471,9 @@ class RollingRadiusEstimator:
         u = self._undriven
         d = 1 - u
         wu, wd = (wf, wr) if u == 0 else (wr, wf)
-        self._bsum += math.log(wd * self._rdesc[d]) - math.log(wu * self._rdesc[u])   # = ln k_u - ln k_d
+        z = math.log(wd * self._rdesc[d]) - math.log(wu * self._rdesc[u])   # = ln k_u - ln k_d
+        self._bsum += z
+        self._bsq += z * z
         self._bvar += 0.5 * c.wheel_speed_std ** 2 * (1.0 / (wd * wd) + 1.0 / (wu * wu))
         self._bn += 1
         self._bt = t
@@ -397,10 +484,16 @@ class RollingRadiusEstimator:
         if n >= c.min_ratio_samples:
             u = self._undriven
             h = (-1.0, 1.0) if u == 1 else (1.0, -1.0)
+            mean = self._bsum / n
+            scatter = max(self._bsq - n * mean * mean, 0.0) / (n - 1)   # this block's, pooled as in _local_fit
+            self._ratio_n += 1
+            pooled = self._ratio_scatter
+            self._ratio_scatter = pooled = scatter if math.isnan(pooled) else \
+                pooled + max(1.0 / self._ratio_n, 0.05) * (scatter - pooled)
             self._predict(self._bt)
-            self._update1(h, self._bsum / n, self._bvar / (n * n) + c.model_std ** 2)
+            self._update1(h, mean, max(self._bvar / n, pooled) / n + c.model_std ** 2)
             self.used["ratio"] += 1
-        self._bn, self._bsum, self._bvar = 0, 0.0, 0.0
+        self._bn, self._bsum, self._bsq, self._bvar = 0, 0.0, 0.0, 0.0
 
     def restart(self) -> None:
         """Forget the signal history (ring buffer, held IMU/steering, waiting GNSS, the open ratio block) and keep
@@ -410,7 +503,7 @@ class RollingRadiusEstimator:
         self._steer = 0.0
         self._pending.clear()
         self._block_key = -math.inf
-        self._bn, self._bsum, self._bvar = 0, 0.0, 0.0
+        self._bn, self._bsum, self._bsq, self._bvar = 0, 0.0, 0.0, 0.0
         self._t_pred = math.nan
         self.restarts += 1
 
@@ -435,6 +528,12 @@ class RollingRadiusEstimator:
         """Effective rolling radius of ``wheel`` (0..3, FL FR RL RR) at load ``fz`` (N; default static), m."""
         a = 0 if wheel < 2 else 1
         return self.k[a] * self.config.radius_desc(a, fz)
+
+    def wheel_speed_scatter(self) -> float:
+        """rad/s, the per-wheel noise of one wheel-speed sample the free-rolling comparisons show: the larger axle's
+        pooled scatter of its rows (two wheels' mean) about their local lines, times sqrt(2); 0 before any."""
+        pooled = max((s for s in self._scatter if not math.isnan(s)), default=0.0)
+        return math.sqrt(2.0 * pooled)
 
     def state(self) -> RollingRadiusState:
         """A snapshot (copies of the counters)."""
