@@ -208,7 +208,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("estimated_forces_topic", "vehcal/tire_forces_estimated", "topic of the estimated forces",
               read_only=True),
-    ParamSpec("wheel_speed_noise", 0.05, "std of a wheel-speed sample, rad/s", 1e-4, 10.0, read_only=True),
+    ParamSpec("wheel_speed_noise", 0.05, "std of a wheel-speed sample, rad/s: the tire-force filter's; the online "
+              "rolling radius takes the larger of it and the free-rolling scatter, and /diagnostics names the wheel "
+              "speeds when that scatter exceeds 3x it", 1e-4, 10.0, read_only=True),
     ParamSpec("torque_noise", 20.0, "std of a net wheel-torque sample (JointState.effort), N m", 0.0, 1e4,
               read_only=True),
     ParamSpec("fx_process_noise", 1.0e5, "random-walk intensity of Fx in the wheel filter, N^2/s", 1.0, 1e12,
