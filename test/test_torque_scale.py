@@ -165,6 +165,8 @@ def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
         assert bool(doubts) == named, (ts.scale, ts.scale_sd, doubts)
         if not named:
             assert abs(ts.scale - 1.0) < TORQUE_DOUBT
+            # nor its IMU's mounting or its wheel speeds' noise (estimation/imu_mounting.py, rolling_radius.py)
+            assert not any(d.startswith(("IMU mounting yaw", "wheel speeds:")) for d in pipeline.doubtful_assumptions())
         # the doubted scale rides on the snapshots: the fits and floors of the window are widened by it
         snaps = pipeline.snapshot()
         assert snaps and all(d.scale_error == pytest.approx(abs(ts.scale - 1.0) if named else 0.0) for d in snaps)

@@ -47,6 +47,7 @@ from vehcal_ros.estimation.grip_belief import (
 )
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator, MuMax
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
+from vehcal_ros.estimation.imu_mounting import ImuYawMount
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
 from vehcal_ros.estimation.signals import (
@@ -128,6 +129,11 @@ SUBSAMPLE_RULES = ("even", "excitation")
 
 RADIUS_DOUBT = 0.005
 """A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
+
+MOUNT_DOUBT = math.sin(math.radians(0.5))
+"""A slope of the IMU's lateral residual against its forward acceleration beyond this (and 3 SEs) names the IMU's
+mounting yaw (estimation/imu_mounting.py): 0.5 deg, a tenth of a lane change's heading and beyond what a bracket
+mounted to a drawing holds (a 1 deg error reads 1.75 % of the forward acceleration sideways)."""
 
 NOISE_DOUBT = 3.0
 """A wheel-speed scatter per sample (the rolling radius's pooled free-rolling scatter about local lines) above
@@ -423,6 +429,7 @@ class GripPipeline:
         self.cancel = threading.Event()  #: set it to end running fits early (their chains stop extending)
         self.config_warnings: list[str] = []   #: parameters that override the vehicle description (WARN)
         self.radius = RollingRadiusEstimator(self.radius_config) if self.radius_config is not None else None
+        self.imu_mount = ImuYawMount()   # named on /diagnostics only (doubtful_assumptions)
         self.odometer = Odometer()   #: distance travelled (the road-change hazard's clock)
         self.collector.on_speed = self.odometer.add_speed   # driven by the slips' speed reference
         self.beliefs: dict[str, BeliefTracker] = {
@@ -439,6 +446,10 @@ class GripPipeline:
             record = self.can.route(record)
             if record is None:
                 return []
+        if isinstance(record, ImuSample):
+            self.imu_mount.add_imu(record)
+        elif isinstance(record, GnssVelocity):
+            self.imu_mount.add_gnss(record)
         radius = self.radius
         if radius is not None and isinstance(record, (WheelSpeeds, ImuSample, Controls, GnssVelocity)):
             radius.add(record)
@@ -811,7 +822,8 @@ class GripPipeline:
         torques or the mass, when the estimated forces' learnt torque scale departs from 1 by more than
         ``TORQUE_DOUBT`` and 3 of its SDs (the forces are corrected by it; the sensor or the description should
         be); the wheel-speed noise, when the free-rolling wheel speeds scatter more than ``NOISE_DOUBT`` times
-        the stated ``wheel_speed_noise``."""
+        the stated ``wheel_speed_noise``; the IMU's mounting yaw, when its lateral acceleration follows the
+        forward one beyond ``MOUNT_DOUBT`` and 3 SEs (estimation/imu_mounting.py)."""
         out = []
         radius = self.radius
         if radius is not None:
@@ -836,6 +848,13 @@ class GripPipeline:
         torque = self.missing_torque()
         if torque:
             out.append(torque)
+        mount = self.imu_mount
+        s, se = mount.slope, mount.slope_se
+        if math.isfinite(s) and abs(s) > max(MOUNT_DOUBT, 3.0 * se):
+            out.append(f"IMU mounting yaw: driving straight, the lateral acceleration reads {-100.0 * s:+.1f} % "
+                       f"(SD {100.0 * se:.1f} %) of the forward one: the IMU turned {mount.angle_deg:+.2f} deg on "
+                       "its mount (its forward acceleration then carries the lateral one: the force balance and "
+                       "the torque scale read it)")
         speed = self.collector.speed
         offset = speed.offset if speed is not None else None
         if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):

@@ -468,7 +468,9 @@ class GripEstimatorNode(WorkerNode):
                 "; ".join(doubts) if doubts else "no fact of the description and no sensor assumption is in doubt",
                 {"doubtful": len(doubts), "accel_offset": offset[0] if offset else math.nan,
                  "accel_offset_sd": offset[1] if offset else math.nan,
-                 "road_grade": self.pipeline.collector.grade}))
+                 "road_grade": self.pipeline.collector.grade, "imu_mount_yaw_deg": self.pipeline.imu_mount.angle_deg,
+                 "wheel_speed_scatter": (self.pipeline.radius.wheel_speed_scatter()
+                                         if self.pipeline.radius is not None else math.nan)}))
             for scope, st in self.pipeline.status.items():
                 kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
                                       "n_not_converged": st.n_not_converged,
