@@ -130,11 +130,6 @@ SUBSAMPLE_RULES = ("even", "excitation")
 RADIUS_DOUBT = 0.005
 """A learnt rolling-radius scale further than this from 1 (and 3 SDs) names the description's radius as doubtful."""
 
-MOUNT_DOUBT = math.sin(math.radians(0.5))
-"""A slope of the IMU's lateral residual against its forward acceleration beyond this (and 3 SEs) names the IMU's
-mounting yaw (estimation/imu_mounting.py): 0.5 deg, a tenth of a lane change's heading and beyond what a bracket
-mounted to a drawing holds (a 1 deg error reads 1.75 % of the forward acceleration sideways)."""
-
 NOISE_DOUBT = 3.0
 """A wheel-speed scatter per sample (the rolling radius's pooled free-rolling scatter about local lines) above
 this multiple of the stated ``wheel_speed_noise`` names that noise as doubtful: the 10-sample scatter's own
@@ -448,6 +443,7 @@ class GripPipeline:
                 return []
         if isinstance(record, ImuSample):
             self.imu_mount.add_imu(record)
+            record = self.imu_mount.corrected(record)   # turned back by a named mounting yaw
         elif isinstance(record, GnssVelocity):
             self.imu_mount.add_gnss(record)
         radius = self.radius
@@ -823,7 +819,8 @@ class GripPipeline:
         ``TORQUE_DOUBT`` and 3 of its SDs (the forces are corrected by it; the sensor or the description should
         be); the wheel-speed noise, when the free-rolling wheel speeds scatter more than ``NOISE_DOUBT`` times
         the stated ``wheel_speed_noise``; the IMU's mounting yaw, when its lateral acceleration follows the
-        forward one beyond ``MOUNT_DOUBT`` and 3 SEs (estimation/imu_mounting.py)."""
+        forward one beyond ``MOUNT_DOUBT`` and 3 SEs (estimation/imu_mounting.py; the samples are then turned back
+        by it)."""
         out = []
         radius = self.radius
         if radius is not None:
@@ -849,12 +846,12 @@ class GripPipeline:
         if torque:
             out.append(torque)
         mount = self.imu_mount
-        s, se = mount.slope, mount.slope_se
-        if math.isfinite(s) and abs(s) > max(MOUNT_DOUBT, 3.0 * se):
-            out.append(f"IMU mounting yaw: driving straight, the lateral acceleration reads {-100.0 * s:+.1f} % "
-                       f"(SD {100.0 * se:.1f} %) of the forward one: the IMU turned {mount.angle_deg:+.2f} deg on "
-                       "its mount (its forward acceleration then carries the lateral one: the force balance and "
-                       "the torque scale read it)")
+        if mount.named:
+            share, sd = -100.0 * mount.slope, 100.0 * mount.slope_se
+            out.append(f"IMU mounting yaw: driving straight, the lateral acceleration reads {share:+.1f} % "
+                       f"(SD {sd:.1f} %) of the forward one: the IMU turned "
+                       f"{mount.angle_deg:+.2f} deg on its mount (its accelerations are turned back by it; the "
+                       "mounting should be)")
         speed = self.collector.speed
         offset = speed.offset if speed is not None else None
         if offset is not None and abs(offset[0]) > max(ACCEL_DOUBT, 3.0 * offset[1]):

@@ -13,19 +13,27 @@ accelerometer's own biases go into the intercept c.
 
 The regression takes block means over ``block`` seconds of samples at speed (>= ``min_speed``) and driving
 straight (|r| <= ``max_yaw_rate``), so that one block's mean is nearly free of the sensors' white noise; its
-standard error comes from the blocks' scatter about the line. The slip estimator does not use the result: a
-mounting error mixes the lateral acceleration into f_x, which the force balance's torque scale then reads as a
-scale error of the torques (docs/tire_forces.md), so /diagnostics names the mounting beside it.
+standard error comes from the blocks' scatter about the line. Once the slope is beyond ``MOUNT_DOUBT`` and 3 of
+its standard errors (:attr:`ImuYawMount.named`), /diagnostics names the mounting and :meth:`ImuYawMount.corrected`
+turns each IMU sample's (f_x, f_y) back by psi: f_x = f_x' cos psi - f_y' sin psi, f_y = f_x' sin psi +
+f_y' cos psi. Uncorrected, the lateral acceleration leaks into f_x, which the slips' speed reference integrates
+and the force balance's torque scale reads as a scale error of the torques (docs/tire_forces.md).
 
 Plain floats; no numpy per sample, no rclpy.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
+
+MOUNT_DOUBT = math.sin(math.radians(0.5))
+"""A slope of the lateral residual against the forward acceleration beyond this (and 3 standard errors) names
+and corrects the IMU's mounting yaw: 0.5 deg, a tenth of a lane change's heading and beyond what a bracket built
+to its drawing holds (a 1 deg error reads 1.75 % of the forward acceleration sideways)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class ImuYawMount:
         self._bx = self._be = 0.0
         self._n = 0
         self._sx = self._se = self._sxx = self._sxe = self._see = 0.0
+        self._cos, self._sin = 1.0, 0.0   # the correction's rotation (identity until the mounting is named)
+        self.named = False
+        """the slope is beyond :data:`MOUNT_DOUBT` and 3 standard errors: named and corrected"""
 
     def add_gnss(self, rec: GnssVelocity) -> None:
         """The speed over ground (m/s) the centripetal term u r takes."""
@@ -77,6 +88,14 @@ class ImuYawMount:
         self._bx += rec.ax
         self._be += rec.ay - u * r
 
+    def corrected(self, rec: ImuSample) -> ImuSample:
+        """``rec`` with (f_x, f_y) turned back by the mounting yaw once it is :attr:`named`; ``rec`` itself
+        before."""
+        if not self.named:
+            return rec
+        c, s = self._cos, self._sin
+        return dataclasses.replace(rec, ax=rec.ax * c - rec.ay * s, ay=rec.ax * s + rec.ay * c)
+
     def _close_block(self) -> None:
         n = self._bn
         if n >= self.config.min_block_samples:
@@ -87,6 +106,11 @@ class ImuYawMount:
             self._sxx += x * x
             self._sxe += x * e
             self._see += e * e
+            s, se = self.slope, self.slope_se
+            self.named = math.isfinite(s) and abs(s) > max(MOUNT_DOUBT, 3.0 * se)
+            if self.named:   # psi = -asin(slope): cos psi, sin psi
+                sin_psi = -max(-1.0, min(1.0, s))
+                self._cos, self._sin = math.sqrt(1.0 - sin_psi * sin_psi), sin_psi
         self._bn, self._bx, self._be = 0, 0.0, 0.0
 
     @property
@@ -126,4 +150,4 @@ class ImuYawMount:
         return -math.degrees(math.asin(max(-1.0, min(1.0, s)))) if math.isfinite(s) else math.nan
 
 
-__all__ = ["ImuMountConfig", "ImuYawMount"]
+__all__ = ["ImuMountConfig", "ImuYawMount", "MOUNT_DOUBT"]
