@@ -15,6 +15,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+POOL_MEMORY = 20
+"""Estimates a :func:`pooled` noise figure averages: the first 20 equally, then a running mean over ~20."""
+
+
+def pooled(previous: float, value: float, count: int) -> float:
+    """A noise figure pooled over estimates, ``value`` being the ``count``-th (1-based): the mean of the first
+    :data:`POOL_MEMORY`, then an exponential running mean over ~:data:`POOL_MEMORY` of them (steadier than one
+    short window's own scatter, and it follows a change); ``previous`` nan: ``value``."""
+    if math.isnan(previous):
+        return value
+    return previous + max(1.0 / count, 1.0 / POOL_MEMORY) * (value - previous)
+
 
 @dataclass
 class BufferCounters:

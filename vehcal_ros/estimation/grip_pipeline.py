@@ -424,7 +424,7 @@ class GripPipeline:
         self.cancel = threading.Event()  #: set it to end running fits early (their chains stop extending)
         self.config_warnings: list[str] = []   #: parameters that override the vehicle description (WARN)
         self.radius = RollingRadiusEstimator(self.radius_config) if self.radius_config is not None else None
-        self.imu_mount = ImuYawMount()   # named on /diagnostics only (doubtful_assumptions)
+        self.imu_mount = ImuYawMount()   #: the IMU's mounting yaw: named (doubtful_assumptions) and turned back
         self.odometer = Odometer()   #: distance travelled (the road-change hazard's clock)
         self.collector.on_speed = self.odometer.add_speed   # driven by the slips' speed reference
         self.beliefs: dict[str, BeliefTracker] = {

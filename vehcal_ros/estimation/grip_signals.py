@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vehcal_ros.estimation.buffers import RollingBuffer
+from vehcal_ros.estimation.buffers import RollingBuffer, pooled
 from vehcal_ros.estimation.signals import (
     WHEELS,
     Controls,
@@ -821,8 +821,7 @@ class GripDataCollector:
         if n > 1:
             q = within * n * sp2
             k = self._within_n[wheel] = self._within_n[wheel] + 1
-            w = self._within_q[wheel]
-            self._within_q[wheel] = q if math.isnan(w) else w + max(1.0 / k, 0.05) * (q - w)
+            self._within_q[wheel] = pooled(self._within_q[wheel], q, k)
         w = self._within_q[wheel]
         return within if math.isnan(w) else w / (n * sp2)
 

@@ -67,7 +67,8 @@ class ImuYawMount:
         self._sx = self._se = self._sxx = self._sxe = self._see = 0.0
         self._cos, self._sin = 1.0, 0.0   # the correction's rotation (identity until the mounting is named)
         self.named = False
-        """the slope is beyond :data:`MOUNT_DOUBT` and 3 standard errors: named and corrected"""
+        """after ``min_blocks`` blocks the slope went beyond :data:`MOUNT_DOUBT` and 3 standard errors (and has
+        stayed beyond half that and 2): named and corrected"""
 
     def add_gnss(self, rec: GnssVelocity) -> None:
         """The speed over ground (m/s) the centripetal term u r takes."""
@@ -110,7 +111,7 @@ class ImuYawMount:
             self._sxx += x * x
             self._sxe += x * e
             self._see += e * e
-            s, se = self.slope, self.slope_se
+            s, se = self._fit()
             if self._n >= self.config.min_blocks and math.isfinite(s):   # named beyond the doubt and 3 SE; kept
                 keep = (0.5 * MOUNT_DOUBT, 2.0) if self.named else (MOUNT_DOUBT, 3.0)   # while beyond half, 2 SE
                 self.named = abs(s) > max(keep[0], keep[1] * se)
@@ -124,30 +125,27 @@ class ImuYawMount:
         """Blocks in the regression."""
         return self._n
 
-    def _moments(self) -> tuple[float, float, float] | None:
+    def _fit(self) -> tuple[float, float]:
+        """(slope, its standard error from the blocks' scatter about the line); nan before 3 blocks with a_x
+        varying."""
         n = self._n
-        if n < 3:
-            return None
-        dxx = self._sxx - self._sx * self._sx / n
+        dxx = self._sxx - self._sx * self._sx / n if n >= 3 else 0.0
+        if dxx <= 0.0:
+            return math.nan, math.nan
         dxe = self._sxe - self._sx * self._se / n
         dee = self._see - self._se * self._se / n
-        return (dxx, dxe, dee) if dxx > 0.0 else None
+        resid = max(dee - dxe * dxe / dxx, 0.0) / (n - 2)
+        return dxe / dxx, math.sqrt(resid / dxx)
 
     @property
     def slope(self) -> float:
         """-sin(psi): the slope of the lateral residual against f_x (nan before 3 blocks with a_x varying)."""
-        m = self._moments()
-        return m[1] / m[0] if m is not None else math.nan
+        return self._fit()[0]
 
     @property
     def slope_se(self) -> float:
         """Standard error of :attr:`slope` from the blocks' scatter about the line (nan before 3 blocks)."""
-        m = self._moments()
-        if m is None:
-            return math.nan
-        dxx, dxe, dee = m
-        resid = max(dee - dxe * dxe / dxx, 0.0) / (self._n - 2)
-        return math.sqrt(resid / dxx)
+        return self._fit()[1]
 
     @property
     def angle_deg(self) -> float:

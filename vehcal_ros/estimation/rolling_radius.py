@@ -44,6 +44,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
+from vehcal_ros.estimation.buffers import pooled
 from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, WheelSpeeds
 
 AXLES = ("front_axle", "rear_axle")
@@ -294,7 +295,7 @@ class RollingRadiusEstimator:
         fewer than 3 rows there.
 
         The variance is the larger of the stated noise's (``wheel_speed_std`` per wheel) and the rows' scatter
-        about their lines, pooled over the comparisons (the first 20 averaged, then a running mean over ~20: one
+        about their lines, pooled over the comparisons (:func:`~vehcal_ros.estimation.buffers.pooled`: one
         window's scatter, 7 degrees of freedom at 100 Hz, would weight the comparisons by its own error), each
         through the fit's intercept variance. A coarse encoder (a few teeth per sampling period) reports speeds a
         whole tooth apart, far noisier per sample than any stated white noise; its errors telescope over
@@ -336,19 +337,22 @@ class RollingRadiusEstimator:
             return None
         x0 = -st / m                    # the stamp's offset from the rows' mean time
         c_int = 1.0 / m + x0 * x0 / dtt  # intercept variance per unit row variance
-        out = []
         stated = 0.5 * self.config.wheel_speed_std ** 2   # per row: the mean of two wheels
         self._scatter_n += 1
-        gain = max(1.0 / self._scatter_n, 0.05)
-        for a, (s_w, s_ww, s_tw) in enumerate(((sf, sff, stf), (sr, srr, st_r))):
-            mean = s_w / m
-            slope = (s_tw - st * mean) / dtt
-            resid = max(s_ww - m * mean * mean - slope * slope * dtt, 0.0) / (m - 2.0)
-            pooled = self._scatter[a]
-            self._scatter[a] = pooled = resid if math.isnan(pooled) else pooled + gain * (resid - pooled)
-            out.append(mean + slope * x0)
-            out.append(max(stated, pooled) * c_int)
-        return out[0], out[2], out[1], out[3]
+        wf, var_f = self._line_at(0, m, st, dtt, x0, sf, sff, stf)
+        wr, var_r = self._line_at(1, m, st, dtt, x0, sr, srr, st_r)
+        return wf, wr, max(stated, var_f) * c_int, max(stated, var_r) * c_int
+
+    def _line_at(self, axle: int, m: float, st: float, dtt: float, x0: float, s_w: float, s_ww: float,
+                 s_tw: float) -> tuple[float, float]:
+        """(value at the stamp, pooled row scatter) of one axle's line: the sums of its ``m`` rows' spin rates
+        ``s_w``, their squares ``s_ww`` and their products with the time offsets ``s_tw``; the scatter about the
+        line joins the axle's pool (:func:`~vehcal_ros.estimation.buffers.pooled`)."""
+        mean = s_w / m
+        slope = (s_tw - st * mean) / dtt
+        resid = max(s_ww - m * mean * mean - slope * slope * dtt, 0.0) / (m - 2.0)
+        self._scatter[axle] = pooled(self._scatter[axle], resid, self._scatter_n)
+        return mean + slope * x0, self._scatter[axle]
 
     def _gate(self, row, o: int, axles: tuple[int, ...]) -> str | None:
         """Free-rolling gates on the row at offset ``o`` of ``row`` (the ring, or an interpolated row) for
@@ -487,11 +491,9 @@ class RollingRadiusEstimator:
             mean = self._bsum / n
             scatter = max(self._bsq - n * mean * mean, 0.0) / (n - 1)   # this block's, pooled as in _local_fit
             self._ratio_n += 1
-            pooled = self._ratio_scatter
-            self._ratio_scatter = pooled = scatter if math.isnan(pooled) else \
-                pooled + max(1.0 / self._ratio_n, 0.05) * (scatter - pooled)
+            self._ratio_scatter = pooled(self._ratio_scatter, scatter, self._ratio_n)
             self._predict(self._bt)
-            self._update1(h, mean, max(self._bvar / n, pooled) / n + c.model_std ** 2)
+            self._update1(h, mean, max(self._bvar / n, self._ratio_scatter) / n + c.model_std ** 2)
             self.used["ratio"] += 1
         self._bn, self._bsum, self._bsq, self._bvar = 0, 0.0, 0.0, 0.0
 
