@@ -16,13 +16,14 @@ $(STAMP): requirements.txt requirements-test.txt setup.py
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-## make test: the whole suite, slow statistical checks included (as CI runs it)
+## make test: the whole suite, slow statistical checks included (as CI runs it), on two pytest-xdist workers
+## (a test file per worker at a time: the tests' processes wait on real-time drives much of the time)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q test
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile test
 
 ## make test-fast: skip the tests marked slow
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" test
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" test
 
 ## make demo: the main job end to end
 demo: $(STAMP)

@@ -12,7 +12,12 @@ import pytest
 
 _TMP = tempfile.mkdtemp(prefix="vehcal_test_")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))  # private per test session
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")   # gw0, gw1, ... under pytest-xdist
+if _WORKER:   # a worker inherits its controller's domain: each worker takes its own, next to it
+    _BASE = int(os.environ.get("ROS_DOMAIN_ID", "100"))
+    os.environ["ROS_DOMAIN_ID"] = str(100 + (_BASE - 100 + 1 + int(_WORKER[2:])) % 100)
+else:   # a private domain per test session
+    os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
 os.environ["ROS_LOG_DIR"] = os.path.join(_TMP, "ros_log")
 os.environ["ROS_HOME"] = os.path.join(_TMP, "ros_home")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
