@@ -104,8 +104,9 @@ def draw_theta(rng: np.random.Generator, bounds: np.ndarray, max_peak_slip: floa
 
 
 def one(args: tuple) -> dict:
-    """(k, seed, window, vehicle, slip_prior) -> the fit's ranks and interval hits for data set k."""
-    k, seed, w, vehicle, slip_prior = args
+    """(k, seed, window, vehicle, slip_prior, max_fit_points or None, slip_noise scale) -> the fit's ranks and
+    interval hits for data set k."""
+    k, seed, w, vehicle, slip_prior, fit_points, slip_noise = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripEstimator
     from vehcal_ros.estimation.grip_pipeline import excitation_of, subsample
@@ -113,6 +114,8 @@ def one(args: tuple) -> dict:
     from vehcal_ros.models.pacejka import combined, mf_and_slope, mf_curve, peak, peak_batch
 
     cfg, n_max, gate = live_fit_setup(vehicle)
+    n_max = fit_points or n_max
+    slip_var = w["slip_var"] * slip_noise ** 2 if slip_noise > 0.0 else np.full(w["slip_var"].size, 1e-12)
     rng = np.random.default_rng([seed, k])
     b = np.asarray(cfg.bounds, dtype=float)
     t_true = w["true_slip"]
@@ -129,9 +132,9 @@ def one(args: tuple) -> dict:
         for i, (x, la) in enumerate(zip(t_true, w["lat"])):   # the likelihood's own curve (pacejka._eiv_residuals)
             f0, df0 = mf_and_slope(float(x), B, C, D, E, sh)
             mu_true[i] = combined(float(x), f0 + sv, df0, la / max(D + sv, 1e-6))[0]
-        slip = t_true + np.sqrt(w["slip_var"]) * rng.standard_normal(t_true.size)
+        slip = t_true + np.sqrt(slip_var) * rng.standard_normal(t_true.size)
         mu = mu_true + np.sqrt(w["mu_var"]) * rng.standard_normal(t_true.size)
-        data = ScopeData(w["scope"], w["t"], slip, mu, w["slip_var"], w["mu_var"], w["lat"])
+        data = ScopeData(w["scope"], w["t"], slip, mu, slip_var, w["mu_var"], w["lat"])
         if excitation_of(data) >= gate:
             break
         if draws >= MAX_DRAWS:
@@ -170,6 +173,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1804)
     ap.add_argument("--slip-prior", choices=("deconvolved", "flat"), default="deconvolved")
+    ap.add_argument("--max-fit-points", type=int, default=None,
+                    help="fit this many of the window's samples (default: the node's max_fit_points)")
+    ap.add_argument("--slip-noise", type=float, default=1.0,
+                    help="scale of the stated slip noise in the data and the fit (0: exact slips)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
     args = ap.parse_args()
     bag = Path(args.bag)
@@ -179,7 +186,8 @@ def main() -> None:
     ws = designs(bag, args.vehicle, out / f"grip_sbc_recorded_{bag.name}.designs.pkl")
     gate = live_fit_setup(args.vehicle)[2]
     ws = [w for w in ws if w["recorded_excitation"] >= gate]   # the windows the pipeline fitted on the real road
-    tasks = [(k, args.seed, ws[k % len(ws)], args.vehicle, args.slip_prior) for k in range(args.sets)]
+    tasks = [(k, args.seed, ws[k % len(ws)], args.vehicle, args.slip_prior, args.max_fit_points, args.slip_noise)
+             for k in range(args.sets)]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as ex:
             results = list(ex.map(one, tasks))
@@ -187,9 +195,12 @@ def main() -> None:
         results = [one(t) for t in tasks]
     summ = summarise(results)
     summ.update(bag=str(bag), vehicle=args.vehicle, slip_prior=args.slip_prior, windows=len(ws),
+                max_fit_points=args.max_fit_points, slip_noise=args.slip_noise,
                 wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     tag = f"{bag.name}_{args.slip_prior}"
+    tag += "" if args.max_fit_points is None else f"_n{args.max_fit_points}"
+    tag += "" if args.slip_noise == 1.0 else f"_slipnoise{args.slip_noise:g}"
     (out / f"grip_sbc_recorded_{tag}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
     print(json.dumps(summ, indent=1))
 
