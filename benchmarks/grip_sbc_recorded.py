@@ -123,7 +123,8 @@ def one(args: tuple) -> dict:
     while True:   # theta from the prior, kept when its data pass the pipeline's excitation gate
         draws += 1
         theta = draw_theta(rng, b, cfg.max_peak_slip)
-        if np.ptp(np.abs(mf_curve(np.abs(t_true), theta))) < 0.8 * gate:   # cannot pass: skip the ellipse
+        # a span half the gate's without noise (the pure-slip curve, above the ellipse's) cannot pass with it
+        if np.ptp(np.abs(mf_curve(np.abs(t_true), theta))) < 0.5 * gate:
             if draws >= MAX_DRAWS:
                 return {"k": k, "window": f"{w['scope']}@{w['t_end']:.1f}", "failed": "design below the gate"}
             continue
