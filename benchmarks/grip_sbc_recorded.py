@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import os
 import pickle
 import sys
@@ -190,7 +191,8 @@ def main() -> None:
     tasks = [(k, args.seed, ws[k % len(ws)], args.vehicle, args.slip_prior, args.max_fit_points, args.slip_noise)
              for k in range(args.sets)]
     if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as ex:
+        # spawned, not forked: extracting the designs ran numba's OpenMP threads in this process
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
             results = list(ex.map(one, tasks))
     else:
         results = [one(t) for t in tasks]
