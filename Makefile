@@ -18,12 +18,13 @@ $(STAMP): requirements.txt requirements-test.txt setup.py
 
 ## make test: the whole suite, slow statistical checks included (as CI runs it), on two pytest-xdist workers
 ## (a test file per worker at a time: the tests' processes wait on real-time drives much of the time)
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile test
+	$(PYTEST) test
 
 ## make test-fast: skip the tests marked slow
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" test
+	$(PYTEST) -m "not slow" test
 
 ## make demo: the main job end to end
 demo: $(STAMP)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import multiprocessing
 import os
@@ -43,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_grip_sbc import L_RANK, QUANTITIES, summarise  # noqa: E402
+from bench_grip_sbc import score_fit, summarise  # noqa: E402
 
 MAX_DRAWS = 2000
 """prior draws per data set before its window is given up as unable to pass the excitation gate"""
@@ -57,13 +58,10 @@ def designs(bag: Path, vehicle: str, cache: Path) -> list[dict]:
     import diag_grip_windows as dg
 
     from vehcal_ros.estimation.grip_pipeline import excitation_of
-    from vehcal_ros.io import replay as rp
 
-    params = {"force_source": "estimated", "vehicle": vehicle}
-    pipeline = rp.grip_pipeline_from(rp._node_values({"grip_estimator": params}, 0)[rp.GRIP_NODE])
-    rec = dg.recorded_windows(bag, params)
+    rec = dg.recorded_windows(bag, replay_params(vehicle))
     truth, _, _ = dg.read_signals(bag)
-    rho = pipeline.signal_config.lateral_ratio
+    rho = live_pipeline(vehicle).signal_config.lateral_ratio
     out = []
     for r in rec:
         k = dg.since_change(r)
@@ -82,12 +80,22 @@ def designs(bag: Path, vehicle: str, cache: Path) -> list[dict]:
     return out
 
 
-def live_fit_setup(vehicle: str):
-    """(fit config, max_fit_points, min_excitation) of the grip node with its shipped defaults and ``vehicle``."""
+def replay_params(vehicle: str) -> dict:
+    """The grip node's parameters of ``vehcal replay --vehicle V`` with estimated forces (the rest its defaults)."""
+    return {"force_source": "estimated", "vehicle": vehicle}
+
+
+@functools.lru_cache(maxsize=4)
+def live_pipeline(vehicle: str):
+    """The grip pipeline of a replay with :func:`replay_params` (built once per process)."""
     from vehcal_ros.io import replay as rp
 
-    params = {"force_source": "estimated", "vehicle": vehicle}
-    pipeline = rp.grip_pipeline_from(rp._node_values({"grip_estimator": params}, 0)[rp.GRIP_NODE])
+    return rp.grip_pipeline_from(rp._node_values({"grip_estimator": replay_params(vehicle)}, 0)[rp.GRIP_NODE])
+
+
+def live_fit_setup(vehicle: str):
+    """(fit config, max_fit_points, min_excitation) of the grip node with its shipped defaults and ``vehicle``."""
+    pipeline = live_pipeline(vehicle)
     return pipeline.fit_config, pipeline.max_fit_points, pipeline.min_excitation
 
 
@@ -112,7 +120,7 @@ def one(args: tuple) -> dict:
     from vehcal_ros.estimation.grip_fit import GripEstimator
     from vehcal_ros.estimation.grip_pipeline import excitation_of, subsample
     from vehcal_ros.estimation.grip_signals import ScopeData
-    from vehcal_ros.models.pacejka import combined, mf_and_slope, mf_curve, peak, peak_batch
+    from vehcal_ros.models.pacejka import combined, mf_and_slope, mf_curve, peak
 
     cfg, n_max, gate = live_fit_setup(vehicle)
     n_max = fit_points or n_max
@@ -153,17 +161,7 @@ def one(args: tuple) -> dict:
     except EstimationError as exc:
         out["failed"] = str(exc)
         return out
-    flat = e.chains.draws.reshape(-1, e.chains.draws.shape[2])
-    mm = peak_batch(np.ascontiguousarray(flat[:, :6]))[0]
-    idx = np.round(np.linspace(0, flat.shape[0] - 1, L_RANK)).astype(int)
-    truth = {"mu_max": true_mu_max, **dict(zip(QUANTITIES[1:], theta))}
-    post = {"mu_max": mm, **{q: flat[:, j] for j, q in enumerate(QUANTITIES[1:])}}
-    out["rank"] = {q: int(np.sum(post[q][idx] < truth[q])) for q in QUANTITIES}
-    out["in50"] = bool(np.quantile(mm, 0.25) <= true_mu_max <= np.quantile(mm, 0.75))
-    out["in90"] = bool(np.quantile(mm, 0.05) <= true_mu_max <= np.quantile(mm, 0.95))
-    out.update(mean=e.mu_max.mean, lower=e.mu_max.lower, upper=e.mu_max.upper, converged=e.converged,
-               prior_dominated=e.prior_dominated, r_hat_max=e.r_hat_max, ess_bulk_min=e.ess_bulk_min,
-               ess_tail_min=e.ess_tail_min, n_steps_used=e.n_steps_used, elapsed_s=e.elapsed_s)
+    out.update(score_fit(e, theta))
     return out
 
 
