@@ -112,14 +112,24 @@ def draw_theta(rng: np.random.Generator, bounds: np.ndarray, max_peak_slip: floa
             return th
 
 
+def oracle_distribution(true_slip: np.ndarray, bin_width: float):
+    """The design's own true-slip distribution (what no fit can know): its true slips binned to ``bin_width``,
+    each bin a component of the bin's weight and the variance of a uniform bin."""
+    from vehcal_ros.estimation.latent_slip import SlipMixture
+
+    values, counts = np.unique(np.round(true_slip / bin_width) * bin_width, return_counts=True)
+    return SlipMixture(counts / counts.sum(), values, np.full(values.size, bin_width**2 / 12.0), 0.0)
+
+
 def one(args: tuple) -> dict:
-    """(k, seed, window, vehicle, slip_prior, max_fit_points or None, slip_noise scale) -> the fit's ranks and
-    interval hits for data set k."""
-    k, seed, w, vehicle, slip_prior, fit_points, slip_noise = args
+    """(k, seed, window, vehicle, slip_prior, max_fit_points or None, slip_noise scale, slip_posterior, oracle bin
+    width or 0) -> the fit's ranks and interval hits for data set k."""
+    k, seed, w, vehicle, slip_prior, fit_points, slip_noise, slip_posterior, oracle_bin = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip_fit import GripEstimator
     from vehcal_ros.estimation.grip_pipeline import excitation_of, subsample
     from vehcal_ros.estimation.grip_signals import ScopeData
+    from vehcal_ros.estimation.latent_slip import true_slip_distribution
     from vehcal_ros.models.pacejka import combined, mf_and_slope, mf_curve, peak
 
     cfg, n_max, gate = live_fit_setup(vehicle)
@@ -149,15 +159,21 @@ def one(args: tuple) -> dict:
             break
         if draws >= MAX_DRAWS:
             return {"k": k, "window": f"{w['scope']}@{w['t_end']:.1f}", "failed": "design below the gate"}
-    cfg = dataclasses.replace(cfg, seed=k, slip_prior=slip_prior)
-    d = subsample(data, n_max, "even", slip_prior == "deconvolved")
-    if d.slip_is_latent:
-        cfg = dataclasses.replace(cfg, slip_prior="flat")
+    cfg = dataclasses.replace(cfg, seed=k, slip_prior=slip_prior, slip_posterior=slip_posterior)
+    distribution = None
+    if slip_posterior == "moments" and not oracle_bin:   # the pipeline's own subsample (slips: posterior moments)
+        d = subsample(data, n_max, "even", slip_prior == "deconvolved")
+        if d.slip_is_latent:
+            cfg = dataclasses.replace(cfg, slip_prior="flat")
+    else:   # the measured slips of the same subsample, their posteriors under the window's distribution
+        d = subsample(data, n_max, "even", deconvolve=False)
+        distribution = oracle_distribution(t_true, oracle_bin) if oracle_bin else true_slip_distribution(slip, slip_var)
     true_mu_max = float(peak(theta)[0])
     out = {"k": k, "theta": theta.tolist(), "mu_max": true_mu_max, "window": f"{w['scope']}@{w['t_end']:.1f}",
            "max_abs_mu": float(np.max(np.abs(mu_true))), "prior_draws": draws}
     try:
-        e = GripEstimator(cfg).fit(d.slip, d.mu, slip_var=d.slip_var, mu_var=d.mu_var, lateral=d.lat)
+        e = GripEstimator(cfg).fit(d.slip, d.mu, slip_var=d.slip_var, mu_var=d.mu_var, lateral=d.lat,
+                                   slip_distribution=distribution)
     except EstimationError as exc:
         out["failed"] = str(exc)
         return out
@@ -177,6 +193,11 @@ def main() -> None:
                     help="fit this many of the window's samples (default: the node's max_fit_points)")
     ap.add_argument("--slip-noise", type=float, default=1.0,
                     help="scale of the stated slip noise in the data and the fit (0: exact slips)")
+    ap.add_argument("--slip-posterior", choices=("moments", "slices"), default="moments",
+                    help="how each true slip's posterior enters the likelihood (GripConfig.slip_posterior)")
+    ap.add_argument("--oracle-prior", type=float, default=0.0, metavar="BIN",
+                    help="take the posteriors under the design's TRUE slip distribution (binned to BIN) instead of "
+                         "the deconvolved one: what the fit would do if it knew it")
     ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
     args = ap.parse_args()
     bag = Path(args.bag)
@@ -186,8 +207,8 @@ def main() -> None:
     ws = designs(bag, args.vehicle, out / f"grip_sbc_recorded_{bag.name}.designs.pkl")
     gate = live_fit_setup(args.vehicle)[2]
     ws = [w for w in ws if w["recorded_excitation"] >= gate]   # the windows the pipeline fitted on the real road
-    tasks = [(k, args.seed, ws[k % len(ws)], args.vehicle, args.slip_prior, args.max_fit_points, args.slip_noise)
-             for k in range(args.sets)]
+    tasks = [(k, args.seed, ws[k % len(ws)], args.vehicle, args.slip_prior, args.max_fit_points, args.slip_noise,
+              args.slip_posterior, args.oracle_prior) for k in range(args.sets)]
     if args.jobs > 1:
         # spawned, not forked: extracting the designs ran numba's OpenMP threads in this process
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
@@ -197,11 +218,14 @@ def main() -> None:
     summ = summarise(results)
     summ.update(bag=str(bag), vehicle=args.vehicle, slip_prior=args.slip_prior, windows=len(ws),
                 max_fit_points=args.max_fit_points, slip_noise=args.slip_noise,
+                slip_posterior=args.slip_posterior, oracle_prior=args.oracle_prior,
                 wall_s=time.perf_counter() - t0, load_start=load0, load_end=os.getloadavg(),
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     tag = f"{bag.name}_{args.slip_prior}"
     tag += "" if args.max_fit_points is None else f"_n{args.max_fit_points}"
     tag += "" if args.slip_noise == 1.0 else f"_slipnoise{args.slip_noise:g}"
+    tag += "" if args.slip_posterior == "moments" else f"_{args.slip_posterior}"
+    tag += f"_oracle{args.oracle_prior:g}" if args.oracle_prior else ""
     (out / f"grip_sbc_recorded_{tag}.json").write_text(json.dumps({"summary": summ, "results": results}, indent=1))
     print(json.dumps(summ, indent=1))
 

@@ -117,3 +117,30 @@ def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
     assert abs(gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, sh) - ref) < 1e-6 * abs(ref)
     assert gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, np.zeros((0, n))) == gauss_nll_lat(s, mu, th, 1e-4, vs, vm,
                                                                                              la)
+
+
+def test_posterior_slices_keep_the_posterior_and_its_modes() -> None:
+    """posterior_slices: each sample's rows are a probability distribution whose mean and variance are those of
+    its posterior (checked against :meth:`SlipMixture.posterior`, itself checked by brute-force integration
+    above) up to the slices dropped below 1e-4; a sample between two clusters keeps a row on each; a sample
+    inside a cluster far narrower than its noise is one row; a noise-free sample is itself."""
+    mix = SlipMixture(weights=np.array([0.7, 0.3]), means=np.array([0.0, 0.012]),
+                      variances=np.array([1e-8, 4e-6]), log_likelihood=0.0)
+    s = np.array([0.0003, 0.006, 0.011, 0.02, 0.004])
+    v = np.array([2e-6, 4e-6, 1e-6, 2e-6, 0.0])
+    rows = mix.posterior_slices(s, v)
+    m, w = mix.posterior(s[:4], v[:4])
+    assert np.all(np.diff(rows.sample) >= 0) and set(rows.sample) == set(range(5))
+    for i in range(4):
+        j = rows.sample == i
+        p = np.exp(rows.log_weight[j])
+        assert abs(p.sum() - 1.0) < 1e-12
+        mean = float((p * rows.slip[j]).sum())
+        var = float((p * (rows.slip_var[j] + rows.slip[j] ** 2)).sum()) - mean**2
+        assert abs(mean - m[i]) < 1e-3 * np.sqrt(v[i]), (i, mean, m[i])
+        assert abs(var - w[i]) < 1e-3 * v[i], (i, var, w[i])
+    assert np.sum(rows.sample == 0) == 1                       # inside the narrow cruise cluster: one row
+    between = rows.slip[rows.sample == 1]
+    assert between.size == 2 and between.min() < 0.001 and between.max() > 0.005   # both modes kept
+    j = rows.sample == 4
+    assert rows.slip[j].tolist() == [0.004] and rows.slip_var[j].tolist() == [0.0] and rows.log_weight[j][0] == 0.0

@@ -109,3 +109,41 @@ def test_slope_and_exact_errors_in_variables_likelihood() -> None:
         var = sig2 + (v_m if v_m.size else 0.0) + fd**2 * (v_s if v_s.size else 0.0)
         ref = -norm.logpdf(mu, loc=f, scale=np.sqrt(var)).sum()
         assert gauss_nll(s, mu, theta, sig2, v_s, v_m) == pytest.approx(ref, rel=1e-9)
+
+
+def test_grouped_rows_likelihood_integrates_the_true_slip_out() -> None:
+    """gauss_nll_groups: each sample's friction density is its true slip's posterior mixture (rows) integrated
+    through the curve. Checked against that integral done by dense quadrature over t (an independent evaluation:
+    the kernel linearises the curve inside each row, whose SD here is 2e-4, far below the curve's scale), for
+    samples of one row (equal to gauss_nll) and of two or three rows, some straddling the curve's peak."""
+    from scipy.stats import norm
+
+    from vehcal_ros.models.pacejka import gauss_nll, gauss_nll_groups, likelihood_work
+
+    theta = np.array([15.4, 1.60, 0.871, -1.09, 0.004, -0.01])
+    sig2 = 0.005**2
+    rows = [   # (sample, weight, mean slip, slip variance, friction)
+        (0, 1.0, 0.010, 4e-8, 0.30), (1, 0.6, 0.0, 4e-8, 0.05), (1, 0.4, 0.012, 4e-8, 0.05),
+        (2, 0.2, 0.08, 4e-8, 0.85), (2, 0.5, 0.11, 4e-8, 0.85), (2, 0.3, 0.14, 4e-8, 0.85), (3, 1.0, 0.02, 0.0, 0.5)]
+    sample, w, b, bv, mu = (np.array(c, dtype=float) for c in zip(*rows))
+    groups = np.vstack([np.log(w), sample])
+    none = np.zeros(0)
+    got = gauss_nll_groups(b, mu, theta, sig2, bv, none, none, np.zeros((0, b.size)), groups)
+    ref = 0.0
+    t = np.linspace(-0.05, 0.3, 700_001)
+    f = P.mf_curve(t, theta)
+    for i in range(4):
+        j = sample == i
+        dens = 0.0
+        for wk, bk, vk, mk in zip(w[j], b[j], bv[j], mu[j]):
+            if vk == 0.0:
+                dens += wk * norm.pdf(mk, P.mf_curve(np.array([bk]), theta)[0], np.sqrt(sig2))
+            else:
+                dens += wk * np.trapezoid(norm.pdf(mk, f, np.sqrt(sig2)) * norm.pdf(t, bk, np.sqrt(vk)), t)
+        ref -= np.log(dens)
+    assert got == pytest.approx(ref, rel=2e-4)
+    single = np.vstack([np.zeros(3), np.arange(3.0)])     # one row per sample: the plain likelihood
+    s3, mu3, v3 = b[[0, 1, 3]], mu[[0, 1, 3]], bv[[0, 1, 3]]
+    assert P.gauss_nll_groups_into(s3, mu3, theta, sig2, v3, none, none, np.zeros((0, 3)), single,
+                                   likelihood_work(3, 0)) == pytest.approx(gauss_nll(s3, mu3, theta, sig2, v3, none),
+                                                                            rel=1e-12)

@@ -20,6 +20,11 @@ heteroscedastic noise by the extreme-deconvolution EM (Bovy, Hogg & Roweis 2011,
 the number of components chosen by BIC. Each sample's posterior is the mixture of the components' Gaussian
 posteriors, reduced to its mean m_i and variance w_i (regression calibration, Carroll et al. 2006, ch. 4). Pure
 numba, O(n K) per EM step; runs once per fit.
+
+The posterior can also enter the likelihood without the reduction (``GripConfig.slip_posterior="slices"``): cut
+into a few slices of about equal probability, each a Gaussian row, the sample's friction density their mixture
+(:meth:`SlipMixture.posterior_slices`, :func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`). A sample whose
+posterior spans two clusters then keeps both instead of one Gaussian at their mean.
 """
 
 from __future__ import annotations
@@ -31,6 +36,34 @@ import numpy as np
 from numba import njit
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+POSTERIOR_SLICES = 3
+"""Rows (Gaussian slices) per sample's true-slip posterior in the likelihood (:meth:`SlipMixture.posterior_slices`):
+at most this many."""
+TIGHT_POSTERIOR = 0.25
+"""A posterior whose SD is at most this share of the sample's slip noise SD is one row."""
+MIN_SLICE_WEIGHT = 1e-4
+"""Slices of a sample's posterior below this probability are dropped from its rows."""
+
+
+@dataclass(frozen=True)
+class PosteriorSlices:
+    """The samples' true-slip posteriors as rows of components (:meth:`SlipMixture.posterior_slices`)."""
+
+    slip: np.ndarray
+    """Posterior mean of the true slip under the row's component (slip)."""
+    slip_var: np.ndarray
+    """Its variance (slip^2)."""
+    sample: np.ndarray
+    """Index of the sample the row belongs to (non-decreasing)."""
+    log_weight: np.ndarray
+    """Log of the component's posterior probability for that sample (the sample's rows sum to 1)."""
+
+    @property
+    def groups(self) -> np.ndarray:
+        """[2, rows] (log weight, sample): :func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`'s layout."""
+        return np.ascontiguousarray(np.vstack([self.log_weight, self.sample.astype(float)]))
 
 
 @dataclass(frozen=True)
@@ -66,6 +99,53 @@ class SlipMixture:
         m = (r * b).sum(axis=1)
         w = (r * (bvar + b * b)).sum(axis=1) - m * m
         return m, np.maximum(w, 0.0)
+
+    def posterior_slices(self, s: np.ndarray, v: np.ndarray, max_rows: int = POSTERIOR_SLICES,
+                       min_weight: float = MIN_SLICE_WEIGHT) -> PosteriorSlices:
+        """Each sample's true-slip posterior as at most ``max_rows`` Gaussian rows, the input of
+        :func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`: the components' posteriors (mean b_ik =
+        mu_k + g_ik (s_i - mu_k), variance g_ik v_i, probability r_ik), in slip order, are grouped into
+        ``max_rows`` consecutive slices of about equal probability (a component is never split: a slice holds
+        the components whose mid-probability falls in it), each slice moment-matched (its probability, mean and
+        variance); slices below ``min_weight`` are dropped and the rest renormalised. A posterior no wider than
+        :data:`TIGHT_POSTERIOR` times the slip noise SD (a sample inside a cluster far narrower than its noise:
+        cruise) is one row; a sample with v_i = 0 is one row (s_i, 0). Rows of a sample are consecutive, in
+        sample order. With a fine-grained distribution (many narrow components) the slices cut the posterior
+        itself into equal-probability pieces."""
+        s = np.asarray(s, dtype=float)
+        v = np.asarray(v, dtype=float)
+        order = np.argsort(self.means, kind="stable")
+        mix = SlipMixture(self.weights[order], self.means[order], self.variances[order], self.log_likelihood)
+        r, _ = mix.responsibilities(s, np.where(v > 0.0, v, 1.0))
+        tau2 = mix.variances[None, :]
+        gain = tau2 / (tau2 + v[:, None])
+        b = mix.means[None, :] + gain * (s[:, None] - mix.means[None, :])
+        second = gain * v[:, None] + b * b
+        m = (r * b).sum(axis=1)
+        w = np.maximum((r * second).sum(axis=1) - m * m, 0.0)
+        n_rows = np.where((v > 0.0) & (w > TIGHT_POSTERIOR ** 2 * v), max_rows, 1)
+        mid = np.cumsum(r, axis=1) - 0.5 * r
+        chunk = np.minimum((mid * n_rows[:, None]).astype(np.int64), n_rows[:, None] - 1)
+        key = (np.arange(s.size)[:, None] * max_rows + chunk).ravel()
+        size = s.size * max_rows
+        mass = np.bincount(key, r.ravel(), size)
+        first = np.bincount(key, (r * b).ravel(), size)
+        sec = np.bincount(key, (r * second).ravel(), size)
+        exact = v <= 0.0
+        mass = mass.reshape(s.size, max_rows)
+        mass[exact] = 0.0
+        mass[exact, 0] = 1.0
+        keep = mass >= min_weight
+        keep[np.arange(s.size), np.argmax(mass, axis=1)] = True
+        mass = np.where(keep, mass, 0.0)
+        mass /= mass.sum(axis=1, keepdims=True)
+        sample, row = np.nonzero(keep)
+        flat = sample * max_rows + row
+        tot = np.bincount(key, r.ravel(), size)[flat]
+        mean = np.where(exact[sample], s[sample], first[flat] / np.maximum(tot, 1e-300))
+        var = np.where(exact[sample], 0.0, np.maximum(sec[flat] / np.maximum(tot, 1e-300) - mean * mean, 0.0))
+        return PosteriorSlices(slip=np.ascontiguousarray(mean), slip_var=np.ascontiguousarray(var), sample=sample,
+                        log_weight=np.ascontiguousarray(np.log(mass[sample, row])))
 
     def shared_loadings(self, s: np.ndarray, v: np.ndarray) -> np.ndarray:
         """[K, n] the error the component means carry into every posterior mean m_i (:meth:`posterior`), slip.

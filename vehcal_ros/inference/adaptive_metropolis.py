@@ -36,8 +36,9 @@ from numba import njit, prange
 from vehcal_ros.inference.smc import MIXTURE_PARTICLES_PER_DIM, _mixture_fit, _next_temperature
 from vehcal_ros.models.pacejka import (
     N_THETA,
+    NO_GROUPS,
     THETA_NAMES,
-    gauss_nll_shared_into,
+    gauss_nll_groups_into,
     likelihood_work,
     mf_and_slope,
     peak_slip_at_most,
@@ -219,11 +220,11 @@ def from_slope_coords(x: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _grip_log_target(s, mu, vs, vm, la, sh, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
+def _grip_log_target(s, mu, vs, vm, la, sh, gr, x, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
                      max_peak_slip, shape, work) -> float:
     """Log posterior up to a constant (nats): uniform prior in the bounds (Eq. 20) [x truncation to curves
     peaking at slip <= max_peak_slip, Section 4.2.2] + the exact Gaussian errors-in-variables log likelihood
-    (:func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2
+    (:func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`: Eq. 22 with Var_i = sigma^2 + v_mu_i + f'(s_i)^2
     v_s_i; ``la`` the samples' lateral slips, empty = pure slip; ``sh`` slip errors shared by the samples).
 
     ``x`` is theta, or with ``reparam`` the slope coordinates (B C D, C, D, E, s_h, s_v); then theta is written
@@ -233,7 +234,9 @@ def _grip_log_target(s, mu, vs, vm, la, sh, x, th, reparam, lb, ub, sigma_mode, 
     (-(N/2) log V; only without per-sample variances).
     ``shape`` (length 12; shape[0] = 1 to use it): an optional Gaussian tire-shape prior on y = (B C D, C, E),
     mean shape[1:4], precision shape[4:13] (row-major 3 x 3), multiplying the uniform prior.
-    ``sh`` [K, n]: slip errors shared by the samples (K = 0: none). ``work``: the likelihood's work space
+    ``sh`` [K, n]: slip errors shared by the samples (K = 0: none). ``gr`` [2, n]: the rows are slices of
+    the samples' true-slip posteriors (:func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`; [2, 0]: one row
+    per sample). ``work``: the likelihood's work space
     (:func:`~vehcal_ros.models.pacejka.likelihood_work`)."""
     log_jac = 0.0
     if reparam:
@@ -260,11 +263,11 @@ def _grip_log_target(s, mu, vs, vm, la, sh, x, th, reparam, lb, ub, sigma_mode, 
     if sigma_mode == 2:
         return log_jac - half_n * math.log(sse(s, mu, th))
     sigma2 = math.exp(2.0 * x[N_THETA]) if sigma_mode == 0 else sigma2_fixed
-    return log_jac - gauss_nll_shared_into(s, mu, th, sigma2, vs, vm, la, sh, work)
+    return log_jac - gauss_nll_groups_into(s, mu, th, sigma2, vs, vm, la, sh, gr, work)
 
 
 @njit(cache=True, nogil=True)
-def _grip_chain(s, mu, vs, vm, la, sh, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
+def _grip_chain(s, mu, vs, vm, la, sh, gr, reparam, theta, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
                 shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, st, draws, logp, stats, ind):
     """Steps i_first..i_last of one chain (Algorithm 1, steps 6-12); theta, S and the RNG state are updated
     in place; draw k = (i - burn_in)/thin - 1 goes to draws[k], logp[k]; stats += (accepted, accepted after
@@ -282,8 +285,8 @@ def _grip_chain(s, mu, vs, vm, la, sh, reparam, theta, S, lb, ub, sigma_mode, si
     Snew = np.empty((d, d))
     th = np.empty(N_THETA)
     lw = likelihood_work(s.shape[0], sh.shape[0])
-    lp = _grip_log_target(s, mu, vs, vm, la, sh, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n, truncate,
-                          max_peak_slip, shape, lw)
+    lp = _grip_log_target(s, mu, vs, vm, la, sh, gr, theta, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
+                          truncate, max_peak_slip, shape, lw)
     p_ind = ind[0]
     z = np.empty(max(int(ind[1]), 1))
     lq = _mixture_log_density(ind, theta, work) if p_ind > 0.0 else 0.0
@@ -300,7 +303,7 @@ def _grip_chain(s, mu, vs, vm, la, sh, reparam, theta, S, lb, ub, sigma_mode, si
                     acc += S[j, k] * r[k]
                 prop[j] = acc
             lqp = 0.0
-        lpp = _grip_log_target(s, mu, vs, vm, la, sh, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
+        lpp = _grip_log_target(s, mu, vs, vm, la, sh, gr, prop, th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
                                truncate, max_peak_slip, shape, lw)
         valid_start = lp != -math.inf  # from an outside start, keep the step size until the support is found
         ratio = lpp - lp + (lq - lqp if independent else 0.0)
@@ -333,10 +336,10 @@ def _grip_chain(s, mu, vs, vm, la, sh, reparam, theta, S, lb, ub, sigma_mode, si
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _grip_chains(s, mu, vs, vm, la, sh, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip, shape,
-                 i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats, ind):
+def _grip_chains(s, mu, vs, vm, la, sh, gr, reparam, X, S, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
+                 shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states, draws, logp, stats, ind):
     for c in prange(X.shape[0]):
-        _grip_chain(s, mu, vs, vm, la, sh, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate,
+        _grip_chain(s, mu, vs, vm, la, sh, gr, reparam, X[c], S[c], lb, ub, sigma_mode, sigma2_fixed, truncate,
                     max_peak_slip, shape, i_first, i_last, burn_in, thin, target, gamma, adapt_steps, states[c],
                     draws[c], logp[c], stats[c], ind)
 
@@ -451,15 +454,15 @@ def independence_proposal(draws: np.ndarray | None, d: int, p: float = 0.5, df: 
 
 
 @njit(cache=True, nogil=True)
-def _grip_log_target_rows(s, mu, vs, vm, la, sh, X, reparam, lb, ub, sigma_mode, sigma2_fixed, truncate, max_peak_slip,
-                          shape, out):
+def _grip_log_target_rows(s, mu, vs, vm, la, sh, gr, X, reparam, lb, ub, sigma_mode, sigma2_fixed, truncate,
+                          max_peak_slip, shape, out):
     """:func:`_grip_log_target` at every row of ``X`` [n, d] (sampler coordinates) into ``out`` [n]."""
     th = np.empty(N_THETA)
     lw = likelihood_work(s.shape[0], sh.shape[0])
     half_n = 0.5 * s.shape[0]
     for i in range(X.shape[0]):
-        out[i] = _grip_log_target(s, mu, vs, vm, la, sh, X[i], th, reparam, lb, ub, sigma_mode, sigma2_fixed, half_n,
-                                  truncate, max_peak_slip, shape, lw)
+        out[i] = _grip_log_target(s, mu, vs, vm, la, sh, gr, X[i], th, reparam, lb, ub, sigma_mode, sigma2_fixed,
+                                  half_n, truncate, max_peak_slip, shape, lw)
 
 
 def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, s: np.ndarray, mu: np.ndarray, bounds: np.ndarray, *,
@@ -468,7 +471,8 @@ def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, s: np.ndarray, mu: np
                       max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
                       mu_var: np.ndarray | None = None, slope_coords: bool = False,
                       shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
-                      lateral: np.ndarray | None = None, shared: np.ndarray | None = None) -> np.ndarray:
+                      lateral: np.ndarray | None = None, shared: np.ndarray | None = None,
+                      groups: np.ndarray | None = None) -> np.ndarray:
     """log p_new(x_i) - logp_i for draws ``x_i`` of an earlier fit (``draws[..., d]`` in the returned convention
     (theta, sigma), ``logp[...]`` their log target under that fit, as :class:`ChainResult` holds them): the log
     importance weights that turn them into draws of this target (the data of the new window; sequential Monte
@@ -483,11 +487,12 @@ def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, s: np.ndarray, mu: np
     vs, vm = _variances(s, slip_var, mu_var)
     la = _lateral(s, lateral)
     sh = _shared(s, shared)
+    gr = _groups(s, groups)
     lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
     mode = SIGMA_MODES.index(sigma_mode)
     out = np.empty(x.shape[0])
     with np.errstate(invalid="ignore"):
-        _grip_log_target_rows(s, np.ascontiguousarray(mu, dtype=float), vs, vm, la, sh, np.ascontiguousarray(x),
+        _grip_log_target_rows(s, np.ascontiguousarray(mu, dtype=float), vs, vm, la, sh, gr, np.ascontiguousarray(x),
                               bool(slope_coords), lb, ub, mode, float(sigma) ** 2 if mode == 1 else 1.0,
                               max_peak_slip is not None, float(max_peak_slip) if max_peak_slip is not None else 1.0,
                               _shape_array(shape_prior), out)
@@ -521,17 +526,19 @@ def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.nda
                     max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
                     mu_var: np.ndarray | None = None, slope_coords: bool = False,
                     shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
-                    lateral: np.ndarray | None = None, shared: np.ndarray | None = None) -> float:
+                    lateral: np.ndarray | None = None, shared: np.ndarray | None = None,
+                    groups: np.ndarray | None = None) -> float:
     """The chains' log target at one point ``x`` (theta[6], plus log sigma with ``sigma_mode="sampled"``;
     slope coordinates with ``slope_coords``), up to the constant of the uniform prior (for tests and tools)."""
     vs, vm = _variances(s, slip_var, mu_var)
     la = _lateral(s, lateral)
     sh = _shared(s, shared)
+    gr = _groups(s, groups)
     lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
     x = np.ascontiguousarray(x, dtype=float)
     mode = SIGMA_MODES.index(sigma_mode)
     return float(_grip_log_target(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(mu, dtype=float),
-                                  vs, vm, la, sh, x, np.empty(N_THETA), bool(slope_coords), lb, ub, mode,
+                                  vs, vm, la, sh, gr, x, np.empty(N_THETA), bool(slope_coords), lb, ub, mode,
                                   float(sigma) ** 2 if mode == 1 else 1.0, 0.5 * len(s),
                                   max_peak_slip is not None,
                                   float(max_peak_slip) if max_peak_slip is not None else 1.0,
@@ -575,6 +582,17 @@ def _lateral(s: np.ndarray, lateral: np.ndarray | None) -> np.ndarray:
     if la.size and (la.shape != np.shape(s) or not np.all(np.isfinite(la)) or np.any(la < 0)):
         raise ValueError("lateral must hold one finite, non-negative value per sample")
     return la if la.size and np.any(la > 0) else np.zeros(0)
+
+
+def _groups(s: np.ndarray, groups: np.ndarray | None) -> np.ndarray:
+    """[2, n] (log weight, sample) of each row when the rows are slices of the samples' true-slip posteriors
+    (pacejka.gauss_nll_groups_into); [2, 0] = one row per sample."""
+    if groups is None:
+        return NO_GROUPS
+    gr = np.ascontiguousarray(groups, dtype=float)
+    if gr.shape != (2, len(s)) or not np.all(np.isfinite(gr)):
+        raise ValueError("groups must be a finite [2, n] array (log weight, sample) per row")
+    return gr
 
 
 def _shared(s: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
@@ -679,7 +697,7 @@ def run_grip_chains(
     shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
     until: Callable[[ChainResult], bool] | None = None,
     stop: Callable[[], bool] | None = None, stop_check_steps: int = 5_000,
-    lateral: np.ndarray | None = None, shared: np.ndarray | None = None,
+    lateral: np.ndarray | None = None, shared: np.ndarray | None = None, groups: np.ndarray | None = None,
     proposal_draws: np.ndarray | None = None, p_independent: float = 0.0,
     proposal_weights: np.ndarray | None = None, extend: Callable[[ChainResult], int] | None = None,
     proposal_components: int = 1,
@@ -692,6 +710,8 @@ def run_grip_chains(
     :func:`~vehcal_ros.models.pacejka.gauss_nll` (Eq. 22 with Var_i = sigma^2 + mu_var_i + f'(s_i)^2 slip_var_i;
     ``slip_var``/``mu_var`` default to zeros; ``lateral`` (per sample |sin alpha| / rho, default none): samples
     taken at a slip angle, the friction ellipse of :func:`~vehcal_ros.models.pacejka.gauss_nll_lat`).
+    ``groups`` [2, n] (log weight, sample): the rows are slices of the samples' true-slip posteriors,
+    each sample's likelihood the mixture over its rows (:func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`).
     ``sigma_mode``:
 
     * ``"sampled"`` (default): log sigma is a seventh coordinate, uniform in ``log_sigma_bounds`` (Jeffreys
@@ -740,7 +760,8 @@ def run_grip_chains(
     vs, vm = _variances(s, slip_var, mu_var)
     la = _lateral(s, lateral)
     sh = _shared(s, shared)
-    if sigma_mode == "marginal" and (vs.size or vm.size or la.size or sh.shape[0]):
+    gr = _groups(s, groups)
+    if sigma_mode == "marginal" and (vs.size or vm.size or la.size or sh.shape[0] or gr.shape[1]):
         raise ValueError("sigma_mode='marginal' needs slip_var = mu_var = 0 and no lateral slip (use 'sampled')")
     lb, ub = _box(bounds, sigma_mode, log_sigma_bounds)
     sampled = sigma_mode == "sampled"
@@ -793,7 +814,7 @@ def run_grip_chains(
         half = pilot // 2
         pdraws = np.empty((n_chains, pilot - half, d))
         plogp = np.empty((n_chains, pilot - half))
-        _grip_chains(s, mu, vs, vm, la, sh, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target),
+        _grip_chains(s, mu, vs, vm, la, sh, gr, reparam, X, S, lb, ub, *common, 1, pilot, half, 1, float(target),
                      float(gamma), adapt, states, pdraws, plogp, stats, ind)
         emp = np.cov(pdraws.reshape(-1, d).T) * (2.38**2 / d)
         try:
@@ -808,7 +829,7 @@ def run_grip_chains(
     if given and burn_in - i_next >= 8 * thin:
         # the rest of the burn-in, then the independence proposal refitted to its second half (the chains have
         # moved from the previous posterior's draws toward this one); the kept draws use a fixed proposal
-        _grip_chains(s, mu, vs, vm, la, sh, reparam, X, S, lb, ub, *common, i_next, burn_in, 0, int(thin),
+        _grip_chains(s, mu, vs, vm, la, sh, gr, reparam, X, S, lb, ub, *common, i_next, burn_in, 0, int(thin),
                      float(target), float(gamma), adapt, states, draws_all, logp_all, stats, ind)
         ind = _refit(ind, draws_all[:, (i_next + burn_in) // 2 // thin:burn_in // thin], d, p_independent,
                      proposal_components)
@@ -825,7 +846,7 @@ def run_grip_chains(
         i = i_next
         while i <= n_done:  # the block in pieces of `piece` steps, asking stop() between them
             j = n_done if stop is None else min(n_done, i + piece - 1)
-            _grip_chains(s, mu, vs, vm, la, sh, reparam, X, S, lb, ub, *common, i, j, 0, int(thin), float(target),
+            _grip_chains(s, mu, vs, vm, la, sh, gr, reparam, X, S, lb, ub, *common, i, j, 0, int(thin), float(target),
                          float(gamma), adapt, states, draws_all, logp_all, stats, ind)
             i = j + 1
             if stop is not None and i <= n_done and stop():

@@ -234,6 +234,74 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod) + log_det)
 
 
+NO_GROUPS = np.zeros((2, 0))
+"""``groups`` of :func:`gauss_nll_groups_into` when every row is a sample of its own."""
+
+
+@njit(cache=True, nogil=True)
+def gauss_nll_groups(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+                     mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, groups: np.ndarray) -> float:
+    """:func:`gauss_nll_groups_into` with its own work space (tools, the ML step)."""
+    return gauss_nll_groups_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, groups,
+                                 likelihood_work(s.shape[0], shared.shape[0]))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def gauss_nll_groups_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
+                          mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, groups: np.ndarray,
+                          work: np.ndarray) -> float:
+    """Negative log likelihood (nats) of samples whose true slip has a Gaussian-mixture posterior: each row j is
+    one Gaussian slice of sample ``groups[1, j]``'s posterior (consecutive rows, one sample), with weight
+    exp(``groups[0, j]``), mean slip ``s[j]`` and variance ``slip_var[j]``, the sample's friction ``mu[j]``,
+    ``mu_var[j]`` and ``lat[j]`` repeated on its rows::
+
+        -log p = -sum_i log sum_{j in i} w_j N(mu_j; f(s_j), sigma^2 + v_mu_j + f'(s_j)^2 v_s_j)
+
+    the true slip integrated out slice by slice, the curve linearised only inside a slice (whose variance is at
+    most the slip noise's; :mod:`~vehcal_ros.estimation.latent_slip`). A sample whose posterior spans two
+    clusters (a maneuver's first blocks, between cruise and the maneuver's cluster) keeps both
+    modes instead of one Gaussian at their mean, whose spread f'^2 w would penalise the curve's slope there.
+    ``groups`` [2, 0] (:data:`NO_GROUPS`): every row its own sample, :func:`gauss_nll_shared_into` with the
+    errors ``shared`` the samples share (which needs one row per sample). ``work``: :func:`likelihood_work`."""
+    n = s.shape[0]
+    if groups.shape[1] != n:
+        return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, work)
+    vs = slip_var if slip_var.shape[0] == n else work[2, :n]
+    vm = mu_var if mu_var.shape[0] == n else work[2, :n]
+    r2v, var = work[0, :n], work[1, :n]
+    if lat.shape[0] == n:
+        _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var)
+    else:
+        _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var)
+    acc = 0.0
+    log_var = 0.0
+    prod = 1.0
+    n_samples = 0
+    j = 0
+    while j < n:
+        k = j + 1
+        while k < n and groups[1, k] == groups[1, j]:
+            k += 1
+        n_samples += 1
+        if k == j + 1:       # a one-component posterior (weight 1): the running-product form of the log variance
+            acc += r2v[j] - 2.0 * groups[0, j]
+            prod *= var[j]
+            if not 1e-150 < prod < 1e150:
+                log_var += math.log(prod)
+                prod = 1.0
+        else:                # log sum_j w_j N_j by log-sum-exp over the sample's components
+            top = -math.inf
+            for q in range(j, k):
+                r2v[q] = groups[0, q] - 0.5 * (math.log(var[q]) + r2v[q])
+                top = max(top, r2v[q])
+            tot = 0.0
+            for q in range(j, k):
+                tot += math.exp(r2v[q] - top)
+            acc -= 2.0 * (top + math.log(tot))
+        j = k
+    return 0.5 * (n_samples * _LOG_2PI + acc + log_var + math.log(prod))
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _eiv_residuals(s, mu, theta, sigma2, vs, vm, lat, r, sl, var) -> None:
     """Per sample: the residual mu_i - f(s_i) into ``r``, the slope f'(s_i) into ``sl`` and Var_i into ``var``
