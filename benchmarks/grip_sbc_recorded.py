@@ -18,7 +18,9 @@ up and replaces only what the road and the sensors did:
   posterior, and so its coverage, as it is;
 * the fit exactly as the pipeline runs it: its subsample (``max_fit_points``, the window's slips deconvolved with
   ``slip_prior="deconvolved"``), then GripEstimator with the node's fit settings; ``--slip-prior flat`` refits the
-  same data sets with the flat slip prior instead.
+  same data sets with the flat slip prior instead; ``--slip-posterior slices`` takes the same subsample's measured
+  slips with the window's deconvolved distribution and the posteriors as slices (``GripConfig.slip_posterior``);
+  ``--oracle-prior BIN`` takes the posteriors under the design's own true-slip distribution instead.
 
 If the fit computes its model's posterior, the 90 % intervals hold the true mu_max in 90 % of the sets (binomial
 band) and the ranks are uniform. Power: with 200 sets the two-sided 95 % band of the 90 % coverage is 85.5-94 %;

@@ -156,18 +156,24 @@ def test_errors_in_variables_fit_takes_slip_and_mu_variances():
         GripEstimator(cfg).fit(s, mu, mu_var=np.ones(3))
 
 
+def _clustered_design() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(true slips, measured slips, friction, slip variances) of everyday driving as the live pipeline sees it:
+    cruise at 0, a steady acceleration at mu = 0.3, a short ramp; block-average slip noise 1.3e-3."""
+    rng = np.random.default_rng(1)
+    a = slip_at_friction(TRUE, 0.3)
+    t = np.concatenate([np.zeros(60), np.full(25, a), np.linspace(0.0, a, 15)])
+    s = t + 1.3e-3 * rng.standard_normal(t.size)
+    mu = mf_curve(t, TRUE) + 3e-3 * rng.standard_normal(t.size)
+    return t, s, mu, np.full(t.size, 1.3e-3**2)
+
+
 def test_clustered_true_slips_flat_prior_is_confidently_low_deconvolved_is_not():
     """Everyday driving as the live pipeline sees it (accel_coast): true slips in clusters (cruise at 0, a steady
     acceleration at mu = 0.3, a short ramp), measured with block-average slip noise (1.3e-3) far wider than the
     clusters, friction at the TRUE slip. The flat-prior effective-variance likelihood reads the tight friction of
     each cluster as evidence of a flat curve there and converges to an interval below the true mu_max; with the
     deconvolved true-slip distribution (default) the interval contains it."""
-    rng = np.random.default_rng(1)
-    a = slip_at_friction(TRUE, 0.3)
-    t = np.concatenate([np.zeros(60), np.full(25, a), np.linspace(0.0, a, 15)])
-    s = t + 1.3e-3 * rng.standard_normal(t.size)
-    mu = mf_curve(t, TRUE) + 3e-3 * rng.standard_normal(t.size)
-    vs = np.full(t.size, 1.3e-3**2)
+    t, s, mu, vs = _clustered_design()
     cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True)
     flat = GripEstimator(dataclasses.replace(cfg, slip_prior="flat")).fit(s, mu, slip_var=vs)
     assert flat.mu_max.upper < MU_MAX, flat.mu_max
@@ -183,12 +189,7 @@ def test_posterior_slices_take_a_given_slip_distribution():
     true mu_max. Coverage over many data sets is benchmarks/grip_sbc_recorded.py's (``--slip-posterior``)."""
     from vehcal_ros.estimation.latent_slip import SlipMixture
 
-    rng = np.random.default_rng(1)
-    a = slip_at_friction(TRUE, 0.3)
-    t = np.concatenate([np.zeros(60), np.full(25, a), np.linspace(0.0, a, 15)])
-    s = t + 1.3e-3 * rng.standard_normal(t.size)
-    mu = mf_curve(t, TRUE) + 3e-3 * rng.standard_normal(t.size)
-    vs = np.full(t.size, 1.3e-3**2)
+    t, s, mu, vs = _clustered_design()
     values, counts = np.unique(np.round(t, 6), return_counts=True)
     truth = SlipMixture(counts / counts.sum(), values, np.full(values.size, 1e-12), 0.0)
     cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True, slip_posterior="slices")

@@ -139,13 +139,7 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
     has_lat = lat.shape[0] == n
     if not (has_vs or has_vm or has_lat):
         return 0.5 * n * (_LOG_2PI + math.log(sigma2)) + 0.5 * sse(s, mu, theta) / sigma2
-    vs = slip_var if has_vs else work[2, :n]
-    vm = mu_var if has_vm else work[2, :n]
-    r2v, var = work[0, :n], work[1, :n]
-    if has_lat:
-        _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var)
-    else:
-        _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var)
+    r2v, var = _eiv_rows(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
     acc = 0.0
     log_var = 0.0
     prod = 1.0
@@ -156,6 +150,21 @@ def gauss_nll_lat_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2:
             log_var += math.log(prod)
             prod = 1.0
     return 0.5 * (n * _LOG_2PI + acc + log_var + math.log(prod))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _eiv_rows(s, mu, theta, sigma2, slip_var, mu_var, lat, work) -> tuple[np.ndarray, np.ndarray]:
+    """(r_i^2 / Var_i, Var_i) of every row into ``work`` rows 0 and 1 (:func:`_eiv_terms`, or
+    :func:`_eiv_terms_lat` with lateral slips); absent variances (length 0) read work row 2's zeros."""
+    n = s.shape[0]
+    vs = slip_var if slip_var.shape[0] == n else work[2, :n]
+    vm = mu_var if mu_var.shape[0] == n else work[2, :n]
+    r2v, var = work[0, :n], work[1, :n]
+    if lat.shape[0] == n:
+        _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var)
+    else:
+        _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var)
+    return r2v, var
 
 
 @njit(cache=True, nogil=True)
@@ -266,13 +275,7 @@ def gauss_nll_groups_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
     n = s.shape[0]
     if groups.shape[1] != n:
         return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, work)
-    vs = slip_var if slip_var.shape[0] == n else work[2, :n]
-    vm = mu_var if mu_var.shape[0] == n else work[2, :n]
-    r2v, var = work[0, :n], work[1, :n]
-    if lat.shape[0] == n:
-        _eiv_terms_lat(s, mu, theta, sigma2, vs, vm, lat, r2v, var)
-    else:
-        _eiv_terms(s, mu, theta, sigma2, vs, vm, r2v, var)
+    r2v, var = _eiv_rows(s, mu, theta, sigma2, slip_var, mu_var, lat, work)
     acc = 0.0
     log_var = 0.0
     prod = 1.0
