@@ -88,13 +88,13 @@ def test_shared_loadings_match_the_scatter_of_the_estimated_cluster_mean() -> No
 
 
 def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
-    """gauss_nll_shared (Woodbury, O(n K^2)) against scipy's multivariate normal with the full covariance
+    """gauss_nll_groups with one row per sample, i.e. the shared-error likelihood (Woodbury, O(n K^2)), against
+    scipy's multivariate normal with the full covariance
     diag(sigma^2 + v_mu + f'^2 v_s) + L L^T, L_ik = f'(s_i) shared[k, i], the curve and its slope evaluated
     independently (numpy magic formula and friction ellipse, central differences); K = 0 is gauss_nll_lat."""
     from scipy.stats import multivariate_normal
 
-    from vehcal_ros.models.pacejka import gauss_nll_lat, gauss_nll_shared
-
+    from vehcal_ros.models.pacejka import NO_GROUPS, gauss_nll_groups, gauss_nll_lat
     rng = np.random.default_rng(1)
     n, K = 40, 3
     th = np.array([12.0, 1.6, 0.8, -0.5, 0.002, 0.01])
@@ -114,9 +114,10 @@ def test_shared_error_likelihood_equals_the_dense_gaussian() -> None:
     L = slope[:, None] * sh.T
     cov = np.diag(1e-4 + vm + slope**2 * vs) + L @ L.T
     ref = -multivariate_normal(mean=curve(s), cov=cov).logpdf(mu)
-    assert abs(gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, sh) - ref) < 1e-6 * abs(ref)
-    assert gauss_nll_shared(s, mu, th, 1e-4, vs, vm, la, np.zeros((0, n))) == gauss_nll_lat(s, mu, th, 1e-4, vs, vm,
-                                                                                             la)
+    assert abs(gauss_nll_groups(s, mu, th, 1e-4, vs, vm, la, sh, NO_GROUPS) - ref) < 1e-6 * abs(ref)
+    no_shared = np.zeros((0, n))
+    assert gauss_nll_groups(s, mu, th, 1e-4, vs, vm, la, no_shared, NO_GROUPS) == gauss_nll_lat(s, mu, th, 1e-4, vs,
+                                                                                                vm, la)
 
 
 def test_posterior_slices_keep_the_posterior_and_its_modes() -> None:

@@ -92,13 +92,21 @@ class SlipMixture:
     def posterior(self, s: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(m_i, w_i): mean and variance of the true slip given the measured s_i with noise variance v_i."""
         r, _ = self.responsibilities(s, v)
+        m, w, _, _ = self._moments(s, v, r)
+        return m, w
+
+    def _moments(self, s: np.ndarray, v: np.ndarray, r: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(m_i, w_i, b_ik, E_k[t^2]_ik): the posterior's mean and variance from the responsibilities ``r`` and
+        each component's posterior mean b_ik = mu_k + g_ik (s_i - mu_k), g_ik = tau_k^2 / (tau_k^2 + v_i), and
+        second moment g_ik v_i + b_ik^2 (its variance g_ik v_i = tau^2 - tau^4 / (tau^2 + v))."""
         tau2 = self.variances[None, :]
         gain = tau2 / (tau2 + v[:, None])
         b = self.means[None, :] + gain * (s[:, None] - self.means[None, :])
-        bvar = gain * v[:, None]                       # = tau^2 - tau^4 / (tau^2 + v)
+        second = gain * v[:, None] + b * b
         m = (r * b).sum(axis=1)
-        w = (r * (bvar + b * b)).sum(axis=1) - m * m
-        return m, np.maximum(w, 0.0)
+        w = (r * second).sum(axis=1) - m * m
+        return m, np.maximum(w, 0.0), b, second
 
     def posterior_slices(self, s: np.ndarray, v: np.ndarray, max_rows: int = POSTERIOR_SLICES,
                        min_weight: float = MIN_SLICE_WEIGHT) -> PosteriorSlices:
@@ -117,22 +125,17 @@ class SlipMixture:
         order = np.argsort(self.means, kind="stable")
         mix = SlipMixture(self.weights[order], self.means[order], self.variances[order], self.log_likelihood)
         r, _ = mix.responsibilities(s, np.where(v > 0.0, v, 1.0))
-        tau2 = mix.variances[None, :]
-        gain = tau2 / (tau2 + v[:, None])
-        b = mix.means[None, :] + gain * (s[:, None] - mix.means[None, :])
-        second = gain * v[:, None] + b * b
-        m = (r * b).sum(axis=1)
-        w = np.maximum((r * second).sum(axis=1) - m * m, 0.0)
+        _, w, b, second = mix._moments(s, v, r)
         n_rows = np.where((v > 0.0) & (w > TIGHT_POSTERIOR ** 2 * v), max_rows, 1)
         mid = np.cumsum(r, axis=1) - 0.5 * r
         chunk = np.minimum((mid * n_rows[:, None]).astype(np.int64), n_rows[:, None] - 1)
         key = (np.arange(s.size)[:, None] * max_rows + chunk).ravel()
         size = s.size * max_rows
-        mass = np.bincount(key, r.ravel(), size)
+        total = np.bincount(key, r.ravel(), size)
         first = np.bincount(key, (r * b).ravel(), size)
         sec = np.bincount(key, (r * second).ravel(), size)
         exact = v <= 0.0
-        mass = mass.reshape(s.size, max_rows)
+        mass = total.reshape(s.size, max_rows).copy()
         mass[exact] = 0.0
         mass[exact, 0] = 1.0
         keep = mass >= min_weight
@@ -141,11 +144,11 @@ class SlipMixture:
         mass /= mass.sum(axis=1, keepdims=True)
         sample, row = np.nonzero(keep)
         flat = sample * max_rows + row
-        tot = np.bincount(key, r.ravel(), size)[flat]
+        tot = total[flat]
         mean = np.where(exact[sample], s[sample], first[flat] / np.maximum(tot, 1e-300))
         var = np.where(exact[sample], 0.0, np.maximum(sec[flat] / np.maximum(tot, 1e-300) - mean * mean, 0.0))
         return PosteriorSlices(slip=np.ascontiguousarray(mean), slip_var=np.ascontiguousarray(var), sample=sample,
-                        log_weight=np.ascontiguousarray(np.log(mass[sample, row])))
+                               log_weight=np.ascontiguousarray(np.log(mass[sample, row])))
 
     def shared_loadings(self, s: np.ndarray, v: np.ndarray) -> np.ndarray:
         """[K, n] the error the component means carry into every posterior mean m_i (:meth:`posterior`), slip.

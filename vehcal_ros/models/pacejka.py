@@ -175,14 +175,6 @@ def likelihood_work(n: int, k: int) -> np.ndarray:
     return np.zeros((5 + k, max(n, k)))
 
 
-@njit(cache=True, nogil=True)
-def gauss_nll_shared(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
-                     mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray) -> float:
-    """:func:`gauss_nll_shared_into` with its own work space (tools, the ML step)."""
-    return gauss_nll_shared_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared,
-                                 likelihood_work(s.shape[0], shared.shape[0]))
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                           mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, work: np.ndarray) -> float:
@@ -250,7 +242,7 @@ NO_GROUPS = np.zeros((2, 0))
 @njit(cache=True, nogil=True)
 def gauss_nll_groups(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigma2: float, slip_var: np.ndarray,
                      mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, groups: np.ndarray) -> float:
-    """:func:`gauss_nll_groups_into` with its own work space (tools, the ML step)."""
+    """:func:`gauss_nll_groups_into` with its own work space (tools, tests, the ML step)."""
     return gauss_nll_groups_into(s, mu, theta, sigma2, slip_var, mu_var, lat, shared, groups,
                                  likelihood_work(s.shape[0], shared.shape[0]))
 
