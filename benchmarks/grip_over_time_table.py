@@ -6,8 +6,8 @@ Usage:  python benchmarks/grip_over_time_table.py RESULT.json [RESULT.json ...]
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from grip_over_time import missed
@@ -34,11 +34,17 @@ def rows(path: Path) -> list[str]:
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description="Markdown table of grip-over-time results.")
+    ap.add_argument("results", nargs="+", type=Path, help="JSON of grip_over_time.py or zoo/run_zoo.py")
+    args = ap.parse_args()
+    missing = [str(p) for p in args.results if not p.is_file()]
+    if missing:
+        raise SystemExit(f"grip_over_time_table: no such file: {missing[0]}")
     print("| drive | seed | forces | inside | overstated | available | of which fitted | interval score | usable lower "
           "| per scope (inside/over/avail/usable) | targets missed |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for arg in sys.argv[1:]:
-        print("\n".join(rows(Path(arg))))
+    for path in args.results:
+        print("\n".join(rows(path)))
     return 0
 
 

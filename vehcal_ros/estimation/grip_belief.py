@@ -23,6 +23,22 @@ mixture CDF); the posterior's CDF is two half normals joined at its mean, throug
 p_c = 0 the published interval is the fit's). When p_c exceeds ``unknown_above`` or no estimate exists, the belief
 is *unknown*: mean NaN, lower bound 0 (a planner may assume no grip), upper bound ``prior_upper``.
 
+That is the belief with nothing seen since the fit's data. The samples since (watched by
+:meth:`BeliefTracker.observe` at the node's belief cadence, and every 0.5 s of data time by :func:`belief_timeline`)
+prove that the road under them offered at least their floor; a change in the interval between two observations
+would have put every later sample on the new road. So the change branch is split by change time: interval j (from
+the previous observation, or the fit's data, to observation j) has the hazard weight
+w_j = exp(-Lambda_{j-1}) - exp(-Lambda_j) (Lambda = d / L_d + a / T_a at each end) and, for its new road, the
+prior truncated below at F_j, the largest floor observed after it; the no-change branch, exp(-Lambda(t)), is the
+fit's posterior truncated below at F_0, the largest floor since the fit's data. Normalised, the weights give the
+posterior p_c (lower as the samples prove friction: proven grip rules out the slippery roads a change might have
+led to); the mean and upper end are this mixture's. The lower end is the larger of the unconditioned mixture's
+above and the same quantile with each changed road's weight put at its floor (:meth:`BeliefTracker._robust_lower`),
+a bound that holds whatever the roads above a floor are like. The belief is unknown when the posterior p_c and the
+hazard-aged one both exceed ``unknown_above`` and nothing beyond ``prior_lower`` is proven since (watching never
+makes a belief unknown sooner); a floor belief whose floor the samples since exceed becomes the floor belief of
+theirs (docs/grip.md, "What the samples since prove").
+
 A contradiction withdraws the estimate at once (p_c = 1) until the next fit or floor, and puts in its place the
 floor belief the contradicting samples prove (:meth:`BeliefTracker.contradiction_floor`: those from the first
 sample that alone contradicts the lower bound on; unknown when none of them shows friction beyond its noise).
@@ -56,6 +72,7 @@ Nothing here imports rclpy; the trackers hold a few floats per scope and the odo
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +197,16 @@ def sample_floors(data: Any, sigma: float, level: float = 0.01,
     return t[recent][ok], floor[ok]
 
 
+def noise_sd(mu: np.ndarray) -> float:
+    """Robust noise standard deviation of a friction series from its successive differences:
+    1.4826 median |diff| / sqrt(2) (the signal changes little between 0.1 s blocks); 0 for fewer than 3."""
+    mu = np.abs(np.asarray(mu, dtype=float))
+    mu = mu[np.isfinite(mu)]
+    if mu.size < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(np.diff(mu))) / math.sqrt(2.0))
+
+
 def floor_mu_max(floor: float, hazard: HazardModel, prob: float) -> MuMax:
     """The floor belief's mu_max (module docstring): the road-friction prior of ``hazard`` truncated below at
     ``floor``; its interval [floor, floor + prob (prior_upper - floor)]."""
@@ -199,7 +226,7 @@ class Belief:
     upper: float             #: upper end; ``prior_upper`` when unknown
     age: float               #: s since the newest sample of the estimate's data; inf without an estimate
     distance: float          #: m travelled since then; inf without an estimate
-    p_change: float          #: probability the surface changed since the estimate's data
+    p_change: float          #: probability the surface changed since the estimate's data (given the floors since)
     known: bool              #: False: unknown (no estimate, withdrawn, or p_change > unknown_above)
     floor: bool = False      #: True: a floor belief (no curve identified; module docstring)
 
@@ -282,6 +309,40 @@ class Odometer:
         return float(np.interp(t, self._trace_t[order], self._trace_d[order]))
 
 
+#: Friction samples a belief can watch in its life: one axle gives 20 a second (two wheels, 0.1 s blocks), and at
+#: the slowest driving speed, 3 m/s, the default hazard reaches ``unknown_above`` = 0.5 after 1386 m = 462 s, i.e.
+#: 9240 samples. The watched floors' z is Bonferroni over this many (:meth:`BeliefTracker.observe`).
+FLOOR_FAMILY = 10_000
+
+
+class WatchedFloors:
+    """The floors the samples since an estimate prove, one per observation (:meth:`BeliefTracker.observe`): a
+    ring of (newest sample time s, distance then m, floor) over the last ``n`` observations, preallocated."""
+
+    def __init__(self, n: int = 4096) -> None:
+        self.t = np.full(n, np.nan)
+        self.d = np.zeros(n)
+        self.f = np.zeros(n)
+        self.k = 0                    # observations written
+
+    def add(self, t: float, d: float, f: float) -> None:
+        i = self.k % self.t.size
+        self.t[i], self.d[i], self.f[i] = t, d, f
+        self.k += 1
+
+    def clear(self) -> None:
+        self.t[:] = np.nan
+        self.k = 0
+
+    def between(self, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(t, d, f) of the observations with t0 < t <= t1, oldest first."""
+        n = min(self.k, self.t.size)
+        order = np.arange(self.k - n, self.k) % self.t.size
+        t = self.t[order]
+        keep = (t > t0) & (t <= t1)
+        return t[keep], self.d[order][keep], self.f[order][keep]
+
+
 class BeliefTracker:
     """Per scope: the last published estimate and the belief in force (:meth:`belief`). Shares the vehicle's
     :class:`Odometer`; :meth:`set_estimate` takes each published estimate, :meth:`withdraw` a contradiction."""
@@ -303,6 +364,10 @@ class BeliefTracker:
         self.floor = False           #: the estimate in force is a floor belief (module docstring)
         #: after a withdrawal: (mu_max, t_data, distance) of the floor belief the contradicting samples prove
         self.fallback: tuple[MuMax, float, float] | None = None
+        self.watched = WatchedFloors()
+        self.observed_to = -math.inf   #: newest sample time :meth:`observe` has seen, s
+        self.sigma = math.nan          #: noise std of the last fit, the watched floors' noise floor
+        self._z_floor = -float(norm.ppf(0.01 / FLOOR_FAMILY))
 
     def set_estimate(self, mu_max: MuMax, t_data: float, fit: GripEstimate | None = None,
                      floor: bool = False) -> None:
@@ -310,6 +375,8 @@ class BeliefTracker:
         test; ``floor``: a floor belief) whose newest sample is at ``t_data`` s."""
         self.estimate = mu_max
         self.fit = fit
+        if fit is not None and math.isfinite(fit.sigma):
+            self.sigma = float(fit.sigma)
         self.t_data = t_data
         self.odo_data = self.odometer.at(t_data)
         self.withdrawn = False
@@ -326,6 +393,33 @@ class BeliefTracker:
         self.estimate, self.fit, self.t_data, self.odo_data, self.withdrawn = None, None, math.nan, math.nan, False
         self.floor = False
         self.fallback = None
+        self.watched.clear()
+        self.observed_to = -math.inf
+
+    def observe(self, samples: Any) -> None:
+        """Watch the friction ``samples`` (a ScopeData) stamped after those already seen: the floor they prove
+        together, max_i(|mu_i| - z sd_i) (sd_i from the sample's stated variance and the larger of the last fit's
+        sigma and their own noise, :func:`noise_sd`; z Bonferroni at 1 % over ``FLOOR_FAMILY`` samples), stamped
+        with their newest time, for the change branch of :meth:`belief`. A clock that went back more than a
+        second starts the record again."""
+        t = np.asarray(samples.t, dtype=float)
+        if t.size == 0:
+            return
+        if float(np.max(t)) < self.observed_to - 1.0:
+            self.watched.clear()
+            self.observed_to = -math.inf
+        new = t > self.observed_to
+        if not np.any(new):
+            return
+        mu = np.abs(np.asarray(samples.mu, dtype=float)[new])
+        var = getattr(samples, "mu_var", None)
+        var = np.zeros(mu.size) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[new], nan=np.inf)
+        sigma = max(self.sigma if math.isfinite(self.sigma) else 0.0, noise_sd(mu))
+        f = mu - self._z_floor * np.sqrt(var + sigma * sigma)
+        f = f[np.isfinite(f)]
+        newest = float(np.max(t[new]))
+        self.observed_to = newest
+        self.watched.add(newest, self.odometer.at(newest), max(float(np.max(f)), 0.0) if f.size else 0.0)
 
     def test(self, t: float, samples: Any, test: ContradictionTest) -> bool:
         """Run the contradiction test at ``t`` on ``samples`` (a ScopeData of the newest ``test.window``);
@@ -362,7 +456,8 @@ class BeliefTracker:
 
     # ----------------------------------------------------------------- output
     def belief(self, t: float, kept: bool = False) -> Belief:
-        """The belief in force at ``t`` (module docstring); ``kept``: as if the estimate had not been withdrawn."""
+        """The belief in force at ``t`` (module docstring); ``kept``: as if the estimate had not been withdrawn
+        and nothing had been watched since (the hazard-aged estimate alone)."""
         hz = self.hazard
         if self.estimate is None:
             return Belief(t, math.nan, 0.0, hz.prior_upper, math.inf, math.inf, 1.0, False)
@@ -371,43 +466,138 @@ class BeliefTracker:
                 age = max(t - self.t_data, 0.0)
                 distance = max(self.odometer.at(t) - self.odo_data, 0.0)
                 return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, 1.0, False)
-            return self._aged(t, *self.fallback, True)
-        return self._aged(t, self.estimate, self.t_data, self.odo_data, self.floor)
+            return self._aged(t, *self.fallback, True, True)
+        return self._aged(t, self.estimate, self.t_data, self.odo_data, self.floor, not kept)
 
-    def _aged(self, t: float, m: MuMax, t_data: float, odo_data: float, floor: bool) -> Belief:
-        """The belief at ``t`` of the estimate ``m`` whose newest sample is at ``t_data`` (distance ``odo_data``):
-        the mixture of the module docstring."""
+    def _aged(self, t: float, m: MuMax, t_data: float, odo_data: float, floor: bool, watch: bool) -> Belief:
+        """The belief at ``t`` of the estimate ``m`` (a floor belief when ``floor``) whose newest sample is at
+        ``t_data`` (distance ``odo_data``): the mixture of the module docstring, conditioned on the floors watched
+        since when ``watch``."""
         hz = self.hazard
         age = max(t - t_data, 0.0)
         distance = max(self.odometer.at(t) - odo_data, 0.0)
-        p = hz.p_change(distance, age)
-        if p > hz.unknown_above:
-            return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, p, False)
-        if p == 0.0:   # no time, no distance: the fit's own interval
-            return Belief(t, m.mean, m.lower, m.upper, age, distance, p, True, floor)
-        mean = (1.0 - p) * m.mean + p * 0.5 * (hz.prior_lower + hz.prior_upper)
+        rate = distance / hz.change_distance + age / hz.change_time
+        if rate == 0.0:   # no time, no distance: the fit's own interval
+            return Belief(t, m.mean, m.lower, m.upper, age, distance, 0.0, True, floor)
         tail = 0.5 * (1.0 - self.prob)
-        lower = self._quantile(m, tail, p)
-        upper = self._quantile(m, 1.0 - tail, p)
+        stay = math.exp(-rate)                     # no change since the estimate's data
+        w, p_floor, proven = self._change_branch(t, t_data, odo_data, rate, watch)
+        if floor and proven > m.lower:             # a floor belief's road offers what was proven since: its floor
+            m = floor_mu_max(proven, hz, self.prob)
+        cut = self._post_cdf(m, proven) if not floor else 0.0   # a fit's road offers what was proven since
+        keep = w * (1.0 - p_floor)                 # each change time's weight times P0(mu_max > its floor)
+        norm_ = stay * (1.0 - cut) + float(np.sum(keep))
+        p = float(np.sum(keep)) / norm_
+        if p > hz.unknown_above and -math.expm1(-rate) > hz.unknown_above and not proven > hz.prior_lower:
+            return Belief(t, math.nan, 0.0, hz.prior_upper, age, distance, p, False)
+        lo_prior = hz.prior_lower + p_floor * (hz.prior_upper - hz.prior_lower)   # the truncated priors' lower ends
+        mean = (stay * (1.0 - cut) * self._post_mean_above(m, -math.inf if floor else proven)
+                + float(np.sum(keep * 0.5 * (lo_prior + hz.prior_upper)))) / norm_
+        mix = self._mixture(stay, cut, w, p_floor, norm_)
+        lower = self._quantile(m, tail, mix)
+        upper = self._quantile(m, 1.0 - tail, mix)
+        if watch:   # the lower end also holds whatever the roads above the floors are like
+            plain = self._mixture(stay, 0.0, np.array([1.0 - stay]), np.zeros(1), 1.0)
+            lower = max(self._quantile(m, tail, plain),
+                        self._robust_lower(m, tail, stay, cut, proven, keep, lo_prior, norm_, floor))
         return Belief(t, mean, lower, upper, age, distance, p, True, floor)
 
-    def _cdf(self, m: MuMax, x: float, p: float) -> float:
-        """Mixture CDF: (1 - p) split-normal posterior + p uniform prior."""
-        z = self._z
-        s_lo = max(m.mean - m.lower, 1e-9) / z
-        s_hi = max(m.upper - m.mean, 1e-9) / z
-        # two half normals joined at the mean: F(lower) = tail and F(upper) = 1 - tail exactly
-        post = _norm_cdf((x - m.mean) / (s_lo if x <= m.mean else s_hi))
+    @staticmethod
+    def _mixture(stay: float, cut: float, w: np.ndarray, p_floor: np.ndarray, norm_: float) -> tuple:
+        """The mixture's terms for :meth:`_cdf`: the change branch's CDF is piecewise linear in P0(x),
+        sum_j w_j max(P0(x) - P_j, 0), read with the P_j sorted and the cumulative sums of w_j and w_j P_j."""
+        order = np.argsort(p_floor, kind="stable")
+        ps = p_floor[order].tolist()
+        cw = np.concatenate([[0.0], np.cumsum(w[order])]).tolist()
+        cwp = np.concatenate([[0.0], np.cumsum(w[order] * p_floor[order])]).tolist()
+        return stay, cut, ps, cw, cwp, norm_
+
+    def _robust_lower(self, m: MuMax, q: float, stay: float, cut: float, proven: float, keep: np.ndarray,
+                      lo_prior: np.ndarray, norm_: float, floor: bool) -> float:
+        """The ``q`` quantile of the mixture with each changed road's probability at its floor (the lowest
+        friction it may have) instead of spread over the prior above it, and a floor belief's at its floor or
+        the floor proven since: a bound that does not rest on how the roads above a floor are distributed."""
+        order = np.argsort(lo_prior, kind="stable")
+        at = lo_prior[order].tolist()
+        cum = np.concatenate([[0.0], np.cumsum(keep[order])]).tolist()
+        base = max(m.lower, proven)
+        lo, hi = self.hazard.prior_lower, max(m.upper, self.hazard.prior_upper)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if floor:
+                own = stay * (1.0 - cut) * (mid >= base)
+            else:
+                own = stay * max(self._post_cdf(m, mid) - cut, 0.0)
+            if (own + cum[bisect_right(at, mid)]) / norm_ < q:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    def _change_branch(self, t: float, t_data: float, odo_data: float, rate: float,
+                       watch: bool) -> tuple[np.ndarray, np.ndarray, float]:
+        """The change branch of the belief at ``t``: per interval between the watched floors since ``t_data``
+        (the first from ``t_data``, the last to ``t``), the prior probability that the road changed in it,
+        w_j = exp(-Lambda_{j-1}) - exp(-Lambda_j) (Lambda the hazard's integrated rate, ``rate`` at ``t``), and
+        P_j = P0(F_j), the road-friction prior's CDF at the floor F_j that every observation after that interval
+        proves (the largest of them; 0 without one): a road changed then is a road under those samples. Also
+        the largest floor watched since ``t_data`` (-inf without one above 0; the first observation, whose samples
+        may be older than ``t_data``, not counted), which bounds the estimate's own road if it has not changed."""
+        hz = self.hazard
+        if not watch:
+            return np.array([-math.expm1(-rate)]), np.zeros(1), -math.inf
+        tb, db, fb = self.watched.between(t_data, t)
+        lam = np.minimum((np.maximum(db - odo_data, 0.0) / hz.change_distance
+                          + (tb - t_data) / hz.change_time), rate)
+        lam = np.concatenate([[0.0], np.maximum.accumulate(lam) if lam.size else lam, [rate]])
+        surv = np.exp(-lam)
+        w = surv[:-1] - surv[1:]
+        suffix = np.maximum.accumulate(fb[::-1])[::-1] if fb.size else fb     # suffix[i] = max(f_i, ..., f_K)
+        floors = np.concatenate([suffix[1:], [0.0, 0.0]])[: w.size]
+        p_floor = np.clip((floors - hz.prior_lower) / (hz.prior_upper - hz.prior_lower), 0.0, 1.0)
+        proven = float(suffix[1]) if suffix.size > 1 and suffix[1] > 0.0 else -math.inf   # the first may straddle
+        return w, p_floor, proven
+
+    def _post_cdf(self, m: MuMax, x: float) -> float:
+        """CDF of the estimate's posterior: two half normals joined at its mean, through its interval ends
+        (F(lower) = tail and F(upper) = 1 - tail exactly)."""
+        if x == -math.inf:
+            return 0.0
+        s = max((m.mean - m.lower) if x <= m.mean else (m.upper - m.mean), 1e-9) / self._z
+        return _norm_cdf((x - m.mean) / s)
+
+    def _post_mean_above(self, m: MuMax, a: float) -> float:
+        """Mean of the estimate's posterior (:meth:`_post_cdf`) truncated below at ``a``."""
+        if a == -math.inf:
+            return m.mean
+        s_lo = max(m.mean - m.lower, 1e-9) / self._z
+        s_hi = max(m.upper - m.mean, 1e-9) / self._z
+        phi = 1.0 / math.sqrt(2.0 * math.pi)
+        if a >= m.mean:                            # the upper half alone, truncated at a
+            al = (a - m.mean) / s_hi
+            tail = max(1.0 - _norm_cdf(al), 1e-300)
+            return a if tail <= 1e-300 else m.mean + s_hi * phi * math.exp(-0.5 * al * al) / tail
+        al = (a - m.mean) / s_lo                   # the lower half from a to the mean, and the whole upper half
+        lower_part = m.mean * (0.5 - _norm_cdf(al)) + s_lo * phi * (math.exp(-0.5 * al * al) - 1.0)
+        upper_part = 0.5 * m.mean + s_hi * phi
+        return (lower_part + upper_part) / (1.0 - _norm_cdf(al))
+
+    def _cdf(self, m: MuMax, x: float, mix: tuple) -> float:
+        """Mixture CDF: the surviving posterior truncated below at the floor proven since, plus the change
+        branch, the road-friction prior truncated below at each interval's floor (:meth:`_change_branch`)."""
+        stay, cut, ps, cw, cwp, norm_ = mix
+        post = max(self._post_cdf(m, x) - cut, 0.0)
         hz = self.hazard
         prior = min(max((x - hz.prior_lower) / (hz.prior_upper - hz.prior_lower), 0.0), 1.0)
-        return (1.0 - p) * post + p * prior
+        i = bisect_left(ps, prior)                  # the intervals whose floor lies below x
+        return (stay * post + prior * cw[i] - cwp[i]) / norm_
 
-    def _quantile(self, m: MuMax, q: float, p: float) -> float:
+    def _quantile(self, m: MuMax, q: float, mix: tuple) -> float:
         lo = min(m.lower - 10.0 * (m.upper - m.lower) - 1.0, self.hazard.prior_lower)
         hi = max(m.upper + 10.0 * (m.upper - m.lower) + 1.0, self.hazard.prior_upper)
         for _ in range(60):
             mid = 0.5 * (lo + hi)
-            if self._cdf(m, mid, p) < q:
+            if self._cdf(m, mid, mix) < q:
                 lo = mid
             else:
                 hi = mid
@@ -421,8 +611,9 @@ def belief_timeline(events: list[tuple[float, str, Any, float]], speed_t: np.nda
     """The belief in force of one scope at each time of ``t_grid`` (s, increasing), rebuilt from a run's record:
     ``events`` (time in force, "estimate", "floor" or "withdraw", the estimate (a GripEstimate or its MuMax; a
     floor belief's MuMax) or None, its data stamp) in time order, the speed trace (``speed_t``, ``speed_u``) the
-    odometer integrates and, with ``test``, every friction sample of the run (``samples``, a ScopeData in time
-    order) for the contradiction test every ``test.period`` s of data time, as the live node runs it. Returns
+    odometer integrates and every friction sample of the run (``samples``, a ScopeData in time order), watched
+    (:meth:`BeliefTracker.observe`) and, with ``test``, tested for contradiction every ``test.period`` s of data
+    time (0.5 s without), as the live node runs them. Returns
     arrays ``t``, ``mean``, ``lower``, ``upper``, ``age``, ``distance``, ``p_change``, ``known``, ``floor`` (what
     :meth:`BeliefTracker.belief` gives at each grid time, the same code as the live node's) and ``withdrawn_at``
     (times of the withdrawals)."""
@@ -430,6 +621,7 @@ def belief_timeline(events: list[tuple[float, str, Any, float]], speed_t: np.nda
     tracker = BeliefTracker(hazard, prob, odo)
     withdrawn_at: list[float] = []
     next_test = -math.inf
+    period, window = (test.period, test.window) if test is not None else (ContradictionTest.period, 0.0)
     out = {k: np.empty(t_grid.size) for k in ("mean", "lower", "upper", "age", "distance", "p_change")}
     known = np.zeros(t_grid.size, dtype=bool)
     floor = np.zeros(t_grid.size, dtype=bool)
@@ -450,11 +642,14 @@ def belief_timeline(events: list[tuple[float, str, Any, float]], speed_t: np.nda
             elif kind == "withdraw":
                 tracker.withdraw()
             i += 1
-        if test is not None and samples is not None and t >= next_test:
-            next_test = t + test.period
-            lo = np.searchsorted(samples.t, t - test.window, side="left")
-            hi = np.searchsorted(samples.t, t, side="right")
-            if hi > lo and tracker.test(float(t), _rows(samples, lo, hi), test):
+        if samples is not None and t >= next_test:
+            next_test = t + period
+            hi = int(np.searchsorted(samples.t, t, side="right"))
+            seen = int(np.searchsorted(samples.t, tracker.observed_to, side="right"))
+            if hi > seen:
+                tracker.observe(_rows(samples, seen, hi))
+            lo = np.searchsorted(samples.t, t - window, side="left")
+            if test is not None and hi > lo and tracker.test(float(t), _rows(samples, lo, hi), test):
                 withdrawn_at.append(float(t))
         b = tracker.belief(float(t))
         for name in out:

@@ -43,6 +43,7 @@ from vehcal_ros.estimation.grip_belief import (
     HazardModel,
     Odometer,
     floor_mu_max,
+    noise_sd,
     sample_floors,
 )
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator, MuMax
@@ -291,16 +292,6 @@ def with_floor_only(data: ScopeData) -> ScopeData:
     return ScopeData(scope=data.scope, t=t[order], slip=np.zeros(t.size),
                      mu=np.concatenate([np.asarray(data.mu, dtype=float), fmu])[order],
                      mu_var=np.concatenate([mu_var, fvar])[order])
-
-
-def noise_sd(mu: np.ndarray) -> float:
-    """Robust noise standard deviation of a friction series from its successive differences:
-    1.4826 median |diff| / sqrt(2) (the signal changes little between 0.1 s blocks); 0 for fewer than 3."""
-    mu = np.abs(np.asarray(mu, dtype=float))
-    mu = mu[np.isfinite(mu)]
-    if mu.size < 3:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(np.diff(mu))) / math.sqrt(2.0))
 
 
 def floored(estimate: GripEstimate, floor: float) -> GripEstimate:
@@ -665,7 +656,7 @@ class GripPipeline:
         for t_i, f_i in zip(*cands):
             mu = floor_mu_max(float(f_i) * shrink, self.hazard, prob)
             self._scratch.set_estimate(mu, float(t_i), floor=True)
-            lower = self._scratch.belief(o.stamp).lower
+            lower = self._scratch.belief(o.stamp, kept=True).lower
             if lower > best_lower + 1e-6:
                 best, best_lower = (mu, float(t_i)), lower
         if best is None:
@@ -889,15 +880,15 @@ class GripPipeline:
         t = self.odometer.t
         return t if math.isfinite(t) else self.collector.last_stamp.get("wheel_speeds", -math.inf)
 
-    def test_contradictions(self, t: float) -> list[str]:
-        """The contradiction test (grip_belief.py) of each scope's estimate in force against its samples of the
-        last ``contradiction.window`` s before data time ``t``; returns the scopes it withdrew (status WARN)."""
+    def watch_beliefs(self, t: float) -> list[str]:
+        """Each scope's belief watches the samples buffered since it last looked (grip_belief.py
+        ``BeliefTracker.observe``), then the contradiction test of its estimate in force against the samples of
+        the last ``contradiction.window`` s before data time ``t``; returns the scopes it withdrew (status WARN)."""
         test = self.contradiction
-        if test is None:
-            return []
         out = []
         for scope, tracker in self.beliefs.items():
-            if tracker.fit is None or tracker.withdrawn:
+            tracker.observe(self.collector.recent(scope, tracker.observed_to))
+            if test is None or tracker.fit is None or tracker.withdrawn:
                 continue
             if tracker.test(t, self.collector.recent(scope, t - test.window), test):
                 st = self.status[scope]

@@ -173,7 +173,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("hazard_change_time", 1800.0, "road-change hazard: mean time between weather changes, s", 1.0, 1e7,
               read_only=True),
     ParamSpec("unknown_above", 0.5, "the belief is published as unknown (mean NaN, lower 0) when the probability "
-              "of a road change since the estimate's data exceeds this", 0.01, 1.0, read_only=True),
+              "of a road change since the estimate's data exceeds this, by the hazard alone and given the samples "
+              "since, and those prove no friction beyond the road prior's lower end", 0.01, 1.0, read_only=True),
     ParamSpec("floor_belief", True, "a window that publishes no fit may put a floor belief in force: mu_max at "
               "least the largest friction its samples show beyond their noise, up to the prior "
               "(estimation/grip_belief.py)", read_only=True),
@@ -399,7 +400,7 @@ class GripEstimatorNode(WorkerNode):
             if not math.isfinite(t) or t == self._belief_t:   # no new data (a clock that went back is new data)
                 return
             self._belief_t = t
-            for scope in self.pipeline.test_contradictions(t):
+            for scope in self.pipeline.watch_beliefs(t):
                 self.get_logger().warning(f"{scope}: {self.pipeline.status[scope].message}")
             beliefs = {s: self.pipeline.belief(s, t) for s in self.pipeline.status}
         for scope, belief in beliefs.items():
