@@ -34,6 +34,16 @@ if not hasattr(launch, "LaunchDescription"):
 launch_ros = pytest.importorskip("launch_ros", reason="ROS 2's launch_ros package is not installed")
 
 
+@pytest.fixture(autouse=True)
+def _launch_temp_files_in_tmp_path(tmp_path, monkeypatch) -> None:
+    """launch_ros writes each node's parameters to a NamedTemporaryFile it does not delete
+    (``launch_params_*``): put them in the test's own temporary directory instead of the system's."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 @pytest.fixture(scope="module")
 def built_prefix() -> Path:
     """The package built into a colcon-style prefix (test_install_layout.install_prefix), once per module."""
