@@ -79,6 +79,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from vehcal_ros.estimation.buffers import RollingBuffer
 from vehcal_ros.estimation.grip_fit import GripEstimate, MuMax
 from vehcal_ros.models import pacejka
 
@@ -176,14 +177,14 @@ def contradicts(est: GripEstimate, lower: float, t: np.ndarray, slip: np.ndarray
     return scores is not None and scores[2] < -test.z_crit
 
 
-def sample_floors(data: Any, sigma: float, level: float = 0.01,
-                  since: float = -math.inf) -> tuple[np.ndarray, np.ndarray]:
+def sample_floors(data: Any, sigma: float, level: float = 0.01, since: float = -math.inf,
+                  family: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(t_i, ``|mu_i| - z sd_i``) of the samples stamped at or after ``since`` (the last road change: older
     samples kept for their shared low-slip curve were taken on the previous road), with
     ``sd_i = sqrt(v_mu_i + sigma^2)`` (the sample's stated friction variance and the noise std ``sigma``) and
-    ``z`` the one-sided normal quantile at ``level / n`` (Bonferroni over the n samples): the road under every
-    sample offered at least its value, all of them together unless a false alarm of probability ``level``.
-    Non-finite values are dropped."""
+    ``z`` the one-sided normal quantile at ``level / n`` (Bonferroni over the n samples, or over ``family`` when
+    given): the road under every sample offered at least its value, all of them together unless a false alarm
+    of probability ``level``. Non-finite values are dropped."""
     t = np.asarray(data.t, dtype=float)
     recent = t >= since
     n = int(recent.sum())
@@ -191,7 +192,7 @@ def sample_floors(data: Any, sigma: float, level: float = 0.01,
         return np.empty(0), np.empty(0)
     var = getattr(data, "mu_var", None)
     var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
-    z = -float(norm.ppf(level / n))
+    z = -float(norm.ppf(level / (family or n)))
     floor = np.abs(np.asarray(data.mu, dtype=float)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
     ok = np.isfinite(floor)
     return t[recent][ok], floor[ok]
@@ -315,34 +316,6 @@ class Odometer:
 FLOOR_FAMILY = 10_000
 
 
-class WatchedFloors:
-    """The floors the samples since an estimate prove, one per observation (:meth:`BeliefTracker.observe`): a
-    ring of (newest sample time s, distance then m, floor) over the last ``n`` observations, preallocated."""
-
-    def __init__(self, n: int = 4096) -> None:
-        self.t = np.full(n, np.nan)
-        self.d = np.zeros(n)
-        self.f = np.zeros(n)
-        self.k = 0                    # observations written
-
-    def add(self, t: float, d: float, f: float) -> None:
-        i = self.k % self.t.size
-        self.t[i], self.d[i], self.f[i] = t, d, f
-        self.k += 1
-
-    def clear(self) -> None:
-        self.t[:] = np.nan
-        self.k = 0
-
-    def between(self, t0: float, t1: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(t, d, f) of the observations with t0 < t <= t1, oldest first."""
-        n = min(self.k, self.t.size)
-        order = np.arange(self.k - n, self.k) % self.t.size
-        t = self.t[order]
-        keep = (t > t0) & (t <= t1)
-        return t[keep], self.d[order][keep], self.f[order][keep]
-
-
 class BeliefTracker:
     """Per scope: the last published estimate and the belief in force (:meth:`belief`). Shares the vehicle's
     :class:`Odometer`; :meth:`set_estimate` takes each published estimate, :meth:`withdraw` a contradiction."""
@@ -364,10 +337,11 @@ class BeliefTracker:
         self.floor = False           #: the estimate in force is a floor belief (module docstring)
         #: after a withdrawal: (mu_max, t_data, distance) of the floor belief the contradicting samples prove
         self.fallback: tuple[MuMax, float, float] | None = None
-        self.watched = WatchedFloors()
+        #: the floor each observation's samples prove (:meth:`observe`), stamped with their newest time, and the
+        #: distance then: a preallocated ring over the last 4096 observations
+        self.watched = RollingBuffer(("distance", "floor"), capacity=4096)
         self.observed_to = -math.inf   #: newest sample time :meth:`observe` has seen, s
         self.sigma = math.nan          #: noise std of the last fit, the watched floors' noise floor
-        self._z_floor = -float(norm.ppf(0.01 / FLOOR_FAMILY))
 
     def set_estimate(self, mu_max: MuMax, t_data: float, fit: GripEstimate | None = None,
                      floor: bool = False) -> None:
@@ -408,18 +382,15 @@ class BeliefTracker:
         if float(np.max(t)) < self.observed_to - 1.0:
             self.watched.clear()
             self.observed_to = -math.inf
-        new = t > self.observed_to
+        after = float(np.nextafter(self.observed_to, math.inf))   # stamped after those already seen
+        new = t >= after
         if not np.any(new):
             return
-        mu = np.abs(np.asarray(samples.mu, dtype=float)[new])
-        var = getattr(samples, "mu_var", None)
-        var = np.zeros(mu.size) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[new], nan=np.inf)
-        sigma = max(self.sigma if math.isfinite(self.sigma) else 0.0, noise_sd(mu))
-        f = mu - self._z_floor * np.sqrt(var + sigma * sigma)
-        f = f[np.isfinite(f)]
+        sigma = max(self.sigma if math.isfinite(self.sigma) else 0.0, noise_sd(np.asarray(samples.mu)[new]))
+        f = sample_floors(samples, sigma, 0.01, after, family=FLOOR_FAMILY)[1]
         newest = float(np.max(t[new]))
         self.observed_to = newest
-        self.watched.add(newest, self.odometer.at(newest), max(float(np.max(f)), 0.0) if f.size else 0.0)
+        self.watched.append(newest, (self.odometer.at(newest), max(float(np.max(f)), 0.0) if f.size else 0.0))
 
     def test(self, t: float, samples: Any, test: ContradictionTest) -> bool:
         """Run the contradiction test at ``t`` on ``samples`` (a ScopeData of the newest ``test.window``);
@@ -494,12 +465,13 @@ class BeliefTracker:
         mean = (stay * (1.0 - cut) * self._post_mean_above(m, -math.inf if floor else proven)
                 + float(np.sum(keep * 0.5 * (lo_prior + hz.prior_upper)))) / norm_
         mix = self._mixture(stay, cut, w, p_floor, norm_)
-        lower = self._quantile(m, tail, mix)
         upper = self._quantile(m, 1.0 - tail, mix)
         if watch:   # the lower end also holds whatever the roads above the floors are like
             plain = self._mixture(stay, 0.0, np.array([1.0 - stay]), np.zeros(1), 1.0)
             lower = max(self._quantile(m, tail, plain),
                         self._robust_lower(m, tail, stay, cut, proven, keep, lo_prior, norm_, floor))
+        else:       # the hazard-aged mixture itself
+            lower = self._quantile(m, tail, mix)
         return Belief(t, mean, lower, upper, age, distance, p, True, floor)
 
     @staticmethod
@@ -546,7 +518,9 @@ class BeliefTracker:
         hz = self.hazard
         if not watch:
             return np.array([-math.expm1(-rate)]), np.zeros(1), -math.inf
-        tb, db, fb = self.watched.between(t_data, t)
+        rows = self.watched.since(t_data)
+        rows = rows[(rows[:, 0] > t_data) & (rows[:, 0] <= t)]
+        tb, db, fb = rows[:, 0], rows[:, 1], rows[:, 2]
         lam = np.minimum((np.maximum(db - odo_data, 0.0) / hz.change_distance
                           + (tb - t_data) / hz.change_time), rate)
         lam = np.concatenate([[0.0], np.maximum.accumulate(lam) if lam.size else lam, [rate]])
