@@ -1173,11 +1173,12 @@ def hazard_from(values: Mapping[str, Any]) -> HazardModel:
 
 
 def surface_change_config_from(values: Mapping[str, Any]) -> SurfaceChangeConfig:
-    """The road-change test's settings (``surface_change_threshold``, ``surface_change_drift``; absent ones keep
-    the defaults); ValueError names a parameter out of its range."""
+    """The road-change test's settings (``surface_change_threshold``, ``surface_change_drift``,
+    ``surface_change_batch``; absent ones keep the defaults); ValueError names a parameter out of its range."""
     base = SurfaceChangeConfig()
     config = SurfaceChangeConfig(
         threshold=float(values.get("surface_change_threshold", base.threshold)),
-        drift=float(values.get("surface_change_drift", base.drift)))
+        drift=float(values.get("surface_change_drift", base.drift)),
+        batch=int(values.get("surface_change_batch", base.batch)))
     config.validate()
     return config

@@ -48,6 +48,7 @@ from vehcal_ros.estimation.grip_pipeline import (
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
 from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.estimation.speed_reference import SPEED_REFERENCE_CHOICES
+from vehcal_ros.estimation.surface_change import SurfaceChangeConfig
 from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
@@ -161,11 +162,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               "(its chains go on from the previous fit's; 0 = n_steps)", 0, 10_000_000),
     ParamSpec("shape_prior", False, "fit with a tire-shape prior (B C D, C, E) learnt from the scope's published "
               "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
-    ParamSpec("surface_change_threshold", 10.0, "road-change test: CUSUM threshold h of the new samples' "
-              "standardised residuals against the published estimate (0 = off; estimation/surface_change.py)",
-              0.0, 1000.0, read_only=True),
-    ParamSpec("surface_change_drift", 1.0, "road-change test: CUSUM allowance k per sample, standard deviations",
-              0.0, 10.0, read_only=True),
+    ParamSpec("surface_change_threshold", SurfaceChangeConfig.threshold, "road-change test: CUSUM threshold h of "
+              "the recursive residuals of the new samples' batch means against the published estimate (0 = off; "
+              "estimation/surface_change.py)", 0.0, 1000.0, read_only=True),
+    ParamSpec("surface_change_drift", SurfaceChangeConfig.drift, "road-change test: CUSUM allowance k per batch, "
+              "standard deviations", 0.0, 10.0, read_only=True),
+    ParamSpec("surface_change_batch", SurfaceChangeConfig.batch, "road-change test: consecutive new samples per "
+              "batch mean (the slips' serially correlated errors)", 1, 1000, read_only=True),
     ParamSpec("belief_period", 0.5, "period of the grip belief in force on grip/<scope> and grip_age/<scope>, s "
               "(ROS clock; published while data arrive)", 0.01, 60.0, read_only=True),
     ParamSpec("hazard_change_distance", 2000.0, "road-change hazard: mean road length between friction changes, m "
