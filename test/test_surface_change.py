@@ -240,10 +240,12 @@ def test_old_surface_samples_at_a_slip_angle_are_not_kept():
     old_kept = kept.t < 10.0
     assert np.sum(kept.t >= 10.0) == n and np.sum(old_kept) == n and np.all(kept.lat[old_kept] == 0.0)
     wet = PredictiveReference(WET_SAME_STIFFNESS.copy(), np.zeros((6, 6)), NOISE, stamp=-1.0)
-    z = wet.z_scores(kept.slip, kept.mu, lat=kept.lat)
+    r, w, _ = wet.residuals(kept.slip, kept.mu, lat=kept.lat)
+    z = r / np.sqrt(w)
     assert abs(np.mean(z)) < 4.0 / math.sqrt(z.size), np.mean(z)
     # the premise, on the dropped samples: at a slip angle the dry road's low friction sits above the wet curve
-    dropped = wet.z_scores(s_old[n:], mu[n:2 * n], lat=np.full(n, lat))
+    r, w, _ = wet.residuals(s_old[n:], mu[n:2 * n], lat=np.full(n, lat))
+    dropped = r / np.sqrt(w)
     assert np.mean(dropped) > 4.0 / math.sqrt(n), np.mean(dropped)
 
 

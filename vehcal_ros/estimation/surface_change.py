@@ -134,16 +134,6 @@ class PredictiveReference:
             w = w + slope ** 2 * slip_var
         return np.asarray(mu, dtype=float) - f, w, pacejka.jacobian(s, self.theta)
 
-    def z_scores(self, slip: np.ndarray, mu: np.ndarray, slip_var: np.ndarray | None = None,
-                 mu_var: np.ndarray | None = None, lat: np.ndarray | None = None) -> np.ndarray:
-        """Standardised posterior-predictive residuals r_i / sqrt(w_i + J_i Sigma J_i^T) of single samples
-        (:meth:`residuals`); NaN where undefined."""
-        r, w, jac = self.residuals(slip, mu, slip_var, mu_var, lat)
-        var = w + np.einsum("ij,jk,ik->i", jac, self.theta_cov, jac)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            z = r / np.sqrt(var)
-        return np.where(np.isfinite(z) & (var > 0.0), z, np.nan)
-
     def innovations(self, r: np.ndarray, w: np.ndarray, jac: np.ndarray, phi: float) -> np.ndarray:
         """Standardised recursive residuals e_j of consecutive batches (rows of ``r``/``w``/``jac`` [n_batches,
         batch(, 6)]; module docstring): the Kalman filter on delta = theta - theta_bar from N(0, Sigma), each
