@@ -159,6 +159,18 @@ def test_serially_correlated_slip_errors_rarely_raise_an_alarm():
     assert single_alarms >= 20
 
 
+def test_an_indefinite_reference_covariance_is_no_crash():
+    """Bad input gets an answer: a reference whose posterior covariance is not positive semi-definite (a
+    negative eigenvalue, as rounding or a degenerate chain can leave) still gives a finite test, no exception."""
+    rng = np.random.default_rng(4)
+    cov = np.diag([1.0, 0.01, 0.01, 0.05, 1e-6, 1e-4])
+    cov[0, 2] = cov[2, 0] = -0.5                      # |corr| > 1 between B and D: eigenvalue < 0
+    assert np.linalg.eigvalsh(cov).min() < 0.0
+    reference = PredictiveReference(DRY.copy(), cov, NOISE, stamp=10.0)
+    t, s, m = _stream(DRY, 600, rng, 0.0)
+    assert detect_surface_change(SurfaceChangeConfig(), reference, t, s, m) is None
+
+
 def test_config_ranges_named():
     with pytest.raises(ValueError, match="surface_change_threshold"):
         surface_change_config_from({"surface_change_threshold": -1.0})

@@ -137,9 +137,11 @@ class PredictiveReference:
     def innovations(self, r: np.ndarray, w: np.ndarray, jac: np.ndarray, phi: float) -> np.ndarray:
         """Standardised recursive residuals e_j of consecutive batches (rows of ``r``/``w``/``jac`` [n_batches,
         batch(, 6)]; module docstring): the Kalman filter on delta = theta - theta_bar from N(0, Sigma), each
-        batch's weighted mean residual observed with variance ``phi`` / A_j."""
+        batch's weighted mean residual observed with variance ``phi`` / A_j. Sigma is first projected onto the
+        positive semi-definite matrices (its negative eigenvalues set to 0)."""
         m = np.zeros(6)
-        p = self.theta_cov.copy()
+        lam, vec = np.linalg.eigh(self.theta_cov)   # a covariance left indefinite (rounding, a degenerate chain):
+        p = (vec * np.maximum(lam, 0.0)) @ vec.T      # its nearest positive semi-definite one
         out = np.empty(r.shape[0])
         for j in range(r.shape[0]):
             a = 1.0 / w[j]
@@ -147,7 +149,7 @@ class PredictiveReference:
             b = float(a @ r[j]) / big_a
             h = (a @ jac[j]) / big_a
             ph = p @ h
-            s = float(h @ ph) + phi / big_a
+            s = max(float(h @ ph), 0.0) + phi / big_a
             nu = b - float(h @ m)
             out[j] = nu / math.sqrt(s)
             gain = ph / s
