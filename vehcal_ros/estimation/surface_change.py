@@ -99,9 +99,17 @@ class PredictiveReference:
     """The posterior of one published estimate, as the detector uses it."""
 
     theta: np.ndarray          #: posterior mean of (B, C, D, E, s_h, s_v)
-    theta_cov: np.ndarray      #: its posterior covariance, 6 x 6
+    theta_cov: np.ndarray      #: its posterior covariance, 6 x 6 (kept symmetric positive semi-definite)
     sigma: float               #: noise std (friction)
     stamp: float               #: stamp of the newest sample of its data (s); later samples are tested
+
+    def __post_init__(self) -> None:
+        """The covariance symmetrised and projected onto the positive semi-definite matrices (its negative
+        eigenvalues set to 0): one left indefinite by rounding or a degenerate chain would give a negative
+        predictive variance."""
+        cov = np.asarray(self.theta_cov, dtype=float)
+        lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
+        self.theta_cov = (vec * np.maximum(lam, 0.0)) @ vec.T
 
     @classmethod
     def from_estimate(cls, est, stamp: float) -> PredictiveReference | None:
@@ -112,7 +120,7 @@ class PredictiveReference:
         if not (np.all(np.isfinite(theta)) and cov.shape == (6, 6) and np.all(np.isfinite(cov))
                 and math.isfinite(sigma) and math.isfinite(stamp)):
             return None
-        return cls(theta, 0.5 * (cov + cov.T), sigma, float(stamp))
+        return cls(theta, cov, sigma, float(stamp))
 
     def residuals(self, slip: np.ndarray, mu: np.ndarray, slip_var: np.ndarray | None = None,
                   mu_var: np.ndarray | None = None, lat: np.ndarray | None = None
@@ -137,11 +145,9 @@ class PredictiveReference:
     def innovations(self, r: np.ndarray, w: np.ndarray, jac: np.ndarray, phi: float) -> np.ndarray:
         """Standardised recursive residuals e_j of consecutive batches (rows of ``r``/``w``/``jac`` [n_batches,
         batch(, 6)]; module docstring): the Kalman filter on delta = theta - theta_bar from N(0, Sigma), each
-        batch's weighted mean residual observed with variance ``phi`` / A_j. Sigma is first projected onto the
-        positive semi-definite matrices (its negative eigenvalues set to 0)."""
+        batch's weighted mean residual observed with variance ``phi`` / A_j."""
         m = np.zeros(6)
-        lam, vec = np.linalg.eigh(self.theta_cov)   # a covariance left indefinite (rounding, a degenerate chain):
-        p = (vec * np.maximum(lam, 0.0)) @ vec.T      # its nearest positive semi-definite one
+        p = self.theta_cov.copy()
         out = np.empty(r.shape[0])
         for j in range(r.shape[0]):
             a = 1.0 / w[j]
@@ -167,16 +173,15 @@ PHI_CONFIDENCE = 0.9
 
 
 def batch_inflation(r: np.ndarray, w: np.ndarray, batch: int) -> float:
-    """phi, the variance of a mean of ``batch`` consecutive standardised residuals u = r / sqrt(w) of the
-    reference's own samples (time order) over 1 / ``batch``: the overlapping-batch-means estimate
+    """phi, the variance of a mean of ``batch`` consecutive standardised residuals u = r / sqrt(w) (finite, w > 0)
+    of the reference's own samples (time order) over 1 / ``batch``: the overlapping-batch-means estimate
     phi_hat = batch * mean_k(M_k^2), M_k the mean of u[k : k + batch] (Meketon & Schmeiser 1984, Proc. Winter
     Simulation Conf.; about chi^2 with 1.5 n / batch degrees of freedom for n samples), raised to its
     :data:`PHI_CONFIDENCE` upper confidence bound phi_hat * dof / chi2_dof(1 - PHI_CONFIDENCE), at least 1.
     A few batches estimate phi poorly (15 batches: +-37 % by disjoint batch means), and an underestimate makes
     the test fire on the noise; the bound pays for that uncertainty with sensitivity instead. ``batch`` when the
     samples span fewer than :data:`MIN_BATCHES` batches."""
-    ok = np.isfinite(r) & np.isfinite(w) & (w > 0.0)
-    u = r[ok] / np.sqrt(w[ok])
+    u = r / np.sqrt(w)
     n = u.size
     if n < MIN_BATCHES * batch:
         return float(batch)
