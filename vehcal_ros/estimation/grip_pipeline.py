@@ -50,7 +50,7 @@ from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimat
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
 from vehcal_ros.estimation.imu_mounting import ImuYawMount
 from vehcal_ros.estimation.latent_slip import latent_slip
-from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
+from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator, slip_terms
 from vehcal_ros.estimation.signals import (
     Controls,
     GnssVelocity,
@@ -1152,13 +1152,14 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
 
 def radius_config_from(config: GripSignalConfig, vehicle: Any, wheel_speed_std: float) -> RollingRadiusConfig:
     """The online rolling radius's settings: the slip's own radius law (``config``: r0, kt, fixed or load
-    dependent), driven axles and steering gain, the description's static loads and the stated wheel-speed noise
-    (rad/s, the ``wheel_speed_noise`` parameter)."""
+    dependent), driven axles and steering gain, the description's static loads and slip force terms
+    (:func:`~vehcal_ros.estimation.rolling_radius.slip_terms`) and the stated wheel-speed noise (rad/s, the
+    ``wheel_speed_noise`` parameter)."""
     fz_f, fz_r = vehicle.static_wheel_loads()
     return RollingRadiusConfig(r0=config.r0, kt=(config.kt, config.kt_rear if config.kt_rear > 0.0 else config.kt),
                                radius_mode=config.radius_mode, fz_static=(fz_f, fz_r),
                                driven=config.driven, steering_gain=config.steering_gain,
-                               wheel_speed_std=wheel_speed_std)
+                               wheel_speed_std=wheel_speed_std, **slip_terms(vehicle))
 
 
 def hazard_from(values: Mapping[str, Any]) -> HazardModel:

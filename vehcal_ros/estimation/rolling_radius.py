@@ -11,10 +11,36 @@ wheel-speed resolution. There omega R_eff = v, hence
     ln v - ln(omega_a R_desc,a) = ln k_a                       (GNSS speed over ground, per axle a)
     ln(omega_d R_desc,d) - ln(omega_u R_desc,u) = ln k_u - ln k_d   (driven d vs undriven u axle, no reference)
 
-Both are linear in theta = (ln k_front, ln k_rear), so a two-state Kalman filter on theta is exact (no
-linearisation); k = exp(theta) and SD(k) = k SD(theta). The state drifts as a random walk (tire wear, pressure
-and temperature) of ``drift_per_sqrt_hour`` (relative SD per sqrt(hour)); the filter's variance is what it
-reports.
+The torque gate admits |Fx/Fz| up to ``max_mu``, and inside it the tire still slips in proportion to its force,
+s_a = c mu_a (c = Fz/C_x, the slip compliance: the inverse of the normalised longitudinal slip stiffness, ~0.05
+for a tire of C_x = 20 Fz). A 0.02 gate lets through slips of ~1e-3, the size of the radius error sought. On a
+level road the admitted samples straddle zero force and the slip averages out; on a grade only the coasting
+ones pass the a_x gate (specific force = acceleration + g sin(grade)), all on the same side of zero force, and
+their slip would read as a radius error (+0.1 % on a 5 % climb: Gustafsson 1997, Automatica 33(6), Eq. 2, the
+offset delta that a slip-slope fit must carry beside the slope). Each comparison therefore states the axle's
+net longitudinal force per load,
+
+    mu_a = (T_a - 2 rr Fz_a - 2 J_w,a domega_a/dt) / (2 Fz_a R_desc,a)                            (RR-1)
+
+(T_a the axle's net torque, rr the rolling-resistance lever of the description, m, as the force estimator's
+spin equation; J_w,a the wheels' spin inertia; domega_a/dt the slope of the axle's local line), and each comparison is
+taken with the slip that force implies removed,
+
+    ln v - ln(omega_a R_desc,a) + c mu_a = ln k_a
+    ln(omega_d R_desc,d) - ln(omega_u R_desc,u) - c (mu_d - mu_u) = ln k_u - ln k_d                (RR-2)
+
+with c = ``slip_compliance``, from the description's nominal longitudinal slip stiffness. c is not learnt: the
+force of one comparison (RR-1) is known only to ~0.002 (torque noise, the slope of 0.1 s of wheel speeds)
+against a spread of ~0.003-0.007 among the comparisons the gates admit, and a fit of c through such
+errors-in-variables shrinks it towards zero (on the HMMWV's level daily drive to 0.005 +- 0.004, where its true
+slips give 0.05), and so would a filter that carries c's doubt as a common error (it fits c implicitly). The
+force's own noise enters each comparison unbiased. c's doubt (``slip_compliance_std``) is a common error of
+all comparisons: the reported SD of k adds it as c's SD times the mean force of the comparisons used, so a drive
+all on one grade widens k's SD by what the correction could be wrong.
+
+Both relations are linear in theta = (ln k_front, ln k_rear), so a two-state Kalman filter on theta is exact (no
+linearisation); k = exp(theta) and SD(k) = k SD(theta) (with c's share above). The state drifts as a random walk
+(tire wear, pressure and temperature) of ``drift_per_sqrt_hour`` (relative SD per sqrt(hour)).
 
 omega_a is the mean of the axle's left and right |omega| (rad/s): the yaw-rate lever arm (v_wheel = u -/+ r y)
 cancels between the two sides. v is the GNSS speed along the path (m/s, the norm of the ENU velocity, climb included),
@@ -30,7 +56,7 @@ fitted value's variance (the larger of the stated per-wheel noise ``wheel_speed_
 scatter: :meth:`RollingRadiusEstimator._local_fit`) and model_std the relative model error of one comparison
 (the free-rolling slip left by rolling resistance and noise in the torque gate). The driven/undriven ratio is
 averaged over ``ratio_period`` blocks (one update per block; its variance likewise the larger of the stated
-noise's and the blocks' pooled scatter).
+noise's and the blocks' pooled scatter; its forces (RR-1) from the block's mean torques and its rows' slopes).
 
 Sign convention and units: omega rad/s, torque N m (drive positive), Fz N, speeds m/s, a_x m/s^2 (IMU),
 yaw rate rad/s. The normal loads are the description's static loads (a production car does not measure Fz;
@@ -84,6 +110,10 @@ class RollingRadiusConfig:
     buffer_rate: float = 200.0    #: Hz, upper bound of the wheel-speed rate (sizes the ring buffer)
     sync_tolerance: float = 0.05  #: s, max gap of the wheel-speed samples bracketing a GNSS stamp
     speed_average: float = 0.1    #: s, a GNSS speed is compared with the wheel speeds' mean over this span (centred)
+    rr_lever: float = 0.0         #: m, rolling-resistance lever: the free-rolling torque is rr_lever Fz per wheel
+    wheel_inertia: tuple[float, float] = (0.0, 0.0)   #: kg m^2 per wheel (front, rear), spin inertia
+    slip_compliance: float = 0.05  #: c = Fz / C_x, unit slip per unit Fx/Fz (Eq. RR-2)
+    slip_compliance_std: float = 0.04  #: SD of c's doubt (a common error of all comparisons)
 
     def validate(self) -> None:
         """ValueError naming the field and its allowed range."""
@@ -106,6 +136,12 @@ class RollingRadiusConfig:
             (0.2 <= self.buffer_seconds <= 60.0, f"buffer_seconds must be in [0.2, 60] s, got {self.buffer_seconds}"),
             (0.0 < self.sync_tolerance <= 1.0, f"sync_tolerance must be in (0, 1] s, got {self.sync_tolerance}"),
             (0.0 <= self.speed_average <= 1.0, f"speed_average must be in [0, 1] s, got {self.speed_average}"),
+            (0.0 <= self.rr_lever < 0.1, f"rr_lever must be in [0, 0.1) m, got {self.rr_lever}"),
+            (len(self.wheel_inertia) == 2 and all(0.0 <= j <= 1e4 for j in self.wheel_inertia),
+             f"wheel_inertia must be 2 values in [0, 1e4] kg m^2, got {self.wheel_inertia}"),
+            (0.0 <= self.slip_compliance <= 1.0, f"slip_compliance must be in [0, 1], got {self.slip_compliance}"),
+            (0.0 < self.slip_compliance_std <= 1.0,
+             f"slip_compliance_std must be in (0, 1], got {self.slip_compliance_std}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -113,13 +149,13 @@ class RollingRadiusConfig:
 
     @classmethod
     def from_description(cls, desc, **overrides) -> RollingRadiusConfig:
-        """The slip radius law (``VehicleDescription.slip_radius_law``), static loads, driven axles and steering
-        ratio of a ``VehicleDescription``."""
+        """The slip radius law (``VehicleDescription.slip_radius_law``), static loads, driven axles, steering
+        ratio and the slip's force terms (:func:`slip_terms`) of a ``VehicleDescription``."""
         fz_f, fz_r = desc.static_wheel_loads()
         mode, r0, kt_f, kt_r = desc.slip_radius_law()
         kw = dict(r0=r0, kt=(kt_f, kt_r), radius_mode=mode, fz_static=(float(fz_f), float(fz_r)),
                   driven=("front" in desc.driven_axles, "rear" in desc.driven_axles),
-                  steering_gain=float(desc.steer_gain))
+                  steering_gain=float(desc.steer_gain), **slip_terms(desc))
         kw.update(overrides)
         return cls(**kw)
 
@@ -130,6 +166,20 @@ class RollingRadiusConfig:
         return self.r0 - (self.fz_static[axle] if fz is None else fz) / self.kt[axle]
 
 
+def slip_terms(desc) -> dict[str, object]:
+    """The description's terms of Eq. RR-1 and c's prior: ``rr_lever`` (its nominal ``rr``, m, the force
+    estimator's lever), ``wheel_inertia`` (wheel.spin_inertia_*) and ``slip_compliance``, the mean over the axles of
+    the static wheel load over the nominal longitudinal slip stiffness (Cxf, Cxr; N per unit slip)."""
+    nominal = dict(getattr(desc, "nominal", {}) or {})
+    loads = desc.static_wheel_loads()
+    stiff = [float(nominal.get(n, 0.0)) for n in ("Cxf", "Cxr")]
+    kw: dict[str, object] = {"rr_lever": float(nominal.get("rr", 0.0)),
+                             "wheel_inertia": (float(desc.Jw_f), float(desc.Jw_r))}
+    if all(c > 0.0 for c in stiff):
+        kw["slip_compliance"] = 0.5 * sum(float(f) / c for f, c in zip(loads, stiff))
+    return kw
+
+
 @dataclass
 class RollingRadiusState:
     """What the estimator knows: per axle (front, rear) the scale k, its SD, and the sample counters."""
@@ -138,6 +188,7 @@ class RollingRadiusState:
     k: tuple[float, float]                    #: R_eff / R_desc(Fz)
     sd: tuple[float, float]                   #: SD of k (delta method: k SD(ln k))
     corr: float                               #: correlation of ln k_front and ln k_rear
+    force: tuple[float, float] = (math.nan, math.nan)   #: mean Fx/Fz (Eq. RR-1) of the comparisons used per axle
     used: dict[str, int] = field(default_factory=dict)      #: "gnss" comparisons, "ratio" blocks used
     rejected: dict[str, int] = field(default_factory=dict)  #: rejected comparisons / ratio samples by reason
 
@@ -160,6 +211,8 @@ class RollingRadiusEstimator:
         self._row = [0.0] * _NCOL                  # interpolation result, reused
         self._rdesc = (c.radius_desc(0), c.radius_desc(1))
         self._fzr = (2.0 * c.fz_static[0] * self._rdesc[0], 2.0 * c.fz_static[1] * self._rdesc[1])  # N m per axle
+        self._mu_rr = (c.rr_lever / self._rdesc[0], c.rr_lever / self._rdesc[1])   # Eq. RR-1's rolling resistance
+        self._jw2 = (2.0 * c.wheel_inertia[0], 2.0 * c.wheel_inertia[1])             # kg m^2 per axle
         self._yaw = math.nan
         self._ax = math.nan
         self._steer = 0.0
@@ -173,6 +226,8 @@ class RollingRadiusEstimator:
         self._th = [th0, th0]
         v0 = (c.prior_std / c.prior_k) ** 2
         self._p = [v0, 0.0, v0]
+        self._force_sum = [0.0, 0.0]               # per axle: the forces (Eq. RR-1) of the comparisons used, summed
+        self._force_n = [0, 0]
         self._q = c.drift_per_sqrt_hour ** 2 / 3600.0   # (ln k)^2 per s
         self._t_pred = math.nan
         self._t_last = math.nan
@@ -184,6 +239,7 @@ class RollingRadiusEstimator:
         self._bsq = 0.0
         self._bvar = 0.0
         self._bt = math.nan
+        self._bmom = [0.0] * 8   # the block's sums: dt, dt^2, omega_d, omega_u, dt omega_d, dt omega_u, T_d, T_u
         self.used = {"gnss": 0, "ratio": 0}
         self.restarts = 0
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
@@ -289,10 +345,10 @@ class RollingRadiusEstimator:
             out[c] = buf[a + c] + f * (buf[b + c] - buf[a + c])
         return out
 
-    def _local_fit(self, t: float) -> tuple[float, float, float, float] | None:
+    def _local_fit(self, t: float) -> tuple[float, float, float, float, float, float, float, float] | None:
         """The axle spin rates at ``t`` from a straight line fitted to the wheel rows within half
-        ``speed_average`` of it, and the variances of those values (rad/s, (rad/s)^2; front then rear); None with
-        fewer than 3 rows there.
+        ``speed_average`` of it, the variances of those values, the lines' slopes and the rows' mean net axle
+        torques (rad/s, (rad/s)^2, rad/s^2, N m; front then rear each); None with fewer than 3 rows there.
 
         The variance is the larger of the stated noise's (``wheel_speed_std`` per wheel) and the rows' scatter
         about their lines, pooled over the comparisons (:func:`~vehcal_ros.estimation.buffers.pooled`: one
@@ -312,7 +368,7 @@ class RollingRadiusEstimator:
                 lo = mid
             else:
                 hi = mid - 1
-        m = st = stt = sf = sr = sff = srr = stf = st_r = 0.0
+        m = st = stt = sf = sr = sff = srr = stf = st_r = tq_f = tq_r = 0.0
         i = lo
         while i >= 0:
             o = ((head + i) % cap) * _NCOL
@@ -329,6 +385,8 @@ class RollingRadiusEstimator:
             srr += wr * wr
             stf += dt * wf
             st_r += dt * wr
+            tq_f += buf[o + _TF]
+            tq_r += buf[o + _TR]
             i -= 1
         if m < 3.0:
             return None
@@ -339,20 +397,31 @@ class RollingRadiusEstimator:
         c_int = 1.0 / m + x0 * x0 / dtt  # intercept variance per unit row variance
         stated = 0.5 * self.config.wheel_speed_std ** 2   # per row: the mean of two wheels
         self._scatter_n += 1
-        wf, var_f = self._line_at(0, m, st, dtt, x0, sf, sff, stf)
-        wr, var_r = self._line_at(1, m, st, dtt, x0, sr, srr, st_r)
-        return wf, wr, max(stated, var_f) * c_int, max(stated, var_r) * c_int
+        wf, var_f, slope_f = self._line_at(0, m, st, dtt, x0, sf, sff, stf)
+        wr, var_r, slope_r = self._line_at(1, m, st, dtt, x0, sr, srr, st_r)
+        return wf, wr, max(stated, var_f) * c_int, max(stated, var_r) * c_int, slope_f, slope_r, tq_f / m, tq_r / m
 
     def _line_at(self, axle: int, m: float, st: float, dtt: float, x0: float, s_w: float, s_ww: float,
-                 s_tw: float) -> tuple[float, float]:
-        """(value at the stamp, pooled row scatter) of one axle's line: the sums of its ``m`` rows' spin rates
+                 s_tw: float) -> tuple[float, float, float]:
+        """(value at the stamp, pooled row scatter, slope) of one axle's line: the sums of its ``m`` rows' spin rates
         ``s_w``, their squares ``s_ww`` and their products with the time offsets ``s_tw``; the scatter about the
         line joins the axle's pool (:func:`~vehcal_ros.estimation.buffers.pooled`)."""
         mean = s_w / m
         slope = (s_tw - st * mean) / dtt
         resid = max(s_ww - m * mean * mean - slope * slope * dtt, 0.0) / (m - 2.0)
         self._scatter[axle] = pooled(self._scatter[axle], resid, self._scatter_n)
-        return mean + slope * x0, self._scatter[axle]
+        return mean + slope * x0, self._scatter[axle], slope
+
+    def _count_force(self, axle: int, mu: float) -> None:
+        self._force_sum[axle] += mu
+        self._force_n[axle] += 1
+
+    def _force(self, axle: int, torque: float, spin_rate: float) -> float:
+        """Eq. RR-1: the axle's net longitudinal force per load from its net torque (N m; nan: unknown, 0 taken)
+        and its wheels' spin acceleration (rad/s^2)."""
+        if not math.isfinite(torque):
+            return 0.0
+        return (torque - self._jw2[axle] * spin_rate) / self._fzr[axle] - self._mu_rr[axle]
 
     def _gate(self, row, o: int, axles: tuple[int, ...]) -> str | None:
         """Free-rolling gates on the row at offset ``o`` of ``row`` (the ring, or an interpolated row) for
@@ -414,15 +483,17 @@ class RollingRadiusEstimator:
         var_v = (sv / speed) ** 2
         ln_v = math.log(speed)
         fit = self._local_fit(rec.t) if c.speed_average > 0.0 else None
-        if fit is None:   # the interpolated row, at the stated noise
+        if fit is None:   # the interpolated row, at the stated noise, without the wheels' spin acceleration
             w = (row[_WF], row[_WR])
             var_spin = (0.5 * c.wheel_speed_std ** 2, 0.5 * c.wheel_speed_std ** 2)
+            slope, (tf, tr) = (0.0, 0.0), (row[_TF], row[_TR])
         else:
-            w, var_spin = (fit[0], fit[1]), (fit[2], fit[3])
+            w, var_spin, slope, (tf, tr) = (fit[0], fit[1]), (fit[2], fit[3]), (fit[4], fit[5]), (fit[6], fit[7])
         if w[0] <= 0.0 or w[1] <= 0.0:
             self.rejected["low_speed"] += 1
             return
-        z = [ln_v - math.log(w[a] * self._rdesc[a]) for a in (0, 1)]
+        mu = (self._force(0, tf, slope[0]), self._force(1, tr, slope[1]))
+        z = [ln_v - math.log(w[a] * self._rdesc[a]) + c.slip_compliance * mu[a] for a in (0, 1)]   # Eq. RR-2
         var_w = [var_spin[a] / (w[a] * w[a]) + c.model_std ** 2 for a in (0, 1)]
         self._predict(rec.t)
         if len(ok) == 2:
@@ -430,6 +501,8 @@ class RollingRadiusEstimator:
         else:
             a = ok[0]
             self._update1((1.0, 0.0) if a == 0 else (0.0, 1.0), z[a], var_v + var_w[a])
+        for a in ok:
+            self._count_force(a, mu[a])
         self.used["gnss"] += 1
 
     def _update2(self, z: list[float], var_v: float, var_w: list[float]) -> None:
@@ -475,12 +548,22 @@ class RollingRadiusEstimator:
         u = self._undriven
         d = 1 - u
         wu, wd = (wf, wr) if u == 0 else (wr, wf)
-        z = math.log(wd * self._rdesc[d]) - math.log(wu * self._rdesc[u])   # = ln k_u - ln k_d
+        z = math.log(wd * self._rdesc[d]) - math.log(wu * self._rdesc[u])   # = ln k_u - ln k_d + c (mu_d - mu_u)
         self._bsum += z
         self._bsq += z * z
         self._bvar += 0.5 * c.wheel_speed_std ** 2 * (1.0 / (wd * wd) + 1.0 / (wu * wu))
         self._bn += 1
         self._bt = t
+        x = t - key * c.ratio_period
+        mom = self._bmom
+        mom[0] += x
+        mom[1] += x * x
+        mom[2] += wd
+        mom[3] += wu
+        mom[4] += x * wd
+        mom[5] += x * wu
+        mom[6] += self._buf[o + _TF + d]
+        mom[7] += self._buf[o + _TF + u]
 
     def _close_block(self) -> None:
         c = self.config
@@ -492,10 +575,19 @@ class RollingRadiusEstimator:
             scatter = max(self._bsq - n * mean * mean, 0.0) / (n - 1)   # this block's, pooled as in _local_fit
             self._ratio_n += 1
             self._ratio_scatter = pooled(self._ratio_scatter, scatter, self._ratio_n)
+            mom = self._bmom
+            sxx = mom[1] - mom[0] * mom[0] / n
+            slope_d = (mom[4] - mom[0] * mom[2] / n) / sxx if sxx > 0.0 else 0.0
+            slope_u = (mom[5] - mom[0] * mom[3] / n) / sxx if sxx > 0.0 else 0.0
+            mu_d, mu_u = self._force(1 - u, mom[6] / n, slope_d), self._force(u, mom[7] / n, slope_u)
             self._predict(self._bt)
-            self._update1(h, mean, max(self._bvar / n, self._ratio_scatter) / n + c.model_std ** 2)
+            self._update1(h, mean - c.slip_compliance * (mu_d - mu_u),   # Eq. RR-2
+                          max(self._bvar / n, self._ratio_scatter) / n + c.model_std ** 2)
+            self._count_force(1 - u, mu_d)
+            self._count_force(u, mu_u)
             self.used["ratio"] += 1
         self._bn, self._bsum, self._bsq, self._bvar = 0, 0.0, 0.0, 0.0
+        self._bmom[:] = (0.0,) * 8
 
     def restart(self) -> None:
         """Forget the signal history (ring buffer, held IMU/steering, waiting GNSS, the open ratio block) and keep
@@ -506,6 +598,7 @@ class RollingRadiusEstimator:
         self._pending.clear()
         self._block_key = -math.inf
         self._bn, self._bsum, self._bsq, self._bvar = 0, 0.0, 0.0, 0.0
+        self._bmom[:] = (0.0,) * 8
         self._t_pred = math.nan
         self.restarts += 1
 
@@ -524,7 +617,12 @@ class RollingRadiusEstimator:
     def sd(self) -> tuple[float, float]:
         """SD of k per axle (front, rear)."""
         kf, kr = self.k
-        return kf * math.sqrt(self._p[0]), kr * math.sqrt(self._p[2])
+        return kf * math.sqrt(self._p[0] + self._doubt(0)), kr * math.sqrt(self._p[2] + self._doubt(1))
+
+    def _doubt(self, axle: int) -> float:
+        """(ln k)^2: c's doubt times the mean force of the axle's comparisons, squared (module docstring)."""
+        n = self._force_n[axle]
+        return (self.config.slip_compliance_std * self._force_sum[axle] / n) ** 2 if n else 0.0
 
     def radius(self, wheel: int, fz: float | None = None) -> float:
         """Effective rolling radius of ``wheel`` (0..3, FL FR RL RR) at load ``fz`` (N; default static), m."""
@@ -541,4 +639,5 @@ class RollingRadiusEstimator:
         """A snapshot (copies of the counters)."""
         pff, pfr, prr = self._p
         return RollingRadiusState(t=self._t_last, k=self.k, sd=self.sd, corr=pfr / math.sqrt(pff * prr),
+                                  force=tuple(s / n if n else math.nan for s, n in zip(self._force_sum, self._force_n)),
                                   used=dict(self.used), rejected={k: v for k, v in self.rejected.items() if v})
