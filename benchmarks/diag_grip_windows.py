@@ -220,6 +220,8 @@ def main() -> int:
                     help="replay with the shipped defaults and this vehicle description (name or file) instead of "
                          "the bench's parameters: any simulated bag with a ground-truth topic, e.g. "
                          "grip_over_time.py's")
+    ap.add_argument("--forces", default="estimated", choices=("estimated", "measured"),
+                    help="with --description: the force source of the replay (measured: the tire-force topic)")
     ap.add_argument("--scope", default="front_axle")
     ap.add_argument("--refit", default="", help="stamps (s) of windows to refit, comma separated")
     ap.add_argument("--jerk", type=float, default=2.0, help="m/s^3: a block with |d a_x/dt| above is transient")
@@ -231,7 +233,7 @@ def main() -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        params = ({"force_source": "estimated", "vehicle": args.description} if args.description
+        params = ({"force_source": args.forces, "vehicle": args.description} if args.description
                   else grip_params(args.vehicle, Path(tmp)))
         pipeline = rp.grip_pipeline_from(rp._node_values({"grip_estimator": params}, 0)[rp.GRIP_NODE])
         rec = recorded_windows(Path(args.bag), params)

@@ -151,6 +151,16 @@ class GripConfig:
     """Chains that fail the convergence rule are extended by the steps the rule's shortfall predicts (ESS grows
     and split R-hat - 1 shrinks about in proportion to the chain length: ``GripEstimator.steps_needed``), at
     least n_steps/4 and at most the fixed block of ``max_steps``' docstring, instead of always by that block."""
+    chain_starts: str = "optima"
+    """Where the chains start. "ml": a cold fit's all at theta_ML (Algorithm 1, step 5), a warm fit's at the
+    previous fit's chains. "optima": a cold fit's spread over the distinct local optima of the multi-start ML step
+    within ``start_loglik_gap`` log-likelihood units of the best (the best first, then round-robin); a warm fit's
+    every other chain likewise (its ML step then runs the ``n_ml_starts`` uniform starts too). Overdispersed
+    starts: without them split R-hat cannot see a second mode the chains never visit (Gelman & Rubin 1992; Vehtari
+    et al. 2021, Sec. 4)."""
+    start_loglik_gap: float = 10.0
+    """"optima": a local optimum of the ML step starts chains when its log-likelihood (V / (2 sigma_ML^2)) is within
+    this of the best's."""
     carry_draws: int = 250
     """At most this many of each previous chain's draws (evenly spaced) are reweighted (each costs one log-target
     evaluation)."""
@@ -198,6 +208,8 @@ class GripConfig:
             (self.prior_mode in ("posthoc", "truncated"), "prior_mode must be 'posthoc' or 'truncated'"),
             (0.0 < self.interval_prob < 1.0, "interval_prob must be in (0, 1)"),
             (0.0 <= self.p_independent < 1.0, "p_independent must be in [0, 1)"),
+            (self.chain_starts in ("ml", "optima"), "chain_starts must be 'ml' or 'optima'"),
+            (self.start_loglik_gap >= 0.0, "start_loglik_gap must be >= 0"),
             (self.carry_draws >= 1, "carry_draws must be >= 1"),
             (1 <= self.proposal_components <= 8, "proposal_components must be in [1, 8]"),
             (self.slip_prior in ("deconvolved", "flat"), "slip_prior must be 'deconvolved' or 'flat'"),
@@ -491,6 +503,27 @@ def chain_ends(previous: GripEstimate, cfg: GripConfig) -> np.ndarray | None:
     return np.ascontiguousarray(theta)
 
 
+def optima_starts(x0: np.ndarray, ml, bounds: np.ndarray, n_chains: int, gap: float,
+                  max_peak_slip: float | None) -> np.ndarray:
+    """(n_chains, 6) chain starts (``GripConfig.chain_starts="optima"``): ``x0`` first, then the multi-start ML
+    step's local optima whose log-likelihood V / (2 sigma^2) is within ``gap`` of the best, each distinct from the
+    starts before it (some parameter apart by more than 2 % of its prior range) and, with ``max_peak_slip``, inside
+    the truncated prior; repeated round-robin over the chains."""
+    picked = [np.asarray(x0, dtype=float)]
+    if ml.start_theta is not None and ml.start_V is not None and ml.sigma > 0.0:
+        span = bounds[:, 1] - bounds[:, 0]
+        loglik_gap = (np.asarray(ml.start_V) - ml.V) / (2.0 * ml.sigma ** 2)
+        for k in np.argsort(ml.start_V):
+            th = np.clip(ml.start_theta[k], bounds[:, 0], bounds[:, 1])
+            if loglik_gap[k] > gap or not np.all(np.isfinite(th)):
+                continue
+            if max_peak_slip is not None and not peak_slip_at_most(th, max_peak_slip):
+                continue
+            if all(np.max(np.abs(th - q) / span) > 0.02 for q in picked):
+                picked.append(th)
+    return np.array([picked[i % len(picked)] for i in range(n_chains)])
+
+
 class GripEstimator:
     """Fits the friction curve and its maximum from (slip, mu) samples (friction paper, Algorithm 1)."""
 
@@ -635,8 +668,9 @@ class GripEstimator:
         if warm_start is not None:
             prev_mean = np.array([warm_start.theta[k] for k in THETA_NAMES], dtype=float)
             prev_mean = np.clip(prev_mean, b[:, 0], b[:, 1])
-            ml = multistart_fit(s_ls, m_ls, cfg.bounds, n_starts=0, rng=rng_ml, extra_starts=prev_mean,
-                                cond_max=cfg.cond_max, fallback_cov=cfg.fallback_cov, keep_starts=True)
+            ml = multistart_fit(s_ls, m_ls, cfg.bounds, n_starts=cfg.n_ml_starts if cfg.chain_starts == "optima"
+                                else 0, rng=rng_ml, extra_starts=prev_mean, cond_max=cfg.cond_max,
+                                fallback_cov=cfg.fallback_cov, keep_starts=True)
             x0 = prev_mean
             starts = chain_ends(warm_start, cfg)  # each chain goes on from where the previous fit's ended
             try:
@@ -659,10 +693,23 @@ class GripEstimator:
         sigma_ml = float(np.clip(sigma_ml, *cfg.sigma_bounds))
         if truncated and not peak_slip_at_most(x0, cfg.max_peak_slip):
             x0 = self._truncated_start(s_ls, m_ls, ml, np.random.default_rng(ss_start))
+        if warm_start is None and cfg.chain_starts == "optima":
+            starts = optima_starts(x0, ml, b, cfg.n_chains, cfg.start_loglik_gap,
+                                   cfg.max_peak_slip if truncated else None)
         carried_w, carry_lam = None, float("nan")
         if carried is not None and cfg.carry_reweight and cfg.prior_mode == "truncated":
             carried, carried_w, carry_lam, starts = self._reweighted(warm_start.chains, starts, s, m, b, sigma_ml, vs,
                                                                      vm, la, shared, groups, ss_start.spawn(1)[0])
+        if warm_start is not None and cfg.chain_starts == "optima" and starts is not None:
+            # every other chain from the ML step's optima: chains that all go on from the previous fit's ends
+            # would carry a mode they were trapped in into every later fit, with R-hat blind to it
+            starts = np.array(starts, dtype=float, copy=True)
+            spread = optima_starts(ml.theta, ml, b, cfg.n_chains, cfg.start_loglik_gap,
+                                   cfg.max_peak_slip if truncated else None)
+            rows = spread[: starts[1::2].shape[0]]
+            if starts.shape[1] > N_THETA:   # the chains' log sigma: the ML noise level
+                rows = np.column_stack([rows, np.full(rows.shape[0], math.log(sigma_ml))])
+            starts[1::2] = rows
         t_ml = time.perf_counter() - t0
 
         burn = cfg.burn_steps
