@@ -40,7 +40,7 @@ grip_estimator:
     max_peak_slip: 0.15
     fit_period: 8.0
     n_chains: 4
-    n_steps: 2000
+    n_steps: 6000                # chains start over the ML step's optima: 2000 steps leave them unmixed
     n_ml_starts: 4
     min_points: 30
     max_fit_points: 80
