@@ -503,7 +503,7 @@ def chain_ends(previous: GripEstimate, cfg: GripConfig) -> np.ndarray | None:
     return np.ascontiguousarray(theta)
 
 
-def optima_starts(x0: np.ndarray, ml, bounds: np.ndarray, n_chains: int, gap: float,
+def optima_starts(x0: np.ndarray, ml: MLFit, bounds: np.ndarray, n_chains: int, gap: float,
                   max_peak_slip: float | None) -> np.ndarray:
     """(n_chains, 6) chain starts (``GripConfig.chain_starts="optima"``): ``x0`` first, then the multi-start ML
     step's local optima whose log-likelihood V / (2 sigma^2) is within ``gap`` of the best, each distinct from the

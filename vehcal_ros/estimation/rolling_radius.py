@@ -413,6 +413,7 @@ class RollingRadiusEstimator:
         return mean + slope * x0, self._scatter[axle], slope
 
     def _count_force(self, axle: int, mu: float) -> None:
+        """Add a used comparison's force (Eq. RR-1) to the axle's mean (what c's doubt in :attr:`sd` scales)."""
         self._force_sum[axle] += mu
         self._force_n[axle] += 1
 
