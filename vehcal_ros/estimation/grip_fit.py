@@ -693,23 +693,24 @@ class GripEstimator:
         sigma_ml = float(np.clip(sigma_ml, *cfg.sigma_bounds))
         if truncated and not peak_slip_at_most(x0, cfg.max_peak_slip):
             x0 = self._truncated_start(s_ls, m_ls, ml, np.random.default_rng(ss_start))
-        if warm_start is None and cfg.chain_starts == "optima":
-            starts = optima_starts(x0, ml, b, cfg.n_chains, cfg.start_loglik_gap,
-                                   cfg.max_peak_slip if truncated else None)
         carried_w, carry_lam = None, float("nan")
         if carried is not None and cfg.carry_reweight and cfg.prior_mode == "truncated":
             carried, carried_w, carry_lam, starts = self._reweighted(warm_start.chains, starts, s, m, b, sigma_ml, vs,
                                                                      vm, la, shared, groups, ss_start.spawn(1)[0])
-        if warm_start is not None and cfg.chain_starts == "optima" and starts is not None:
-            # every other chain from the ML step's optima: chains that all go on from the previous fit's ends
-            # would carry a mode they were trapped in into every later fit, with R-hat blind to it
-            starts = np.array(starts, dtype=float, copy=True)
-            spread = optima_starts(ml.theta, ml, b, cfg.n_chains, cfg.start_loglik_gap,
-                                   cfg.max_peak_slip if truncated else None)
-            rows = spread[: starts[1::2].shape[0]]
-            if starts.shape[1] > N_THETA:   # the chains' log sigma: the ML noise level
-                rows = np.column_stack([rows, np.full(rows.shape[0], math.log(sigma_ml))])
-            starts[1::2] = rows
+        if cfg.chain_starts == "optima":
+            # chains that all start in one mode (at theta_ML, or going on from a previous fit trapped there) pass
+            # split R-hat however many modes the posterior has: a cold fit's chains all start over the ML step's
+            # optima, a warm fit's every other chain
+            spread = optima_starts(x0 if warm_start is None else ml.theta, ml, b, cfg.n_chains,
+                                   cfg.start_loglik_gap, cfg.max_peak_slip if truncated else None)
+            if warm_start is None:
+                starts = spread
+            else:
+                starts = np.array(np.tile(x0, (cfg.n_chains, 1)) if starts is None else starts, dtype=float)
+                rows = spread[: starts[1::2].shape[0]]
+                if starts.shape[1] > N_THETA:   # the chains' log sigma: the ML noise level
+                    rows = np.column_stack([rows, np.full(rows.shape[0], math.log(sigma_ml))])
+                starts[1::2] = rows
         t_ml = time.perf_counter() - t0
 
         burn = cfg.burn_steps
