@@ -15,6 +15,7 @@ import yaml
 
 import vehcal_ros
 from vehcal_ros.errors import InputError
+from vehcal_ros.inference.smc import Uniform
 from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, vehicle_names
 
 REFERENCE = Path(vehcal_ros.__file__).resolve().parent / "data"   # the vendored Chrono / paper reference files
@@ -40,7 +41,11 @@ def test_hmmwv_matches_the_papers_constants():
     pt = ref["inputs"]["powertrain"]
     assert (d.ratio, d.max_torque, d.max_speed) == (pt["gear_ratio"], pt["max_motor_torque"], pt["max_motor_speed"])
     paper = {k: tuple(map(float, v)) for s in ref["stages"].values() for k, v in s["priors"].items()}
-    assert dict(d.priors) == paper
+    priors = dict(d.priors)
+    # the paper's model has no driveline inertia; the derived range: down to half the wheel's 11 kg m^2, up to
+    # 0.5 m_t r^2 / 4 driven wheels, m_t = 2613.54 kg, r = 0.47 - 6392.8 N / 326332 N/m = 0.45041 m
+    assert priors.pop("Jd") == pytest.approx((-5.5, 66.27), abs=0.01)
+    assert priors == paper
 
 
 def test_sedan_static_loads_match_the_reference():
@@ -74,6 +79,9 @@ def _hmmwv_doc() -> dict:
     ("roll_centre_below_cg.front", 0.9, "roll_centre_below_cg.front = 0.9 m: expected <= cg.height"),
     ("priors.Cxf", [5.0, 1.0], "priors.Cxf = [5, 1]: expected 0 <= lower < upper"),
     ("priors.Cq", [1.0, 2.0], "priors.Cq: unknown calibrated parameter"),
+    ("priors.Jd", [-11.0, 5.0], "priors.Jd = [-11, 5]: expected -11 < lower < upper (above minus the driven "
+                                "wheels' spin inertia)"),
+    ("driveline.inertia_in_wheels", "yes", "driveline.inertia_in_wheels = 'yes': expected true or false"),
     ("torque_source", "guess", "torque_source = 'guess': expected map, measured, engine or axle"),
 ])
 def test_wrong_field_is_refused_with_its_name(path, value, expect):
@@ -90,6 +98,22 @@ def test_wrong_field_is_refused_with_its_name(path, value, expect):
         description_from_dict(doc, source="x.yaml")
     msg = str(err.value)
     assert expect in msg and "\n" not in msg
+
+
+def test_a_negative_driveline_inertia_range_is_allowed_above_minus_the_wheels():
+    """Jd may correct a wheel inertia the description overstates (11 kg m^2 on the paper's HMMWV), so its lower
+    bound may be negative, and the longitudinal stage samples it on a description whose wheels are not complete."""
+    from vehcal_ros.estimation.calibration import stage_spec
+
+    doc = _hmmwv_doc()
+    doc["priors"]["Jd"] = [-3.0, 20.0]
+    doc["driveline"]["inertia_in_wheels"] = False
+    d = description_from_dict(doc, source="x.yaml")
+    assert d.priors["Jd"] == (-3.0, 20.0) and d.nominal["Jd"] == 0.0
+    assert dict(stage_spec("longitudinal", vehicle=d).priors)["Jd"] == Uniform(-3.0, 20.0)
+    assert "Jd" not in dict(stage_spec("longitudinal", vehicle="hmmwv").priors)   # inertia_in_wheels: true
+    with pytest.raises(InputError, match=r"prior.jd = \[-12, 20\]: the lower bound must be above -11"):
+        stage_spec("longitudinal", vehicle=d, priors={"Jd": [-12.0, 20.0]})
 
 
 def test_unknown_name_lists_the_known_vehicles():

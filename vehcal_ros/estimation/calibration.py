@@ -100,7 +100,7 @@ from vehcal_ros.models.vehicle_8dof import (
     kf_log_det,
     parameter_vector,
 )
-from vehcal_ros.vehicle.description import VehicleDescription, load_vehicle
+from vehcal_ros.vehicle.description import CALIBRATED, VehicleDescription, load_vehicle
 
 STAGE_NAMES: tuple[str, ...] = ("longitudinal", "lateral", "rolling_resistance")
 
@@ -316,12 +316,13 @@ def paper_prior_ranges() -> dict[str, tuple[float, float]]:
 
 def check_prior_ranges(priors: Mapping[str, Sequence[float]] | None, label: str = "prior.{}"
                        ) -> dict[str, tuple[float, float]]:
-    """Validated uniform prior ranges ``{name: (lower, upper)}`` (names of :func:`paper_prior_ranges`).
+    """Validated uniform prior ranges ``{name: (lower, upper)}`` (names: the description's calibrated
+    parameters, :data:`~vehcal_ros.vehicle.description.CALIBRATED`).
 
     Each value must be two finite numbers with lower < upper; an :class:`InputError` names the offending
     parameter as ``label.format(name.lower())`` (the model_calibrator's ``prior.<name>`` parameters).
     """
-    known = paper_prior_ranges()
+    known = CALIBRATED
     by_lower = {k.lower(): k for k in known}
     out: dict[str, tuple[float, float]] = {}
     for name, value in (priors or {}).items():
@@ -361,7 +362,13 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
     ``vehicle``: a vehicle description (name, file or :class:`~vehcal_ros.vehicle.description.
     VehicleDescription`) whose prior ranges and per-stage held-fixed values replace the paper's HMMWV ones
     (None: the paper's; the shipped ``hmmwv`` description carries the same numbers); the longitudinal stage of
-    a vehicle with an undriven axle does not calibrate that axle's Cx (:func:`_identified`).
+    a vehicle with an undriven axle does not calibrate that axle's Cx (:func:`_identified`). It also calibrates
+    the driveline spin inertia ``Jd`` of each driven wheel (range: the description's ``priors.Jd``), unless the
+    description's ``driveline.inertia_in_wheels`` says its wheel inertias are complete: the torque that spins
+    the driven wheels up is measured or mapped before the shafts, differential and gearbox that turn with them,
+    and a wrong inertia there reads as a wrong slip stiffness. One value serves every driven wheel: with both
+    axles driven, each axle's inertia trades against its own slip stiffness and only their sum is pinned by the
+    vehicle's acceleration.
 
     ``priors``: uniform prior ranges ``{name: (lower, upper)}`` replacing the paper's for the parameters of
     this stage (others are ignored; see :func:`check_prior_ranges`). With ``separate_bphi`` a ``bphi`` range
@@ -388,6 +395,13 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
             priors_out += [("bphi_f", Uniform(lo, hi)), ("bphi_r", Uniform(lo, hi))]
         else:
             priors_out.append((pname, Uniform(float(lo), float(hi))))
+    if desc is not None and name == "longitudinal" and not desc.inertia_in_wheels:
+        lo, hi = override.get("Jd", desc.priors["Jd"])
+        wheel = desc.driven_wheel_inertia()
+        if lo <= -wheel:
+            raise InputError(f"prior.jd = [{lo:g}, {hi:g}]: the lower bound must be above -{wheel:g} kg m^2 (minus "
+                             "the driven wheels' spin inertia)")
+        priors_out.append(("Jd", Uniform(float(lo), float(hi))))
     noise = tuple((ch, float(s)) for ch, s in cfg["noise_priors_halfnormal_scale"].items())
     fixed: dict[str, float] = {}
     for k, v in (cfg.get("held_fixed") or {}).items():

@@ -73,14 +73,16 @@ from vehcal_ros.vehicle.description import load_vehicle
 
 OK, WARN, ERROR = 0, 1, 2
 
-MODEL_PARAMETERS: tuple[str, ...] = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr")
-"""Published model parameters (``bphi`` = bphi_f + bphi_r, the paper's identifiable total roll damping)."""
+MODEL_PARAMETERS: tuple[str, ...] = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr", "Jd")
+"""Published model parameters (``bphi`` = bphi_f + bphi_r, the paper's identifiable total roll damping; ``Jd``
+the driveline inertia the model adds to each driven wheel's spin inertia)."""
 
 UNITS: dict[str, str] = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad",
                          "kphi_r": "N m/rad", "bphi": "N m s/rad", "rr": "m (torque per unit normal load)",
-                         "rolling_radius": "m"}
+                         "Jd": "kg m^2", "rolling_radius": "m"}
 STAGE_OF: dict[str, str] = {"Cxf": "longitudinal", "Cxr": "longitudinal", "Cyf": "lateral", "Cyr": "lateral",
-                            "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance"}
+                            "kphi_f": "lateral", "kphi_r": "lateral", "bphi": "lateral", "rr": "rolling_resistance",
+                            "Jd": "longitudinal"}
 
 
 EXCITATION: dict[str, tuple[str, str]] = {
@@ -884,7 +886,7 @@ class CalibrationPipeline:
         model = {k.lower(): float(v) for k, v in self.model_parameters().items()}
         head = ["# 8-DOF model parameters from vehcal_ros model_calibrator (papers/bayesian-calibration-8dof-"
                 "vehicle-model.md)", "# units: cx* N, cy* N/rad, kphi_* N m/rad, bphi N m s/rad (total, split "
-                "equally front/rear), rr m"]
+                "equally front/rear), rr m, jd kg m^2 (driveline inertia added to each driven wheel's spin inertia)"]
         for k in MODEL_PARAMETERS:
             head.append(f"#   {k.lower()}: {'calibrated, stage ' + cal[k] if k in cal else 'default (not calibrated)'}")
         body = yaml.safe_dump({node_name: {"ros__parameters": {"model": model}}}, sort_keys=False)
@@ -1100,11 +1102,12 @@ CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_ha
 
 
 def _model_overrides(values: Mapping[str, Any]) -> dict[str, float]:
-    """``model.<name>`` values set above 0 (0, the declared default, takes the description's nominal value)."""
+    """``model.<name>`` values set other than 0 (0, the declared default, takes the description's nominal value;
+    only ``model.jd`` may be negative)."""
     out = {}
     for n in MODEL_PARAMETERS:
         v = values.get(f"model.{n.lower()}")
-        if v is not None and float(v) > 0.0:
+        if v is not None and float(v) != 0.0:
             out[n] = float(v)
     return out
 
@@ -1142,7 +1145,7 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
 
     The vehicle description ``vehicle`` (None: the default vehicle) holds every vehicle fact: the prior ranges,
     the nominal values of parameters not calibrated yet and the tire radius of the wheel-speed unit check. A
-    ``prior.<name>`` = [lower, upper], a ``model.<name>`` above 0 or an ``r0`` above 0 overrides it
+    ``prior.<name>`` = [lower, upper], a ``model.<name>`` other than 0 or an ``r0`` above 0 overrides it
     (:func:`vehicle_overrides` names each); [] and 0, the declared defaults, take the description's. Segment
     thresholds are the ``SegmentConfig`` fields present in ``values``; absent keys keep the configuration classes'
     defaults.

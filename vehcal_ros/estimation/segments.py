@@ -39,8 +39,9 @@ m/s^2). Such windows gave confident but wrong slip stiffnesses: 1396/1368 N (Cxf
 after a 38 CPU-s fit), 6112, 3240, 7560 N (accepted on the accel_coast bag), against 23500-37800 N from every
 window whose acceleration spans >= 2.8 m/s^2 (daily drive [30.0, 34.3], [61.1, 65.2] s; throttle_ramp; the
 14-DOF tire's own slope is ~1e5 N). A throttle step from cruise spans its whole peak acceleration (the window
-starts ``pad`` before the onset). ``long_min_accel_range`` (1.5 m/s^2, ~3x what the rolling-resistance prior
-spans) keeps such windows out before any fit; the window then reports why (``find_windows``'s reason).
+starts ``pad`` before the onset). ``long_min_accel_range`` (1.0 m/s^2, 1.25-2x what the rolling-resistance prior
+spans; estimation/qualification.py) keeps such windows out before any fit; the window then reports why
+(``find_windows``'s reason).
 
 The buffered topics (wheel speeds, IMU, odometry, controls; each a ``(n, 1 + k)`` stamp-first array as
 :meth:`~vehcal_ros.estimation.buffers.RollingBuffer.array` returns) are resampled onto one uniform grid

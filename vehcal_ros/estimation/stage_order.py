@@ -35,7 +35,8 @@ DEPENDS_ON: dict[str, tuple[str, ...]] = {
 
 CALIBRATED_BY: dict[str, str] = {"rr": "rolling_resistance", "Cxf": "longitudinal", "Cxr": "longitudinal",
                                  "Cyf": "lateral", "Cyr": "lateral", "kphi_f": "lateral", "kphi_r": "lateral",
-                                 "bphi": "lateral", "bphi_f": "lateral", "bphi_r": "lateral"}
+                                 "bphi": "lateral", "bphi_f": "lateral", "bphi_r": "lateral",
+                                 "Jd": "longitudinal"}
 """The stage that calibrates each 8-DOF parameter."""
 
 

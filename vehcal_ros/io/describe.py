@@ -126,13 +126,13 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
                                                 "RHX1": t.rhx1}
     pt = params.powertrain
     if pt is None:  # the 8-DOF paper's motor map on all four wheels (models/powertrain.py)
-        doc["driveline"] = {"driven_axles": ["front", "rear"], "front_share": 0.5}
+        doc["driveline"] = {"driven_axles": ["front", "rear"], "front_share": 0.5, "inertia_in_wheels": True}
         doc["powertrain"] = {"kind": "dc_motor", "max_torque": MAX_MOTOR_TORQUE, "max_speed": MAX_MOTOR_SPEED,
                              "ratio": GEAR_RATIO, "efficiency": 1.0}
     else:
         front = float(pt.wheel_fraction[0] + pt.wheel_fraction[1])
         axles = [a for a, share in (("front", front), ("rear", 1.0 - front)) if share > 0.0]
-        doc["driveline"] = {"driven_axles": axles, "front_share": front}
+        doc["driveline"] = {"driven_axles": axles, "front_share": front, "inertia_in_wheels": True}
         doc["powertrain"] = {
             "kind": "engine_map",
             "full_throttle_rpm": [[w / RPM, t] for w, t in pt.map_full.tolist()],

@@ -12,11 +12,12 @@ Equations, per step:
   angle into the body frame;
 * chassis Eqs. (4)-(7): Eq. (4) gives ``u_dot``; Eqs. (5)-(7) are linear in ``(v_dot, wx_dot, wz_dot)`` and are
   solved with the constant inverse of their 3x3 inertia matrix;
-* wheel spin ``Jw w_dot = T_drive + T_brake + T_rr - r_l Fx`` with the powertrain and brake maps of
-  :mod:`vehcal_ros.models.powertrain` and rolling resistance ``T_rr = -rr |Fz| sign(w)``; per-wheel brake
-  gains (N m at full brake, default 4000 N m = the paper's map) are parameters so a later brake-friction fit
-  can calibrate them; integrated linearly implicitly against the wheel's own tire force (``_spin_rate``: a
-  light wheel on a stiff tire, e.g. the sedan's rear, is unstable with the explicit update at 5 ms);
+* wheel spin ``(Jw + Jd) w_dot = T_drive + T_brake + T_rr - r_l Fx`` (``Jd``: the driveline inertia lumped into
+  a driven wheel, a parameter) with the powertrain and brake maps of :mod:`vehcal_ros.models.powertrain` and rolling
+  resistance ``T_rr = -rr |Fz| sign(w)``; per-wheel brake gains (N m at full brake, default 4000 N m = the
+  paper's map) are parameters so a later brake-friction fit can calibrate them; integrated linearly implicitly
+  against the wheel's own tire force (``_spin_rate``: a light wheel on a stiff tire, e.g. the sedan's rear, is
+  unstable with the explicit update at 5 ms);
 * tire rolling radius ``r = r0 - Fz/kt`` (slip, Eq. 8) and loaded radius ``r_l = r - rolling_excess`` (the
   force's lever and the wheel-centre height; ``rolling_excess`` = 0 in the paper's model, ~1 cm for a Pac02
   tire, which rolls at R0 - deflection/3); a description that gives the load-independent
@@ -75,21 +76,26 @@ STATE_INDEX: dict[str, int] = {name: i for i, name in enumerate(STATE_NAMES)}
 
 PARAM_NAMES: tuple[str, ...] = (
     "Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr",
-    "brake_gain_lf", "brake_gain_rf", "brake_gain_lr", "brake_gain_rr",
+    "brake_gain_lf", "brake_gain_rf", "brake_gain_lr", "brake_gain_rr", "Jd",
 )
 """Calibratable parameters: longitudinal slip stiffness front/rear (N), cornering stiffness front/rear (N/rad),
 roll stiffness front/rear (N m/rad), roll damping front/rear (N m s/rad), rolling resistance coefficient (-),
 brake torque of each wheel at full brake (N m; the four brake coefficients of the parallel-estimation paper's
-brake-friction problem)."""
+brake-friction problem), driveline spin inertia lumped into each driven wheel (kg m^2, added to the constants'
+wheel inertia ``Jw`` / ``Jw_r`` on the axles the powertrain's ``front_share`` drives: the shafts, differential
+and gearbox that turn with a driven wheel downstream of where its torque is measured, which a spec sheet does not
+give)."""
 PARAM_INDEX: dict[str, int] = {name: i for i, name in enumerate(PARAM_NAMES)}
+_P_JD = PARAM_INDEX["Jd"]
 
 DEFAULT_PARAMETERS: dict[str, float] = {
     "Cxf": 10300.0, "Cxr": 10300.0, "Cyf": 50000.0, "Cyr": 50000.0, "kphi_f": 37500.0, "kphi_r": 37500.0,
     "bphi_f": 7500.0, "bphi_r": 7500.0, "rr": 0.0175,
     "brake_gain_lf": MAX_BRAKE_TORQUE, "brake_gain_rf": MAX_BRAKE_TORQUE,
-    "brake_gain_lr": MAX_BRAKE_TORQUE, "brake_gain_rr": MAX_BRAKE_TORQUE,
+    "brake_gain_lr": MAX_BRAKE_TORQUE, "brake_gain_rr": MAX_BRAKE_TORQUE, "Jd": 0.0,
 }
-"""Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``) and the 4000 N m map."""
+"""Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``), the 4000 N m map and
+no driveline inertia beyond the wheels'."""
 
 _N_CONST = 39
 PT_OFFSET = _N_CONST
@@ -286,8 +292,6 @@ def _derived(k: np.ndarray, q: np.ndarray) -> None:
     h = k[5]
     g = k[17]
     L = a + b
-    q[_Q_INV_JW] = 1.0 / k[16]
-    q[_Q_INV_JW_R] = 1.0 / k[35]
     q[_Q_INV_MT] = 1.0 / k[21]
     q[_Q_INV_KTF] = 1.0 / k[12]
     q[_Q_INV_KTR] = 1.0 / k[13]
@@ -303,6 +307,16 @@ def _derived(k: np.ndarray, q: np.ndarray) -> None:
     max_speed = k[PT_OFFSET + 2]
     q[_Q_INV_RATIO] = 1.0 / ratio if ratio != 0.0 else 0.0
     q[_Q_INV_MAX_SPEED] = 1.0 / max_speed if max_speed != 0.0 else 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _spin_inertias(k: np.ndarray, q: np.ndarray, p: np.ndarray) -> None:
+    """``q``'s reciprocal spin inertias of a front and a rear wheel: the constants' wheel inertia plus, on a
+    driven axle (the powertrain's front share above 0 / below 1), the parameters' driveline inertia ``Jd``."""
+    share = k[PT_OFFSET + 5]
+    jd = p[_P_JD]
+    q[_Q_INV_JW] = 1.0 / (k[16] + jd) if share > 0.0 else 1.0 / k[16]
+    q[_Q_INV_JW_R] = 1.0 / (k[35] + jd) if share < 1.0 else 1.0 / k[35]
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -571,6 +585,7 @@ def _simulate_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray, f
     inputs = borrowed(inputs)
     out = borrowed(out)
     _derived(k, q)
+    _spin_inertias(k, q, p)
     _initial_loads(k, q, p, s, fz)
     n_out = out.shape[0]
     out[0, :] = s
@@ -622,6 +637,7 @@ def _wsse_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarra
     sse = borrowed(sse)
     prev = borrowed(prev)
     _derived(k, q)
+    _spin_inertias(k, q, p)
     _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
     xy = _fits_position(chan)
@@ -706,6 +722,7 @@ def _kf_bounded_loop(k: np.ndarray, q: np.ndarray, p: np.ndarray, s: np.ndarray,
     out = borrowed(out)
     kf = borrowed(kf)
     _derived(k, q)
+    _spin_inertias(k, q, p)
     _initial_loads(k, q, p, s, fz)
     n_ch = chan.shape[0]
     xy = _fits_position(chan)
@@ -925,7 +942,7 @@ class Simulator8Dof:
         return self.t0 + self.output_dt * np.arange(self.n_out)
 
     def run(self, params: Mapping[str, float] | np.ndarray) -> np.ndarray:
-        """States ``(n_particles, n_out, 12)`` for ``params`` ``(n_particles, 13)``; ``(n_out, 12)`` for one set."""
+        """States ``(n_particles, n_out, 12)`` for ``params`` ``(n_particles, 15)``; ``(n_out, 12)`` for one set."""
         p = parameter_vector(params, self.defaults)
         single = p.ndim == 1
         p2 = np.ascontiguousarray(np.atleast_2d(p))
@@ -1026,7 +1043,7 @@ def simulate(params: Mapping[str, float] | np.ndarray, initial_state: Mapping[st
              wheel_torque: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Simulate the 8-DOF model over the input record; returns ``(t_out, states)``.
 
-    ``params``: mapping (defaults fill the rest), one vector of 13 or a batch ``(n, 13)`` (``PARAM_NAMES``);
+    ``params``: mapping (defaults fill the rest), one vector of 15 or a batch ``(n, 15)`` (``PARAM_NAMES``);
     states are ``(n_out, 12)`` or ``(n, n_out, 12)`` in ``STATE_NAMES`` order, at ``output_dt`` spacing
     (default: the input grid's) from ``time[0]`` to ``time[-1]``.
     """

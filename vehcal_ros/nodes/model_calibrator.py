@@ -33,7 +33,7 @@ from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges, paper_prior_ranges
+from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges
 from vehcal_ros.estimation.calibration_pipeline import (
     ERROR,
     MODEL_PARAMETERS,
@@ -56,6 +56,7 @@ from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.vehicle.description import CALIBRATED
 
 NODE_NAME = "model_calibrator"
 
@@ -70,14 +71,17 @@ _MODEL_UNITS = {"Cxf": "front longitudinal tire stiffness, N", "Cxr": "rear long
                 "Cyf": "front cornering stiffness, N/rad", "Cyr": "rear cornering stiffness, N/rad",
                 "kphi_f": "front roll stiffness, N m/rad", "kphi_r": "rear roll stiffness, N m/rad",
                 "bphi": "total roll damping (bphi_f = bphi_r = bphi/2), N m s/rad",
-                "rr": "rolling resistance lever, m (T = -rr |Fz| sign(omega))"}
+                "rr": "rolling resistance lever, m (T = -rr |Fz| sign(omega))",
+                "Jd": "driveline spin inertia added to each driven wheel's (negative: the description's wheel "
+                      "inertia was too high), kg m^2"}
 MODEL_SPECS: tuple[ParamSpec, ...] = tuple(
     ParamSpec(f"model.{name.lower()}", 0.0, f"{_MODEL_UNITS[name]}: the latest accepted model (published); a "
-              "start-up value above 0 overrides the vehicle description's nominal value (0 = the description's)",
-              0.0, 1.0 if name == "rr" else 1e7)
+              "start-up value other than 0 overrides the vehicle description's nominal value (0 = the description's)",
+              -1e4 if name == "Jd" else 0.0, 1.0 if name == "rr" else 1e7)
     for name in MODEL_PARAMETERS)
 """Output parameters (read_only=False): the latest accepted model, the description's nominal values where not
-calibrated yet; a start-up value above 0 overrides the nominal value (with a WARN naming both)."""
+calibrated yet; a start-up value other than 0 overrides the nominal value (with a WARN naming both; only ``Jd``
+may be negative: the description's wheel inertia was too high)."""
 
 
 def _vehicle_check(v: Any) -> str | None:
@@ -103,12 +107,12 @@ def _prior_check(name: str):
 
 
 _PRIOR_UNITS = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad", "kphi_r": "N m/rad",
-                "bphi": "N m s/rad (total)", "rr": "m"}
+                "bphi": "N m s/rad (total)", "rr": "m", "Jd": "kg m^2 (per driven wheel)"}
 PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
     ParamSpec(f"prior.{name.lower()}", [], f"uniform prior [lower, upper] of {name}, {_PRIOR_UNITS[name]} "
               "(floats): overrides the vehicle description's range ([] = the description's)",
               check=_prior_check(name))
-    for name in paper_prior_ranges())
+    for name in CALIBRATED)
 """Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior; [] (the default) takes the vehicle
 description's range."""
 

@@ -29,9 +29,10 @@ DEFAULT_VEHICLE = "hmmwv"
 RPM = math.pi / 30.0
 """rad/s per rpm."""
 
-CALIBRATED = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr")
-"""Parameters with a uniform prior range (``bphi`` = total roll damping, split equally front/rear)."""
-NOMINAL_NAMES = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr")
+CALIBRATED = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr", "Jd")
+"""Parameters with a uniform prior range (``bphi`` = total roll damping, split equally front/rear; ``Jd`` = the
+driveline spin inertia lumped into each driven wheel)."""
+NOMINAL_NAMES = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi_f", "bphi_r", "rr", "Jd")
 STAGES = ("longitudinal", "lateral", "rolling_resistance")
 
 # (dataclass field, YAML path, unit, lower, upper, default or None = required); bounds inclusive unless noted
@@ -152,6 +153,10 @@ class VehicleDescription:
     held_fixed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """[held_fixed] per stage, values that stage holds fixed instead of ``nominal`` (the paper's per-stage
     values for the HMMWV); earlier stages' results still override them."""
+    inertia_in_wheels: bool = False
+    """[driveline.inertia_in_wheels] the wheels' spin inertias already hold everything that turns with them
+    downstream of where the wheel torque is known (measured, e.g. from a multi-body model), so the calibrator
+    calibrates no driveline inertia ``Jd``; false (the default): it does (a spec sheet leaves it out)"""
     source: str = ""         #: file it was read from
     rolling_radius: float = 0.0
     """[tire.rolling_radius] load-independent effective rolling radius (distance per wheel revolution / 2 pi), m;
@@ -195,6 +200,11 @@ class VehicleDescription:
     def wheelbase(self) -> float:
         """L = a + b, m."""
         return self.a + self.b
+
+    def driven_wheel_inertia(self) -> float:
+        """The smaller spin inertia of a driven wheel, kg m^2 (the driveline inertia ``Jd`` must stay above
+        minus this)."""
+        return min(self.Jw_f if a == "front" else self.Jw_r for a in self.driven_axles)
 
     @property
     def total_mass(self) -> float:
@@ -375,7 +385,7 @@ def description_from_dict(doc: Any, source: str = "<dict>") -> VehicleDescriptio
     kw.update(_rolling_radius(doc, src, kw))
     kw.update(_combined_slip(doc, src))
     desc = VehicleDescription(**kw)
-    priors = {**derived_priors(desc), **_priors(doc.get("priors"), f"{src}: priors")}
+    priors = {**derived_priors(desc), **_priors(doc.get("priors"), f"{src}: priors", desc)}
     nominal = {**derived_nominal(priors), **_nominal(doc.get("nominal"), f"{src}: nominal")}
     held = doc.get("held_fixed") or {}
     if not isinstance(held, Mapping) or not set(held) <= set(STAGES):
@@ -453,7 +463,12 @@ def _driveline(doc: Mapping, src: str) -> dict[str, Any]:
     if (share > 0.0 and "front" not in axles) or (share < 1.0 and "rear" not in axles):
         raise InputError(f"{src}: driveline.front_share = {share:g} puts torque on an axle that is not driven")
     order = tuple(a for a in ("front", "rear") if a in axles)
-    return {"driven_axles": order, "front_share": share}
+    in_wheels = _get(doc, "driveline.inertia_in_wheels")
+    if in_wheels is None:
+        in_wheels = False
+    if not isinstance(in_wheels, bool):
+        raise InputError(f"{src}: driveline.inertia_in_wheels = {in_wheels!r}: expected true or false")
+    return {"driven_axles": order, "front_share": share, "inertia_in_wheels": in_wheels}
 
 
 def _powertrain(doc: Mapping, src: str, optional: bool = False, gearing: bool = False) -> dict[str, Any]:
@@ -545,7 +560,9 @@ def _steering(doc: Mapping, src: str) -> dict[str, Any]:
     return {"steering_source": source, "steer_gain": gain}
 
 
-def _priors(value: Any, where: str) -> dict[str, tuple[float, float]]:
+def _priors(value: Any, where: str, desc: VehicleDescription) -> dict[str, tuple[float, float]]:
+    """The file's ``priors``: 0 <= lower < upper, except ``Jd`` (an inertia added to the driven wheels'), whose
+    lower bound may be negative down to minus the smallest driven wheel's inertia (exclusive)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -558,7 +575,12 @@ def _priors(value: Any, where: str) -> dict[str, tuple[float, float]]:
             raise InputError(f"{where}.{name} = {pair!r}: expected [lower, upper]")
         lo = checked_number(f"{where}.{name}[0]", pair[0], "", -1e12, 1e12)
         hi = checked_number(f"{where}.{name}[1]", pair[1], "", -1e12, 1e12)
-        if not 0.0 <= lo < hi:
+        if name == "Jd":
+            floor = -desc.driven_wheel_inertia()
+            if not floor < lo < hi:
+                raise InputError(f"{where}.{name} = [{lo:g}, {hi:g}]: expected {floor:g} < lower < upper (above "
+                                 "minus the driven wheels' spin inertia)")
+        elif not 0.0 <= lo < hi:
             raise InputError(f"{where}.{name} = [{lo:g}, {hi:g}]: expected 0 <= lower < upper")
         out[str(name)] = (lo, hi)
     return out
@@ -583,7 +605,13 @@ def derived_priors(desc: VehicleDescription) -> dict[str, tuple[float, float]]:
     Per static wheel load W (N): Cx in [1, 40] W (N per unit slip; passenger tires ~20-30 W), Cy in [3, 30] W
     (N/rad); per axle roll stiffness in [0.2, 10] W t^2 (N m/rad; wheel rate proportional to the corner load at
     a given ride frequency, times t^2/2 for two wheels); total roll damping in [0.002, 1] s x sum W t^2
-    (N m s/rad); rr in [0, 0.03].
+    (N m s/rad); rr in [0, 0.03]; the driveline inertia per driven wheel Jd in [-Jw / 2, 0.5 m_t r^2 / n] (n
+    driven wheels, m_t the total mass, r the static rolling radius, Jw the smaller spin inertia of a driven
+    wheel): the engine's and gearbox's share of the classic mass factor in first gear, 0.0025 xi^2 with an
+    overall ratio xi ~ 14, is ~0.5 (Wong, Theory of Ground Vehicles, Ch. 3), the most that can turn with the
+    driven wheels downstream of where their torque is known; below 0 the description's own wheel inertia was
+    too high (a rule of thumb's), and the bound keeps the prior's support off the exact value 0 a complete
+    description has (a posterior piled on a bound mixes badly: split R-hat 1.02-1.2 on such windows).
     """
     wf, wr = desc.static_wheel_loads()
     q = _REFERENCE_PRIORS_PER_LOAD
@@ -592,14 +620,17 @@ def derived_priors(desc: VehicleDescription) -> dict[str, tuple[float, float]]:
             "Cyf": (q["Cy"][0] * wf, q["Cy"][1] * wf), "Cyr": (q["Cy"][0] * wr, q["Cy"][1] * wr),
             "kphi_f": (q["kphi"][0] * roll_f, q["kphi"][1] * roll_f),
             "kphi_r": (q["kphi"][0] * roll_r, q["kphi"][1] * roll_r),
-            "bphi": (q["bphi"][0] * (roll_f + roll_r), q["bphi"][1] * (roll_f + roll_r)), "rr": q["rr"]}
+            "bphi": (q["bphi"][0] * (roll_f + roll_r), q["bphi"][1] * (roll_f + roll_r)), "rr": q["rr"],
+            "Jd": (-0.5 * desc.driven_wheel_inertia(),
+                   0.5 * desc.total_mass * desc.static_rolling_radius() ** 2 / (2 * len(desc.driven_axles)))}
 
 
 def derived_nominal(priors: Mapping[str, tuple[float, float]]) -> dict[str, float]:
-    """Default nominal values: the prior means (midpoints); ``bphi`` split equally into bphi_f, bphi_r."""
-    mid = {k: 0.5 * (lo + hi) for k, (lo, hi) in priors.items()}
+    """Default nominal values: the prior means (midpoints); ``bphi`` split equally into bphi_f, bphi_r; no
+    driveline inertia beyond the wheels' (``Jd`` = 0: the description's wheel inertia as given)."""
+    mid = {k: 0.5 * (lo + hi) for k, (lo, hi) in priors.items() if k != "Jd"}
     b = mid.pop("bphi")
-    return {**mid, "bphi_f": 0.5 * b, "bphi_r": 0.5 * b}
+    return {**mid, "bphi_f": 0.5 * b, "bphi_r": 0.5 * b, "Jd": 0.0}
 
 
 def to_document(desc: VehicleDescription) -> dict[str, Any]:
@@ -608,7 +639,8 @@ def to_document(desc: VehicleDescription) -> dict[str, Any]:
     values = asdict(desc)
     for fname, path, *_ in _SCALARS:
         _put(doc, path, values[fname])
-    doc["driveline"] = {"driven_axles": list(desc.driven_axles), "front_share": desc.front_share}
+    doc["driveline"] = {"driven_axles": list(desc.driven_axles), "front_share": desc.front_share,
+                        "inertia_in_wheels": desc.inertia_in_wheels}
     doc["torque_source"] = desc.torque_source
     if desc.rolling_radius > 0.0:
         doc["tire"]["rolling_radius"] = desc.rolling_radius

@@ -74,8 +74,8 @@ SPIN_GYRATION = 0.7
 the rim's at ~0.5 R0): J = m_tw (0.7 R0)^2, ~0.8 kg m^2 for a 195/65R15 (assumption)."""
 SPIN_HARDWARE = 0.15
 """kg m^2, brake disc, hub and half shaft added to each wheel's spin inertia (assumption: a 10 kg disc of
-0.13 m radius of gyration is 0.17 kg m^2). The driveline reflected to the driven wheels is NOT added: with
-``torque_source: measured`` the ECU's wheel torque is taken as the torque at the wheel."""
+0.13 m radius of gyration is 0.17 kg m^2). The driveline reflected to the driven wheels is NOT added (a spec
+sheet does not give it): the calibrator's longitudinal stage calibrates it for the 8-DOF model (``Jd``)."""
 ROLL_CENTRE_HEIGHT = (0.075, 0.175)
 """m, front and rear roll-centre heights above ground: midpoints of the typical car ranges 0-0.15 m front,
 0.05-0.3 m rear (docs/vehicle_description.md step 4; assumption without the suspension geometry)."""
