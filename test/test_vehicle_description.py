@@ -79,8 +79,8 @@ def _hmmwv_doc() -> dict:
     ("roll_centre_below_cg.front", 0.9, "roll_centre_below_cg.front = 0.9 m: expected <= cg.height"),
     ("priors.Cxf", [5.0, 1.0], "priors.Cxf = [5, 1]: expected 0 <= lower < upper"),
     ("priors.Cq", [1.0, 2.0], "priors.Cq: unknown calibrated parameter"),
-    ("priors.Jd", [-11.0, 5.0], "priors.Jd = [-11, 5]: expected -11 < lower < upper (above minus the driven "
-                                "wheels' spin inertia)"),
+    ("priors.Jd", [-11.0, 5.0], "priors.Jd = [-11, 5]: expected -11 < lower < upper: the lower bound must be "
+                                "above -11 kg m^2, minus the driven wheels' spin inertia"),
     ("driveline.inertia_in_wheels", "yes", "driveline.inertia_in_wheels = 'yes': expected true or false"),
     ("torque_source", "guess", "torque_source = 'guess': expected map, measured, engine or axle"),
 ])
@@ -112,7 +112,8 @@ def test_a_negative_driveline_inertia_range_is_allowed_above_minus_the_wheels():
     assert d.priors["Jd"] == (-3.0, 20.0) and d.nominal["Jd"] == 0.0
     assert dict(stage_spec("longitudinal", vehicle=d).priors)["Jd"] == Uniform(-3.0, 20.0)
     assert "Jd" not in dict(stage_spec("longitudinal", vehicle="hmmwv").priors)   # inertia_in_wheels: true
-    with pytest.raises(InputError, match=r"prior.jd = \[-12, 20\]: the lower bound must be above -11"):
+    refused = r"prior.jd = \[-12, 20\]: expected -11 < lower < upper: the lower bound must be above -11"
+    with pytest.raises(InputError, match=refused):
         stage_spec("longitudinal", vehicle=d, priors={"Jd": [-12.0, 20.0]})
 
 

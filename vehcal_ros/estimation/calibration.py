@@ -100,7 +100,12 @@ from vehcal_ros.models.vehicle_8dof import (
     kf_log_det,
     parameter_vector,
 )
-from vehcal_ros.vehicle.description import CALIBRATED, VehicleDescription, load_vehicle
+from vehcal_ros.vehicle.description import (
+    CALIBRATED,
+    VehicleDescription,
+    check_driveline_inertia_range,
+    load_vehicle,
+)
 
 STAGE_NAMES: tuple[str, ...] = ("longitudinal", "lateral", "rolling_resistance")
 
@@ -397,10 +402,7 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
             priors_out.append((pname, Uniform(float(lo), float(hi))))
     if desc is not None and name == "longitudinal" and not desc.inertia_in_wheels:
         lo, hi = override.get("Jd", desc.priors["Jd"])
-        wheel = desc.driven_wheel_inertia()
-        if lo <= -wheel:
-            raise InputError(f"prior.jd = [{lo:g}, {hi:g}]: the lower bound must be above -{wheel:g} kg m^2 (minus "
-                             "the driven wheels' spin inertia)")
+        check_driveline_inertia_range(desc, lo, hi, "prior.jd")
         priors_out.append(("Jd", Uniform(float(lo), float(hi))))
     noise = tuple((ch, float(s)) for ch, s in cfg["noise_priors_halfnormal_scale"].items())
     fixed: dict[str, float] = {}

@@ -463,9 +463,7 @@ def _driveline(doc: Mapping, src: str) -> dict[str, Any]:
     if (share > 0.0 and "front" not in axles) or (share < 1.0 and "rear" not in axles):
         raise InputError(f"{src}: driveline.front_share = {share:g} puts torque on an axle that is not driven")
     order = tuple(a for a in ("front", "rear") if a in axles)
-    in_wheels = _get(doc, "driveline.inertia_in_wheels")
-    if in_wheels is None:
-        in_wheels = False
+    in_wheels = _get(doc, "driveline.inertia_in_wheels") or False
     if not isinstance(in_wheels, bool):
         raise InputError(f"{src}: driveline.inertia_in_wheels = {in_wheels!r}: expected true or false")
     return {"driven_axles": order, "front_share": share, "inertia_in_wheels": in_wheels}
@@ -576,10 +574,7 @@ def _priors(value: Any, where: str, desc: VehicleDescription) -> dict[str, tuple
         lo = checked_number(f"{where}.{name}[0]", pair[0], "", -1e12, 1e12)
         hi = checked_number(f"{where}.{name}[1]", pair[1], "", -1e12, 1e12)
         if name == "Jd":
-            floor = -desc.driven_wheel_inertia()
-            if not floor < lo < hi:
-                raise InputError(f"{where}.{name} = [{lo:g}, {hi:g}]: expected {floor:g} < lower < upper (above "
-                                 "minus the driven wheels' spin inertia)")
+            check_driveline_inertia_range(desc, lo, hi, f"{where}.{name}")
         elif not 0.0 <= lo < hi:
             raise InputError(f"{where}.{name} = [{lo:g}, {hi:g}]: expected 0 <= lower < upper")
         out[str(name)] = (lo, hi)
@@ -597,6 +592,15 @@ def _nominal(value: Any, where: str) -> dict[str, float]:
             raise InputError(f"{where}.{name}: unknown parameter; known: {', '.join(NOMINAL_NAMES)}")
         out[str(name)] = checked_number(f"{where}.{name}", v, "", 0.0, 1e12)
     return out
+
+
+def check_driveline_inertia_range(desc: VehicleDescription, lo: float, hi: float, where: str) -> None:
+    """An :class:`InputError` naming ``where`` unless -Jw < ``lo`` < ``hi`` (kg m^2; Jw the smaller spin inertia of
+    a driven wheel): the driveline inertia ``Jd`` may correct an overstated wheel inertia, never cancel it."""
+    floor = -desc.driven_wheel_inertia()
+    if not floor < lo < hi:
+        raise InputError(f"{where} = [{lo:g}, {hi:g}]: expected {floor:g} < lower < upper: the lower bound must be "
+                         f"above {floor:g} kg m^2, minus the driven wheels' spin inertia")
 
 
 def derived_priors(desc: VehicleDescription) -> dict[str, tuple[float, float]]:
@@ -688,4 +692,5 @@ FIELD_NAMES = tuple(f.name for f in fields(VehicleDescription))
 
 __all__ = ["VehicleDescription", "load_vehicle", "vehicle_names", "vehicle_path", "simulated_vehicle_description",
            "description_from_dict",
-           "derived_priors", "derived_nominal", "to_document", "DEFAULT_VEHICLE", "CALIBRATED"]
+           "derived_priors", "derived_nominal", "check_driveline_inertia_range", "to_document", "DEFAULT_VEHICLE",
+           "CALIBRATED"]
