@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +112,11 @@ def build_nodes(params: dict[str, dict], sim: str | None, context: Any, namespac
     return nodes
 
 
-def _finish_fits(executor: Any, nodes: list[Any], timeout: float = 600.0) -> None:
-    """Keep spinning until no estimator has a fit in its worker thread (the last cycles' results get out)."""
+def _finish_fits(executor: Any, nodes: list[Any], stopped: Callable[[], bool], timeout: float = 600.0) -> None:
+    """Keep spinning until no estimator has a fit in its worker thread (the last cycles' results get out), or a
+    stop signal."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(getattr(n, "busy", False) for n in nodes):
+    while time.monotonic() < deadline and not stopped() and any(getattr(n, "busy", False) for n in nodes):
         executor.spin_once(timeout_sec=0.1)
     for _ in range(20):  # let the final publications go out
         executor.spin_once(timeout_sec=0.05)
@@ -154,51 +156,62 @@ def run(args: argparse.Namespace) -> int:
     import rclpy
     from rclpy.context import Context
     from rclpy.executors import ExternalShutdownException
+    from rclpy.signals import SignalHandlerOptions
 
-    context = Context()
-    rclpy.init(context=context)
-    nodes: list[Any] = []
-    try:
+    from vehcal_ros.nodes.common import stop_on_signals
+
+    with stop_on_signals() as stop:
+        context = Context()
+        rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+        nodes: list[Any] = []
         try:
-            nodes = build_nodes(params, args.sim, context, args.namespace, args.realtime_factor, args.duration)
-        except ValueError as exc:  # a node refused a parameter value
-            raise InputError(str(exc)) from None
-        executor = make_executor(args.executor, context)
-        for node in nodes:
-            executor.add_node(node)
-        simulator = nodes[-1] if args.sim else None
-        clock_node = nodes[0]
-        print(f"vehcal run: {', '.join(n.get_name() for n in nodes)} running"
-              f"{' on sim time' if args.sim else ''}; Ctrl-C to stop", flush=True)
-        t_start = time.monotonic()
-        t_sim0: float | None = None
-        try:
-            while context.ok():
-                executor.spin_once(timeout_sec=0.1)
-                if simulator is not None and simulator.state in ("finished", "stopped", "diverged", "failed"):
-                    print(f"vehcal run: simulator {simulator.state}: {simulator.message}", flush=True)
-                    _finish_fits(executor, nodes)
-                    break
-                if args.duration is not None:
-                    if simulator is None:
-                        if time.monotonic() - t_start >= args.duration:
-                            break
-                    else:
-                        now = clock_node.get_clock().now().nanoseconds * 1e-9
-                        t_sim0 = now if t_sim0 is None and now > 0 else t_sim0
-                        if t_sim0 is not None and now - t_sim0 >= args.duration:
-                            break
-        except (KeyboardInterrupt, ExternalShutdownException):
-            print("vehcal run: interrupted, shutting down", flush=True)
+            try:
+                nodes = build_nodes(params, args.sim, context, args.namespace, args.realtime_factor, args.duration)
+            except ValueError as exc:  # a node refused a parameter value
+                raise InputError(str(exc)) from None
+            executor = make_executor(args.executor, context)
+            for node in nodes:
+                executor.add_node(node)
+            try:
+                _spin(executor, nodes, args, stop.is_set, simulator=nodes[-1] if args.sim else None)
+            except ExternalShutdownException:
+                pass
+            finally:
+                if stop.is_set():
+                    print("vehcal run: interrupted, shutting down", flush=True)
+                _print_status(nodes)
+                executor.shutdown(timeout_sec=5.0)
         finally:
-            _print_status(nodes)
-            executor.shutdown(timeout_sec=5.0)
-    finally:
-        for node in reversed(nodes):
-            shutdown = getattr(node, "shutdown", None)
-            if callable(shutdown):
-                shutdown()
-            node.destroy_node()
-        if context.ok():
-            rclpy.shutdown(context=context)
+            for node in reversed(nodes):
+                shutdown = getattr(node, "shutdown", None)
+                if callable(shutdown):
+                    shutdown()
+                node.destroy_node()
+            if context.ok():
+                rclpy.shutdown(context=context)
     return 0
+
+
+def _spin(executor: Any, nodes: list[Any], args: argparse.Namespace, stopped: Callable[[], bool],
+          simulator: Any) -> None:
+    """Spin until a stop signal, the simulated scenario's end (its fits finished) or ``--duration``."""
+    clock_node = nodes[0]
+    print(f"vehcal run: {', '.join(n.get_name() for n in nodes)} running"
+          f"{' on sim time' if simulator is not None else ''}; Ctrl-C to stop", flush=True)
+    t_start = time.monotonic()
+    t_sim0: float | None = None
+    while clock_node.context.ok() and not stopped():
+        executor.spin_once(timeout_sec=0.1)
+        if simulator is not None and simulator.state in ("finished", "stopped", "diverged", "failed"):
+            print(f"vehcal run: simulator {simulator.state}: {simulator.message}", flush=True)
+            _finish_fits(executor, nodes, stopped)
+            return
+        if args.duration is not None:
+            if simulator is None:
+                if time.monotonic() - t_start >= args.duration:
+                    return
+            else:
+                now = clock_node.get_clock().now().nanoseconds * 1e-9
+                t_sim0 = now if t_sim0 is None and now > 0 else t_sim0
+                if t_sim0 is not None and now - t_sim0 >= args.duration:
+                    return

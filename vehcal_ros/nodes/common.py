@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import array
 import math
-from collections.abc import Callable, Iterable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,7 @@ from rcl_interfaces.msg import (
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 
 OK, WARN, ERROR, STALE = 0, 1, 2, 3  # diagnostic_msgs/DiagnosticStatus levels as ints
 
@@ -220,37 +224,66 @@ def make_executor(context: Any = None, kind: str = "events") -> Any:
     raise ValueError(f"executor must be 'events' or 'multi', got {kind!r}")
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What ``ros2 launch`` and Ctrl-C send (SIGINT, then SIGTERM when a node is slow to go)."""
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set the returned event instead of raising ``KeyboardInterrupt``.
+
+    Python runs a signal handler between two bytecodes of the main thread, which is also where the executor runs
+    the subscription and timer callbacks. A handler that raised would interrupt a callback halfway (the executor
+    logs it as a FATAL callback exception) and rclpy's own handler shuts the context down under a publish in
+    flight; so rclpy is initialised without its handlers (``SignalHandlerOptions.NO``) and the spin loop polls
+    this event between callbacks. The previous handlers come back on exit. Outside the main thread (where Python
+    cannot install a handler) the event is only set by the caller.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, lambda _sig, _frame: stop.set()) for sig in STOP_SIGNALS}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def spin_node(node_factory: Callable[[], Node], args: Sequence[str] | None = None) -> int:
     """The few lines of every node's ``main``: init, spin on the EventsExecutor, clean shutdown.
 
-    Shutdown order (SIGINT): the executor stops taking callbacks first, then the node's worker thread finishes
-    (a fit in flight completes; nothing new is scheduled and nothing is published once the context is going
-    down), then the node and the context are destroyed.
+    Shutdown order (SIGINT or SIGTERM, see :func:`stop_on_signals`): the spin loop ends between two callbacks,
+    the node cancels a fit in flight and joins its worker thread (nothing is published once it is closing), then
+    the executor, the node and the context are destroyed.
     """
-    rclpy.init(args=args)
     node = None
     executor = None
-    try:
-        node = node_factory()
-        executor = make_executor(node.context)
-        executor.add_node(node)
-        while rclpy.ok(context=node.context) and not getattr(node, "interrupted", False):
-            # spin_once in a loop: this rclpy's EventsExecutor.spin() neither fires timers nor returns on shutdown
-            executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as exc:  # bad start-up parameter: one clear line, non-zero exit
-        print(f"error: {exc}")
-        return 2
-    finally:
-        if node is not None:
-            shutdown = getattr(node, "shutdown", None)
-            if callable(shutdown):
-                shutdown()
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    with stop_on_signals() as stop:
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        try:
+            node = node_factory()
+            executor = make_executor(node.context)
+            executor.add_node(node)
+            while rclpy.ok(context=node.context) and not stop.is_set():
+                # spin_once in a loop: this rclpy's EventsExecutor.spin() neither fires timers nor returns on
+                # shutdown; the 0.1 s timeout bounds the reaction to a signal
+                executor.spin_once(timeout_sec=0.1)
+        except ExternalShutdownException:
+            pass
+        except ValueError as exc:  # bad start-up parameter: one clear line, non-zero exit
+            print(f"error: {exc}")
+            return 2
+        finally:
+            if node is not None:
+                shutdown = getattr(node, "shutdown", None)
+                if callable(shutdown):
+                    shutdown()
+            if executor is not None:
+                executor.shutdown(timeout_sec=5.0)
+            if node is not None:
+                node.destroy_node()
+            if rclpy.ok():
+                rclpy.shutdown()
     return 0

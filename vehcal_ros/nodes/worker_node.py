@@ -95,7 +95,6 @@ class WorkerNode(Node):
         self.guard = InputGuard()               # subclasses set its jump threshold from their parameters
         self._lost_at_diag: dict[str, int] = {}
         self._closing = False
-        self.interrupted = False                # SIGINT arrived inside a timer callback (nodes.common.spin_node)
         self.enabled = True                     # ~/enable: False pauses inputs and cycles, state kept
         self.paused_messages = 0                # messages ignored while disabled
         self._diag_wall = time.monotonic()      # wall time of the last /diagnostics (fallback timer)
@@ -142,16 +141,12 @@ class WorkerNode(Node):
                 self._sim_time = bool(p.value)
 
     def _on_timer(self, work: Callable[[], None]) -> None:
-        """A timer's work, unless the node is going down: a SIGINT shuts the context down while the executor may
-        still run a timer, whose publish then fails; that is the end of the node, not an error."""
+        """A timer's work, unless the node is going down: an external shutdown of the context can come while the
+        executor still runs a timer, whose publish then fails; that is the end of the node, not an error."""
         if self._closing or not self.context.ok():
             return
         try:
             work()
-        except KeyboardInterrupt:
-            # SIGINT raised inside the callback (Python's handler runs between bytecodes of this thread): the
-            # executor would log it as a FATAL callback exception; end the node instead (spin_node checks this)
-            self.interrupted = True
         except Exception:
             if self._closing or not self.context.ok():
                 return
