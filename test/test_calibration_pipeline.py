@@ -115,6 +115,28 @@ def test_single_chain_rhat_never_accepted() -> None:
     assert p.model_parameters()["rr"] == pytest.approx(0.0175)       # default kept
 
 
+@pytest.mark.parametrize("factor", [1, 4])
+def test_a_fit_failing_the_rule_is_rerun_once_with_more_particles(factor: int) -> None:
+    """2 chains x 100 particles cannot reach an ESS of 300 (at most about the 200 draws); the one re-run at
+    ``retry_draws_factor`` x 100 can (4: 800 draws, the coast-down's posterior is unimodal). Factor 1: no re-run,
+    refused, and the refusal names the particles and all three diagnostics."""
+    cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=100, min_ess=300.0,
+                                    min_ess_tail=300.0, recalibration_period=0.0, retry_draws_factor=factor)
+    p = CalibrationPipeline(cfg)
+    for rec in drive_records(seed=3, duration=10.0):
+        p.add(rec)
+    updated = p.run_cycle(final=True)
+    st = p.status["rolling_resistance"]
+    if factor == 1:
+        assert updated == [] and st.result is None and st.n_not_converged == 1
+        assert "at 2 x 100 particles" in st.message and "min tail ESS" in st.message, st.message
+    else:
+        assert updated == ["rolling_resistance"], st.message
+        assert st.result.draws.shape[:2] == (2, 400)
+        assert min(v["ess_tail"] for v in st.result.parameters.values()) >= 300.0
+        assert "min tail ESS" in st.message
+
+
 def test_bad_samples_counted_never_raised() -> None:
     p = CalibrationPipeline(CalibrationPipelineConfig(stages=("rolling_resistance",)))
     p.add(OdomSample(10.0, 5.0, 0.0, 0.0))

@@ -83,9 +83,13 @@ def summarize_draws(draws: np.ndarray, names: Sequence[str], hdi_prob: float = 0
     return out
 
 
-def converged(summaries: dict[str, ParamSummary], r_hat_max: float = 1.01, ess_min: float = 400.0) -> bool:
-    """The convergence rule used project-wide: every R-hat below ``r_hat_max`` and bulk ESS above ``ess_min``."""
-    return all(np.isfinite(s.r_hat) and s.r_hat < r_hat_max and s.ess_bulk > ess_min for s in summaries.values())
+def converged(summaries: dict[str, ParamSummary], r_hat_max: float = 1.01, ess_min: float = 400.0,
+              ess_tail_min: float | None = None) -> bool:
+    """The convergence rule used project-wide: every split R-hat at most ``r_hat_max``, every bulk ESS and every
+    tail ESS at least ``ess_min`` (``ess_tail_min`` when given)."""
+    tail_min = ess_min if ess_tail_min is None else ess_tail_min
+    return all(np.isfinite(s.r_hat) and s.r_hat <= r_hat_max and s.ess_bulk >= ess_min and s.ess_tail >= tail_min
+               for s in summaries.values())
 
 
 def rhat_ess(draws: np.ndarray, names: Sequence[str]) -> dict[str, tuple[float, float, float]]:

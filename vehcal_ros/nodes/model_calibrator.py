@@ -186,6 +186,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("seed", 0, "base seed (fit k of cycle c uses seed + 1000 c + k)", 0, 2**31 - 1),
     ParamSpec("max_r_hat", 1.01, "accept a fit only if every R-hat <= this", 1.0, 10.0),
     ParamSpec("min_ess", 400.0, "accept a fit only if every bulk ESS >= this", 0.0, 1e7),
+    ParamSpec("min_ess_tail", 400.0, "accept a fit only if every tail ESS >= this", 0.0, 1e7),
+    ParamSpec("retry_draws_factor", 2, "a fit failing the convergence rule is run once more with this many times "
+              "n_draws particles per chain (1: no re-run)", 1, 16),
     ParamSpec("r0", 0.0, "override of the description's tire radius in the wheel-speed unit check, m "
               "(0 = the description's)", 0.0, 2.0),
     *SEGMENT_SPECS,
@@ -495,8 +498,9 @@ class ModelCalibratorNode(WorkerNode):
                 if st.segment:
                     kv.update({"segment_t0": st.segment[0], "segment_t1": st.segment[1]})
                 if st.result is not None:
-                    r_hat, ess = worst_diagnostics(st.result)
-                    kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "converged": st.result.converged})
+                    r_hat, ess, tail = worst_diagnostics(st.result)
+                    kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "ess_tail_min": tail,
+                               "converged": st.result.converged})
                     kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
                     kv.update(holdout_values(st.result_holdout))
                 statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
