@@ -187,6 +187,7 @@ def test_pipeline_refuses_a_fit_that_does_not_predict_its_heldback_tail() -> Non
     # test's size.
     t, x = drive_states()
     cfg = CalibrationPipelineConfig(stages=("lateral",), n_chains=4, n_draws=500, seed=5, min_ess=200.0,
+                                    min_ess_tail=200.0,
                                     recalibration_period=0.0, dt=0.005)
     probe = CalibrationPipeline(cfg)   # where the window's held-back tail starts (no fit runs)
     for rec in drive_records(seed=1):

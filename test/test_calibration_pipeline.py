@@ -204,6 +204,7 @@ def test_prior_override_is_sampled_and_checked_at_its_bounds() -> None:
         # whole window fitted (holdout_fraction 0): on its first 75 % the 2 x 200 fit piled at the bound 0.015
         # misses the diagnostics (R-hat 1.066, bulk ESS 30) before the bound check could refuse it
         cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=200, min_ess=50.0,
+                                        min_ess_tail=50.0,
                                         max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (lo, 0.03)},
                                         initial_state="measured", holdout_fraction=0.0)
         p = CalibrationPipeline(cfg)
@@ -235,6 +236,7 @@ def test_a_posterior_at_the_physical_limit_is_an_answer() -> None:
     recs = drive_records(seed=3, duration=10.0, states=drive_states({**TRUTH, "rr": 0.0}, duration=10.0))
     # 2 x 1000 draws: a posterior piled against a bound mixes slowly (2 x 200: R-hat 1.09, bulk ESS 20)
     cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=1000, min_ess=50.0,
+                                    min_ess_tail=50.0,
                                     max_r_hat=1.05, recalibration_period=0.0, priors={"rr": (PHYSICAL_MINIMUM, 0.03)},
                                     initial_state="measured", holdout_fraction=0.0,
                                     segments=SegmentConfig(rr_min_speed_drop=0.05))
@@ -268,6 +270,7 @@ def test_residuals_beyond_their_prior_refuse_a_converged_fit() -> None:
     recs = [dataclasses.replace(r, u=r.u + 0.6 * rng.standard_normal()) if isinstance(r, OdomSample) else r
             for r in recs]
     cfg = CalibrationPipelineConfig(stages=("rolling_resistance",), n_chains=2, n_draws=1000, min_ess=50.0,
+                                    min_ess_tail=50.0,
                                     max_r_hat=1.05, recalibration_period=0.0, initial_state="measured",
                                     holdout_fraction=0.0, priors={"rr": (0.0, 0.03)}, noise_prior_factor=1.0,
                                     noise_model="white",

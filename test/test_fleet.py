@@ -38,6 +38,7 @@ model_calibrator:
     n_chains: 2
     n_draws: 100
     min_ess: 10.0
+    min_ess_tail: 10.0
     max_r_hat: 1.5
     recalibration_period: 0.0
     calibration_period: 7.0

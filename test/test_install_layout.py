@@ -42,7 +42,7 @@ PKG = "vehcal_ros"
 NAMESPACES = ("truck7", "truck8")
 TEST_PARAMS = {
     "/**/model_calibrator": {"ros__parameters": {"stages": ["rolling_resistance"], "require_order": False,
-                                                 "n_chains": 2, "n_draws": 300, "min_ess": 100.0,
+                                                 "n_chains": 2, "n_draws": 300, "min_ess": 100.0, "min_ess_tail": 100.0,
                                                  "max_r_hat": 1.05, "calibration_period": 2.0,
                                                  "max_gap": 0.25}},   # best-effort losses on a loaded machine
     "/**/grip_estimator": {"ros__parameters": {"n_steps": 4000}},

@@ -84,7 +84,8 @@ def test_threshold_zero_always_refits(accepted) -> None:
 def test_pipeline_counts_a_confirmation_and_runs_no_fit(accepted) -> None:
     """fit() on a job carrying the accepted result: same vehicle -> confirmed outcome (no SMC, counted by commit);
     changed vehicle -> the SMC runs (a result comes back)."""
-    cfg = CalibrationPipelineConfig(stages=("longitudinal",), n_chains=2, n_draws=100, min_ess=0.0, max_r_hat=10.0,
+    cfg = CalibrationPipelineConfig(stages=("longitudinal",), n_chains=2, n_draws=100, min_ess=0.0,
+                                    min_ess_tail=0.0, max_r_hat=10.0,
                                     defaults={k: v for k, v in HELD.items() if k not in ("bphi_f", "bphi_r")})
     p = CalibrationPipeline(cfg)
     p.restore("longitudinal", accepted, (0.0, 7.5), 1.0)

@@ -290,6 +290,7 @@ model_calibrator:
     n_chains: 4
     n_draws: 500                  # the lateral stage samples 17 (AR(1) rhos and sigmas, initial state): at 300 its
     min_ess: 50.0                 # bulk ESS was 32 on this drive
+    min_ess_tail: 50.0
     max_r_hat: 1.2
     recalibration_period: 0.0
     calibration_period: 7.0

@@ -200,7 +200,8 @@ def _calibration_bag(tmp_path):
     bags.write_bag(tmp_path / "cal", [(None, r) for r in records], storage="mcap")
     params = {"grip_estimator": {"fit_period": 8.0},
               "model_calibrator": {"stages": ["rolling_resistance", "longitudinal", "lateral"], "n_chains": 2,
-                                   "n_draws": 100, "min_ess": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
+                                   "n_draws": 100, "min_ess": 20.0,
+                                   "min_ess_tail": 20.0, "max_r_hat": 1.5, "recalibration_period": 0.0,
                                    "calibration_period": 7.0}}
     return tmp_path / "cal", params
 

@@ -56,7 +56,8 @@ def _live_params(tmp_path) -> Path:
 
     params = yaml.safe_load((ROOT / "config" / "estimate.yaml").read_text())
     cal = params["/**/model_calibrator"]["ros__parameters"]
-    cal.update({"stages": ["rolling_resistance"], "require_order": False, "n_draws": 500, "min_ess": 200.0})
+    cal.update({"stages": ["rolling_resistance"], "require_order": False, "n_draws": 500, "min_ess": 200.0,
+                "min_ess_tail": 200.0})
     params["/**/vehicle_simulator"]["ros__parameters"].update({"wait_for_subscribers": 2, "wait_timeout": 60.0})
     path = tmp_path / "live.yaml"
     path.write_text(yaml.safe_dump(params))

@@ -509,7 +509,7 @@ class CalibrationResult:
     parameters: dict[str, dict[str, float]]
     noise: dict[str, dict[str, float]]
     converged: bool
-    """every R-hat < 1.01 and bulk ESS > 400 (diagnostics.converged)."""
+    """every split R-hat <= 1.01, bulk and tail ESS >= 400 (diagnostics.converged)."""
     elapsed_s: float
     """wall time of the stage including the predictive check (s)."""
     log_evidence: float
