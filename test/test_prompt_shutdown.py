@@ -144,6 +144,24 @@ def test_grip_estimator_cancels_fit_on_sigint(rclpy_context, tmp_path) -> None:
     _assert_clean_exit(proc, log, exit_s, GRIP_BOUND_S, "grip_estimator")
 
 
+def test_a_timer_error_surfaces_while_the_node_runs(rclpy_context) -> None:
+    """The timers' entry point hides nothing while the node runs (a real error in the work reaches the executor),
+    and runs no work once the node is closing (a stop signal's shutdown, see the test below)."""
+    from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
+
+    node = ModelCalibratorNode(context=rclpy_context, node_name="cal_error_in_timer")
+    ran: list[bool] = []
+    try:
+        with pytest.raises(ZeroDivisionError):    # a real error in the work still surfaces while the node runs
+            node._on_timer(lambda: 1 / 0)
+        node.shutdown()
+        node._on_timer(lambda: ran.append(True))
+        assert not ran                            # closing: the work is not run
+    finally:
+        node.shutdown()
+        node.destroy_node()
+
+
 SLOW_CALLBACK_NODE = """
 import sys, time
 from rclpy.node import Node
