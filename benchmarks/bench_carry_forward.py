@@ -13,8 +13,9 @@ benchmarks/bench_fleet.py) whose ``<vehicle_id>/state.json`` holds each vehicle'
   file, vehcal_ros/data/<vehicle>.yaml, ``chassis.mass`` scaled), replayed from the 4-drive state -> drift flags
   (expected: at least one);
 * coverage: per parameter in the 4-drive state, the carried 90 % interval ``m -+ 1.645 s_c`` with
-  ``s_c = carry_forward.prior_sd(m, s, 0, drift)`` (elapsed 0: every simulated bag starts at t = 0, so the drift
-  model's floor, 2 % of the mean, is the whole allowance) against drive 5's single-drive mean;
+  ``s_c = carry_forward.prior_sd(m, s, 0, drift, tau^2)`` (elapsed 0: every simulated bag starts at t = 0, so the
+  drift model's floor, 2 % of the mean, is its whole allowance; ``tau^2`` the spread between windows of the state's
+  history, carry_forward.window_spread) against drive 5's single-drive mean;
 * held-out: the noise-free test_maneuver of the simulated vehicle, ``holdout.holdout_rmse`` (Table 9 channels, the
   8-DOF from the measured state at 1 s) with the description's nominal parameters updated by (a) the 4-drive state's
   means, (b) drive 5's single-drive means, (c) nothing (prior means); summed RMSE ratio to the prior means.
@@ -137,9 +138,10 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, prior_sd
+    from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, prior_sd, window_spread
     from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
     from vehcal_ros.io.bags import read_bag
+    from vehcal_ros.io.calibration_state import windows_of
     from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
     cache = Path(args.cache)
@@ -187,10 +189,11 @@ def main() -> None:
                 statuses[kind] = {k: b.get("status") for k, b in (last.get("stages") or {}).items()}
             m5 = _fitted_means(alone)
             cover, carried = {}, {}
-            for body in (st.get("stages") or {}).values():
+            for stage, body in (st.get("stages") or {}).items():
+                spread = window_spread(windows_of(st.get("history") or [], stage))
                 for p, summ in (body.get("parameters") or {}).items():
                     m, sd = float(summ["mean"]), float(summ["std"])
-                    sc = prior_sd(m, sd, 0.0, DEFAULT_DRIFT)
+                    sc = prior_sd(m, sd, 0.0, DEFAULT_DRIFT, spread.get(p, 0.0))
                     carried[p] = m
                     if p not in m5:
                         continue

@@ -455,6 +455,25 @@ def test_chains_hand_out_the_chain_with_the_most_work_left_first():
     assert unweighted.take(1) == [1]           # no costs: 1 per task, b has more
 
 
+def test_chains_weigh_the_work_left_by_each_chains_measured_replay_rate():
+    """A chain's work left is its bag seconds times its own measured in-task s per bag second, else the rate of
+    all finished tasks: a vehicle whose bags replay slower is started before one with more bag seconds left
+    that replays faster; a failed task (no in-task time) measures nothing."""
+    from vehcal_ros.commands.batch import _Chains
+
+    chains = _Chains({"fast": [0, 1, 2], "slow": [3, 4], "new": [5, 6]}, cost={i: 100.0 for i in range(7)})
+    assert chains.take(2) == [0, 3]            # nothing measured: bag seconds alone (300 s, then 200 s)
+    chains.done(0, 20.0)                       # 0.2 s per bag s
+    chains.done(3, 60.0)                       # 0.6 s per bag s
+    assert chains.remaining("fast") == pytest.approx(40.0)
+    assert chains.remaining("slow") == pytest.approx(60.0)
+    assert chains.remaining("new") == pytest.approx(80.0)   # unmeasured: all finished tasks, 80 s per 200 s
+    assert chains.take(3) == [5, 4, 1]         # new (80 s), slow (60 s), fast (40 s)
+    chains.done(5, None)                       # failed: no in-task time, the chain is free again
+    assert chains.remaining("new") == pytest.approx(40.0)
+    assert not chains.busy - {"slow", "fast"}
+
+
 def test_a_drive_whose_windows_disagree_with_the_carried_model_is_flagged_without_a_fit():
     """The flag without an accepted fit: the stage kept its carried model, and the median recalibration-check shift
     of at least two of the drive's windows against it is above the check's threshold; below it, nothing."""
@@ -523,3 +542,75 @@ def test_a_history_entry_keeps_the_drives_rolling_radius_and_a_v2_reader_takes_i
     path = tmp_path / "state.json"
     cs.write_state(path, "v1", {}, history=[entry])
     assert cs.read_state_document(path, "v1").history[0]["rolling_radius"]["mean"] == 0.4652
+
+
+def test_window_spread_recovers_a_known_spread_between_windows():
+    """The method-of-moments tau^2 of carry_forward.window_spread on windows drawn as ``b_j + e_j`` (b ~ N(0, tau^2),
+    e ~ N(0, v_j), v_j known): per window d^2 - v has mean tau^2 and variance 2 (tau^2 + v_j)^2, so over J = 2000
+    windows with tau^2 = 4 and v in [1, 3] the estimate's sd is about sqrt(2 / 2000) * 6 = 0.19; the tolerance
+    0.8 is 4 sd (a false failure 6e-5 at a fixed seed), and an error of the estimator by a factor (tau^2 counted
+    twice, v not subtracted: 2 above the truth) fails it. Without spread the estimate is the positive part of a
+    mean near 0 with sd 0.09: below 0.36 (4 sd). Entries that are not two finite numbers are left out."""
+    import numpy as np
+
+    from vehcal_ros.estimation.carry_forward import window_spread
+
+    rng = np.random.default_rng(7)
+    v = rng.uniform(1.0, 3.0, 2000)
+    d = rng.normal(0.0, 2.0, v.size) + rng.normal(0.0, np.sqrt(v))
+    windows = [{"Cxf": (dj, vj), "Cxr": (rng.normal(0.0, math.sqrt(vj)), vj)} for dj, vj in zip(d, v)]
+    windows += [{"Cxf": (math.nan, 1.0)}, {"Cxf": "x"}, {"Cxr": (1.0, -1.0)}, {}]
+    tau2 = window_spread(windows)
+    assert tau2["Cxf"] == pytest.approx(4.0, abs=0.8)
+    assert 0.0 <= tau2["Cxr"] < 0.36
+    assert window_spread([]) == {} and window_spread([{"rr": (0.1, 0.1)}]) == {"rr": 0.0}   # d^2 < v: none
+
+
+def test_the_spread_between_windows_widens_the_carried_prior_and_the_drift_flag(tmp_path):
+    """tau^2 adds to the carried prior's variance and to the drift flag's denominator; it comes from the checked
+    windows of the drives BEFORE the compared one (a history entry keeps them, a restore hands them to the
+    pipeline); a state file without windows carries tau^2 = 0."""
+    import numpy as np
+
+    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.estimation.carry_forward import window_spread
+    from vehcal_ros.estimation.signals import WheelSpeeds
+
+    m = DriftModel(rate=0.0, floor=0.0, half_width=3.0)
+    assert prior_sd(100.0, 3.0, 0.0, m, spread=16.0) == pytest.approx(5.0)
+    assert carried_range(100.0, 3.0, 0.0, (0.0, 1000.0), m, spread=16.0) == pytest.approx((85.0, 115.0))
+    assert drift_flag(100.0, 3.0, 90.0, 4.0, 0.0, m, spread=11.0)[1] == pytest.approx(10.0 / 6.0)
+    # drive d1's windows scatter by ~1.5e-3 around the carried rr (each expected 4e-8 + 4e-8): tau^2 ~ 2.2e-6
+    hist = _history([0.0130, 0.0130, 0.0170], [2e-4] * 3, ["fitted", "confirmed", "fitted"])
+    hist[1]["stages"]["rolling_resistance"]["check"] = {
+        "n": 2, "median_shift": 5.3, "max_shift": 5.4, "threshold": 3.5,
+        "windows": [{"rr": [1.5e-3, 8e-8]}, {"rr": [-1.5e-3, 8e-8]}]}
+    tau2 = window_spread(cs.windows_of(hist, "rolling_resistance"))["rr"]
+    assert tau2 == pytest.approx(1.5e-3 ** 2 - 8e-8)
+    drift = DriftModel(rate=0.0, floor=0.0)
+    flagged = vehicle_summary([hist[0], {**hist[1], "stages": {"rolling_resistance": {
+        **hist[1]["stages"]["rolling_resistance"], "check": {}}}}, hist[2]], drift)
+    assert [f["drive"] for f in flagged["drift_flags"]] == ["d2"]     # 4e-3 over 2.8e-4: 14 sd
+    spread = vehicle_summary(hist, drift)
+    score = spread["parameters"]["rr"][2]["drift_score"]
+    assert score == pytest.approx(4e-3 / math.sqrt(8e-8 + tau2))
+    assert [f["kind"] for f in spread["drift_flags"]] == ["check"]   # d1's own windows: checked without spread
+    # the windows a drive's entry keeps are those a restore carries
+    doc = cs.read_state_document(V1_STATE, "truck7")
+    entry = cs.drive_entry("d9", 0.0, 60.0, doc.stages, doc.stages,
+                           checks={"rolling_resistance": ([5.3], 3.5, [{"rr": (1.5e-3, 8e-8)}])})
+    assert entry["stages"]["rolling_resistance"]["check"]["windows"] == [{"rr": [1.5e-3, 8e-8]}]
+    path = tmp_path / "state.json"
+    cs.write_state(path, "truck7", doc.stages, history=[entry])
+    back = cs.read_state_document(path, "truck7")
+    p = CalibrationPipeline(CalibrationPipelineConfig(stages=("rolling_resistance",)))
+    cs.restore_into(p, back.stages, note="restored", history=back.history)
+    assert p.spread["rolling_resistance"]["rr"] == pytest.approx(1.5e-3 ** 2 - 8e-8)
+    t_data = back.stages["rolling_resistance"].data_time
+    p.add(WheelSpeeds(t_data, np.full(4, 10.0)))
+    rr = back.stages["rolling_resistance"].parameters["rr"]
+    assert p.config.priors["rr"] == pytest.approx(carried_range(rr["mean"], rr["std"], 0.0, _rr_bounds(None),
+                                                                DriftModel(), 1.5e-3 ** 2 - 8e-8))
+    bare = CalibrationPipeline(CalibrationPipelineConfig(stages=("rolling_resistance",)))
+    cs.restore_into(bare, doc.stages, note="restored")
+    assert bare.spread["rolling_resistance"] == {}

@@ -203,3 +203,29 @@ def test_a_state_file_keeps_the_correlation_the_update_needs(accepted, tmp_path)
         sd = a.parameters[n]["std"]
         assert abs(a.parameters[n]["mean"] - b.parameters[n]["mean"]) < 0.3 * sd, (n, a.parameters[n], b.parameters[n])
         assert abs(b.parameters[n]["std"] / sd - 1.0) < 0.15, (n, a.parameters[n], b.parameters[n])
+
+
+def test_the_spread_between_windows_enters_the_check_and_the_update(accepted) -> None:
+    """tau^2 (estimation/carry_forward.py) is added to the window's covariance: the best fit and its deviation
+    are unchanged, the shift falls (a spread as large as the window's own offset bounds shift^2 by k = 2), and a
+    confirming window adds less information (the updated posterior stays wider)."""
+    stiff = longitudinal_window(5, {"Cxf": TRUTH["Cxf"] * 1.25, "Cxr": TRUTH["Cxr"] * 1.25})
+    c0 = check_window(stiff, accepted, HELD, DEFAULT_THRESHOLD)
+    assert not c0.consistent, c0.describe()
+    for n, (d, v) in c0.deviation.items():
+        assert d == pytest.approx(c0.best[n] - c0.mean[n]) and v > 0.0
+    tau2 = {n: d * d for n, (d, _) in c0.deviation.items()}
+    c1 = check_window(stiff, accepted, HELD, DEFAULT_THRESHOLD, spread=tau2)
+    assert c1.best == pytest.approx(c0.best)
+    assert all(c1.deviation[n] == pytest.approx(c0.deviation[n]) for n in c0.deviation)
+    np.testing.assert_allclose(c1.cov_best - c0.cov_best, np.diag([tau2[n] for n in c1.best]), rtol=1e-9)
+    assert c1.shift <= np.sqrt(2.0) + 1e-9 and c1.consistent, c1.describe()
+    same = longitudinal_window(2)
+    plain = check_window(same, accepted, HELD, DEFAULT_THRESHOLD)
+    sd = {n: accepted.parameters[n]["std"] for n in plain.best}
+    wide = check_window(same, accepted, HELD, DEFAULT_THRESHOLD, spread={n: (2 * s) ** 2 for n, s in sd.items()})
+    assert plain.consistent and wide.consistent
+    assert wide.shift < plain.shift
+    for n in plain.best:
+        assert (updated_result(accepted, wide).parameters[n]["std"]
+                > updated_result(accepted, plain).parameters[n]["std"])

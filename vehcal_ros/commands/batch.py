@@ -287,28 +287,40 @@ class _Queue:
     def put_back(self, i: int) -> None:
         self.q.appendleft(i)
 
-    def done(self, i: int) -> None:
+    def done(self, i: int, elapsed_s: float | None = None) -> None:
         pass
 
 
 class _Chains:
     """Task indices in chains (one per vehicle): a chain's next task is ready once its previous one is done
-    (finished ok or failed); different chains run side by side. Of the ready chains, those with the most work
-    left go first (``cost``: task index -> its cost estimate, e.g. s of bag; 1 each when absent): the longest
-    chain is the critical path, and a worker that frees up takes from it (list scheduling by remaining work)."""
+    (finished ok or failed); different chains run side by side. Of the ready chains, the one with the most work
+    left goes first: the longest chain is the critical path, and a worker that frees up takes from it (list
+    scheduling by remaining work). A chain's work left is the summed ``cost`` of its tasks not yet taken (task
+    index -> cost estimate, e.g. s of bag; 1 each when absent) times its rate, in-task seconds per unit of cost:
+    measured on the chain's own finished tasks, else on all finished tasks, else 1. A vehicle whose bags take
+    longer to replay per second of bag (more windows to fit, a slower model) is thus started earlier than one with
+    as many seconds of bag that replay faster."""
 
     def __init__(self, chains: Mapping[str, Sequence[int]], cost: Mapping[int, float] | None = None) -> None:
         self.chains: dict[str, deque[int]] = {k: deque(v) for k, v in chains.items() if v}
         self.chain_of = {i: k for k, v in chains.items() for i in v}
         self.cost = dict(cost or {})
         self.busy: set[str] = set()
+        self.elapsed: dict[int, float] = {}   # finished task -> in-task s
 
     def __bool__(self) -> bool:
         return any(self.chains.values())
 
+    def rate(self, key: str) -> float:
+        """In-task s per unit of cost of chain ``key`` (class docstring)."""
+        for tasks in ([i for i in self.elapsed if self.chain_of[i] == key], list(self.elapsed)):
+            if tasks:
+                return sum(self.elapsed[i] for i in tasks) / sum(self.cost.get(i, 1.0) for i in tasks)
+        return 1.0
+
     def remaining(self, key: str) -> float:
-        """The cost estimate of a chain's tasks not yet taken."""
-        return sum(self.cost.get(i, 1.0) for i in self.chains[key])
+        """The estimated in-task s of a chain's tasks not yet taken."""
+        return self.rate(key) * sum(self.cost.get(i, 1.0) for i in self.chains[key])
 
     def take(self, n: int) -> list[int]:
         ready = [k for k, q in self.chains.items() if q and k not in self.busy]
@@ -324,8 +336,11 @@ class _Chains:
         self.chains[key].appendleft(i)
         self.busy.discard(key)
 
-    def done(self, i: int) -> None:
+    def done(self, i: int, elapsed_s: float | None = None) -> None:
+        """Task ``i`` is over; ``elapsed_s``: its in-task s when it finished with a result (None: not measured)."""
         self.busy.discard(self.chain_of[i])
+        if elapsed_s is not None and math.isfinite(elapsed_s) and elapsed_s > 0.0:
+            self.elapsed[i] = float(elapsed_s)
 
 
 def _run_tasks(ex: Any, executor: str, workers: int | None, outcomes: list[InputOutcome],
@@ -338,7 +353,7 @@ def _run_tasks(ex: Any, executor: str, workers: int | None, outcomes: list[Input
 
     def done(i: int, status: str, **kw: Any) -> None:
         finish(i, status, **kw)
-        source.done(i)
+        source.done(i, outcomes[i].elapsed_s)
 
     suspects: deque[int] = deque()
     inflight: dict[Future, int] = {}

@@ -312,6 +312,9 @@ class StageStatus:
     #: drive started from; a drift flag's evidence independent of refits: io/fleet_summary.py)
     carried_shifts: list[float] = field(default_factory=list)
     check_threshold: float = float("nan")          #: the shift threshold of those checks (confirm_max_shift)
+    #: the same windows' deviations from the model checked against (recalibration_check.WindowCheck.deviation):
+    #: the spread between windows that later drives carry (estimation/carry_forward.window_spread)
+    carried_deviations: list[dict[str, tuple[float, float]]] = field(default_factory=list)
 
 
 @dataclass
@@ -366,6 +369,9 @@ class CalibrationPipeline:
         self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
         """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
         after :meth:`carry_forward` (empty: none carried)"""
+        self.spread: dict[str, dict[str, float]] = {}
+        """stage -> parameter -> the spread between windows tau^2 carried with the stage (estimation/carry_forward.py;
+        empty: none), in the carried priors and the recalibration checks"""
         self.free_rolling: FreeRolling | None = None
         """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
         enough free rolling yet"""
@@ -688,7 +694,8 @@ class CalibrationPipeline:
             return None
         try:
             return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
-                                priors=c.priors, vehicle=_job_vehicle(job, c), dt=c.dt)
+                                priors=c.priors, vehicle=_job_vehicle(job, c), dt=c.dt,
+                                spread=self.spread.get(job.stage))
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
             return None
 
@@ -710,6 +717,7 @@ class CalibrationPipeline:
                 if st.result_restored and math.isfinite(o.check.shift):
                     st.carried_shifts.append(float(o.check.shift))
                     st.check_threshold = float(o.check.threshold)
+                    st.carried_deviations.append(dict(o.check.deviation))
             if o.confirmed:
                 st.n_confirmed += 1
                 st.last_confirmed = (o.window.t_start, o.window.t_end)
@@ -791,7 +799,8 @@ class CalibrationPipeline:
 
     def carry_forward(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None,
                       score: float, *, data_time: float | None, drift: DriftModel | None = DEFAULT_DRIFT,
-                      note: str = "carried forward", holdout: dict | None = None) -> None:
+                      note: str = "carried forward", holdout: dict | None = None,
+                      spread: Mapping[str, float] | None = None) -> None:
         """Start ``stage`` from an earlier drive's accepted ``result`` (a state file read back, the previous bag of
         a fleet chain): it is restored as the accepted result (:meth:`restore`), and, unless ``drift`` is None, the
         stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.carry_forward` (the
@@ -802,9 +811,12 @@ class CalibrationPipeline:
         configured before carrying (:meth:`fit`): a change beyond the drift model's allowance is estimated, not
         clipped. A carried stage's excitation ``score`` is not carried (``replace_min_score`` then compares against
         0): a converged, predicting fit of the new drive replaces the carried result however excited its segment,
-        its prior holding the earlier drives' information; with ``drift`` None the score is restored as given."""
+        its prior holding the earlier drives' information; with ``drift`` None the score is restored as given.
+        ``spread``: parameter -> the spread between windows tau^2 of the vehicle's history
+        (carry_forward.window_spread), added to the carried priors' and the recalibration checks' variances."""
         carried = drift is not None and data_time is not None and math.isfinite(data_time)
         self.restore(stage, result, segment, 0.0 if carried else score, note=note, holdout=holdout)
+        self.spread[stage] = {k: float(v) for k, v in (spread or {}).items()}
         if carried:
             self._carried[stage] = ({k: dict(v) for k, v in result.parameters.items()}, float(data_time), drift)
 
@@ -815,7 +827,7 @@ class CalibrationPipeline:
         for stage, (params, t_data, drift) in self._carried.items():
             spec = stage_spec(stage, priors=base, vehicle=c.vehicle)
             bounds = {n: (float(d.low), float(d.high)) for n, d in spec.priors if hasattr(d, "low")}
-            carried = carried_priors(params, t_now - t_data, bounds, drift)
+            carried = carried_priors(params, t_now - t_data, bounds, drift, self.spread.get(stage))
             ranges.update(carried)
             self.carried_priors[stage] = {n: {"lower": lo, "upper": hi, "elapsed_s": t_now - t_data}
                                           for n, (lo, hi) in carried.items()}

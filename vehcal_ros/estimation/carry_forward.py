@@ -23,8 +23,26 @@ its own sd is ``half_width / sqrt(3)`` times ``s_prior``. A fit whose posterior 
 (:func:`touches_bound`: the data pull beyond the drift model's allowance) is run once more by the calibration
 pipeline on the description's ranges, so that a change larger than the model allows is estimated, not clipped.
 
+Spread between windows (random effects). A stage's parameters estimated on one window (a maneuver, a drive) differ
+from those of another by more than either's posterior sd says: the 8-DOF is not the vehicle, and which model-form
+error its parameters absorb depends on the maneuver (the HMMWV's longitudinal windows of one route: Cxf 96-123 k,
+each +- 2-3 k). Each window's best fit is therefore taken as ``theta + b_j + e_j``: ``theta`` the vehicle's
+parameters, ``b_j ~ N(0, tau^2)`` the window's own offset (per parameter, independent), ``e_j`` its estimation
+error. ``tau^2`` is estimated from the recalibration checks the vehicle's history keeps (each window checked
+against the carried posterior: its deviation ``d_j = best_j - mean`` and the variance ``v_j`` the check expects
+without spread, the carried posterior's plus the window's own; estimation/recalibration_check.py) by the method of
+moments (DerSimonian & Laird, Controlled Clinical Trials 7 (1986) 177-188, unweighted)::
+
+    tau^2 = max(0, mean_j(d_j^2 - v_j))                                   (:func:`window_spread`)
+
+and enters everywhere a new window or drive is compared with the carried posterior: the carried prior
+(``s_prior^2`` above plus ``tau^2``), the recalibration check (``tau^2`` added to the window's covariance, so its
+Mahalanobis distance and the information a confirming window adds count the spread) and the drift flag below. No
+checked windows (the first drives, an old state file): ``tau^2 = 0``.
+
 Drift between drives (:func:`drift_flag`): consecutive drives' means ``m_prev``, ``m_i`` with sds ``s_prev``,
-``s_i`` differ beyond their uncertainty when ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + s_drift^2)`` with
+``s_i`` differ beyond their uncertainty when ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + tau^2 + s_drift^2)``
+with ``tau^2`` the spread between windows measured before drive i and
 ``s_drift^2 = (rate * |m_prev|)^2 * dt_days + (floor * |m_prev|)^2`` (the drift the model allows over the gap) and
 ``z`` = :data:`DRIFT_Z` (3.0; two independent unbiased drives trip it with probability 0.27 % per parameter).
 
@@ -43,7 +61,7 @@ change. Nothing here imports rclpy.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from vehcal_ros.errors import InputError
@@ -103,20 +121,37 @@ def drift_sd(mean: float, elapsed_s: float, drift: DriftModel) -> float:
     return math.sqrt((drift.rate * scale) ** 2 * days + (drift.floor * scale) ** 2)
 
 
-def prior_sd(mean: float, sd: float, elapsed_s: float, drift: DriftModel) -> float:
-    """The widened sd ``sqrt(s_post^2 + drift_sd^2)`` [parameter unit] (module docstring)."""
-    return math.sqrt(float(sd) ** 2 + drift_sd(mean, elapsed_s, drift) ** 2)
+def window_spread(windows: Iterable[Mapping[str, Sequence[float]]]) -> dict[str, float]:
+    """``tau^2`` per parameter [parameter unit^2] (module docstring) from checked windows, each ``{parameter:
+    (d, v)}``: its best fit's deviation from the carried mean and the variance the check expected without spread;
+    entries that are not two finite numbers (v >= 0) are left out; a parameter without any: absent."""
+    acc: dict[str, list[float]] = {}
+    for window in windows:
+        for name, pair in (window or {}).items():
+            try:
+                d, v = (float(x) for x in pair)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(d) and math.isfinite(v) and v >= 0.0:
+                acc.setdefault(name, []).append(d * d - v)
+    return {name: max(0.0, math.fsum(x) / len(x)) for name, x in acc.items()}
+
+
+def prior_sd(mean: float, sd: float, elapsed_s: float, drift: DriftModel, spread: float = 0.0) -> float:
+    """The widened sd ``sqrt(s_post^2 + tau^2 + drift_sd^2)`` [parameter unit] (module docstring; ``spread``:
+    ``tau^2``)."""
+    return math.sqrt(float(sd) ** 2 + max(0.0, float(spread)) + drift_sd(mean, elapsed_s, drift) ** 2)
 
 
 def carried_range(mean: float, sd: float, elapsed_s: float, bounds: tuple[float, float],
-                  drift: DriftModel) -> tuple[float, float]:
+                  drift: DriftModel, spread: float = 0.0) -> tuple[float, float]:
     """The carried uniform prior ``(lower, upper)`` of one parameter: ``mean +- half_width * prior_sd``, clipped
     to ``bounds`` (the description's range); ``bounds`` itself when the summary is not finite or the clip leaves
     less than ``min_share`` of it."""
     lo_b, hi_b = float(bounds[0]), float(bounds[1])
-    if not (math.isfinite(mean) and math.isfinite(sd) and sd >= 0.0):
+    if not (math.isfinite(mean) and math.isfinite(sd) and sd >= 0.0 and math.isfinite(spread)):
         return lo_b, hi_b
-    half = drift.half_width * prior_sd(mean, sd, elapsed_s, drift)
+    half = drift.half_width * prior_sd(mean, sd, elapsed_s, drift, spread)
     lo, hi = max(lo_b, mean - half), min(hi_b, mean + half)
     if not hi - lo > drift.min_share * (hi_b - lo_b):
         return lo_b, hi_b
@@ -124,15 +159,17 @@ def carried_range(mean: float, sd: float, elapsed_s: float, bounds: tuple[float,
 
 
 def carried_priors(parameters: Mapping[str, Mapping[str, float]], elapsed_s: float,
-                   bounds: Mapping[str, tuple[float, float]], drift: DriftModel) -> dict[str, tuple[float, float]]:
+                   bounds: Mapping[str, tuple[float, float]], drift: DriftModel,
+                   spread: Mapping[str, float] | None = None) -> dict[str, tuple[float, float]]:
     """Carried uniform prior ranges of the parameters that have ``bounds`` (``parameters``: name -> posterior
-    summary with ``mean`` and ``std``); parameters without bounds (not sampled by the stage) are left out."""
+    summary with ``mean`` and ``std``; ``spread``: name -> ``tau^2``, 0 where absent); parameters without bounds
+    (not sampled by the stage) are left out."""
     out = {}
     for name, summary in parameters.items():
         if name not in bounds:
             continue
         out[name] = carried_range(float(summary.get("mean", math.nan)), float(summary.get("std", math.nan)),
-                                  elapsed_s, bounds[name], drift)
+                                  elapsed_s, bounds[name], drift, (spread or {}).get(name, 0.0))
     return out
 
 
@@ -147,13 +184,13 @@ def touches_bound(summary: Mapping[str, float], bounds: tuple[float, float], sha
 
 
 def drift_flag(m_prev: float, s_prev: float, m: float, s: float, elapsed_s: float, drift: DriftModel,
-               z: float = DRIFT_Z) -> tuple[bool, float]:
-    """(flag, score): ``score = |m - m_prev| / sqrt(s^2 + s_prev^2 + drift_sd(m_prev, elapsed)^2)`` and
-    ``flag = score > z`` (module docstring); (False, nan) when a number is missing."""
-    vals = (m_prev, s_prev, m, s)
+               z: float = DRIFT_Z, spread: float = 0.0) -> tuple[bool, float]:
+    """(flag, score): ``score = |m - m_prev| / sqrt(s^2 + s_prev^2 + tau^2 + drift_sd(m_prev, elapsed)^2)``
+    (``spread``: ``tau^2``) and ``flag = score > z`` (module docstring); (False, nan) when a number is missing."""
+    vals = (m_prev, s_prev, m, s, spread)
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
         return False, math.nan
-    denom = math.sqrt(s ** 2 + s_prev ** 2 + drift_sd(m_prev, elapsed_s, drift) ** 2)
+    denom = math.sqrt(s ** 2 + s_prev ** 2 + max(0.0, spread) + drift_sd(m_prev, elapsed_s, drift) ** 2)
     if denom <= 0.0:
         return (m != m_prev), (math.inf if m != m_prev else 0.0)
     score = abs(m - m_prev) / denom
@@ -167,5 +204,5 @@ def radius_flag(r_prev: float, se_prev: float, r: float, se: float, drift: Drift
     return drift_flag(r_prev, se_prev, r, se, 0.0, DriftModel(rate=0.0, floor=drift.radius_floor), z)
 
 
-__all__ = ["DriftModel", "DEFAULT_DRIFT", "DRIFT_Z", "SECONDS_PER_DAY", "drift_sd", "prior_sd", "carried_range",
-           "carried_priors", "touches_bound", "drift_flag", "radius_flag"]
+__all__ = ["DriftModel", "DEFAULT_DRIFT", "DRIFT_Z", "SECONDS_PER_DAY", "window_spread", "drift_sd", "prior_sd",
+           "carried_range", "carried_priors", "touches_bound", "drift_flag", "radius_flag"]

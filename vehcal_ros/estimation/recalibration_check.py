@@ -18,8 +18,9 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
 2. ``shift = sqrt(d' (S_acc + S_new)^-1 d)``, ``d = theta_new - mean_acc``: the Mahalanobis distance of the
    new window's best fit from the accepted posterior mean, under the accepted posterior's covariance ``S_acc``
    (from its draws) plus the best fit's ``S_new`` (Gauss-Newton, ``(J'J)^-1`` times the window's own residual
-   variance). A two-sample Wald test: if the vehicle has not changed and both are Gaussian, ``shift^2 ~
-   chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
+   variance, plus the spread between windows ``diag(tau^2)`` the vehicle's history shows,
+   estimation/carry_forward.py; 0 without one). A two-sample Wald test: if the vehicle has not changed and both
+   are Gaussian, ``shift^2 ~ chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
 3. ``shift <= threshold`` (``confirm_max_shift``, default 3.5): the window is *consistent*, the accepted model
    is **confirmed** (counted, no SMC); otherwise the stage is refitted as before.
 4. A confirming window's information is added to the accepted posterior (:func:`updated_result`): the Gaussian
@@ -90,7 +91,11 @@ class WindowCheck:
     ratio_best: dict[str, float]
     threshold: float
     cov_best: np.ndarray | None = field(default=None, repr=False, compare=False)
-    """the best fit's Gauss-Newton covariance (``best``'s order)."""
+    """the best fit's covariance as a measurement of the stage's parameters (``best``'s order): its Gauss-Newton
+    covariance plus the spread between windows ``tau^2`` (estimation/carry_forward.py)."""
+    deviation: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False)
+    """per parameter (``best - mean``, the variance of that difference without the spread: the accepted
+    posterior's plus the Gauss-Newton one) [unit, unit^2]: what carry_forward.window_spread estimates tau^2 from."""
 
     @property
     def consistent(self) -> bool:
@@ -140,10 +145,13 @@ def correlation_of(cov: np.ndarray, names: list[str]) -> dict[str, dict[str, flo
 
 
 def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], threshold: float,
-                 *, priors: Mapping | None = None, vehicle=None, dt: float | None = None) -> WindowCheck:
+                 *, priors: Mapping | None = None, vehicle=None, dt: float | None = None,
+                 spread: Mapping[str, float] | None = None) -> WindowCheck:
     """The recalibration check of ``segment`` against the accepted ``result`` of its stage (module docstring).
     ``previous``: the other stages' accepted 8-DOF values (held fixed, as a refit would hold them);
-    ``priors``/``vehicle``/``dt`` as the pipeline's fit. A few dozen batch 8-DOF runs; no sampling."""
+    ``priors``/``vehicle``/``dt`` as the pipeline's fit; ``spread``: parameter -> the spread between windows
+    ``tau^2`` (estimation/carry_forward.py; absent: 0), added to the window's covariance. A few dozen batch 8-DOF
+    runs; no sampling."""
     spec, constants, segment = stage_setup(segment, result.stage, separate_bphi=result.separate_bphi,
                                            priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
@@ -171,8 +179,11 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     delta = fit.x - mean
     r = fit.fun
     scale = float(r @ r) / max(1, r.size - len(names))   # the new window's own residual level (1: the accepted one's)
-    cov_new = np.linalg.pinv(fit.jac.T @ fit.jac) * scale
+    cov_fit = np.linalg.pinv(fit.jac.T @ fit.jac) * scale
+    tau2 = np.array([max(0.0, float((spread or {}).get(n, 0.0))) for n in names])
+    cov_new = cov_fit + np.diag(tau2)
     shift = float(np.sqrt(max(0.0, delta @ np.linalg.pinv(cov + cov_new) @ delta)))
+    expected = np.diag(cov) + np.diag(cov_fit)
 
     def ratio(theta: np.ndarray) -> dict[str, float]:
         rms = np.sqrt(np.mean(standardized(theta).reshape(-1, sigma.size) ** 2, axis=0))
@@ -180,7 +191,8 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
 
     return WindowCheck(result.stage, dict(zip(names, map(float, mean))), dict(zip(names, map(float, fit.x))),
                        shift if np.all(np.isfinite(fit.x)) else math.inf, ratio(mean), ratio(fit.x),
-                       float(threshold), cov_new)
+                       float(threshold), cov_new,
+                       {n: (float(delta[k]), float(expected[k])) for k, n in enumerate(names)})
 
 
 def _cholesky(cov: np.ndarray) -> np.ndarray | None:

@@ -42,6 +42,10 @@ path is written as YAML (either is read). Layout (version 2)::
                                                    # carried (no new fit; the earlier drive's result stands)
             data_time: 1732802400.0
             parameters: {Cxf: {mean, std, hdi_low, hdi_high}, ...}
+            check: {n, median_shift, max_shift, threshold, windows}   # optional: the drive's windows checked
+                                                   # against the carried result (recalibration_check.py); windows:
+                                                   # per window {Cxf: [d, v], ...}, its best fit's deviation and
+                                                   # the variance expected without spread (carry_forward.py)
         rolling_radius: {mean: 0.4652, std: 1.3e-05, seconds: 54.0}   # m: the free-rolling radius the drive
                                                    # showed (segments.free_rolling_radius; absent: not measured)
 
@@ -70,7 +74,7 @@ import yaml
 
 from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult, jsonable
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, write_atomic
-from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel
+from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, window_spread
 from vehcal_ros.estimation.recalibration_check import correlation_of, posterior_moments
 
 FORMAT = "vehcal_ros/calibration_state"
@@ -306,10 +310,22 @@ def _same(before: StageState, segment: tuple[float, float] | None, result: Calib
         before.parameters.get(k, {}).get("mean") == v.get("mean") for k, v in result.parameters.items())
 
 
+def windows_of(history: Sequence[Mapping[str, Any]], stage: str) -> list[dict[str, Any]]:
+    """The checked windows' deviations (``{parameter: [d, v]}``) of ``stage`` in every drive of ``history``, oldest
+    first (a check without ``windows``, from an older file: none)."""
+    out = []
+    for entry in history:
+        check = ((entry.get("stages") or {}).get(stage) or {}).get("check") or {}
+        out.extend(w for w in check.get("windows") or () if isinstance(w, Mapping))
+    return out
+
+
 def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState], note: str,
-                 drift: DriftModel | None = DEFAULT_DRIFT) -> list[str]:
+                 drift: DriftModel | None = DEFAULT_DRIFT,
+                 history: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """Give the pipeline the saved results of its configured stages, each carried forward (its priors the saved
-    posterior widened by ``drift`` for the data time since ``data_time``: ``CalibrationPipeline.carry_forward``;
+    posterior widened by ``drift`` for the data time since ``data_time``, and by the spread between windows that
+    the checked windows of ``history`` show, carry_forward.window_spread: ``CalibrationPipeline.carry_forward``;
     None: restored only, priors unchanged); return the stages restored (in order)."""
     done = []
     for stage in pipeline.config.stages:
@@ -322,22 +338,24 @@ def restore_into(pipeline: CalibrationPipeline, stages: Mapping[str, StageState]
                                    names=tuple(names), draws=np.empty((0, 0, len(names))),
                                    correlation=dict(saved.correlation or {}))
         pipeline.carry_forward(stage, result, saved.segment, saved.score, data_time=saved.time_of_data,
-                               drift=drift, note=note, holdout=saved.holdout)
+                               drift=drift, note=note, holdout=saved.holdout,
+                               spread=window_spread(windows_of(history, stage)))
         done.append(stage)
     return done
 
 
 def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, StageState],
                 after: Mapping[str, StageState], confirmed: Collection[str] = (),
-                checks: Mapping[str, tuple[Sequence[float], float]] | None = None,
+                checks: Mapping[str, tuple[Sequence[float], float, Sequence[Mapping]]] | None = None,
                 rolling_radius: Mapping[str, float] | None = None,
                 refitted: Collection[str] | None = None) -> dict[str, Any]:
     """The history entry of one drive (module docstring): every stage with a result after it, ``fitted`` when a
     new fit was accepted during the drive (the stage is in ``refitted``; None: the result changed), else
     ``confirmed`` when the stage is in ``confirmed`` (windows of the drive confirmed the carried model without a
     fit, and their information was added to it), else ``carried``. ``checks``: stage -> (the recalibration-check
-    shifts of the drive's windows against the carried result, their threshold), kept as the stage's ``check``
-    (``n``, ``median_shift``, ``max_shift``, ``threshold``) when there is at least one. ``rolling_radius``: the
+    shifts of the drive's windows against the carried result, their threshold, their deviations
+    ``{parameter: (d, v)}``), kept as the stage's ``check`` (``n``, ``median_shift``, ``max_shift``,
+    ``threshold``, ``windows``) when there is at least one. ``rolling_radius``: the
     drive's free-rolling radius measurement (``radius``, ``se``, ``seconds``, m and s), kept as ``mean``, ``std``,
     ``seconds``."""
     stages = {}
@@ -348,10 +366,12 @@ def drive_entry(drive: str, t_start: float, t_end: float, before: Mapping[str, S
         stages[stage] = {"status": status, "data_time": st.time_of_data,
                          "parameters": {n: {k: float(v[k]) for k in HISTORY_KEYS if k in v}
                                         for n, v in st.parameters.items()}}
-        shifts, threshold = (checks or {}).get(stage, ((), math.nan))
+        shifts, threshold, deviations = (checks or {}).get(stage, ((), math.nan, ()))
         if len(shifts) and prev is not None:
             stages[stage]["check"] = {"n": len(shifts), "median_shift": float(np.median(shifts)),
-                                      "max_shift": float(np.max(shifts)), "threshold": float(threshold)}
+                                      "max_shift": float(np.max(shifts)), "threshold": float(threshold),
+                                      "windows": [{n: [float(d), float(v)] for n, (d, v) in w.items()}
+                                                  for w in deviations]}
     t0 = float(t_start) if math.isfinite(t_start) else None
     entry = {"drive": drive, "t_start": t0, "t_end": float(t_end) if math.isfinite(t_end) else None,
              "date": date_of(t0), "stages": stages}
@@ -368,7 +388,8 @@ def pipeline_drive_entry(pipeline: CalibrationPipeline, drive: str, before: Mapp
     against the carried results and its free-rolling radius."""
     t0, t1 = pipeline.data_span
     confirmed = [s for s, st in pipeline.status.items() if st.n_confirmed > 0]
-    checks = {s: (list(st.carried_shifts), st.check_threshold) for s, st in pipeline.status.items()}
+    checks = {s: (list(st.carried_shifts), st.check_threshold, list(st.carried_deviations))
+              for s, st in pipeline.status.items()}
     refitted = [s for s, st in pipeline.status.items() if st.result is not None and not st.result_restored]
     return drive_entry(drive, t0, t1, before, after, confirmed, checks, pipeline.rolling_radius_report(), refitted)
 
@@ -384,5 +405,5 @@ def _finite(x: Any) -> bool:
 
 
 __all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "StageState", "StateDocument", "StateRefused", "read_state",
-           "read_state_document", "parse_state", "write_state", "state_text", "stages_from", "restore_into",
-           "drive_entry", "pipeline_drive_entry", "with_entry", "date_of"]
+           "read_state_document", "parse_state", "write_state", "state_text", "stages_from", "windows_of",
+           "restore_into", "drive_entry", "pipeline_drive_entry", "with_entry", "date_of"]

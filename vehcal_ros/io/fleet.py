@@ -260,7 +260,8 @@ def replay_with_state(bag: str | os.PathLike, params: Mapping[str, Mapping[str, 
 
     def start(pipeline: Any) -> None:
         if before:
-            cs.restore_into(pipeline, before, note=f"carried forward from {state_label}", drift=drift)
+            cs.restore_into(pipeline, before, note=f"carried forward from {state_label}", drift=drift,
+                            history=doc.history if doc is not None else ())
 
     result = replay_bag(bag, params, seed=seed, workers=1, executor="serial", calibration_start=start, **replay_kw)
     pipe = result.calibration_pipeline

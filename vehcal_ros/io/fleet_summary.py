@@ -12,8 +12,10 @@ stage ``fitted``, ``confirmed`` or ``carried`` with its parameters' posterior me
 
 ``lower``/``upper`` are a 90 % interval, mean -+ 1.645 sd (the normal approximation of the posterior; the
 state keeps mean and sd). ``drift`` compares a drive's *fitted* estimate with the previous estimate of that
-parameter (of any status): ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + s_drift^2)``, ``s_drift`` the
-drift model's allowance over the data time between them and z = ``carry_forward.DRIFT_Z`` (3.0)
+parameter (of any status): ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + tau^2 + s_drift^2)``, ``tau^2`` the
+spread between windows that the checks of the drives before it show (``carry_forward.window_spread`` of their
+``check`` ``windows``), ``s_drift`` the drift model's allowance over the data time between them and z =
+``carry_forward.DRIFT_Z`` (3.0)
 (:func:`vehcal_ros.estimation.carry_forward.drift_flag`); a confirmed or carried row repeats the earlier estimate and is
 never flagged by it (flags of ``kind`` ``fit``, with ``mean`` and ``previous_mean``).
 
@@ -43,7 +45,15 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DRIFT_Z, DriftModel, drift_flag, radius_flag
+from vehcal_ros.estimation.carry_forward import (
+    DEFAULT_DRIFT,
+    DRIFT_Z,
+    DriftModel,
+    drift_flag,
+    radius_flag,
+    window_spread,
+)
+from vehcal_ros.io.calibration_state import windows_of
 
 Z90 = 1.6448536269514722
 """z of a two-sided 90 % normal interval."""
@@ -84,6 +94,7 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
     series: dict[str, list[dict[str, Any]]] = {}
     flags = []
     prev: dict[str, tuple[float, float, float, str]] = {}   # parameter -> (mean, sd, data time, drive)
+    windows: dict[str, list[dict[str, Any]]] = {}            # stage -> checked windows of the drives so far
     last_drive = None
     for entry in history:
         name = str(entry.get("drive"))
@@ -101,13 +112,14 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
                               "previous_drive": last_drive, "score": _json_float(shift),
                               "threshold": _json_float(threshold), "n_windows": int(check.get("n", 0))})
             t_data = _num(body.get("data_time"))
+            spread = window_spread(windows.get(stage, ()))
             for par, summ in (body.get("parameters") or {}).items():
                 m, s = _num(summ.get("mean")), _num(summ.get("std"))
                 row = _row(name, stage, status, m, s)
                 before = prev.get(par)
                 if status == "fitted" and before is not None:
                     elapsed = t_data - before[2] if math.isfinite(t_data) and math.isfinite(before[2]) else 0.0
-                    flag, score = drift_flag(before[0], before[1], m, s, elapsed, drift, z)
+                    flag, score = drift_flag(before[0], before[1], m, s, elapsed, drift, z, spread.get(par, 0.0))
                     row["drift_score"], row["drift"] = _json_float(score), bool(flag)
                     if flag:
                         flags.append({"kind": "fit", "stage": stage, "parameter": par, "drive": name,
@@ -117,6 +129,8 @@ def vehicle_summary(history: Sequence[Mapping[str, Any]], drift: DriftModel = DE
                 series.setdefault(par, []).append(row)
                 if status == "fitted" or before is None:
                     prev[par] = (m, s, t_data, name)
+        for stage in stages:
+            windows.setdefault(stage, []).extend(windows_of([entry], stage))
         _radius_row(entry, name, prev, series, flags, drift, z)
         last_drive = name
     return {"drives": drives, "parameters": series, "drift_flags": flags, "drift_z": z,

@@ -272,7 +272,8 @@ class ModelCalibratorNode(WorkerNode):
             self.get_logger().warning(self.state_note)
         else:
             saved, self._state_before, self._state_history = doc.stages, dict(doc.stages), list(doc.history)
-            stages = calibration_state.restore_into(self.pipeline, saved, note=f"restored from {path}")
+            stages = calibration_state.restore_into(self.pipeline, saved, note=f"restored from {path}",
+                                                    history=doc.history)
             self.state_note = (f"restored {', '.join(stages)} from {path}" if stages else
                                f"state file {path} holds no accepted stage: starting from the priors")
             self.get_logger().info(self.state_note)
