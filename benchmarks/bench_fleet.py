@@ -7,9 +7,10 @@ three vehicles (simulated vehicle -> vehicle description): ``hmmwv`` -> ``hmmwv_
 vehicle's bags form one chain (carry-forward through its state file); the params file is ``--params`` (default
 benchmarks/fleet_bench.params.yaml: every stage, fewer samples than config/estimate.yaml).
 
-Runs, in this order, each in a fresh output directory: the fleet on a LocalCluster with 1 worker, then with 2
-workers (processes, one thread each; the cluster is started before the clock), then every chain serially through
-``vehcal replay BAG --state FILE`` (one process per bag). Figures:
+Runs, in this order, each in a fresh output directory: every chain serially through ``vehcal replay BAG --state
+FILE`` (one process per bag; first, so that numba's on-disk cache is compiled, on a fresh install, before the
+timed fleet runs rather than inside the 1-worker one), then the fleet on a LocalCluster with 1 worker, then with 2
+workers (processes, one thread each; the cluster is started before the clock). Figures:
 
 * throughput: bag-seconds per wall-second and bags per minute, per run (wall: the ``vehcal batch`` process,
   start to exit, including its imports and the workers' first imports and numba cache loads);
@@ -192,6 +193,13 @@ def main() -> None:
     fleet.write_text("\n".join(lines) + "\n")
     res: dict = {"bags": n_bags, "bag_seconds": total_bag_s, "bag_seconds_per_vehicle": bag_s,
                  "params": str(params), "seeds": args.seeds, "runs": {}}
+    if not args.skip_serial:
+        s = run_serial(bags_by_vehicle, params, work / "serial", args.seed)
+        s.update(bag_s_per_wall_s=total_bag_s / s["wall_s"], cpu_s_per_bag_hour=s["cpu_s"] / (total_bag_s / 3600.0))
+        res["runs"]["serial_replay"] = s
+        print(f"serial vehcal replay --state chains [{s['started']}, load {s['load_before']} -> {s['load_after']}]: "
+              f"wall {s['wall_s']:.1f} s, CPU {s['cpu_s']:.0f} s = {s['cpu_s_per_bag_hour']:.0f} CPU-s per "
+              "bag-hour", flush=True)
     for n in (1, 2):
         with distributed.LocalCluster(host="127.0.0.1", processes=True, n_workers=n, threads_per_worker=1,
                                       dashboard_address=None) as cl, distributed.Client(cl) as client:
@@ -229,14 +237,9 @@ def main() -> None:
     print(f"dask1 vs dask2: {len(res['dask1_vs_dask2_differences'])} differences "
           f"{res['dask1_vs_dask2_differences'][:5]}", flush=True)
     if not args.skip_serial:
-        s = run_serial(bags_by_vehicle, params, work / "serial", args.seed)
-        s.update(bag_s_per_wall_s=total_bag_s / s["wall_s"], cpu_s_per_bag_hour=s["cpu_s"] / (total_bag_s / 3600.0))
-        res["runs"]["serial_replay"] = s
         for n in (1, 2):
             res[f"dask{n}_vs_serial_differences"] = compare(bags_by_vehicle, work / f"dask{n}", work / "serial")
-        print(f"serial vehcal replay --state chains [{s['started']}, load {s['load_before']} -> {s['load_after']}]: "
-              f"wall {s['wall_s']:.1f} s, CPU {s['cpu_s']:.0f} s = {s['cpu_s_per_bag_hour']:.0f} CPU-s per "
-              f"bag-hour; differences vs dask1: {len(res['dask1_vs_serial_differences'])}, vs dask2: "
+        print(f"differences vs the serial chains: dask1 {len(res['dask1_vs_serial_differences'])}, dask2 "
               f"{len(res['dask2_vs_serial_differences'])} {res['dask2_vs_serial_differences'][:5]}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
