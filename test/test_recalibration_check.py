@@ -206,9 +206,10 @@ def test_a_state_file_keeps_the_correlation_the_update_needs(accepted, tmp_path)
 
 
 def test_the_spread_between_windows_enters_the_check_and_the_update(accepted) -> None:
-    """tau^2 (estimation/carry_forward.py) is added to the window's covariance: the best fit and its deviation
-    are unchanged, the shift falls (a spread as large as the window's own offset bounds shift^2 by k = 2), and a
-    confirming window adds less information (the updated posterior stays wider)."""
+    """tau^2 (estimation/carry_forward.py) is added to the window's and the accepted posterior's covariance: the
+    best fit and its deviation are unchanged, the shift falls (a spread as large as the window's own offset bounds
+    shift^2 by k = 2), a confirming window adds less information (the updated posterior stays wider), and with a
+    spread far above both the update averages the two windows."""
     stiff = longitudinal_window(5, {"Cxf": TRUTH["Cxf"] * 1.25, "Cxr": TRUTH["Cxr"] * 1.25})
     c0 = check_window(stiff, accepted, HELD, DEFAULT_THRESHOLD)
     assert not c0.consistent, c0.describe()
@@ -229,3 +230,18 @@ def test_the_spread_between_windows_enters_the_check_and_the_update(accepted) ->
     for n in plain.best:
         assert (updated_result(accepted, wide).parameters[n]["std"]
                 > updated_result(accepted, plain).parameters[n]["std"])
+    # the accepted posterior counts as one window: after three confirming windows (4 windows' information) a fifth
+    # moves the mean about 1/5 of the way to its best fit without spread (0.19-0.21 at these seeds), and about half
+    # of it with a spread far above the windows' own variances (0.49-0.50): the windows are averaged as equals
+    acc = accepted
+    for seed in (6, 7, 8):
+        acc = updated_result(acc, check_window(longitudinal_window(seed), acc, HELD, DEFAULT_THRESHOLD))
+    _, cov, _ = posterior_moments(acc, list(plain.best))
+    sd = {n: acc.parameters[n]["std"] for n in plain.best}
+    for k, lo, hi in ((0.0, 0.1, 0.3), (10.0, 0.45, 0.55)):
+        c = check_window(same, acc, HELD, DEFAULT_THRESHOLD, spread={n: (k * s) ** 2 for n, s in sd.items()})
+        tau2 = np.diag([(k * sd[n]) ** 2 for n in c.best])
+        np.testing.assert_allclose(c.cov_accepted - cov, tau2, rtol=1e-9, atol=1e-9 * max(tau2.max(), 1.0))
+        upd = updated_result(acc, c)
+        for n in c.best:
+            assert lo < (upd.parameters[n]["mean"] - c.mean[n]) / (c.best[n] - c.mean[n]) < hi, (k, n)

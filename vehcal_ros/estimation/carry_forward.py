@@ -35,10 +35,15 @@ moments (DerSimonian & Laird, Controlled Clinical Trials 7 (1986) 177-188, unwei
 
     tau^2 = max(0, mean_j(d_j^2 - v_j))                                   (:func:`window_spread`)
 
-and enters everywhere a new window or drive is compared with the carried posterior: the carried prior
-(``s_prior^2`` above plus ``tau^2``), the recalibration check (``tau^2`` added to the window's covariance, so its
-Mahalanobis distance and the information a confirming window adds count the spread) and the drift flag below. No
-checked windows (the first drives, an old state file): ``tau^2 = 0``.
+The carried mean holds offsets of its own (a single window's fit holds that window's ``b``; a model updated by n
+windows their mean), so ``E[d^2 - v] = tau^2 (1 + 1/n)`` and the estimate is high by at most a factor 2 (n = 1):
+it errs toward wider priors and fewer refits, and a change the drift flag must see (a tire or load change moves a
+parameter by many tau) still stands out. ``tau^2`` enters everywhere a new window or drive is compared with the
+carried posterior: the carried prior (``s_prior^2`` above plus ``tau^2``), the recalibration check (``tau^2`` added
+to the covariance of the window and of the carried posterior, which counts as one window: its Mahalanobis
+distance and the information a confirming window adds both count the spread, so confirming windows average their
+offsets instead of deferring to the first fit) and the drift flag below. No checked windows (the first drives, an
+old state file): ``tau^2 = 0``.
 
 Drift between drives (:func:`drift_flag`): consecutive drives' means ``m_prev``, ``m_i`` with sds ``s_prev``,
 ``s_i`` differ beyond their uncertainty when ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + tau^2 + s_drift^2)``

@@ -18,9 +18,11 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
 2. ``shift = sqrt(d' (S_acc + S_new)^-1 d)``, ``d = theta_new - mean_acc``: the Mahalanobis distance of the
    new window's best fit from the accepted posterior mean, under the accepted posterior's covariance ``S_acc``
    (from its draws) plus the best fit's ``S_new`` (Gauss-Newton, ``(J'J)^-1`` times the window's own residual
-   variance, plus the spread between windows ``diag(tau^2)`` the vehicle's history shows,
-   estimation/carry_forward.py; 0 without one). A two-sample Wald test: if the vehicle has not changed and both
-   are Gaussian, ``shift^2 ~ chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
+   variance). With a spread between windows ``T = diag(tau^2)`` (the vehicle's history shows one,
+   estimation/carry_forward.py; 0 without) both windows are estimates of the vehicle's parameters with an offset
+   of their own, and ``S_acc + T``, ``S_new + T`` take their places here and in step 4: the accepted posterior
+   counts as one window. A two-sample Wald test: if the vehicle has not changed and both are Gaussian, ``shift^2 ~
+   chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
 3. ``shift <= threshold`` (``confirm_max_shift``, default 3.5): the window is *consistent*, the accepted model
    is **confirmed** (counted, no SMC); otherwise the stage is refitted as before.
 4. A confirming window's information is added to the accepted posterior (:func:`updated_result`): the Gaussian
@@ -29,7 +31,8 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
        S_upd = (S_acc^-1 + S_new^-1)^-1,   mean_upd = S_upd (S_acc^-1 mean_acc + S_new^-1 theta_new),
 
    the sequential Bayesian update under the Gauss-Newton (Laplace) approximation of the window's likelihood.
-   The draws are moved by the affine map that takes ``N(mean_acc, S_acc)`` to ``N(mean_upd, S_upd)``
+   The draws are moved by the affine map that takes the draws' own ``N(mean_acc, S_acc)`` (without ``T``) to
+   ``N(mean_upd, S_upd)``
    (``x -> mean_upd + L_upd L_acc^-1 (x - mean_acc)``, L the Cholesky factors), so their shape, the noise
    sigmas and the convergence diagnostics' chains are kept; a result read back from a state file (summaries only)
    gets the updated means, sds and correlations (the state file keeps the correlations: without them a window's
@@ -91,8 +94,11 @@ class WindowCheck:
     ratio_best: dict[str, float]
     threshold: float
     cov_best: np.ndarray | None = field(default=None, repr=False, compare=False)
-    """the best fit's covariance as a measurement of the stage's parameters (``best``'s order): its Gauss-Newton
+    """the best fit's covariance as a measurement of the vehicle's parameters (``best``'s order): its Gauss-Newton
     covariance plus the spread between windows ``tau^2`` (estimation/carry_forward.py)."""
+    cov_accepted: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """the accepted posterior's covariance as an estimate of the vehicle's parameters (``best``'s order): from its
+    draws or summaries plus ``tau^2`` (the window it was fitted on had an offset of its own)."""
     deviation: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False)
     """per parameter (``best - mean``, the variance of that difference without the spread: the accepted
     posterior's plus the Gauss-Newton one) [unit, unit^2]: what carry_forward.window_spread estimates tau^2 from."""
@@ -160,8 +166,8 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     sigma = np.array([float(result.noise[c]["mean"]) for c in spec.channels])
     rho = np.array([float(result.residual_correlation[c]["mean"]) if c in result.residual_correlation else 0.0
                     for c in spec.channels])
-    mean, cov, _ = posterior_moments(result, names)
-    sd = np.sqrt(np.diag(cov))
+    mean, cov_raw, _ = posterior_moments(result, names)
+    sd = np.sqrt(np.diag(cov_raw))
     box = [result.priors.get(n, (d.low, d.high)) for n, d in spec.priors]
     lower, upper = np.array([b[0] for b in box], float), np.array([b[1] for b in box], float)
 
@@ -180,10 +186,10 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     r = fit.fun
     scale = float(r @ r) / max(1, r.size - len(names))   # the new window's own residual level (1: the accepted one's)
     cov_fit = np.linalg.pinv(fit.jac.T @ fit.jac) * scale
-    tau2 = np.array([max(0.0, float((spread or {}).get(n, 0.0))) for n in names])
-    cov_new = cov_fit + np.diag(tau2)
+    tau2 = np.diag([max(0.0, float((spread or {}).get(n, 0.0))) for n in names])
+    cov, cov_new = cov_raw + tau2, cov_fit + tau2
     shift = float(np.sqrt(max(0.0, delta @ np.linalg.pinv(cov + cov_new) @ delta)))
-    expected = np.diag(cov) + np.diag(cov_fit)
+    expected = np.diag(cov_raw) + np.diag(cov_fit)
 
     def ratio(theta: np.ndarray) -> dict[str, float]:
         rms = np.sqrt(np.mean(standardized(theta).reshape(-1, sigma.size) ** 2, axis=0))
@@ -191,7 +197,7 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
 
     return WindowCheck(result.stage, dict(zip(names, map(float, mean))), dict(zip(names, map(float, fit.x))),
                        shift if np.all(np.isfinite(fit.x)) else math.inf, ratio(mean), ratio(fit.x),
-                       float(threshold), cov_new,
+                       float(threshold), cov_new, cov,
                        {n: (float(delta[k]), float(expected[k])) for k, n in enumerate(names)})
 
 
@@ -209,13 +215,14 @@ def updated_result(result: CalibrationResult, check: WindowCheck) -> Calibration
     if not check.consistent or check.cov_best is None or result.stage != check.stage:
         return result
     names = list(check.best)
-    m_acc, s_acc, from_draws = posterior_moments(result, names)
+    m_acc, s_draws, from_draws = posterior_moments(result, names)
+    s_acc = check.cov_accepted if check.cov_accepted is not None else s_draws
     m_new = np.array([check.best[n] for n in names])
     p_acc, p_new = np.linalg.pinv(s_acc), np.linalg.pinv(check.cov_best)
     cov = np.linalg.pinv(p_acc + p_new)
     cov = 0.5 * (cov + cov.T)
     mean = cov @ (p_acc @ m_acc + p_new @ m_new)
-    l_acc, l_upd = _cholesky(s_acc), _cholesky(cov)
+    l_acc, l_upd = _cholesky(s_draws), _cholesky(cov)
     if l_acc is None or l_upd is None or not np.all(np.isfinite(mean)):
         return result
     box = [result.priors.get(n, (-math.inf, math.inf)) for n in names]
