@@ -550,7 +550,9 @@ def test_window_spread_recovers_a_known_spread_between_windows():
     windows with tau^2 = 4 and v in [1, 3] the estimate's sd is about sqrt(2 / 2000) * 6 = 0.19; the tolerance
     0.8 is 4 sd (a false failure 6e-5 at a fixed seed), and an error of the estimator by a factor (tau^2 counted
     twice, v not subtracted: 2 above the truth) fails it. Without spread the estimate is the positive part of a
-    mean near 0 with sd 0.09: below 0.36 (4 sd). Entries that are not two finite numbers are left out."""
+    mean near 0 with sd 0.09: below 0.36 (4 sd), whether or not its Q passes the heterogeneity test (1 time in
+    20); with tau^2 = 4, Q is near 6400 against the test's 2105. Entries that are not two finite numbers are left
+    out."""
     import numpy as np
 
     from vehcal_ros.estimation.carry_forward import window_spread
@@ -564,6 +566,10 @@ def test_window_spread_recovers_a_known_spread_between_windows():
     assert tau2["Cxf"] == pytest.approx(4.0, abs=0.8)
     assert 0.0 <= tau2["Cxr"] < 0.36
     assert window_spread([]) == {} and window_spread([{"rr": (0.1, 0.1)}]) == {"rr": 0.0}   # d^2 < v: none
+    # the spread must pass Cochran's Q (5 %): windows of 1.2 and 1.3 sd (Q 3.13 < 5.99, chi^2(2)) carry none, although
+    # their moment estimate is positive; 2.5 and 2.0 sd (Q 10.25) carry it
+    assert window_spread([{"rr": (1.2, 1.0)}, {"rr": (-1.3, 1.0)}]) == {"rr": 0.0}
+    assert window_spread([{"rr": (2.5, 1.0)}, {"rr": (-2.0, 1.0)}]) == {"rr": pytest.approx((6.25 + 4.0) / 2 - 1.0)}
 
 
 def test_the_spread_between_windows_widens_the_carried_prior_and_the_drift_flag(tmp_path):

@@ -35,6 +35,10 @@ moments (DerSimonian & Laird, Controlled Clinical Trials 7 (1986) 177-188, unwei
 
     tau^2 = max(0, mean_j(d_j^2 - v_j))                                   (:func:`window_spread`)
 
+when the windows are heterogeneous, Cochran's Q = sum_j d_j^2 / v_j above the 1 - :data:`SPREAD_ALPHA` (95 %)
+quantile of chi^2(J), J the windows; else 0 (a few windows of an unchanged vehicle give a positive moment estimate
+by chance half of the time, and a spread that is not there would hide a real change from the check and the flag).
+
 The carried mean holds offsets of its own (a single window's fit holds that window's ``b``; a model updated by n
 windows their mean), so ``E[d^2 - v] = tau^2 (1 + 1/n)`` and the estimate is high by at most a factor 2 (n = 1):
 it errs toward wider priors and fewer refits, and a change the drift flag must see (a tire or load change moves a
@@ -69,11 +73,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from scipy.stats import chi2
+
 from vehcal_ros.errors import InputError
 
 SECONDS_PER_DAY = 86400.0
 DRIFT_Z = 3.0
 """[-] z of the drift flag (module docstring)."""
+SPREAD_ALPHA = 0.05
+"""[-] level of the heterogeneity test that a spread between windows must pass (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -127,19 +135,25 @@ def drift_sd(mean: float, elapsed_s: float, drift: DriftModel) -> float:
 
 
 def window_spread(windows: Iterable[Mapping[str, Sequence[float]]]) -> dict[str, float]:
-    """``tau^2`` per parameter [parameter unit^2] (module docstring) from checked windows, each ``{parameter:
-    (d, v)}``: its best fit's deviation from the carried mean and the variance the check expected without spread;
-    entries that are not two finite numbers (v >= 0) are left out; a parameter without any: absent."""
-    acc: dict[str, list[float]] = {}
+    """``tau^2`` per parameter [parameter unit^2] (module docstring: the moment estimate where Cochran's Q says the
+    windows are heterogeneous, else 0) from checked windows, each ``{parameter: (d, v)}``: its best fit's
+    deviation from the carried mean and the variance the check expected without spread; entries that are not two
+    finite numbers (v > 0) are left out; a parameter without any: absent."""
+    acc: dict[str, list[tuple[float, float]]] = {}
     for window in windows:
         for name, pair in (window or {}).items():
             try:
                 d, v = (float(x) for x in pair)
             except (TypeError, ValueError):
                 continue
-            if math.isfinite(d) and math.isfinite(v) and v >= 0.0:
-                acc.setdefault(name, []).append(d * d - v)
-    return {name: max(0.0, math.fsum(x) / len(x)) for name, x in acc.items()}
+            if math.isfinite(d) and math.isfinite(v) and v > 0.0:
+                acc.setdefault(name, []).append((d, v))
+    out = {}
+    for name, dv in acc.items():
+        q = math.fsum(d * d / v for d, v in dv)
+        moment = math.fsum(d * d - v for d, v in dv) / len(dv)
+        out[name] = max(0.0, moment) if q > chi2.isf(SPREAD_ALPHA, len(dv)) else 0.0
+    return out
 
 
 def prior_sd(mean: float, sd: float, elapsed_s: float, drift: DriftModel, spread: float = 0.0) -> float:
@@ -209,5 +223,5 @@ def radius_flag(r_prev: float, se_prev: float, r: float, se: float, drift: Drift
     return drift_flag(r_prev, se_prev, r, se, 0.0, DriftModel(rate=0.0, floor=drift.radius_floor), z)
 
 
-__all__ = ["DriftModel", "DEFAULT_DRIFT", "DRIFT_Z", "SECONDS_PER_DAY", "window_spread", "drift_sd", "prior_sd",
-           "carried_range", "carried_priors", "touches_bound", "drift_flag", "radius_flag"]
+__all__ = ["DriftModel", "DEFAULT_DRIFT", "DRIFT_Z", "SPREAD_ALPHA", "SECONDS_PER_DAY", "window_spread", "drift_sd",
+           "prior_sd", "carried_range", "carried_priors", "touches_bound", "drift_flag", "radius_flag"]
