@@ -245,3 +245,17 @@ def test_the_spread_between_windows_enters_the_check_and_the_update(accepted) ->
         upd = updated_result(acc, c)
         for n in c.best:
             assert lo < (upd.parameters[n]["mean"] - c.mean[n]) / (c.best[n] - c.mean[n]) < hi, (k, n)
+
+
+def test_the_best_fit_is_not_clipped_by_a_narrower_range_the_accepted_fit_had(accepted) -> None:
+    """A carried stage is refitted on narrow ranges around its carried posterior; the check's best fit is bounded
+    by the ranges it is given (the description's), not by those, so a 25 % stiffer tire shows its full size
+    instead of stopping at the narrow range's bound (where it would look like a small, consistent shift)."""
+    m = {n: accepted.parameters[n]["mean"] for n in ("Cxf", "Cxr")}
+    s = {n: accepted.parameters[n]["std"] for n in m}
+    narrow = dataclasses.replace(accepted, priors={n: (m[n] - 3 * s[n], m[n] + 3 * s[n]) for n in m})
+    stiff = longitudinal_window(2, {"Cxf": TRUTH["Cxf"] * 1.25, "Cxr": TRUTH["Cxr"] * 1.25})
+    wide, clipped = check_window(stiff, narrow, HELD, DEFAULT_THRESHOLD), check_window(stiff, accepted, HELD,
+                                                                                      DEFAULT_THRESHOLD)
+    assert wide.best == pytest.approx(clipped.best, rel=1e-3)
+    assert wide.best["Cxf"] > m["Cxf"] + 3 * s["Cxf"], wide.describe()

@@ -693,8 +693,10 @@ class CalibrationPipeline:
         if job.accepted is None or c.confirm_max_shift <= 0:
             return None
         try:
+            # bounded by the ranges configured before carrying (a carried range would clip the best fit)
+            priors = self._base_priors if self.carried_priors else c.priors
             return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
-                                priors=c.priors, vehicle=_job_vehicle(job, c), dt=c.dt,
+                                priors=priors, vehicle=_job_vehicle(job, c), dt=c.dt,
                                 spread=self.spread.get(job.stage))
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
             return None

@@ -13,8 +13,9 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
    ``theta_new``: weighted least squares of the stage's channels, each divided by the accepted posterior mean of
    its sigma_c and whitened by the accepted posterior mean of its residual AR(1) coefficient rho_c
    (calibration.py Eq. A2; rho_c = 0 with the white noise model), started at the accepted posterior mean
-   (scipy.optimize.least_squares, bounded by the prior; a few dozen 8-DOF runs, ~13 ms for a 4 s longitudinal
-   window).
+   (scipy.optimize.least_squares, bounded by the description's prior ranges, not by the narrower ranges a
+   carried stage is refitted on: a change beyond those would be clipped at their bound and look smaller than it
+   is; a few dozen 8-DOF runs, ~13 ms for a 4 s longitudinal window).
 2. ``shift = sqrt(d' (S_acc + S_new)^-1 d)``, ``d = theta_new - mean_acc``: the Mahalanobis distance of the
    new window's best fit from the accepted posterior mean, under the accepted posterior's covariance ``S_acc``
    (from its draws) plus the best fit's ``S_new`` (Gauss-Newton, ``(J'J)^-1`` times the window's own residual
@@ -155,9 +156,10 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
                  spread: Mapping[str, float] | None = None) -> WindowCheck:
     """The recalibration check of ``segment`` against the accepted ``result`` of its stage (module docstring).
     ``previous``: the other stages' accepted 8-DOF values (held fixed, as a refit would hold them);
-    ``priors``/``vehicle``/``dt`` as the pipeline's fit; ``spread``: parameter -> the spread between windows
-    ``tau^2`` (estimation/carry_forward.py; absent: 0), added to the window's covariance. A few dozen batch 8-DOF
-    runs; no sampling."""
+    ``priors``/``vehicle``/``dt`` as the pipeline's fit (``priors`` also bound the best fit: the ranges before any
+    carrying, so that a change beyond a carried range shows its full size); ``spread``: parameter -> the spread
+    between windows ``tau^2`` (estimation/carry_forward.py; absent: 0), added to the window's and the accepted
+    posterior's covariance. A few dozen batch 8-DOF runs; no sampling."""
     spec, constants, segment = stage_setup(segment, result.stage, separate_bphi=result.separate_bphi,
                                            priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
@@ -168,7 +170,7 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
                     for c in spec.channels])
     mean, cov_raw, _ = posterior_moments(result, names)
     sd = np.sqrt(np.diag(cov_raw))
-    box = [result.priors.get(n, (d.low, d.high)) for n, d in spec.priors]
+    box = [(d.low, d.high) for _, d in spec.priors]   # ``priors``' ranges, not a carried fit's narrower ones
     lower, upper = np.array([b[0] for b in box], float), np.array([b[1] for b in box], float)
 
     def standardized(theta: np.ndarray) -> np.ndarray:
