@@ -456,9 +456,9 @@ def test_chains_hand_out_the_chain_with_the_most_work_left_first():
 
 
 def test_chains_weigh_the_work_left_by_each_chains_measured_replay_rate():
-    """A chain's work left is its bag seconds times its own measured in-task s per bag second, else the rate of
-    all finished tasks: a vehicle whose bags replay slower is started before one with more bag seconds left
-    that replays faster; a failed task (no in-task time) measures nothing."""
+    """A chain's work left is its bag seconds times its own measured in-task s per bag second (after its first task
+    once it has more), else the rate of all finished tasks: a vehicle whose bags replay slower is started before
+    one with more bag seconds left that replays faster; a failed task (no in-task time) measures nothing."""
     from vehcal_ros.commands.batch import _Chains
 
     chains = _Chains({"fast": [0, 1, 2], "slow": [3, 4], "new": [5, 6]}, cost={i: 100.0 for i in range(7)})
@@ -472,6 +472,8 @@ def test_chains_weigh_the_work_left_by_each_chains_measured_replay_rate():
     chains.done(5, None)                       # failed: no in-task time, the chain is free again
     assert chains.remaining("new") == pytest.approx(40.0)
     assert not chains.busy - {"slow", "fast"}
+    chains.done(1, 10.0)                       # fast's second task: 0.1 s per bag s; its first (0.2) no longer counts
+    assert chains.rate("fast") == pytest.approx(0.1) and chains.remaining("fast") == pytest.approx(10.0)
 
 
 def test_a_drive_whose_windows_disagree_with_the_carried_model_is_flagged_without_a_fit():

@@ -297,25 +297,28 @@ class _Chains:
     left goes first: the longest chain is the critical path, and a worker that frees up takes from it (list
     scheduling by remaining work). A chain's work left is the summed ``cost`` of its tasks not yet taken (task
     index -> cost estimate, e.g. s of bag; 1 each when absent) times its rate, in-task seconds per unit of cost:
-    measured on the chain's own finished tasks, else on all finished tasks, else 1. A vehicle whose bags take
-    longer to replay per second of bag (more windows to fit, a slower model) is thus started earlier than one with
-    as many seconds of bag that replay faster."""
+    measured on the chain's own finished tasks after its first once it has such, else on all its finished tasks,
+    else on every chain's, else 1. A vehicle whose bags take longer to replay per second of bag (more windows to
+    fit, a slower model) is thus started earlier than one with as many seconds of bag that replay faster. A
+    chain's first task is not typical of the rest: it fits every stage from the description's priors where the
+    later ones start from the carried state, and it may be its worker's first (imports, numba cache loads)."""
 
     def __init__(self, chains: Mapping[str, Sequence[int]], cost: Mapping[int, float] | None = None) -> None:
         self.chains: dict[str, deque[int]] = {k: deque(v) for k, v in chains.items() if v}
         self.chain_of = {i: k for k, v in chains.items() for i in v}
         self.cost = dict(cost or {})
         self.busy: set[str] = set()
-        self.elapsed: dict[int, float] = {}   # finished task -> in-task s
+        self.finished: dict[str, list[tuple[float, float]]] = {}   # chain -> (in-task s, cost) per finished task
 
     def __bool__(self) -> bool:
         return any(self.chains.values())
 
     def rate(self, key: str) -> float:
         """In-task s per unit of cost of chain ``key`` (class docstring)."""
-        for tasks in ([i for i in self.elapsed if self.chain_of[i] == key], list(self.elapsed)):
+        own = self.finished.get(key, [])
+        for tasks in (own[1:], own, [t for v in self.finished.values() for t in v]):
             if tasks:
-                return sum(self.elapsed[i] for i in tasks) / sum(self.cost.get(i, 1.0) for i in tasks)
+                return sum(t for t, _ in tasks) / sum(c for _, c in tasks)
         return 1.0
 
     def remaining(self, key: str) -> float:
@@ -338,9 +341,10 @@ class _Chains:
 
     def done(self, i: int, elapsed_s: float | None = None) -> None:
         """Task ``i`` is over; ``elapsed_s``: its in-task s when it finished with a result (None: not measured)."""
-        self.busy.discard(self.chain_of[i])
+        key = self.chain_of[i]
+        self.busy.discard(key)
         if elapsed_s is not None and math.isfinite(elapsed_s) and elapsed_s > 0.0:
-            self.elapsed[i] = float(elapsed_s)
+            self.finished.setdefault(key, []).append((float(elapsed_s), self.cost.get(i, 1.0)))
 
 
 def _run_tasks(ex: Any, executor: str, workers: int | None, outcomes: list[InputOutcome],
