@@ -13,7 +13,7 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
    ``theta_new``: weighted least squares of the stage's channels, each divided by the accepted posterior mean of
    its sigma_c and whitened by the accepted posterior mean of its residual AR(1) coefficient rho_c
    (calibration.py Eq. A2; rho_c = 0 with the white noise model), started at the accepted posterior mean
-   (scipy.optimize.least_squares, bounded by the description's prior ranges, not by the narrower ranges a
+   (scipy.optimize.least_squares, bounded by the configured prior ranges, not by the narrower ranges a
    carried stage is refitted on: a change beyond those would be clipped at their bound and look smaller than it
    is; a few dozen 8-DOF runs, ~13 ms for a 4 s longitudinal window).
 2. ``shift = sqrt(d' (S_acc + S_new)^-1 d)``, ``d = theta_new - mean_acc``: the Mahalanobis distance of the
