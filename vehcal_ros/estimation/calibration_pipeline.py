@@ -366,6 +366,7 @@ class CalibrationPipeline:
         self._first = math.nan
         self._carried: dict[str, tuple[dict, float, DriftModel]] = {}
         self._base_priors: Mapping[str, tuple[float, float]] | None = None   # config.priors before carrying
+        self._priors_carried = False   # config.priors hold carried ranges (set at the first record after carrying)
         self.carried_priors: dict[str, dict[str, dict[str, float]]] = {}
         """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
         after :meth:`carry_forward` (empty: none carried)"""
@@ -633,7 +634,7 @@ class CalibrationPipeline:
                                               for n, b in carried.items() if n in result.parameters):
                     # the data contradict the carried prior (a change beyond the drift model's allowance): refit
                     # once on the ranges configured before carrying, so that the change is estimated, not clipped
-                    result, error = self._fit(job, chained, self._base_priors, _draws_per_chain(result))
+                    result, error = self._fit(job, chained, self.configured_priors, _draws_per_chain(result))
             except Cancelled:   # stopped on request: no outcome, the last good model stays
                 break
             # converged (the rule) and plausible (no parameter at a prior bound, residuals within their prior)
@@ -694,9 +695,8 @@ class CalibrationPipeline:
             return None
         try:
             # bounded by the ranges configured before carrying (a carried range would clip the best fit)
-            priors = self._base_priors if self.carried_priors else c.priors
             return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
-                                priors=priors, vehicle=_job_vehicle(job, c), dt=c.dt,
+                                priors=self.configured_priors, vehicle=_job_vehicle(job, c), dt=c.dt,
                                 spread=self.spread.get(job.stage))
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
             return None
@@ -835,8 +835,15 @@ class CalibrationPipeline:
                                           for n, (lo, hi) in carried.items()}
         self._carried = {}
         if ranges:
-            self._base_priors = base
+            self._base_priors, self._priors_carried = base, True
             self.config = with_updates(self.config, priors={**(base or {}), **ranges})
+
+    @property
+    def configured_priors(self) -> Mapping[str, tuple[float, float]] | None:
+        """The prior ranges configured before any carrying (``config.priors`` while none is carried): the ranges
+        a carried stage is refitted on when its data reach a carried bound, and that bound a recalibration
+        check's best fit."""
+        return self._base_priors if self._priors_carried else self.config.priors
 
     def _summary(self, stage: str) -> str:
         st = self.status[stage]
