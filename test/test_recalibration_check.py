@@ -22,6 +22,7 @@ from calibration_synthetic import MANEUVERS, NOISE, TRUTH, require_chrono
 
 from vehcal_ros.estimation.calibration import CHANNELS, Segment, calibrate_stage
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig, StageJob
+from vehcal_ros.estimation.maneuver_spread import PartSpread, maneuver_offsets, widened
 from vehcal_ros.estimation.recalibration_check import (
     DEFAULT_THRESHOLD,
     WindowCheck,
@@ -259,3 +260,29 @@ def test_the_best_fit_is_not_clipped_by_a_narrower_range_the_accepted_fit_had(ac
                                                                                       DEFAULT_THRESHOLD)
     assert wide.best == pytest.approx(clipped.best, rel=1e-3)
     assert wide.best["Cxf"] > m["Cxf"] + 3 * s["Cxf"], wide.describe()
+
+
+def test_a_widened_posterior_keeps_its_width_through_a_confirming_update(accepted) -> None:
+    """An accepted posterior widened by the spread between the parts of its window (estimation/maneuver_spread.py,
+    here its variance multiplied by 26: 25 posterior variances added) holds its window's offset: a new window of
+    the same vehicle has one too (``offset``), so the update is an average of two windows of about equal weight
+    and keeps ~1/sqrt(2) of the widened sd (0.6-0.8 asserted), where without the offset the window's own narrow
+    least-squares variance would take it back to about the unwidened sd (< 0.3 of the widened one:
+    sqrt(1 / (1/26 + 1)) / sqrt(26) = 0.19). The accepted side is not widened twice: its covariance is the
+    widened posterior's, the offset not added."""
+    sd = {n: accepted.parameters[n]["std"] for n in ("Cxf", "Cxr")}
+    wide = widened(accepted, {n: PartSpread((10.0 * s) ** 2, 30.0, 4, inflation=26.0) for n, s in sd.items()})
+    offsets = maneuver_offsets(wide)   # the variance added: 25 posterior variances (from the draws)
+    assert offsets == pytest.approx({n: 25.0 * s * s for n, s in sd.items()}, rel=0.01)
+    same = longitudinal_window(2)
+    with_offset = check_window(same, wide, HELD, DEFAULT_THRESHOLD, offset=offsets)
+    without = check_window(same, wide, HELD, DEFAULT_THRESHOLD)
+    _, cov_wide, _ = posterior_moments(wide, list(with_offset.best))
+    np.testing.assert_allclose(with_offset.cov_accepted, cov_wide, rtol=1e-9)
+    np.testing.assert_allclose(with_offset.cov_best - without.cov_best,
+                               np.diag([offsets[n] for n in with_offset.best]), rtol=1e-9)
+    assert with_offset.consistent and without.consistent
+    for n in ("Cxf", "Cxr"):
+        sd_wide = wide.parameters[n]["std"]
+        assert 0.6 < updated_result(wide, with_offset).parameters[n]["std"] / sd_wide < 0.8
+        assert updated_result(wide, without).parameters[n]["std"] / sd_wide < 0.3

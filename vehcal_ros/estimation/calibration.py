@@ -552,6 +552,11 @@ class CalibrationResult:
     draws (read back from a state file: the lateral stage's roll stiffnesses are strongly anti-correlated); empty:
     the draws give it, or (no draws) the parameters are taken as independent."""
 
+    maneuver_spread: dict[str, dict[str, float]] = field(default_factory=dict)
+    """parameter -> the spread between the parts of the fitted window (estimation/maneuver_spread.py: ``tau``,
+    Cochran's ``q``, ``parts``, ``widened``); where ``widened``, ``parameters`` and ``draws`` include it. Empty:
+    not estimated."""
+
     def posterior_means(self) -> dict[str, float]:
         """Means of the calibrated 8-DOF parameters, with merged ``bphi`` split into ``bphi_f = bphi_r``."""
         out = {k: v["mean"] for k, v in self.parameters.items()}
@@ -574,7 +579,7 @@ class CalibrationResult:
             "separate_bphi": self.separate_bphi, "priors": {k: list(v) for k, v in self.priors.items()},
             "rmse_prior": self.rmse_prior, "rmse_posterior": self.rmse_posterior,
             "rmse_posterior_mean": self.rmse_posterior_mean,
-            "draws_shape": list(self.draws.shape), "smc": self.smc,
+            "draws_shape": list(self.draws.shape), "smc": self.smc, "maneuver_spread": self.maneuver_spread,
         }
         if include_draws:
             out["names"] = list(self.names)

@@ -54,6 +54,16 @@ from vehcal_ros.estimation.calibration import (
 )
 from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
+from vehcal_ros.estimation.maneuver_spread import (
+    DEFAULT_MIN_PART_S,
+    DEFAULT_PARTS,
+    MIN_PARTS,
+    PartSpread,
+    maneuver_offsets,
+    part_bounds,
+    part_spread,
+    widened,
+)
 from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window, updated_result
 from vehcal_ros.estimation.segments import (
@@ -193,6 +203,12 @@ class CalibrationPipelineConfig:
     noise_model: str = DEFAULT_NOISE_MODEL
     """the likelihood's residual model of the fits (estimation/noise_models.py): ``auto`` (each stage's own),
     or ``ar1``, ``white`` or ``discrepancy`` for every stage (calibration.calibrate_stage)."""
+    spread_parts: int = DEFAULT_PARTS
+    """[-] an accepted fit's window is cut into this many parts, each fitted alone by least squares; where the
+    parts disagree beyond their noise, each parameter's interval is widened by their spread
+    (estimation/maneuver_spread.py); 0 (default): not estimated, else 3..20."""
+    spread_min_part_s: float = DEFAULT_MIN_PART_S
+    """[s] shortest part (fewer parts in a shorter window; fewer than 3: not estimated), 0.1..60."""
 
     def validate(self) -> None:
         """Raise :class:`InputError` naming a bad field and its range."""
@@ -219,7 +235,12 @@ class CalibrationPipelineConfig:
         if self.initial_state not in ("measured", "sampled", "lateral"):
             raise InputError(f"calibration config: initial_state = {self.initial_state!r}: expected 'measured', "
                              "'sampled' or 'lateral'")
-        for name, lo, hi in (("holdout_fraction", 0.0, 0.5), ("holdout_tolerance", 0.0, 10.0)):
+        if not (isinstance(self.spread_parts, int) and not isinstance(self.spread_parts, bool)
+                and (self.spread_parts == 0 or MIN_PARTS <= self.spread_parts <= 20)):
+            raise InputError(f"calibration config: spread_parts = {self.spread_parts!r} is out of range: 0 or "
+                             f"[{MIN_PARTS}, 20]")
+        for name, lo, hi in (("holdout_fraction", 0.0, 0.5), ("holdout_tolerance", 0.0, 10.0),
+                             ("spread_min_part_s", 0.1, 60.0)):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi):
                 raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo:g}, {hi:g}]")
@@ -260,6 +281,9 @@ class StageJob:
     vehicle: Any = field(default=None, repr=False)
     """the vehicle description the fit runs the 8-DOF model with (the configured one at the rolling radius the
     data show, :meth:`CalibrationPipeline.model_vehicle`); None: the configured ``vehicle``."""
+    parts: tuple[tuple[float, float], ...] = ()
+    """[s] the consecutive parts the fitted segment is cut into (maneuver_spread.part_bounds); empty: no spread
+    is estimated."""
 
 
 @dataclass(frozen=True)
@@ -518,6 +542,8 @@ class CalibrationPipeline:
                 seg = build_segment(r, w.t_start, t_fit, c.segments, source=f"{stage} segment")
                 held = None if t_held is None else build_segment(r, t_held, w.t_end, c.segments,
                                                                  source=f"{stage} held-back part")
+                parts = tuple(part_bounds(float(seg.time[0]), float(seg.time[-1]), c.spread_parts,
+                                          c.spread_min_part_s)) if c.spread_parts else ()
                 if "wheel_torque" in self.buffers and seg.wheel_torque is None:
                     raise InputError(f"{stage} segment [{w.t_start:.2f}, {w.t_end:.2f}] s: no measured wheel torque "
                                      "(JointState.effort of every wheel) throughout, and the vehicle's "
@@ -539,7 +565,7 @@ class CalibrationPipeline:
                                  seed=int(c.seed) + 1000 * self.cycle + len(jobs), cycle=self.cycle,
                                  waits_for=waits, accepted=st.result if c.confirm_max_shift > 0 else None,
                                  held=held, replaced=st.result.posterior_means() if st.result is not None else {},
-                                 vehicle=model_vehicle))
+                                 vehicle=model_vehicle, parts=parts))
             planned.append(stage)
         return jobs
 
@@ -639,6 +665,8 @@ class CalibrationPipeline:
                 break
             # converged (the rule) and plausible (no parameter at a prior bound, residuals within their prior)
             ok = result is not None and self.acceptable(result) and implausible(job.stage, result, c) is None
+            if ok and job.parts:   # the spread between the window's parts widens the intervals (maneuver_spread.py)
+                result = widened(result, self._part_spread(job, result, chained))
             holdout = None
             if ok and job.held is not None:   # the acceptance rule: it must predict the held-back part
                 holdout = self._predict(job, result, chained)
@@ -687,6 +715,18 @@ class CalibrationPipeline:
         except (ValueError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
             return None, f"fit failed: {exc!r}"
 
+    def _part_spread(self, job: StageJob, result: CalibrationResult,
+                     chained: Mapping[str, float]) -> dict[str, PartSpread]:
+        """The spread of ``result``'s parameters between ``job``'s parts (maneuver_spread.part_spread); empty when a
+        part's fit cannot run (the result is then published as fitted)."""
+        c = self.config
+        try:
+            return part_spread(job.segment, job.parts, result, {**job.previous, **chained},
+                               priors=self.configured_priors, vehicle=_job_vehicle(job, c), dt=c.dt)
+        except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError,
+                np.linalg.LinAlgError):
+            return {}
+
     def _check(self, job: StageJob, chained: Mapping[str, float]) -> WindowCheck | None:
         """The recalibration check of ``job``'s window against its stage's accepted result (None: no accepted
         result, check off, or the check could not run: then the stage is refitted)."""
@@ -697,7 +737,7 @@ class CalibrationPipeline:
             # bounded by the ranges configured before carrying (a carried range would clip the best fit)
             return check_window(job.segment, job.accepted, {**job.previous, **chained}, c.confirm_max_shift,
                                 priors=self.configured_priors, vehicle=_job_vehicle(job, c), dt=c.dt,
-                                spread=self.spread.get(job.stage))
+                                spread=self.spread.get(job.stage), offset=maneuver_offsets(job.accepted))
         except (InputError, EstimationError, KeyError, ValueError, FloatingPointError, ArithmeticError):
             return None
 
@@ -1147,7 +1187,8 @@ PRIOR_PREFIX = "prior."
 CONFIG_KEYS = ("n_chains", "n_draws", "seed", "window", "buffer_size", "max_r_hat", "min_ess", "min_ess_tail",
                "retry_draws_factor",
                "recalibration_period", "min_new_data", "clock_jump", "require_order", "confirm_max_shift",
-               "holdout_fraction", "holdout_tolerance", "holdout_band", "noise_model")
+               "holdout_fraction", "holdout_tolerance", "holdout_band", "noise_model", "spread_parts",
+               "spread_min_part_s")
 """model_calibrator parameters that are fields of :class:`CalibrationPipelineConfig`."""
 
 

@@ -22,8 +22,10 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
    variance). With a spread between windows ``T = diag(tau^2)`` (the vehicle's history shows one,
    estimation/carry_forward.py; 0 without) both windows are estimates of the vehicle's parameters with an offset
    of their own, and ``S_acc + T``, ``S_new + T`` take their places here and in step 4: the accepted posterior
-   counts as one window. A two-sample Wald test: if the vehicle has not changed and both are Gaussian, ``shift^2 ~
-   chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
+   counts as one window. An accepted posterior widened by the spread between the parts of its own window
+   (estimation/maneuver_spread.py, ``O = diag(tau_w^2)``) already holds its window's offset: the new window's
+   takes ``S_new + max(T, O)``, the accepted one's ``S_acc + T``. A two-sample Wald test: if the vehicle has not
+   changed and both are Gaussian, ``shift^2 ~ chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
 3. ``shift <= threshold`` (``confirm_max_shift``, default 3.5): the window is *consistent*, the accepted model
    is **confirmed** (counted, no SMC); otherwise the stage is refitted as before.
 4. A confirming window's information is added to the accepted posterior (:func:`updated_result`): the Gaussian
@@ -66,6 +68,7 @@ from vehcal_ros.estimation.calibration import (
     CalibrationResult,
     Segment,
     StageProblem,
+    StageSpec,
     _base_parameters,
     stage_setup,
 )
@@ -151,23 +154,36 @@ def correlation_of(cov: np.ndarray, names: list[str]) -> dict[str, dict[str, flo
     return {a: {b: float(np.clip(r[i, j], -1.0, 1.0)) for j, b in enumerate(names)} for i, a in enumerate(names)}
 
 
-def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], threshold: float,
-                 *, priors: Mapping | None = None, vehicle=None, dt: float | None = None,
-                 spread: Mapping[str, float] | None = None) -> WindowCheck:
-    """The recalibration check of ``segment`` against the accepted ``result`` of its stage (module docstring).
-    ``previous``: the other stages' accepted 8-DOF values (held fixed, as a refit would hold them);
-    ``priors``/``vehicle``/``dt`` as the pipeline's fit (``priors`` also bound the best fit: the ranges before any
-    carrying, so that a change beyond a carried range shows its full size); ``spread``: parameter -> the spread
-    between windows ``tau^2`` (estimation/carry_forward.py; absent: 0), added to the window's and the accepted
-    posterior's covariance. A few dozen batch 8-DOF runs; no sampling."""
+def window_problem(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], *,
+                   priors: Mapping | None = None, vehicle=None, dt: float | None = None
+                   ) -> tuple[StageSpec, StageProblem, np.ndarray, np.ndarray]:
+    """(spec, problem, sigma, rho) of ``result``'s stage on ``segment``: the 8-DOF problem of a refit (the other
+    stages at ``previous``, ``priors``/``vehicle``/``dt`` as the fit) and the accepted posterior mean noise sigma
+    and residual AR(1) coefficient per channel (rho 0 with the white noise model) that weigh its least squares."""
     spec, constants, segment = stage_setup(segment, result.stage, separate_bphi=result.separate_bphi,
                                            priors=priors, vehicle=vehicle, dt=dt)
-    names = spec.parameter_names
     base = _base_parameters(spec, {**previous, **result.posterior_means()}, constants.default_parameters())
     problem = StageProblem(segment, spec, base, constants, roll_split=False)
     sigma = np.array([float(result.noise[c]["mean"]) for c in spec.channels])
     rho = np.array([float(result.residual_correlation[c]["mean"]) if c in result.residual_correlation else 0.0
                     for c in spec.channels])
+    return spec, problem, sigma, rho
+
+
+def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], threshold: float,
+                 *, priors: Mapping | None = None, vehicle=None, dt: float | None = None,
+                 spread: Mapping[str, float] | None = None,
+                 offset: Mapping[str, float] | None = None) -> WindowCheck:
+    """The recalibration check of ``segment`` against the accepted ``result`` of its stage (module docstring).
+    ``previous``: the other stages' accepted 8-DOF values (held fixed, as a refit would hold them);
+    ``priors``/``vehicle``/``dt`` as the pipeline's fit (``priors`` also bound the best fit: the ranges before any
+    carrying, so that a change beyond a carried range shows its full size); ``spread``: parameter -> the spread
+    between windows ``tau^2`` (estimation/carry_forward.py; absent: 0), added to the window's and the accepted
+    posterior's covariance; ``offset``: parameter -> the variance of a window's own offset that the accepted
+    posterior already includes (estimation/maneuver_spread.py: the spread between the parts of its window), added
+    to the new window's covariance only, where it exceeds ``spread``. A few dozen batch 8-DOF runs; no sampling."""
+    spec, problem, sigma, rho = window_problem(segment, result, previous, priors=priors, vehicle=vehicle, dt=dt)
+    names = spec.parameter_names
     mean, cov_raw, _ = posterior_moments(result, names)
     sd = np.sqrt(np.diag(cov_raw))
     box = [(d.low, d.high) for _, d in spec.priors]   # ``priors``' ranges, not a carried fit's narrower ones
@@ -188,8 +204,9 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     r = fit.fun
     scale = float(r @ r) / max(1, r.size - len(names))   # the new window's own residual level (1: the accepted one's)
     cov_fit = np.linalg.pinv(fit.jac.T @ fit.jac) * scale
-    tau2 = np.diag([max(0.0, float((spread or {}).get(n, 0.0))) for n in names])
-    cov, cov_new = cov_raw + tau2, cov_fit + tau2
+    tau2 = np.array([max(0.0, float((spread or {}).get(n, 0.0))) for n in names])
+    own = np.maximum(tau2, [max(0.0, float((offset or {}).get(n, 0.0))) for n in names])
+    cov, cov_new = cov_raw + np.diag(tau2), cov_fit + np.diag(own)
     shift = float(np.sqrt(max(0.0, delta @ np.linalg.pinv(cov + cov_new) @ delta)))
     expected = np.diag(cov_raw) + np.diag(cov_fit)
 
@@ -250,5 +267,5 @@ def updated_result(result: CalibrationResult, check: WindowCheck) -> Calibration
     return replace(result, parameters=parameters, draws=draws)
 
 
-__all__ = ["WindowCheck", "check_window", "posterior_moments", "correlation_of", "updated_result",
+__all__ = ["WindowCheck", "check_window", "window_problem", "posterior_moments", "correlation_of", "updated_result",
            "DEFAULT_THRESHOLD", "HDI_Z"]

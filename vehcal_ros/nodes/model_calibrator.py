@@ -46,6 +46,7 @@ from vehcal_ros.estimation.calibration_pipeline import (
     worst_diagnostics,
     write_atomic,
 )
+from vehcal_ros.estimation.maneuver_spread import DEFAULT_MIN_PART_S, DEFAULT_PARTS, MIN_PARTS
 from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 from vehcal_ros.estimation.qualification import declared
 from vehcal_ros.estimation.segments import SegmentConfig
@@ -178,6 +179,14 @@ PARAMS: tuple[ParamSpec, ...] = (
               "longitudinal, ar1 for lateral and rolling resistance), or one for every stage: ar1 (per-channel "
               "AR(1) residuals), discrepancy (white sensor noise + an AR(1) model discrepancy per channel) or white "
               "(independent, the paper's); docs/calibration.md, 'Likelihood'", choices=NOISE_MODEL_CHOICES),
+    ParamSpec("spread_parts", DEFAULT_PARTS, "an accepted fit's window is cut into this many parts, each fitted "
+              "alone by least squares; where they disagree beyond their noise (Cochran's Q, 5 %), the parameter's "
+              "interval is widened by their spread (estimation/maneuver_spread.py; docs/calibration.md); 0 = off, "
+              "else >= 3",
+              0, 20, check=lambda v: None if int(v) == 0 or int(v) >= MIN_PARTS else
+              f"parameter 'spread_parts' = {v} must be 0 or in [{MIN_PARTS}, 20]"),
+    ParamSpec("spread_min_part_s", DEFAULT_MIN_PART_S, "shortest part of spread_parts (a shorter window is cut into "
+              "fewer parts; fewer than 3: no spread is estimated), s", 0.1, 60.0),
     ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
     ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
               read_only=True),
