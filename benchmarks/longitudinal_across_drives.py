@@ -39,12 +39,13 @@ from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
 STAGE = "longitudinal"
 
 
-def last_accepted_fit(bag: Path, description: str) -> tuple | None:
-    """Replay ``bag`` (calibration and grip, the CLI's defaults with ``vehicle``) and return the (job, outcome)
-    of the last accepted longitudinal fit, or None."""
+def last_accepted_fit(bag: Path, description: str, spread_parts: int = 0) -> tuple | None:
+    """Replay ``bag`` (calibration and grip, the CLI's defaults with ``vehicle`` and the calibrator's
+    ``spread_parts``) and return the (job, outcome) of the last accepted longitudinal fit, or None."""
     params = resolve_params(None)
     for key in params:
         params[key]["vehicle"] = description
+    params["model_calibrator"]["spread_parts"] = int(spread_parts)
     fits: list = []
 
     def capture(pipeline) -> None:
@@ -100,15 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vehicles", nargs="+", default=["hmmwv", "sedan"], choices=list(VEHICLES))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--lags", nargs="+", type=int, default=[0, 25, 50, 100])
+    ap.add_argument("--spread-parts", type=int, default=0,
+                    help="the calibrator's spread_parts (estimation/maneuver_spread.py; 0: off, the default)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     for name in args.vehicles:
         description = VEHICLES[name][2]
         fits = {}
         for seed in args.seeds:
-            cache = work / name / f"longitudinal_fit_seed{seed}.pkl"
+            tag = f"_parts{args.spread_parts}" if args.spread_parts else ""
+            cache = work / name / f"longitudinal_fit_seed{seed}{tag}.pkl"
             if not cache.exists():
-                cache.write_bytes(pickle.dumps(last_accepted_fit(daily_bag(name, seed, work), description)))
+                cache.write_bytes(pickle.dumps(last_accepted_fit(daily_bag(name, seed, work), description,
+                                                                 args.spread_parts)))
             fit = pickle.loads(cache.read_bytes())
             if fit is None:
                 print(f"{name} seed {seed}: no accepted longitudinal fit")
