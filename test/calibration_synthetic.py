@@ -32,15 +32,16 @@ def require_chrono() -> Path:
     return CHRONO
 
 
-def synthetic_segment(stage: str, seed: int = 1, noise: bool = True) -> tuple[Segment, Segment]:
+def synthetic_segment(stage: str, seed: int = 1, noise: bool = True,
+                      params: dict | None = None) -> tuple[Segment, Segment]:
     """(noisy segment, noise-free segment) of ``stage``'s maneuver: Chrono initial state and driver inputs,
-    responses from the 8-DOF model with ``TRUTH``."""
+    responses from the 8-DOF model with ``TRUTH`` (``params`` replacing some of it)."""
     base = require_chrono()
     csv, drv, a, b, dt = MANEUVERS[stage]
     ch = Segment.from_chrono(base / csv, base / drv, a, b)
     sim = Simulator8Dof(ch.initial_state, ch.time, ch.throttle, ch.brake, ch.steering, dt=dt,
                         output_dt=0.01, n_out=ch.time.size)
-    x = sim.run(TRUTH)
+    x = sim.run({**TRUTH, **(params or {})})
     clean = Segment.from_arrays(ch.time, ch.throttle, ch.brake, ch.steering,
                                 {c: x[:, i] for c, i in CHANNELS.items()}, ch.initial_state, f"synthetic {stage}")
     return (clean.with_noise(NOISE, seed) if noise else clean), clean

@@ -16,10 +16,10 @@ import math
 
 import numpy as np
 import pytest
-from calibration_synthetic import MANEUVERS, NOISE, TRUTH, require_chrono
+from calibration_synthetic import TRUTH, require_chrono, synthetic_segment
 from scipy.stats import chi2
 
-from vehcal_ros.estimation.calibration import CHANNELS, Segment, calibrate_stage
+from vehcal_ros.estimation.calibration import Segment, calibrate_stage
 from vehcal_ros.estimation.maneuver_spread import (
     MIN_PARTS,
     PartSpread,
@@ -29,7 +29,6 @@ from vehcal_ros.estimation.maneuver_spread import (
     widened,
 )
 from vehcal_ros.inference.diagnostics import summarize_draws
-from vehcal_ros.models.vehicle_8dof import Simulator8Dof
 
 HELD = {k: v for k, v in TRUTH.items() if k not in ("Cxf", "Cxr")}
 
@@ -112,15 +111,8 @@ def test_widened_multiplies_the_variance_by_the_inflation_and_keeps_the_rest() -
 
 
 def _maneuver(params: dict, seed: int) -> Segment:
-    base = require_chrono()
-    csv, drv, a, b, dt = MANEUVERS["longitudinal"]
-    ch = Segment.from_chrono(base / csv, base / drv, a, b)
-    sim = Simulator8Dof(ch.initial_state, ch.time, ch.throttle, ch.brake, ch.steering, dt=dt, output_dt=0.01,
-                        n_out=ch.time.size)
-    x = sim.run({**TRUTH, **params})
-    clean = Segment.from_arrays(ch.time, ch.throttle, ch.brake, ch.steering, {c: x[:, i] for c, i in CHANNELS.items()},
-                                ch.initial_state, "synthetic longitudinal")
-    return clean.with_noise(NOISE, seed)
+    """The paper's longitudinal maneuver simulated with ``params`` over ``TRUTH`` and the paper's noise ``seed``."""
+    return synthetic_segment("longitudinal", seed, params=params)[0]
 
 
 @pytest.mark.slow

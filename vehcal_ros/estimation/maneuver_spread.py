@@ -58,7 +58,7 @@ from scipy.stats import chi2
 
 from vehcal_ros.estimation.calibration import CHANNELS, CalibrationResult, Segment
 from vehcal_ros.estimation.carry_forward import SPREAD_ALPHA
-from vehcal_ros.estimation.recalibration_check import posterior_moments, window_problem
+from vehcal_ros.estimation.recalibration_check import posterior_moments, whitened_residuals, window_problem
 from vehcal_ros.inference.diagnostics import summarize_draws
 
 MIN_PARTS = 3
@@ -180,10 +180,7 @@ def fit_part(part: Segment, result: CalibrationResult, previous: Mapping[str, fl
 
     def standardized(z: np.ndarray) -> np.ndarray:
         problem.sim.x0[x0_index] = z[k:]
-        with np.errstate(invalid="ignore", over="ignore"):
-            r = (problem.responses(z[None, :k])[0] - problem.data) / sigma
-            r[1:] = (r[1:] - rho * r[:-1]) / np.sqrt(1.0 - rho * rho)   # Eq. A2 whitening
-        return np.where(np.isfinite(r), r, 1e6).ravel()
+        return whitened_residuals(problem, sigma, rho, z[:k])
 
     fit = least_squares(standardized, start, bounds=(lower, upper), x_scale=scale, method="trf", diff_step=1e-6,
                         max_nfev=30 * (start.size + 1))

@@ -170,6 +170,17 @@ def window_problem(segment: Segment, result: CalibrationResult, previous: Mappin
     return spec, problem, sigma, rho
 
 
+def whitened_residuals(problem: StageProblem, sigma: np.ndarray, rho: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The residuals of ``problem``'s 8-DOF at the stage parameters ``theta`` against its data, each channel divided
+    by ``sigma`` and whitened by its residual AR(1) coefficient ``rho`` (calibration.py Eq. A2: their sum of squares
+    is the AR(1) quadratic form, so a least-squares covariance counts the autocorrelation), flattened; a
+    non-finite response gives 1e6 (a least-squares step away from it)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = (problem.responses(theta[None, :])[0] - problem.data) / sigma
+        r[1:] = (r[1:] - rho * r[:-1]) / np.sqrt(1.0 - rho * rho)
+    return np.where(np.isfinite(r), r, 1e6).ravel()
+
+
 def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], threshold: float,
                  *, priors: Mapping | None = None, vehicle=None, dt: float | None = None,
                  spread: Mapping[str, float] | None = None,
@@ -190,12 +201,7 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     lower, upper = np.array([b[0] for b in box], float), np.array([b[1] for b in box], float)
 
     def standardized(theta: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", over="ignore"):
-            r = (problem.responses(theta[None, :])[0] - problem.data) / sigma
-            # whitened by the accepted fit's residual AR(1) coefficients (calibration.py Eq. A2): the sum of
-            # squares is the AR(1) quadratic form, so the new window's covariance counts its autocorrelation
-            r[1:] = (r[1:] - rho * r[:-1]) / np.sqrt(1.0 - rho * rho)
-        return np.where(np.isfinite(r), r, 1e6).ravel()
+        return whitened_residuals(problem, sigma, rho, theta)
 
     start = np.clip(mean, lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))
     fit = least_squares(standardized, start, bounds=(lower, upper), x_scale=np.where(sd > 0, sd, 1.0),
@@ -267,5 +273,5 @@ def updated_result(result: CalibrationResult, check: WindowCheck) -> Calibration
     return replace(result, parameters=parameters, draws=draws)
 
 
-__all__ = ["WindowCheck", "check_window", "window_problem", "posterior_moments", "correlation_of", "updated_result",
-           "DEFAULT_THRESHOLD", "HDI_Z"]
+__all__ = ["WindowCheck", "check_window", "whitened_residuals", "window_problem", "posterior_moments",
+           "correlation_of", "updated_result", "DEFAULT_THRESHOLD", "HDI_Z"]
