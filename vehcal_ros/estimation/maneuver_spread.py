@@ -57,7 +57,7 @@ from scipy.optimize import least_squares
 from scipy.stats import chi2
 
 from vehcal_ros.estimation.calibration import CHANNELS, CalibrationResult, Segment
-from vehcal_ros.estimation.carry_forward import SPREAD_ALPHA
+from vehcal_ros.estimation.carry_forward import SPREAD_ALPHA, touches_bound
 from vehcal_ros.estimation.recalibration_check import posterior_moments, whitened_residuals, window_problem
 from vehcal_ros.inference.diagnostics import summarize_draws
 
@@ -125,13 +125,6 @@ def dersimonian_laird(estimates: Sequence[float], variances: Sequence[float]) ->
         return out
     tau2 = max(0.0, (q - (len(pairs) - 1)) / (s1 - s2 / s1))
     return replace(out, tau2=tau2, inflation=s1 / float(np.sum(1.0 / (1.0 / w + tau2))))
-
-
-def _at_bound(value: float, box: tuple[float, float], share: float = 1e-3) -> bool:
-    """``value`` lies within ``share`` of the range's width of either end of ``box`` (a least-squares fit
-    stopped there: its Gauss-Newton variance says nothing)."""
-    lo, hi = box
-    return not (lo + share * (hi - lo) < value < hi - share * (hi - lo))
 
 
 def model_states(segment: Segment, result: CalibrationResult, previous: Mapping[str, float], *,
@@ -210,7 +203,8 @@ def part_spread(segment: Segment, bounds: Sequence[tuple[float, float]], result:
         best, var, box = fit_part(part, result, previous, priors=priors, vehicle=vehicle, dt=dt)
         for name, value in best.items():
             floor = MIN_PART_VARIANCE * float(result.parameters[name]["std"]) ** 2
-            ok = math.isfinite(value) and not _at_bound(value, box[name]) and var[name] >= floor
+            at_bound = touches_bound({"hdi_low": value, "hdi_high": value}, box[name], share=1e-3)
+            ok = math.isfinite(value) and not at_bound and var[name] >= floor
             fits.setdefault(name, []).append((value, var[name]) if ok else (math.nan, math.nan))
     return {name: dersimonian_laird([f[0] for f in pairs], [f[1] for f in pairs]) for name, pairs in fits.items()}
 
