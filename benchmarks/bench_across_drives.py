@@ -36,6 +36,7 @@ import yaml
 from vehcal_ros.cli import main as vehcal
 from vehcal_ros.estimation import segments as sg
 from vehcal_ros.estimation.calibration import calibrate_stage
+from vehcal_ros.estimation.maneuver_spread import DEFAULT_MIN_PART_S, part_bounds, part_spread, widened
 from vehcal_ros.estimation.noise_models import NOISE_MODELS
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.resources import find_resource
@@ -91,6 +92,9 @@ def main() -> None:
     ap.add_argument("--initial-state", choices=("measured", "sampled"), default="measured",
                     help="the segment's fitted initial state held (as vehcal calibrate) or sampled (as the pipeline)")
     ap.add_argument("--models", default=",".join(NOISE_MODELS), help="noise models to compare (comma-separated)")
+    ap.add_argument("--spread-parts", type=int, default=0,
+                    help="widen each fit by the spread between this many parts of its window, as the pipeline's "
+                         "spread_parts (estimation/maneuver_spread.py; 0: off)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "across_drives")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="across_drives_"))
@@ -106,6 +110,9 @@ def main() -> None:
             res = calibrate_stage(seg, STAGE, n_chains=args.chains, n_draws=args.draws, seed=k,
                                   noise_prior_factor=args.noise_prior_factor, noise_model=model, vehicle="hmmwv",
                                   initial_state=args.initial_state)
+            if args.spread_parts:
+                bounds = part_bounds(float(seg.time[0]), float(seg.time[-1]), args.spread_parts, DEFAULT_MIN_PART_S)
+                res = widened(res, part_spread(seg, bounds, res, {}, vehicle="hmmwv"))
             flat = res.draws.reshape(-1, res.draws.shape[-1])
             q = {n: np.quantile(flat[:, j], [0.05, 0.95]).tolist() for j, n in enumerate(res.names)}
             fits[model].append({
@@ -114,7 +121,8 @@ def main() -> None:
                                    "r_hat": s["r_hat"], "ess_bulk": s["ess_bulk"]} for n, s in res.parameters.items()},
                 "sigma": {c: s["mean"] for c, s in res.noise.items()},
                 "rho": {c: s["mean"] for c, s in res.residual_correlation.items()},
-                "delta": {c: s["mean"] for c, s in res.discrepancy.items()}})
+                "delta": {c: s["mean"] for c, s in res.discrepancy.items()},
+                "maneuver_spread": res.maneuver_spread})
             print(f"drive {k} {model}: " + ", ".join(f"{n} {s['mean']:.5g} +- {s['std']:.3g}"
                                                      for n, s in res.parameters.items())
                   + ("; rho " + ", ".join(f"{c} {s['mean']:.3f}" for c, s in res.residual_correlation.items())
@@ -131,7 +139,8 @@ def main() -> None:
             "load_average_end": [round(x, 2) for x in os.getloadavg()], "cpu_s": cpu, "wall_s": wall,
             "command": f"PYTHONPATH=. .venv/bin/python benchmarks/bench_across_drives.py --chains {args.chains} "
                        f"--draws {args.draws} --noise-prior-factor {args.noise_prior_factor:g} --models {args.models} "
-                       f"--initial-state {args.initial_state}",
+                       f"--initial-state {args.initial_state}"
+                       + (f" --spread-parts {args.spread_parts}" if args.spread_parts else ""),
             "drives": DRIVES, "stage": STAGE, "window_s": WINDOW}
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "table": table, "fits": fits}, indent=1))
     lines = [f"# Intervals across five drives ({STAGE} stage, 14-DOF HMMWV)", "",

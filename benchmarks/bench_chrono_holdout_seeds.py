@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, chrono_dir, score, test2_table  # noqa: E402
+from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, chrono_dir, prior_means, score, test2_table  # noqa: E402
 
 from vehcal_ros.cli import main as vehcal  # noqa: E402
 from vehcal_ros.estimation.calibration import CHANNELS, CSV_COLUMNS, STAGE_NAMES, Segment  # noqa: E402
@@ -43,7 +43,6 @@ from vehcal_ros.estimation.holdout import TABLE9_CHANNELS  # noqa: E402
 from vehcal_ros.estimation.noise_models import NOISE_MODEL_CHOICES  # noqa: E402
 from vehcal_ros.estimation.stage_order import CHAIN_ORDER  # noqa: E402
 from vehcal_ros.io.model_file import load_model_file  # noqa: E402
-from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
 
 NOISE = dict(u=0.1, w_lf=1.0, w_lr=1.0, w_rf=1.0, w_rr=1.0, v=0.05, yaw_rate=0.02, roll=0.005, roll_rate=0.002)
 """The paper's Section 3.1 sensor noise (SD; m/s, rad/s, rad)."""
@@ -86,14 +85,6 @@ def chain(seed: int, work: Path, vehicle: str, order: tuple[str, ...], chains: i
         model = js
     out["final"] = load_model_file(model)
     return out
-
-
-def prior_means(vehicle: str) -> dict[str, float]:
-    """The description's prior means (uniform midpoints), bphi split equally."""
-    d = load_vehicle(vehicle)
-    out = {k: 0.5 * (lo + hi) for k, (lo, hi) in d.priors.items()}
-    b = out.pop("bphi")
-    return {**out, "bphi_f": 0.5 * b, "bphi_r": 0.5 * b}
 
 
 def main() -> None:

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 from bench_calibration import chrono_segment
-from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, score, test2_table
+from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, prior_means, score, test2_table
 
 from vehcal_ros.cli import main as vehcal
-from vehcal_ros.estimation.calibration import CHANNELS, CSV_COLUMNS, Segment, stage_spec
+from vehcal_ros.estimation.calibration import CHANNELS, CSV_COLUMNS, Segment
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS
 from vehcal_ros.io.model_file import load_model_file
 
@@ -62,15 +62,6 @@ def calibrate(csv: Path, stage: str, out: Path, args, model: Path | None = None)
         raise SystemExit(f"vehcal calibrate {' '.join(argv)} failed ({rc})")
     print(f"{stage}{' --model ' + model.name if model else ''}: {time.perf_counter() - t0:.1f} s", flush=True)
     return json.loads(out.read_text())
-
-
-def prior_means() -> dict[str, float]:
-    out = {}
-    for st in PAPER:
-        for name, prior in stage_spec(st).priors:
-            out[name] = 0.5 * (prior.low + prior.high)
-    b = out.pop("bphi")
-    return {**out, "bphi_f": 0.5 * b, "bphi_r": 0.5 * b}
 
 
 def main() -> None:

@@ -23,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from vehcal_ros.estimation.calibration import STAGE_NAMES, stage_spec
 from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
+from vehcal_ros.vehicle.description import load_vehicle
 
 CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
 PAPER_TABLE9 = {"u": 0.319, "v": 0.020, "psi": 0.026, "yaw_rate": 0.021, "roll": 0.006, "roll_rate": 0.016,
@@ -33,6 +35,18 @@ PAPER_TABLE9 = {"u": 0.319, "v": 0.020, "psi": 0.026, "yaw_rate": 0.021, "roll":
 PAPER_MEANS = {"Cxf": 10659.0, "Cxr": 10280.0, "Cyf": 44016.0, "Cyr": 54046.0, "kphi_f": 36245.0,
                "kphi_r": 26439.0, "bphi_f": 3863.0, "bphi_r": 3863.0, "rr": 0.013095}
 """The paper's posterior means (data/chrono_hmmwv/README.md)."""
+
+
+def prior_means(vehicle: str | None = None) -> dict[str, float]:
+    """The model before calibration: the prior means (uniform midpoints) of the parameters the stages sample
+    (calibration.stage_spec: the paper's ranges, or ``vehicle``'s; bphi split equally), with ``vehicle``'s nominal
+    values for the rest (a ``Jd`` the stages do not sample stays at its nominal value)."""
+    desc = None if vehicle is None else load_vehicle(vehicle)
+    out = {} if desc is None else dict(desc.nominal)
+    for stage in STAGE_NAMES:
+        out.update({name: 0.5 * (prior.low + prior.high) for name, prior in stage_spec(stage, vehicle=desc).priors})
+    b = out.pop("bphi")
+    return {**out, "bphi_f": 0.5 * b, "bphi_r": 0.5 * b}
 
 
 def chrono_dir(test_dir: str | Path | None = None) -> Path:
