@@ -16,8 +16,11 @@ Per calibrated parameter and noise model, over the five posterior means ``m_i`` 
 * ``width/sd``: median 90 % interval width (5-95 % quantiles) over the across-drive SD of the means (target
   <= 4; 3.29 for calibrated Gaussian intervals).
 
+``--spread-parts N`` widens each fit as the calibrator's ``spread_parts`` does (estimation/maneuver_spread.py: the
+spread between N parts of >= 1 s of its window) before the figures are taken.
+
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_across_drives.py [--chains 4 --draws 500] [--work DIR]
-[--out benchmarks/across_drives]`` (writes ``<out>.json`` and ``<out>.md``).
+[--spread-parts N] [--out benchmarks/across_drives]`` (writes ``<out>.json`` and ``<out>.md``).
 """
 
 from __future__ import annotations
