@@ -14,7 +14,11 @@ weighted least squares of the stage's channels, each divided by the fit's poster
 whitened by its AR(1) coefficient (calibration.py Eq. A2, as the recalibration check), with the stage's
 parameters free, the other stages' held, and the initial values of the stage's channels free too (started
 at the fitted model's state there): a part's initial state is as uncertain as its parameters, and on a short
-part an initial speed off by a few mm/s moves rolling resistance by as much as the whole window pins it. The
+part an initial speed off by a few mm/s moves rolling resistance by as much as the whole window pins it. Where a
+channel's residuals in the part are more autocorrelated than the fit's coefficient says (lag 1, by more than
+:data:`PART_RHO_STEP`; the independent residual model says 0), the part is fitted once more whitened by its own
+coefficient (feasible generalised least squares, Cochrane & Orcutt, J. Am. Stat. Assoc. 44 (1949) 32-61): least
+squares on autocorrelated residuals counts every sample as new and understates the part's variance. The
 Gauss-Newton covariance at the part's own residual level, its parameters' block, is the part's variance (a
 part whose variance is below :data:`MIN_PART_VARIANCE` of the window's posterior variance, or whose best fit
 sits at its prior bound, is left out). Per parameter, with the parts' estimates ``y_k`` and variances ``v_k``
@@ -74,6 +78,12 @@ spread between drives (docs/calibration.md, "The spread between the parts of a w
 setting measured there."""
 DEFAULT_MIN_PART_S = 1.0
 """[s] shortest part (``spread_min_part_s``): 100 samples at the segments' 100 Hz."""
+PART_RHO_STEP = 0.05
+"""[-] a part whose own lag-1 residual autocorrelation exceeds the fit's coefficient by more than this on a channel is
+fitted again whitened by its own (module docstring)."""
+MAX_PART_RHO = 0.99
+"""[-] the largest own coefficient a part is whitened by: at the segments' 100 Hz a correlation time of 1 s, the
+shortest part's length (:data:`DEFAULT_MIN_PART_S`)."""
 
 
 @dataclass(frozen=True)
@@ -151,12 +161,20 @@ def part_of(segment: Segment, t0: float, t1: float, states: np.ndarray) -> Segme
                                source=f"{segment.source} part [{t0:.2f}, {t1:.2f}] s", wheel_torque=torque)
 
 
+def _lag1(x: np.ndarray) -> float:
+    """Lag-1 autocorrelation of ``x`` about its mean, clipped to [0, :data:`MAX_PART_RHO`]."""
+    x = x - np.mean(x)
+    den = float(x @ x)
+    return float(np.clip(float(x[1:] @ x[:-1]) / den, 0.0, MAX_PART_RHO)) if den > 0.0 else 0.0
+
+
 def fit_part(part: Segment, result: CalibrationResult, previous: Mapping[str, float], *,
              priors: Mapping | None = None, vehicle=None, dt: float | None = None
              ) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[float, float]]]:
     """One part's least-squares fit (module docstring): (best value, Gauss-Newton variance, prior range) per
-    calibrated parameter, the initial values of the stage's channels fitted alongside; the variances are nan when
-    the fit did not end finite."""
+    calibrated parameter, the initial values of the stage's channels fitted alongside, refitted whitened by the
+    part's own residual autocorrelation where it exceeds the fit's; the variances are nan when the fit did not end
+    finite."""
     spec, problem, sigma, rho = window_problem(part, result, previous, priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
     box = {n: (d.low, d.high) for n, d in spec.priors}
@@ -171,12 +189,20 @@ def fit_part(part: Segment, result: CalibrationResult, previous: Mapping[str, fl
     scale = np.concatenate([np.array([max(float(result.parameters[n]["std"]), 1e-9 * w) for n, w in
                                       zip(names, width)]), sigma])
 
-    def standardized(z: np.ndarray) -> np.ndarray:
+    def standardized(z: np.ndarray, rho: np.ndarray) -> np.ndarray:
         problem.sim.x0[x0_index] = z[k:]
         return whitened_residuals(problem, sigma, rho, z[:k])
 
-    fit = least_squares(standardized, start, bounds=(lower, upper), x_scale=scale, method="trf", diff_step=1e-6,
-                        max_nfev=30 * (start.size + 1))
+    def solve(z0: np.ndarray, rho: np.ndarray):
+        return least_squares(standardized, z0, bounds=(lower, upper), x_scale=scale, method="trf", diff_step=1e-6,
+                             max_nfev=30 * (start.size + 1), args=(rho,))
+
+    fit = solve(start, rho)
+    if np.all(np.isfinite(fit.x)):   # feasible GLS: the part's own residual autocorrelation (Cochrane-Orcutt)
+        raw = standardized(fit.x, np.zeros_like(rho)).reshape(-1, rho.size)
+        own = np.array([_lag1(raw[:, c]) for c in range(rho.size)])
+        if np.any(own > rho + PART_RHO_STEP):
+            fit = solve(np.clip(fit.x, lower, upper), np.maximum(rho, own))
     resid = fit.fun
     level = float(resid @ resid) / max(1, resid.size - start.size)   # the part's own residual level
     js = fit.jac * scale   # columns scaled to their expected size before inverting: the initial speeds' columns
