@@ -114,7 +114,8 @@ def main() -> None:
                                   noise_prior_factor=args.noise_prior_factor, noise_model=model, vehicle="hmmwv",
                                   initial_state=args.initial_state)
             if args.spread_parts:
-                bounds = part_bounds(float(seg.time[0]), float(seg.time[-1]), args.spread_parts, DEFAULT_MIN_PART_S)
+                bounds = part_bounds(float(seg.time[0]), float(seg.time[-1]), args.spread_parts, DEFAULT_MIN_PART_S,
+                                     dt=1.0 / sg.SegmentConfig().rate)
                 res = widened(res, part_spread(seg, bounds, res, {}, vehicle="hmmwv"))
             flat = res.draws.reshape(-1, res.draws.shape[-1])
             q = {n: np.quantile(flat[:, j], [0.05, 0.95]).tolist() for j, n in enumerate(res.names)}

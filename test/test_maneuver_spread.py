@@ -39,6 +39,10 @@ def test_part_bounds_cut_the_span_into_equal_parts_of_at_least_the_minimum() -> 
     assert [b - a for a, b in three] == pytest.approx([3.5 / 3] * 3)
     assert three[0][0] == 10.0 and three[-1][1] == 13.5 and all(a[1] == b[0] for a, b in zip(three, three[1:]))
     assert part_bounds(0.0, 2.9, 4, 1.0) == []          # fewer than MIN_PARTS parts of 1 s
+    # 300 samples at 100 Hz span 2.99 s and last 3 s: three parts of 1 s
+    assert part_bounds(101.0, 103.99, 4, 1.0) == []
+    assert len(part_bounds(101.0, 103.99, 4, 1.0, dt=0.01)) == 3
+    assert part_bounds(101.0, 103.98, 4, 1.0, dt=0.01) == []   # 299 samples
     assert len(part_bounds(0.0, 100.0, 4, 1.0)) == 4
 
 

@@ -543,7 +543,7 @@ class CalibrationPipeline:
                 held = None if t_held is None else build_segment(r, t_held, w.t_end, c.segments,
                                                                  source=f"{stage} held-back part")
                 parts = tuple(part_bounds(float(seg.time[0]), float(seg.time[-1]), c.spread_parts,
-                                          c.spread_min_part_s))   # none with spread_parts 0
+                                          c.spread_min_part_s, dt=1.0 / c.segments.rate))   # none with spread_parts 0
                 if "wheel_torque" in self.buffers and seg.wheel_torque is None:
                     raise InputError(f"{stage} segment [{w.t_start:.2f}, {w.t_end:.2f}] s: no measured wheel torque "
                                      "(JointState.effort of every wheel) throughout, and the vehicle's "

@@ -108,11 +108,16 @@ class PartSpread:
                 "widened": self.inflation > 1.0}
 
 
-def part_bounds(t_start: float, t_end: float, n_parts: int, min_part_s: float) -> list[tuple[float, float]]:
+def part_bounds(t_start: float, t_end: float, n_parts: int, min_part_s: float,
+                dt: float = 0.0) -> list[tuple[float, float]]:
     """``(t0, t1)`` of the consecutive parts [s] ``[t_start, t_end]`` is cut into: ``n_parts`` of equal length, fewer
-    when a part would be shorter than ``min_part_s``; empty when fewer than :data:`MIN_PARTS` remain."""
+    when a part would be shorter than ``min_part_s``; empty when fewer than :data:`MIN_PARTS` remain. ``dt`` [s]:
+    the sample spacing of samples at ``t_start`` .. ``t_end``, which last ``t_end - t_start + dt`` (300 samples at
+    100 Hz are three parts of 1 s)."""
     span = float(t_end) - float(t_start)
-    k = min(int(n_parts), int(math.floor(span / float(min_part_s)))) if min_part_s > 0 else int(n_parts)
+    k = int(n_parts)
+    if min_part_s > 0:
+        k = min(k, int(math.floor((span + float(dt)) / float(min_part_s) + 1e-9)))
     if k < MIN_PARTS or not span > 0.0:
         return []
     edges = np.linspace(float(t_start), float(t_end), k + 1)
