@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 from calibration_synthetic import NOISE, TRUTH, require_chrono, synthetic_segment
+from scipy.signal import lfilter
 from scipy.stats import chi2
 
 from vehcal_ros.estimation.calibration import Segment, calibrate_stage
@@ -206,13 +207,10 @@ def test_parts_weigh_their_own_autocorrelated_residuals() -> None:
     clean = synthetic_segment("longitudinal", 1, noise=False)[1]
     rng = np.random.default_rng(7)
     measured = {}
-    for c, v in clean.measured.items():
-        sd = NOISE[c]
-        e = np.empty(v.size)
-        e[0] = rng.normal(0.0, sd)
-        for i in range(1, v.size):
-            e[i] = 0.9 * e[i - 1] + math.sqrt(1.0 - 0.81) * rng.normal(0.0, sd)
-        measured[c] = v + e
+    for c, v in clean.measured.items():   # e_0 ~ N(0, sd^2), e_i = 0.9 e_(i-1) + sqrt(1 - 0.81) N(0, sd^2)
+        x = rng.normal(0.0, NOISE[c], v.size)
+        e = lfilter([math.sqrt(1.0 - 0.81)], [1.0, -0.9], x[1:], zi=[0.9 * x[0]])[0]
+        measured[c] = v + np.concatenate([x[:1], e])
     seg = dataclasses.replace(clean, measured=measured)
     bounds = part_bounds(float(seg.time[0]), float(seg.time[-1]), 4, 0.5)
     fit = calibrate_stage(seg, "longitudinal", previous=HELD, n_chains=2, n_draws=300, seed=3, predictive_draws=5,
