@@ -54,3 +54,5 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info .pytest_cache
+	find vehcal_ros test benchmarks -name '*.nbi' -delete -o -name '*.nbc' -delete
+	rm -rf "$${XDG_CACHE_HOME:-$$HOME/.cache}/vehcal_ros/numba"   # numba's kernels (vehcal_ros/numba_cache.py)

@@ -142,6 +142,7 @@ def test_runtime_parameters_arrays_and_no_pending_state(rclpy_context) -> None:
     from rcl_interfaces.srv import SetParameters
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
+    from rclpy.parameter import Parameter
     from ros_util import spin_until
 
     from vehcal_ros.nodes.grip_estimator import GripEstimatorNode
@@ -165,6 +166,8 @@ def test_runtime_parameters_arrays_and_no_pending_state(rclpy_context) -> None:
             return ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=v)
         if all(isinstance(x, str) for x in v):
             return ParameterValue(type=ParameterType.PARAMETER_STRING_ARRAY, string_array_value=list(v))
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return ParameterValue(type=ParameterType.PARAMETER_INTEGER_ARRAY, integer_array_value=list(v))
         return ParameterValue(type=ParameterType.PARAMETER_DOUBLE_ARRAY, double_array_value=[float(x) for x in v])
 
     clients = {name: probe.create_client(SetParameters, f"/{name}/set_parameters")
@@ -197,6 +200,10 @@ def test_runtime_parameters_arrays_and_no_pending_state(rclpy_context) -> None:
         ok, why = set_param("cal_params_test", "prior.cxf", [5000.0, 20000.0])
         assert ok, why
         assert cal.pipeline.config.priors["Cxf"] == (5000.0, 20000.0)
+        ok, why = set_param("cal_params_test", "prior.cxf", [1000, 50000])   # integers for a double array
+        assert not ok and "prior.cxf" in why and "1000.0" in why
+        assert cal.get_parameter("prior.cxf").type_ == Parameter.Type.DOUBLE_ARRAY   # its type is kept
+        assert cal.values["prior.cxf"] == [5000.0, 20000.0]
         ok, why = set_param("cal_params_test", "min_duration", 20.0)   # > max_duration 10: a refused combination
         assert not ok and "min_duration" in why
         ok, why = set_param("cal_params_test", "n_chains", 3)

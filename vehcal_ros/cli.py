@@ -34,16 +34,27 @@ def build_parser() -> argparse.ArgumentParser:
     for module_name in VERBS:
         try:
             module = importlib.import_module(f"vehcal_ros.commands.{module_name}")
-        except ModuleNotFoundError as exc:  # a verb whose module is not built yet is simply not offered
-            if exc.name != f"vehcal_ros.commands.{module_name}":
-                raise
-            continue
+        except ImportError as exc:   # a broken install: every verb is part of the package
+            raise BrokenVerb(module_name, exc) from exc
         module.add_parser(sub)
     return parser
 
 
+class BrokenVerb(RuntimeError):
+    """A verb's module (``vehcal_ros.commands.<verb>``) cannot be imported: the installation is broken."""
+
+    def __init__(self, verb: str, cause: ImportError) -> None:
+        super().__init__(f"the '{verb}' command cannot be loaded ({type(cause).__name__}: {cause}); "
+                         "reinstall vehcal_ros")
+        self.verb = verb
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except BrokenVerb as exc:
+        print(f"vehcal: error: {exc}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

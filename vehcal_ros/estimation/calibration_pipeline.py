@@ -1030,8 +1030,11 @@ def remove_stale_temps(path: str | os.PathLike) -> int:
             continue
         if pid != os.getpid() and _alive(pid):
             continue
-        if pid == os.getpid() and name in _OWN_TEMPS:
-            continue
+        if pid == os.getpid():
+            with _OWN_TEMPS_LOCK:
+                own = name in _OWN_TEMPS
+            if own:
+                continue
         try:
             os.unlink(os.path.join(directory, name))
             removed += 1
@@ -1051,6 +1054,7 @@ def _alive(pid: int) -> bool:
 
 
 _OWN_TEMPS: set[str] = set()   # temp files this process is writing right now (other threads)
+_OWN_TEMPS_LOCK = threading.Lock()   # writers in several threads (the calibrator's, the node's) change the set
 
 
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
@@ -1067,7 +1071,8 @@ def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     os.makedirs(directory, exist_ok=True)
     remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=".yaml", dir=directory)
-    _OWN_TEMPS.add(os.path.basename(tmp))
+    with _OWN_TEMPS_LOCK:
+        _OWN_TEMPS.add(os.path.basename(tmp))
     try:
         with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
@@ -1080,7 +1085,8 @@ def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
             os.unlink(tmp)
         raise
     finally:
-        _OWN_TEMPS.discard(os.path.basename(tmp))
+        with _OWN_TEMPS_LOCK:
+            _OWN_TEMPS.discard(os.path.basename(tmp))
 
 
 def _fsync_dir(directory: str) -> None:

@@ -39,6 +39,8 @@ class ParamSpec:
 
     ``lo``/``hi`` bound numbers (inclusive); ``choices`` bounds strings; ``read_only`` parameters can only be
     given at start-up (topic names, buffer sizes). ``check`` is an extra predicate with its own message.
+    ``item_type`` is the element type of a list parameter (default: that of the default's first element; needed
+    when the default is empty).
     """
 
     name: str
@@ -49,6 +51,7 @@ class ParamSpec:
     choices: tuple[str, ...] | None = None
     read_only: bool = False
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    item_type: type | None = None
 
     def descriptor(self) -> ParameterDescriptor:
         # dynamic typing: rclpy's own type check would refuse a wrong type before our callback, with a message
@@ -92,23 +95,24 @@ class ParamSpec:
         elif isinstance(self.default, (list, tuple)):
             if not isinstance(value, (list, tuple, array.array)):
                 return f"parameter '{self.name}' must be a list, got {value!r}"
-            if self.default and not all(_same_kind(v, self.default[0]) for v in value):
-                kind = {bool: "true/false", int: "integers", float: "numbers", str: "strings"}.get(
-                    type(self.default[0]), type(self.default[0]).__name__)
-                return f"parameter '{self.name}' must be a list of {kind}, got {list(value)!r}"
+            item = self.item_type or (type(self.default[0]) if self.default else None)
+            if item is not None and not all(_same_kind(v, item) for v in value):
+                kind = {bool: "true/false", int: "integers", float: "floating-point numbers", str: "strings"}.get(
+                    item, item.__name__)
+                hint = " (write whole numbers with a decimal point, e.g. 1000.0)" if item is float else ""
+                return f"parameter '{self.name}' must be a list of {kind}{hint}, got {list(value)!r}"
         if self.check is not None:
             return self.check(value)
         return None
 
 
-def _same_kind(value: Any, like: Any) -> bool:
-    """Whether a list element has the type of the default's elements (ints pass for floats, bools never for
-    numbers)."""
-    if isinstance(like, bool) or isinstance(value, bool):
-        return isinstance(value, bool) and isinstance(like, bool)
-    if isinstance(like, float):
-        return isinstance(value, (int, float))
-    return isinstance(value, type(like))
+def _same_kind(value: Any, item: type) -> bool:
+    """Whether a list element is exactly of the list's element type ``item``: an integer array for a double array
+    would change the parameter's type (the descriptors allow dynamic typing so that this message, not rclpy's,
+    answers), as a scalar integer for a double is refused; bools are never numbers."""
+    if item is bool or isinstance(value, bool):
+        return isinstance(value, bool) and item is bool
+    return isinstance(value, item)
 
 
 def plain(value: Any) -> Any:

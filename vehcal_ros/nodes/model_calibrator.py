@@ -112,7 +112,7 @@ _PRIOR_UNITS = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f"
 PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
     ParamSpec(f"prior.{name.lower()}", [], f"uniform prior [lower, upper] of {name}, {_PRIOR_UNITS[name]} "
               "(floats): overrides the vehicle description's range ([] = the description's)",
-              check=_prior_check(name))
+              check=_prior_check(name), item_type=float)
     for name in CALIBRATED)
 """Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior; [] (the default) takes the vehicle
 description's range."""
