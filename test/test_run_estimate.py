@@ -36,7 +36,7 @@ def test_run_estimate_rejects_bad_params_file(tmp_path) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # live, end to end: `vehcal run estimate --sim` over DDS against the simulator's truth
 # ---------------------------------------------------------------------------------------------------------------
-RR_TIRE = 0.008 * 0.4699   # the simulator's tire: rolling-resistance lever QSY1 R0 (reference/hmmwv.yaml), m
+RR_TIRE = 0.008 * 0.4699   # the simulator's tire: rolling-resistance lever QSY1 R0 (vehcal_ros/data/hmmwv.yaml), m
 #: The 8-DOF rr is an effective lever: it also takes the coast-down losses the 8-DOF model lacks and the other
 #: wheel radius and masses of the richer model, so its posterior (a few 1e-5 wide) concentrates on the
 #: model's pseudo-true value, not on the tire's QSY1 R0, and that value depends on the description's constants.

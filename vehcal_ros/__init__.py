@@ -1,6 +1,6 @@
 """vehcal_ros: in-vehicle grip estimation and Bayesian 8-DOF model calibration for ROS 2.
 
-Layers (shared/DESIGN.md section 3): ``models`` (numba kernels), ``inference`` (fitting, sampling,
+Layers (docs/design.md): ``models`` (numba kernels), ``inference`` (fitting, sampling,
 diagnostics), ``estimation`` (domain logic), ``io`` (bags, scenarios, reports, config) never import rclpy;
 ``nodes`` are thin rclpy adapters; ``cli`` is the ``vehcal`` command.
 """

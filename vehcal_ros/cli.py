@@ -1,4 +1,4 @@
-"""The ``vehcal`` command (shared/DESIGN.md section 6).
+"""The ``vehcal`` command (docs/cli.md).
 
 Each verb lives in ``vehcal_ros/commands/<verb>.py`` with ``add_parser(subparsers)`` and ``run(args) -> int``;
 heavy imports happen inside ``run`` so ``vehcal --help`` stays fast. Bad input gives one line on stderr and

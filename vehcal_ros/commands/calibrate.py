@@ -1,11 +1,11 @@
-"""``vehcal calibrate INPUT --stage S``: staged Bayesian calibration of the 8-DOF model (DESIGN section 6).
+"""``vehcal calibrate INPUT --stage S``: staged Bayesian calibration of the 8-DOF model (docs/cli.md).
 
 INPUT is a CSV (columns ``time, throttle, brake, steering, u, v, yaw_rate, roll, roll_rate, w_lf, w_rf, w_lr,
 w_rr``; SI units, rad and rad/s; first row = initial state) or a rosbag2 (.mcap, .db3 or a bag directory):
 its wheel speeds, IMU, odometry and controls are read with ``io.bags.read_bag``, resampled to 100 Hz and
 searched for the stage's qualifying maneuver (:mod:`vehcal_ros.estimation.segments`; the most excited one), or
 cut at ``--t-start``/``--t-end``. Method:
-papers/bayesian-calibration-8dof-vehicle-model.md Section 3 via :mod:`vehcal_ros.estimation.calibration`.
+Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 3, via :mod:`vehcal_ros.estimation.calibration`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``vehcal vehicle describe MODEL.yaml [-o OUT]``: the estimators' vehicle description (config/vehicles
 schema, docs/vehicle_description.md) derived from a 14-DOF simulator model file (the layout of
-``reference/hmmwv.yaml``) or a shipped simulator vehicle (``hmmwv``, ``sedan``): what a user would measure on
+``vehcal_ros/data/hmmwv.yaml``) or a shipped simulator vehicle (``hmmwv``, ``sedan``): what a user would measure on
 the car (io/describe.py). Without ``-o`` the YAML goes to stdout; ``-o`` writes the file atomically.
 
 ``vehcal vehicle from-spec SPEC.yaml [--out FILE]``: a description from spec-sheet quantities only (mass, axle

@@ -1,7 +1,7 @@
-"""Staged Bayesian calibration of the 8-DOF model (papers/bayesian-calibration-8dof-vehicle-model.md, Section 3).
+"""Staged Bayesian calibration of the 8-DOF model (Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 3).
 
 Three stages, each on its own maneuver segment, as the paper's Sections 3.3-3.5 (priors and noise scales from
-reference/vehicle_8dof.yaml ``stages``):
+data/vehicle_8dof.yaml ``stages``):
 
 =====================  ===========================================  ====================================
 stage                  calibrated (uniform priors, Eq. 14)           data (half-normal noise sigma each)

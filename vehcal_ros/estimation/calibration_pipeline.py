@@ -3,7 +3,7 @@
 ``CalibrationPipeline`` buffers the vehicle topics (wheel speeds, IMU, odometry, controls; the per-wheel net
 torque of ``JointState.effort`` when the vehicle description's ``torque_source`` is ``measured``) in bounded rolling
 buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.segments`) and runs the staged Bayesian
-calibration of papers/bayesian-calibration-8dof-vehicle-model.md (Section 3: longitudinal -> lateral -> rolling
+calibration of Unjhawala et al. 2023, doi:10.1115/1.4062199 (Section 3: longitudinal -> lateral -> rolling
 resistance; tempered SMC, several runs as chains) on them. Each stage keeps its last accepted result: a fit
 whose diagnostics fail (any R-hat > ``max_r_hat``, bulk ESS < ``min_ess`` or tail ESS < ``min_ess_tail``, Section
 3.2, also after one re-run with ``retry_draws_factor`` times the particles), that raises, or that
@@ -962,8 +962,8 @@ class CalibrationPipeline:
         """A ROS 2 params YAML (``<node>: ros__parameters: model: {cxf: ..., ...}``) an MPC node can load."""
         cal = self.calibrated()
         model = {k.lower(): float(v) for k, v in self.model_parameters().items()}
-        head = ["# 8-DOF model parameters from vehcal_ros model_calibrator (papers/bayesian-calibration-8dof-"
-                "vehicle-model.md)", "# units: cx* N, cy* N/rad, kphi_* N m/rad, bphi N m s/rad (total, split "
+        head = ["# 8-DOF model parameters from vehcal_ros model_calibrator (Unjhawala et al. 2023, "
+                "doi:10.1115/1.4062199)", "# units: cx* N, cy* N/rad, kphi_* N m/rad, bphi N m s/rad (total, split "
                 "equally front/rear), rr m, jd kg m^2 (driveline inertia added to each driven wheel's spin inertia)"]
         for k in MODEL_PARAMETERS:
             head.append(f"#   {k.lower()}: {'calibrated, stage ' + cal[k] if k in cal else 'default (not calibrated)'}")

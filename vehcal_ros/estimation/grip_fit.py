@@ -1,6 +1,6 @@
 """Grip potential from (slip, friction) samples: the friction paper's Algorithm 1 end to end.
 
-papers/tire-road-friction-ml-adaptive-metropolis.md: multi-start ML (steps 1-3, Eqs. 14-17, Eq. 27 fallback),
+Mussot et al. 2022, doi:10.1016/j.conengprac.2021.105048: multi-start ML (steps 1-3, Eqs. 14-17, Eq. 27 fallback),
 robust adaptive Metropolis chains (steps 4-12, Eqs. 20-24), then per retained draw the curve maximum
 (steps 13-15, Eqs. 25-26) and the physical prior of Section 4.2.2 (slip at the peak <= ``max_peak_slip``),
 applied either after sampling as the paper does (``prior_mode="posthoc"``: draws peaking beyond the limit are
@@ -42,7 +42,8 @@ from vehcal_ros.models.pacejka import (
 
 @dataclass(frozen=True)
 class GripConfig:
-    """Settings of :class:`GripEstimator` (defaults: DESIGN in-vehicle settings, Table 3 bounds)."""
+    """Settings of :class:`GripEstimator` (defaults: the in-vehicle settings of docs/grip.md, the friction paper's
+    Table 3 bounds)."""
 
     bounds: tuple[tuple[float, float], ...] = DEFAULT_BOUNDS
     """Uniform prior / ML bounds per parameter B, C, D, E, s_h, s_v (Table 3)."""
@@ -263,7 +264,7 @@ class GripCurve:
 
 @dataclass(frozen=True)
 class GripEstimate:
-    """One grip fit. JSON via :meth:`to_dict` with the field names of DESIGN section 6."""
+    """One grip fit. JSON via :meth:`to_dict` with the field names of docs/cli.md."""
 
     mu_max: MuMax
     """Grip potential posterior over the retained draws (friction, -)."""
@@ -385,7 +386,7 @@ class GripEstimate:
         return self.curve.q95
 
     def to_dict(self) -> dict:
-        """JSON-ready dictionary (DESIGN section 6 names: mu_max, slip_at_peak, theta, r_hat_max, ...)."""
+        """JSON-ready dictionary (the field names of docs/cli.md: mu_max, slip_at_peak, theta, r_hat_max, ...)."""
         return {
             "mu_max": asdict(self.mu_max),
             "slip_at_peak": self.slip_at_peak,

@@ -1,4 +1,4 @@
-"""From vehicle signals to friction samples (s, mu) per scope (shared/DESIGN.md section 5, "Grip").
+"""From vehicle signals to friction samples (s, mu) per scope (docs/grip.md).
 
 For each tire-force sample of wheel i at header time t, the wheel speed omega_i and the odometry (u, v, r) are
 interpolated at t; the wheel-centre longitudinal speed is the body velocity at the wheel position

@@ -1,6 +1,6 @@
 """When a stretch of driving qualifies for a calibration stage: thresholds in physical units.
 
-Every calibration stage needs its own excitation (papers/bayesian-calibration-8dof-vehicle-model.md, Sections
+Every calibration stage needs its own excitation (Unjhawala et al. 2023, doi:10.1115/1.4062199, Sections
 3.3-3.5). The thresholds here are physical quantities of the vehicle's motion, never raw input units:
 
 * the **road-wheel angle** delta (rad), converted from the segment's steering input through the vehicle

@@ -5,7 +5,7 @@ changed, the refit reproduces the accepted posterior (on the 900 s long drive: 1
 same throttle step, each the same Cx within ~1.5 sd, at ~7 CPU-s of SMC each). This check decides, for the cost
 of ONE 8-DOF run of the window, whether the new window says anything the accepted posterior does not.
 
-The rule (papers/bayesian-calibration-8dof-vehicle-model.md, Eq. 2-3: Gaussian residuals, one noise sigma per
+The rule (Unjhawala et al. 2023, doi:10.1115/1.4062199, Eq. 2-3: Gaussian residuals, one noise sigma per
 channel; the accepted posterior of sigma_c is the residual level the calibrated model leaves):
 
 1. Run the 8-DOF on the new window from its measured initial state, with this stage's parameters free and

@@ -1,4 +1,4 @@
-"""Qualifying maneuver segments in buffered vehicle signals (papers/bayesian-calibration-8dof-vehicle-model.md,
+"""Qualifying maneuver segments in buffered vehicle signals (Unjhawala et al. 2023, doi:10.1115/1.4062199,
 Sections 3.3-3.5).
 
 Each calibration stage needs its own kind of maneuver:

@@ -1,4 +1,4 @@
-"""Neutral, rclpy-free records of the vehicle topics (shared/DESIGN.md section 4).
+"""Neutral, rclpy-free records of the vehicle topics (docs/nodes.md).
 
 Nodes convert ROS messages to these records, bag replay converts rosbags messages to them, the simulator
 produces them: the estimators only ever see these. Stamps ``t`` are seconds from the message header (never

@@ -1,6 +1,6 @@
 """Tire forces from production sensors: wheel speeds, per-wheel net torque and an IMU (no rclpy).
 
-The friction paper ends on this point (papers/tire-road-friction-ml-adaptive-metropolis.md, Section 5: in practice
+The friction paper ends on this point (Mussot et al. 2022, doi:10.1016/j.conengprac.2021.105048, Section 5: in practice
 mu is not measured but estimated; a Kalman filter after Ray 1997, its ref. [48], is proposed). Model and noise
 settings: docs/tire_forces.md.
 

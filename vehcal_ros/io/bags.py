@@ -1,6 +1,6 @@
 """rosbag2 files (mcap and sqlite3) read and written with ``rosbags`` — no rclpy.
 
-Records (estimation/signals.py) travel under the canonical topic names of shared/DESIGN.md section 4
+Records (estimation/signals.py) travel under the canonical topic names of docs/nodes.md
 (``DEFAULT_TOPICS``); ``write_bag`` converts them to standard messages, ``read_bag`` converts back and yields
 ``(canonical_topic, record)`` in header-stamp order. The record <-> message code here is duck-typed over a
 *type lookup* (``MsgTypes``), so ``nodes/conversions.py`` reuses it with rclpy's message classes: rosbags and

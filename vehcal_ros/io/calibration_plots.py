@@ -1,4 +1,4 @@
-"""Report plots of a calibration stage (papers/bayesian-calibration-8dof-vehicle-model.md, Figs. 5-11, 13-20, 41).
+"""Report plots of a calibration stage (Unjhawala et al. 2023, doi:10.1115/1.4062199, Figs. 5-11, 13-20, 41).
 
 ``write_report(segment, result, out_dir)`` writes PNGs with matplotlib's Agg backend through arviz:
 posterior densities with 94 % HDI (Figs. 5, 6, 13, 14), trace plots of all chains (Figs. 10, 19), bulk/tail ESS

@@ -9,12 +9,12 @@ bag time (first tick one period after the first stamp) a cycle runs synchronousl
 before the next record is fed; a tick with nothing to fit does no work, as in the nodes. At the end of the bag
 one more cycle runs (``final_cycle``). Seeds follow the pipelines' rule (``seed + 1000 * cycle + k``), so the
 same bag and seed give the same numbers in either storage, and the numbers of a live run whose timers fired at
-the same bag times (shared/DESIGN.md section 3).
+the same bag times (docs/replay.md).
 
 Memory is bounded by the pipelines' rolling buffers plus one entry per published estimate (and a 10 Hz
 decimated ground-truth trace); the bag is never loaded whole. Nothing here imports rclpy.
 
-Outputs: :class:`ReplayResult` (``to_dict()`` -> JSON with the DESIGN section 6 field names) and
+Outputs: :class:`ReplayResult` (``to_dict()`` -> JSON with the field names of docs/cli.md) and
 :func:`record_outputs`, which writes what the nodes would have published (``<prefix>/grip/<scope>``
 Vector3Stamped, ``<prefix>/grip_curve/<scope>`` Float64MultiArray, ``/vehcal/model_parameters``
 DiagnosticArray) to a new bag for later comparison.

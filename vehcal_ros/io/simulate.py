@@ -4,7 +4,7 @@
 samples the sensors when due (models/sensors.py) and yields ``(topic, record, release_time)`` in release
 order; the model is stepped in batches between events. ``run_scenario`` drives it, optionally paced to a
 real-time factor, and calls ``on_record(topic, record)``. Topics are the canonical names of
-shared/DESIGN.md section 4 (``/vehicle/imu``, ..., ``/clock``). A diverging model (``FloatingPointError``
+docs/nodes.md (``/vehicle/imu``, ..., ``/clock``). A diverging model (``FloatingPointError``
 or a non-finite output) stops the run with ``SimulationDiverged`` naming the scenario and the time; nothing
 computed from the diverged state is emitted.
 """

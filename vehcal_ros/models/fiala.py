@@ -1,7 +1,7 @@
-"""Steady-state Fiala tire of the 8-DOF calibration paper (papers/bayesian-calibration-8dof-vehicle-model.md).
+"""Steady-state Fiala tire of the 8-DOF calibration paper (Unjhawala et al. 2023, doi:10.1115/1.4062199).
 
 Section 3, Eqs. (8)-(9) and the force laws that follow them (after Taylor 2015, the paper's ref. 23), as the
-paper's public code applies them (reference/vehicle_8dof.yaml ``fiala_as_coded``):
+paper's public code applies them (data/vehicle_8dof.yaml ``fiala_as_coded``):
 
 * longitudinal slip  s = (R w - (u_g cos d + v_g sin d)) / |u_g cos d + v_g sin d|            (Eq. 8)
 * slip angle         alpha = atan2(v_g, |u_g|) - d                                            (Eq. 9)

@@ -1,6 +1,6 @@
 """Pacejka magic formula for the longitudinal friction curve mu(s) and its maximum (numba kernels).
 
-Friction paper (papers/tire-road-friction-ml-adaptive-metropolis.md), Eq. (5)::
+Friction paper (Mussot et al. 2022, doi:10.1016/j.conengprac.2021.105048), Eq. (5)::
 
     mu = D sin(C atan(B x - E (B x - atan(B x)))) + s_v,   x = s + s_h
 

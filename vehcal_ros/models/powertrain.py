@@ -1,7 +1,7 @@
-"""Driver-input maps shared by the 8-DOF model and the 14-DOF simulator (shared/DESIGN.md section 5).
+"""Driver-input maps shared by the 8-DOF model and the 14-DOF simulator (docs/simulator_model.md).
 
-From the 8-DOF paper's public code (papers/bayesian-calibration-8dof-vehicle-model.md, Section 2; constants in
-reference/vehicle_8dof.yaml ``inputs``): a DC-motor-like powertrain through a 0.06 total gear ratio, torque
+From the 8-DOF paper's public code (Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 2; constants in
+data/vehicle_8dof.yaml ``inputs``): a DC-motor-like powertrain through a 0.06 total gear ratio, torque
 shared equally over the four wheels; brake torque up to 4000 N m per wheel opposing the spin; steering
 input -1..1 to road-wheel angle by 0.6525249 rad.
 """

@@ -118,7 +118,7 @@ SENSOR_TOPICS: dict[str, str] = {
     "drive_torque": "/vehicle/drive_torque",
     "brake_pressure": "/vehicle/brake_pressure",
 }
-"""Sensor name -> canonical topic name (shared/DESIGN.md section 4). Records travel with these names."""
+"""Sensor name -> canonical topic name (docs/nodes.md). Records travel with these names."""
 
 
 @dataclass(frozen=True, slots=True)

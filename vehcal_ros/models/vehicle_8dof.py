@@ -1,7 +1,7 @@
-"""The 8-DOF vehicle model of the calibration paper (papers/bayesian-calibration-8dof-vehicle-model.md, Eqs. 4-13).
+"""The 8-DOF vehicle model of the calibration paper (Unjhawala et al. 2023, doi:10.1115/1.4062199, Eqs. 4-13).
 
 Degrees of freedom: longitudinal, lateral, yaw and roll of the chassis plus the four wheel spins. State vector
-(shared/DESIGN.md section 5, ``STATE_NAMES``): ``x, y, u, v, psi, phi, wx, wz, w_lf, w_lr, w_rf, w_rr`` with
+(``STATE_NAMES``): ``x, y, u, v, psi, phi, wx, wz, w_lf, w_lr, w_rf, w_rr`` with
 ``u, v`` body-frame velocities (m/s), ``psi`` yaw and ``phi`` roll (rad), ``wx`` roll rate and ``wz`` yaw rate
 (rad/s), ``w_ij`` wheel spins (rad/s).
 
@@ -71,7 +71,7 @@ from vehcal_ros.models.powertrain import (
 )
 
 STATE_NAMES: tuple[str, ...] = ("x", "y", "u", "v", "psi", "phi", "wx", "wz", "w_lf", "w_lr", "w_rf", "w_rr")
-"""State order (DESIGN section 5)."""
+"""State order."""
 STATE_INDEX: dict[str, int] = {name: i for i, name in enumerate(STATE_NAMES)}
 
 PARAM_NAMES: tuple[str, ...] = (
@@ -94,7 +94,7 @@ DEFAULT_PARAMETERS: dict[str, float] = {
     "brake_gain_lf": MAX_BRAKE_TORQUE, "brake_gain_rf": MAX_BRAKE_TORQUE,
     "brake_gain_lr": MAX_BRAKE_TORQUE, "brake_gain_rr": MAX_BRAKE_TORQUE, "Jd": 0.0,
 }
-"""Defaults: the public code's held-fixed values (reference/vehicle_8dof.yaml ``stages``), the 4000 N m map and
+"""Defaults: the public code's held-fixed values (data/vehicle_8dof.yaml ``stages``), the 4000 N m map and
 no driveline inertia beyond the wheels'."""
 
 _N_CONST = 39
@@ -115,7 +115,7 @@ RIGID_RADIUS_KT = 1.0e12
 
 @dataclass(frozen=True)
 class VehicleConstants:
-    """Known 8-DOF constants (paper Table 2, the code's digits; reference/vehicle_8dof.yaml). SI units."""
+    """Known 8-DOF constants (paper Table 2, the code's digits; data/vehicle_8dof.yaml). SI units."""
 
     m: float = 2097.85          # sprung mass, kg
     muf: float = 127.866        # unsprung mass of one front corner, kg

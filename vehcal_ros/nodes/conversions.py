@@ -1,4 +1,4 @@
-"""Record <-> rclpy message conversion for every topic of shared/DESIGN.md section 4 (pure functions).
+"""Record <-> rclpy message conversion for every topic of docs/nodes.md (pure functions).
 
 The conversion code itself lives in ``io/bags.py`` and is duck-typed over a message-type lookup; here it is
 bound to rclpy's message classes (``RCLPY_TYPES``), so a live node and a bag replay decode the same way.

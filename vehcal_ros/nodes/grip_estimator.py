@@ -1,4 +1,4 @@
-"""``grip_estimator``: the tire-road friction potential, live (shared/DESIGN.md sections 4-5).
+"""``grip_estimator``: the tire-road friction potential, live (docs/nodes.md, docs/grip.md).
 
 Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), tire forces
 (geometry_msgs/WrenchStamped, one per wheel), odometry (nav_msgs/Odometry) and, for the steering angle, controls

@@ -1,11 +1,11 @@
-"""``model_calibrator``: staged Bayesian calibration of the 8-DOF model, live (shared/DESIGN.md sections 4-5).
+"""``model_calibrator``: staged Bayesian calibration of the 8-DOF model, live (docs/nodes.md, docs/calibration.md).
 
 Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), IMU
 (sensor_msgs/Imu), odometry (nav_msgs/Odometry) and controls (sensor_msgs/Joy), as serialised bytes
 (``raw=True``). Callbacks only read them into records (:mod:`vehcal_ros.nodes.raw_messages`) and feed the
 :class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a cycle on the ROS clock
 (``use_sim_time`` is honoured; scheduling in :mod:`vehcal_ros.nodes.worker_node`) hands the next stage(s) with a
-fresh qualifying segment to a worker thread (papers/bayesian-calibration-8dof-vehicle-model.md Section 3: tempered
+fresh qualifying segment to a worker thread (Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 3: tempered
 SMC, runs as chains); a cycle still running makes the next one skip (counted), never queue.
 
 Outputs: ``vehcal/model_parameters`` (topic names are relative: a namespace moves them; diagnostic_msgs/

@@ -2,7 +2,7 @@
 real vehicle would.
 
 Runs a scenario (io/scenarios.py) with the loop of io/simulate.py in a worker thread, paced to
-``realtime_factor``, and publishes the sensor topics of shared/DESIGN.md section 4 stamped with the
+``realtime_factor``, and publishes the sensor topics of docs/nodes.md stamped with the
 simulation time (the GNSS velocity ``vehicle/gnss/vel`` and position ``vehicle/gnss/fix`` too, published
 ``latency`` after their stamps like every sensor), ``/vehicle/ground_truth``, ``/clock`` (``publish_clock``)
 and ``/diagnostics``.

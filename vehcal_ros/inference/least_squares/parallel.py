@@ -1,6 +1,7 @@
 """Bounded nonlinear least squares with a finite-difference Jacobian evaluated in parallel.
 
-Parallel-estimation paper (papers/parallel-parameter-estimation-vehicle-dynamics.md): minimise
+Parallel-estimation paper (Butz, von Stryk, Voegel, Wolter and Chucholowski, "Parallel Parameter Estimation in Full
+Motor Vehicle Dynamics"): minimise
 r(p) = 1/2 |f(p)|^2 (Eq. 11) subject to l <= p <= u (Eq. 12) by the Gauss-Newton/Levenberg-Marquardt family
 (Eq. 13), where f(p) is a simulation residual whose derivatives exist only as finite differences:
 

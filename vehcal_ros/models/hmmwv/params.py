@@ -1,7 +1,7 @@
-"""Vehicle parameter sets for the 14-DOF constraint-embedding simulator (shared/DESIGN.md section 5,
+"""Vehicle parameter sets for the 14-DOF constraint-embedding simulator (docs/simulator_model.md,
 "Simulator").
 
-A vehicle MODEL FILE has the layout of ``reference/hmmwv.yaml``; the package ships ``data/hmmwv.yaml``
+A vehicle MODEL FILE has the layout of the shipped ``data/hmmwv.yaml``
 (Project Chrono's HMMWV, the default) and ``data/sedan.yaml`` (Chrono's Sedan). :func:`load_vehicle_params`
 takes a name (``hmmwv``, ``sedan``) or a file path. Geometry, inertias, springs, dampers, steering, driveline
 and Pac02 tire data all come from the file. Everything is in the chassis reference frame (x forward, y left,
@@ -264,7 +264,7 @@ class HmmwvParams:
 
     @classmethod
     def from_dict(cls, d: dict, name: str = "hmmwv") -> HmmwvParams:
-        """Build from the parsed model file (the layout of ``reference/hmmwv.yaml``)."""
+        """Build from the parsed model file (the layout of ``data/hmmwv.yaml``)."""
         lay = d["vehicle_layout"]
         dw = d["double_wishbone"]
         front = _axle(dw, "front", lay["front_suspension_location"])

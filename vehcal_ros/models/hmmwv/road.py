@@ -1,5 +1,5 @@
-"""Road friction map: rectangular patches of peak friction coefficient on a flat road z = 0 (DESIGN.md sec.
-5), optionally inclined as a whole (``grade``).
+"""Road friction map: rectangular patches of peak friction coefficient on a flat road z = 0
+(docs/simulator_model.md), optionally inclined as a whole (``grade``).
 
 A graded road is the plane z = 0 of the simulator's world frame tilted about the world y axis so that it rises
 ``grade`` (rise over run, 0.05 = 5 %) along +x: the model keeps the tires on z = 0 and tilts gravity instead

@@ -1,4 +1,4 @@
-"""The 14-DOF vehicle simulator object (DESIGN.md section 5; constraint-embedding paper Sections 2-5).
+"""The 14-DOF vehicle simulator object (docs/simulator_model.md; constraint-embedding paper Sections 2-5).
 
 ``Hmmwv14`` (alias ``Vehicle14``) owns the state and runs the numba integration loop of dynamics.py for any
 vehicle model file (params.load_vehicle_params; the HMMWV by default). Driver inputs are the normalised

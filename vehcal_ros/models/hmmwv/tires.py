@@ -1,9 +1,9 @@
-"""Pacejka MF2002 (Pac02) tire with combined slip, scaled by the road friction (DESIGN.md section 5).
+"""Pacejka MF2002 (Pac02) tire with combined slip, scaled by the road friction (docs/simulator_model.md).
 
 Combined slip: the MF2002 weighting functions (HMMWV), or Chrono's friction ellipsis for a tire file without
 combined-slip coefficients (the sedan; :func:`ellipse_weights`).
 
-Coefficients: ``tires.pac02`` of reference/hmmwv.yaml (Chrono ``HMMWV_Pac02Tire``). Reductions (see
+Coefficients: ``tires.pac02`` of data/hmmwv.yaml (Chrono ``HMMWV_Pac02Tire``). Reductions (see
 docs/simulator_model.md): camber terms, the horizontal/vertical shifts SHx, SVx, SHy, SVy (no ply steer or
 conicity) and the kappa-induced side force SVyk are dropped, and PEY3 (sign-dependent lateral curvature) is
 dropped, so the pure-slip curves are odd and left/right tires are identical. The effective rolling radius is
