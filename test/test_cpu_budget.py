@@ -24,7 +24,7 @@ from rclpy.parameter import Parameter
 from ros_util import spin_until, wait_for_match
 from sensor_msgs.msg import JointState
 
-from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, CpuMeter, FitShedder
+from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, CpuMeter, FitShedder, max_stretch_for
 
 WHEELS = ("wheel_fl", "wheel_fr", "wheel_rl", "wheel_rr")
 
@@ -64,6 +64,18 @@ def test_shedder_stretches_to_the_maximum_and_back() -> None:
     sh2.overran()                                                    # an overrun is pressure, once
     assert not sh2.due(1.0) and sh2.stretch == 2 and sh2.overruns == 1
     assert sh2.due(math.nan) and sh2.stretch == 1                    # an unknown share is no pressure
+
+
+def test_a_stretched_period_stays_inside_the_data_window() -> None:
+    """A sample buffered just after a fit is still buffered at the next one: the shipped grip estimator (30 s window,
+    5 s period) stretches to 5 x, 25 s; the calibrator (120 s, 5 s) to the cap; a window of one period not at all."""
+    assert max_stretch_for(30.0, 5.0) == 5 and 5 * 5.0 < 30.0
+    assert max_stretch_for(120.0, 5.0) == MAX_STRETCH
+    assert max_stretch_for(5.0, 5.0) == 1 and max_stretch_for(31.0, 5.0) == 6
+    sh = FitShedder(5.0, max_stretch_for(30.0, 5.0))
+    runs = [sh.due(50.0) for _ in range(40)]
+    gaps = [i for i, r in enumerate(runs) if r]
+    assert gaps and max(b - a for a, b in zip(gaps, gaps[1:])) == 5
 
 
 # ----------------------------------------------------------------------------------------------- over DDS

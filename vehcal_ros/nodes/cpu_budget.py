@@ -17,8 +17,10 @@ shed. The shedding order, fits before ingestion, never data:
    back under the budget the stretch halves at every due cycle.
 2. nothing else: message ingestion (conversion, checks, buffering), /diagnostics and the grip beliefs are never
    shed, so no input message is dropped for CPU. The buffers keep their own bounds (time window and size),
-   unchanged: with the shipped periods a stretched cycle (8 x 5 s = 40 s) still comes round within the grip
-   window (60 s) and the calibrator's (120 s), so every buffered sample still reaches a fit.
+   unchanged, and the stretch is capped so that a stretched period stays shorter than the node's data window
+   (:func:`max_stretch_for`): with the shipped periods the grip estimator's fits come at least every 25 s (5 x 5
+   s, inside its 30 s window) and the calibrator's every 40 s (8 x 5 s, inside 120 s), so every buffered sample
+   still reaches a fit.
 
 A budget of 0 turns both off: no WARN and nothing shed (an overrun then only skips the cycle, as always).
 Pure Python (no rclpy), so it is tested without a ROS graph.
@@ -102,6 +104,14 @@ class CpuMeter:
         return {w: self.share(w) for w in self.windows}
 
 
+def max_stretch_for(window: float, period: float, cap: int = MAX_STRETCH) -> int:
+    """The largest stretch (at most ``cap``, at least 1) whose period stretch x ``period`` is shorter than the data
+    ``window`` (s): a sample buffered just after a fit is still in the buffer at the next one."""
+    if not (period > 0.0 and math.isfinite(window)):
+        return cap
+    return max(1, min(cap, math.ceil(window / period) - 1))
+
+
 class FitShedder:
     """Whether a due fit cycle runs or is shed (module docstring). ``budget``: percent of one core, 0 = off."""
 
@@ -148,4 +158,4 @@ class FitShedder:
         return True
 
 
-__all__ = ["CpuMeter", "FitShedder", "MAX_STRETCH", "PRESSURE_WINDOW", "WINDOWS"]
+__all__ = ["CpuMeter", "FitShedder", "MAX_STRETCH", "PRESSURE_WINDOW", "WINDOWS", "max_stretch_for"]

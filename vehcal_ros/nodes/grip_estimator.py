@@ -126,7 +126,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               0.001, 1.0, read_only=True),
     ParamSpec("average_window", 0.1, "per-wheel block average of the friction samples, s (0 = none)", 0.0, 1.0,
               read_only=True),
-    ParamSpec("window", 60.0, "friction samples older than this are forgotten, s", 1.0, 3600.0, read_only=True),
+    ParamSpec("window", 30.0, "friction samples older than this are forgotten, s", 1.0, 3600.0, read_only=True),
     ParamSpec("buffer_size", 4000, "maximum friction samples kept per scope", 10, 1_000_000, read_only=True),
     ParamSpec("fit_period", 5.0, "time between estimation cycles, s (ROS clock)", 0.05, 3600.0, read_only=True),
     ParamSpec("min_new_points", 20, "a scope is refitted only after this many new samples", 0, 1_000_000),
@@ -296,7 +296,7 @@ class GripEstimatorNode(WorkerNode):
         self._make_output_publishers()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._create_services()
-        self._start_schedule(v["fit_period"], v["diagnostics_period"], v["clock_stall_timeout"])
+        self._start_schedule(v["fit_period"], v["diagnostics_period"], v["clock_stall_timeout"], v["window"])
         self._add_periodic(v["belief_period"], self._publish_beliefs)   # jump-aware, checked on every message
         self.get_logger().info(f"estimating grip per {v['scope']} on scopes {', '.join(self._grip_pub)}")
 

@@ -257,7 +257,8 @@ class ModelCalibratorNode(WorkerNode):
         self._create_services()
         self.create_service(Trigger, "~/calibrate", self._on_calibrate, callback_group=self.services_group)
         self.create_service(Trigger, "~/save", self._on_save, callback_group=self.services_group)
-        self._start_schedule(v["calibration_period"], v["diagnostics_period"], v["clock_stall_timeout"])
+        self._start_schedule(v["calibration_period"], v["diagnostics_period"], v["clock_stall_timeout"],
+                             v["window"])
         self.get_logger().info(f"calibrating stages {', '.join(v['stages'])} every {v['calibration_period']} s")
         if self.pipeline.calibrated():
             self._publish_model()   # the restored model at once (latched)

@@ -13,13 +13,15 @@ counted, never queued.
 CPU budget (``cpu_budget``, percent of one core; 0 = off). The node measures its process's CPU share (rolling
 10 s and 60 s means, all threads of the process: :mod:`vehcal_ros.nodes.cpu_budget`) and reports it on the
 ``<node>: cpu`` status of /diagnostics, WARN while the 10 s share exceeds the budget. Over the budget, or after
-an overrun, the node sheds fit cycles first (postponed, the period stretched up to 8 times), never ingestion:
+an overrun, the node sheds fit cycles first (postponed, the period stretched up to 8 times and kept shorter than
+the node's data window), never ingestion:
 every message is still converted, checked and buffered. Only the live node does this; bag replay runs every
 cycle on its data time (a starvation-free live run).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,12 +36,12 @@ from std_srvs.srv import SetBool, Trigger
 from vehcal_ros.estimation.input_guard import InputGuard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ERROR, OK, WARN, ParamSpec, diag_status
-from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder
+from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder, max_stretch_for
 
 CPU_BUDGET = ParamSpec(
     "cpu_budget", 0.0, f"CPU budget of the node process, percent of one core (all its threads; rolling "
     f"{PRESSURE_WINDOW:g} s mean): above it /diagnostics WARNs and fit cycles are postponed (period stretched up to "
-    f"{MAX_STRETCH} x), never inputs; 0 = no budget", 0.0, 800.0)
+    f"{MAX_STRETCH} x, shorter than the data window), never inputs; 0 = no budget", 0.0, 800.0)
 """The one declaration of ``cpu_budget``; both estimator nodes list it in their ``PARAMS``."""
 
 CAN_TOPICS = (
@@ -107,12 +109,15 @@ class WorkerNode(Node):
         self.shedder = FitShedder()             # budget set from the parameter in _start_schedule
 
     # ------------------------------------------------------------ scheduling
-    def _start_schedule(self, cycle_period: float, diagnostics_period: float, stall_timeout: float = 0.0) -> None:
+    def _start_schedule(self, cycle_period: float, diagnostics_period: float, stall_timeout: float = 0.0,
+                        data_window: float = math.inf) -> None:
         """Cycle and diagnostics clocks, checked by ROS timers and by every message (module docstring).
         ``stall_timeout`` (s of wall time; 0 = 2 diagnostics periods): a ROS clock standing still this long means
-        the data ended (the end of a simulated scenario or a bag)."""
+        the data ended (the end of a simulated scenario or a bag). ``data_window`` (s): how long the node's buffers
+        keep a sample; a shed cycle period stays shorter (:func:`~vehcal_ros.nodes.cpu_budget.max_stretch_for`)."""
         now = self._now()
         self.shedder.budget = float(self.values["cpu_budget"])
+        self.shedder.max_stretch = max_stretch_for(data_window, cycle_period)
         self._cycle_clock = Periodic(cycle_period, now)
         self._diag_clock = Periodic(diagnostics_period, now)
         timers = MutuallyExclusiveCallbackGroup()
