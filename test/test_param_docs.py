@@ -9,7 +9,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("grip_estimator", "model_calibrator", "vehicle_simulator")
@@ -35,23 +34,15 @@ def test_docs_rows_are_the_generated_ones(node: str) -> None:
     assert not missing, f"docs/nodes.md ### {node}: regenerate with tools/param_table.py: {missing[:3]}"
 
 
-def _flat(params: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in params.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 @pytest.mark.parametrize("node", NODES)
 def test_shipped_values_are_the_declared_defaults(node: str) -> None:
     """config/estimate.yaml sets each parameter it lists to its declared default, except those the node names
     with a reason (``SHIPPED_DIFFERENT``); a default changed on one side only fails here."""
-    module = importlib.import_module(f"vehcal_ros.nodes.{node}")
-    shipped = _flat(yaml.safe_load((ROOT / "config" / "estimate.yaml").read_text())[f"/**/{node}"][
-        "ros__parameters"])
+    from vehcal_ros.nodes.params_file import validate_params_file
+
+    modules = {n: importlib.import_module(f"vehcal_ros.nodes.{n}") for n in NODES}
+    module = modules[node]
+    shipped = validate_params_file(ROOT / "config" / "estimate.yaml", {n: m.PARAMS for n, m in modules.items()})[node]
     declared = {p.name: list(p.default) if isinstance(p.default, tuple) else p.default for p in module.PARAMS}
     excepted = getattr(module, "SHIPPED_DIFFERENT", {})
     assert set(shipped) <= set(declared)
