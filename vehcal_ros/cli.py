@@ -2,7 +2,8 @@
 
 Each verb lives in ``vehcal_ros/commands/<verb>.py`` with ``add_parser(subparsers)`` and ``run(args) -> int``;
 heavy imports happen inside ``run`` so ``vehcal --help`` stays fast. Bad input gives one line on stderr and
-exit status 2; an estimator that cannot produce a result gives exit status 1.
+exit status 2; an estimator that cannot produce a result gives exit status 1, and so does a verb whose module cannot
+be imported (a broken install: one line naming the verb).
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ from vehcal_ros.errors import EstimationError, InputError
 
 #: verbs, each a module under vehcal_ros.commands
 VERBS = ("run", "simulate", "replay", "grip", "calibrate", "batch", "demo", "vehicle")
+
+
+class BrokenVerb(RuntimeError):
+    """A verb's module (``vehcal_ros.commands.<verb>``) cannot be imported: the installation is broken."""
+
+    def __init__(self, verb: str, cause: ImportError) -> None:
+        super().__init__(f"the '{verb}' command cannot be loaded ({type(cause).__name__}: {cause}); "
+                         "reinstall vehcal_ros")
+        self.verb = verb
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,14 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_parser(sub)
     return parser
 
-
-class BrokenVerb(RuntimeError):
-    """A verb's module (``vehcal_ros.commands.<verb>``) cannot be imported: the installation is broken."""
-
-    def __init__(self, verb: str, cause: ImportError) -> None:
-        super().__init__(f"the '{verb}' command cannot be loaded ({type(cause).__name__}: {cause}); "
-                         "reinstall vehcal_ros")
-        self.verb = verb
 
 
 def main(argv: Sequence[str] | None = None) -> int:
