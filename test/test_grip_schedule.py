@@ -10,8 +10,9 @@ import dataclasses
 
 import numpy as np
 
+from vehcal_ros.diagnostic_levels import WARN
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator, chain_ends
-from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, WARN, GripPipeline, excitation_of
+from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, GripPipeline, excitation_of
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.models.pacejka import mf_curve
 

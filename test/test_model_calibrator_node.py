@@ -29,7 +29,7 @@ from sensor_msgs.msg import Imu, JointState, Joy
 
 from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.nodes import conversions
-from vehcal_ros.nodes.grip_estimator import latched_qos
+from vehcal_ros.nodes.common import latched_qos
 from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
 from vehcal_ros.vehicle.description import load_vehicle
 

@@ -77,8 +77,8 @@ def test_run_estimate_sim_publishes_grip_and_model_within_truth(tmp_path, rclpy_
     from rclpy.node import Node
     from ros_util import spawn, spin_until, stop, wait_for_match
 
+    from vehcal_ros.nodes.common import latched_qos
     from vehcal_ros.nodes.conversions import msg_to_ground_truth
-    from vehcal_ros.nodes.grip_estimator import latched_qos
 
     params = _live_params(tmp_path)
     probe = Node("probe_run_sim", context=rclpy_context)

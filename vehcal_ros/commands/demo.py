@@ -57,7 +57,7 @@ class _Probe:
         from rosgraph_msgs.msg import Clock
 
         from vehcal_ros.nodes import conversions
-        from vehcal_ros.nodes.grip_estimator import latched_qos
+        from vehcal_ros.nodes.common import latched_qos
 
         self.node = node
         self.offset = 0.0                   # sim time restarts with each scenario: keep one demo time axis

@@ -33,6 +33,7 @@ import numpy as np
 import yaml
 from scipy.stats import halfnorm
 
+from vehcal_ros.diagnostic_levels import ERROR, OK, WARN
 from vehcal_ros.errors import Cancelled, EstimationError, InputError
 from vehcal_ros.estimation.acceptance import (
     BAND_POLICIES,
@@ -81,8 +82,6 @@ from vehcal_ros.estimation.segments import (
 )
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
 from vehcal_ros.vehicle.description import load_vehicle
-
-OK, WARN, ERROR = 0, 1, 2
 
 MODEL_PARAMETERS: tuple[str, ...] = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr", "Jd")
 """Published model parameters (``bphi`` = bphi_f + bphi_r, the paper's identifiable total roll damping; ``Jd``

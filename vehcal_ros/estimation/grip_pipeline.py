@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from vehcal_ros.diagnostic_levels import ERROR, OK, WARN
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.estimation.grip_belief import (
@@ -71,8 +72,6 @@ from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.vehicle.description import load_vehicle
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
-
-OK, WARN, ERROR = 0, 1, 2
 
 
 @dataclass

@@ -28,9 +28,10 @@ from rcl_interfaces.msg import (
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.signals import SignalHandlerOptions
 
-OK, WARN, ERROR, STALE = 0, 1, 2, 3  # diagnostic_msgs/DiagnosticStatus levels as ints
+from vehcal_ros.diagnostic_levels import ERROR, OK, STALE, WARN  # noqa: F401 - the nodes' levels, one definition
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,22 @@ def make_set_callback(specs: Iterable[ParamSpec],
         return SetParametersResult(successful=True, reason="")
 
     return callback
+
+
+def sensor_qos(depth: int = 2000) -> QoSProfile:
+    """qos_profile_sensor_data (best effort, volatile) with a deep queue: 2000 messages ride out 5 s of a 100 Hz
+    stream of tire forces (4 per step) or 2 s at 1 kHz while the executor thread waits (a fit's Python-level steps
+    hold the interpreter; a loaded machine deschedules the node). Small messages: a few MB at most."""
+    qos = QoSProfile(depth=depth)
+    qos.reliability = qos_profile_sensor_data.reliability
+    qos.durability = qos_profile_sensor_data.durability
+    qos.history = qos_profile_sensor_data.history
+    return qos
+
+
+def latched_qos() -> QoSProfile:
+    """Reliable, transient-local, depth 1: a late subscriber still gets the newest estimate or model."""
+    return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def diag_status(name: str, hardware_id: str, level: int | bytes, message: str,

@@ -32,15 +32,11 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistWithCovarianceStamped, Vector3Stamped, WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_msgs.msg import Float64MultiArray
 
 from vehcal_ros.estimation.grip_pipeline import (
-    ERROR,
     FORCE_SOURCES,
-    OK,
-    WARN,
     fit_config_from,
     pipeline_from_params,
     signal_config_from,
@@ -52,11 +48,16 @@ from vehcal_ros.estimation.surface_change import SurfaceChangeConfig
 from vehcal_ros.io.replay_guard import grip_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
+    ERROR,
+    OK,
+    WARN,
     ParamSpec,
     declare_params,
     diag_array,
     diag_status,
+    latched_qos,
     make_set_callback,
+    sensor_qos,
     spin_node,
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
@@ -234,21 +235,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     CPU_BUDGET,
     *CAN_TOPICS,
 )
-
-def sensor_qos(depth: int = 2000) -> QoSProfile:
-    """qos_profile_sensor_data (best effort, volatile) with a deep queue: 2000 messages ride out 5 s of a 100 Hz
-    stream of tire forces (4 per step) or 2 s at 1 kHz while the executor thread waits (a fit's Python-level steps
-    hold the interpreter; a loaded machine deschedules the node). Small messages: a few MB at most."""
-    qos = QoSProfile(depth=depth)
-    qos.reliability = qos_profile_sensor_data.reliability
-    qos.durability = qos_profile_sensor_data.durability
-    qos.history = qos_profile_sensor_data.history
-    return qos
-
-
-def latched_qos() -> QoSProfile:
-    return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
 
 class GripEstimatorNode(WorkerNode):
     """Thin adapter: messages -> records -> GripPipeline; worker-thread fits; publish estimates and health."""

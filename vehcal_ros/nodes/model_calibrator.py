@@ -35,10 +35,7 @@ from std_srvs.srv import Trigger
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges
 from vehcal_ros.estimation.calibration_pipeline import (
-    ERROR,
     MODEL_PARAMETERS,
-    OK,
-    WARN,
     CalibrationPipeline,
     config_from,
     remove_stale_temps,
@@ -54,8 +51,19 @@ from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io import calibration_state
 from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
-from vehcal_ros.nodes.common import ParamSpec, declare_params, diag_array, diag_status, make_set_callback, spin_node
-from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos
+from vehcal_ros.nodes.common import (
+    ERROR,
+    OK,
+    WARN,
+    ParamSpec,
+    declare_params,
+    diag_array,
+    diag_status,
+    latched_qos,
+    make_set_callback,
+    sensor_qos,
+    spin_node,
+)
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
 from vehcal_ros.vehicle.description import CALIBRATED
 

@@ -34,6 +34,9 @@ from vehcal_ros.io.simulate import ScenarioRun, SimulationDiverged, make_model, 
 from vehcal_ros.models.sensors import SENSOR_TOPICS
 from vehcal_ros.nodes import conversions as conv
 from vehcal_ros.nodes.common import (
+    ERROR,
+    OK,
+    WARN,
     ParamSpec,
     declare_params,
     diag_array,
@@ -43,7 +46,6 @@ from vehcal_ros.nodes.common import (
 )
 
 NODE_NAME = "vehicle_simulator"
-OK, WARN, ERROR = 0, 1, 2  # DiagnosticStatus levels as ints: common.diag_status wraps them in bytes()
 
 
 def _wheel_names_check(value: Any) -> str | None:
