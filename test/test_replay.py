@@ -132,16 +132,19 @@ def test_same_bag_same_seed_same_numbers_in_both_storages(work, first):
     assert numbers(sqlite) == numbers(first)
 
 
-def test_grip_pipeline_matches_the_node(work):
-    """The replay builds the pipeline exactly as GripEstimatorNode does (mapping mirrored without rclpy)."""
+def test_grip_pipeline_takes_the_params_file_values(work):
+    """The replay's pipeline carries what the params file sets (PARAMS_YAML's values, none of them a default) and
+    the declared defaults elsewhere."""
     node = pytest.importorskip("vehcal_ros.nodes.grip_estimator")
-    values = {s.name: s.default for s in node.PARAMS}
-    values.update(resolve_params(work / "params.yaml")["grip_estimator"])
+    values = resolve_params(work / "params.yaml")["grip_estimator"]
     p = grip_pipeline_from(values)
-    assert p.signal_config == node.signal_config_from(values)
-    assert p.fit_config == node.fit_config_from(values)
-    for k in ("warm_start", "min_new_points", "max_fit_points", "max_r_hat", "min_ess"):
-        assert getattr(p, k) == values[k]
+    fit, sig = p.fit_config, p.signal_config
+    assert fit.bounds == ((5.0, 30.0), (0.5, 2.0), (0.2, 2.0), (-2.0, 0.0), (-0.05, 0.05), (-0.3, 0.3))
+    assert (fit.max_peak_slip, fit.n_chains, fit.n_steps, fit.n_ml_starts, fit.min_points) == (0.15, 4, 6000, 4, 30)
+    assert (p.max_fit_points, p.min_ess, p.max_r_hat) == (80, 10.0, 1.5)
+    assert sig.r0 == 0.47 and sig.speed_reference == "odometry"
+    declared = {s.name: s.default for s in node.PARAMS}
+    assert sig.window == declared["window"] and p.min_new_points == declared["min_new_points"]
     # the package's params file lists every declared parameter of the grip node
     assert set(resolve_params(None)["grip_estimator"]) == {s.name for s in node.PARAMS}
 
@@ -297,7 +300,7 @@ model_calibrator:
 """
 
 
-def test_calibration_pipeline_matches_the_node(tmp_path):
+def test_calibration_pipeline_takes_the_params_file_values(tmp_path):
     pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
     node = pytest.importorskip("vehcal_ros.nodes.model_calibrator")
     from vehcal_ros.commands.replay import load_params
@@ -305,7 +308,12 @@ def test_calibration_pipeline_matches_the_node(tmp_path):
 
     (tmp_path / "p.yaml").write_text(CAL_PARAMS_YAML)
     values = load_params(tmp_path / "p.yaml")["model_calibrator"]
-    assert calibration_pipeline_from(values).config == node.config_from(values)
+    config = calibration_pipeline_from(values).config
+    assert config.stages == ("rolling_resistance", "longitudinal", "lateral") and config.require_order
+    assert (config.n_chains, config.n_draws, config.min_ess, config.min_ess_tail, config.max_r_hat) == (
+        4, 500, 50.0, 50.0, 1.2)
+    declared = {s.name: s.default for s in node.PARAMS}
+    assert config.recalibration_period == 0.0 != declared["recalibration_period"]
 
 
 def test_calibration_replay_deterministic_cli_and_report(cal_bags, tmp_path, capsys):
