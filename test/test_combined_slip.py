@@ -41,7 +41,7 @@ def description():
 def test_friction_ellipse_equals_the_simulators_tire(description):
     sim = Hmmwv14(load_vehicle_params("sedan"), RoadMap.uniform(0.9))
     sim.reset(speed=0.0)
-    tp = sim._tp
+    tp = sim.tire_pack
     fz = float(sim._work[12][0, dyn.W_FZ])   # the load describe took the lateral/longitudinal ratio at
     for mu_road in (0.3, 0.6, 0.9):
         d = peak_mu(tp, fz, mu_road)
@@ -148,7 +148,7 @@ def test_mf2002_weighting_equals_the_simulators_tire():
     assert desc.combined_slip == "mf" and len(desc.combined_coefficients) == 5
     sim = Hmmwv14(load_vehicle_params("hmmwv"), RoadMap.uniform(0.9))
     sim.reset(speed=0.0)
-    tp = sim._tp
+    tp = sim.tire_pack
     fz0 = float(sim._work[12][0, dyn.W_FZ])
     for fz in (0.7 * fz0, fz0):   # REX2 dfz (0.0017 dfz) is left out: within 1e-3 at +-30 % load
         for mu_road in (0.3, 0.9):

@@ -18,7 +18,7 @@ def test_drive_and_brake_samples_lie_on_the_true_curve(sim):
     """(s, Fx/Fz) of each wheel while accelerating and braking straight lie on tire_mu_curve at that instant,
     times the combined-slip weighting G_xalpha of the wheel's small toe slip angle (static toe 0.4-0.6 deg per
     wheel; G_xalpha = 0.97-1.0 there)."""
-    tp = sim._tp
+    tp = sim.tire_pack
     sim.reset(speed=8.0)
     pts = []
     for k in range(300):  # 3 s: full throttle, then hard braking
@@ -52,7 +52,7 @@ def test_mu_max_truth_is_the_curve_peak(sim):
 
 @pytest.mark.parametrize("mu", [0.9, 0.6, 0.3, 0.1])
 def test_road_mu_is_the_peak_at_the_reference_load(sim, mu):
-    tp = sim._tp
+    tp = sim.tire_pack
     fz_ref = sim.params.total_mass * sim.params.gravity / 4.0
     s = np.linspace(0.0, 1.0, 100001)
     peak = max(fx_pure(tp, fz_ref, x, mu) for x in s[::10]) / fz_ref
@@ -61,7 +61,7 @@ def test_road_mu_is_the_peak_at_the_reference_load(sim, mu):
 
 
 def test_combined_slip_reduces_fx_and_fy(sim):
-    tp = sim._tp
+    tp = sim.tire_pack
     fz = 6300.0
     fx = [combined_forces(tp, fz, 0.05, a, 0.9)[0] for a in (0.0, 0.02, 0.05, 0.1, 0.2)]
     assert fx[0] == pytest.approx(fx_pure(tp, fz, 0.05, 0.9), rel=1e-3)

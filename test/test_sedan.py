@@ -136,7 +136,7 @@ def _chrono_ellipsis(tp, fz, kappa, alpha, mu):
 
 
 def test_friction_ellipsis_equals_chronos_formula(sedan):
-    tp = sedan._tp
+    tp = sedan.tire_pack
     for fz in (2500.0, 4100.0, 6500.0):
         for kappa in (-0.2, -0.03, 0.01, 0.08, 0.5):
             for alpha in (-0.15, -0.02, 0.005, 0.05, 0.3):

@@ -272,6 +272,12 @@ class Hmmwv14:
         return self.params.name
 
     @property
+    def tire_pack(self) -> np.ndarray:
+        """The tire's packed Pac02 coefficients and friction scaling as the kernels read them (tires.pack_tire;
+        read-only use: the tire functions of tires.py take it)."""
+        return self._tp
+
+    @property
     def gear(self) -> int:
         """Current gear (1 = first) of a map-engine vehicle; 0 for the HMMWV's direct drive map."""
         return int(self._work[31][dyn.PS_GEAR]) + 1 if self._gp[dyn.G_PT] > 0.5 else 0
