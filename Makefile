@@ -51,6 +51,7 @@ bench-peers: $(BENCH_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check vehcal_ros test benchmarks launch
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info .pytest_cache

@@ -37,9 +37,9 @@ def record_cycles(bag: Path, values: dict) -> list[tuple[float, list, dict]]:
     """(bag time, snapshots, true mu_max per scope) of every grip cycle with data, as the serial replay plans
     them (the snapshot depends on the data only, not on the fits)."""
     from vehcal_ros.estimation.grip_pipeline import FitOutcome
-    from vehcal_ros.estimation.signals import GroundTruth
     from vehcal_ros.io import replay as rp
     from vehcal_ros.io.replay_guard import replay_guards
+    from vehcal_ros.records import GroundTruth
 
     grip = rp.grip_pipeline_from(values)
     frames = rp._frames(values)

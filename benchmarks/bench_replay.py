@@ -174,9 +174,9 @@ def plan_only(bag: Path) -> dict:
     from concurrent.futures import Executor, Future
 
     from vehcal_ros.estimation.grip_pipeline import FitOutcome
-    from vehcal_ros.estimation.signals import GroundTruth
     from vehcal_ros.io import replay as rp
     from vehcal_ros.io.replay_parallel import GripScheduler
+    from vehcal_ros.records import GroundTruth
 
     class NoFit(Executor):
         def submit(self, fn, /, *args, **kwargs):

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
-from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, WheelSpeeds
 from vehcal_ros.io.bags import read_bag, write_bag
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
+from vehcal_ros.records import Controls, GnssVelocity, ImuSample, WheelSpeeds
 from vehcal_ros.vehicle.description import load_vehicle
 
 SCALES = (1.0, 0.99, 1.01)

@@ -20,10 +20,10 @@ import numpy as np
 
 from vehcal_ros.estimation.grip_pipeline import signal_config_from, vehicle_signal_config
 from vehcal_ros.estimation.grip_signals import GripDataCollector
-from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io.replay import resolve_params
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
+from vehcal_ros.records import GroundTruth
 from vehcal_ros.vehicle.description import load_vehicle
 
 VEHICLES = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}   # simulated vehicle -> its shipped description

@@ -36,7 +36,6 @@ from pathlib import Path
 import numpy as np
 
 from vehcal_ros.estimation.grip_signals import WHEELS
-from vehcal_ros.estimation.signals import GroundTruth, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.estimation.tire_force_estimation import (
     TireForceConfig,
     TireForceEstimator,
@@ -47,6 +46,7 @@ from vehcal_ros.io import bags
 from vehcal_ros.io.replay import replay_bag
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
+from vehcal_ros.records import GroundTruth, ImuSample, OdomSample, WheelSpeeds
 
 
 def simulate(scenario_name: str, vehicle: str, seed: int, out: Path) -> float:

@@ -37,10 +37,10 @@ import bench_tire_forces as bench  # noqa: E402
 from vehcal_ros.estimation import grip_pipeline as gp  # noqa: E402
 from vehcal_ros.estimation.grip_fit import GripEstimator  # noqa: E402
 from vehcal_ros.estimation.latent_slip import latent_slip  # noqa: E402
-from vehcal_ros.estimation.signals import GroundTruth, ImuSample, OdomSample  # noqa: E402
 from vehcal_ros.io import bags  # noqa: E402
 from vehcal_ros.io import replay as rp  # noqa: E402
 from vehcal_ros.io.scenarios import load_scenario  # noqa: E402
+from vehcal_ros.records import GroundTruth, ImuSample, OdomSample  # noqa: E402
 
 
 def grip_params(vehicle: str, tmp: Path) -> dict:

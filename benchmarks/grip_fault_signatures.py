@@ -38,8 +38,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grip_fault_matrix import DESCRIPTIONS, ROW_ORDER  # noqa: E402
 
-from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, WheelSpeeds  # noqa: E402
 from vehcal_ros.io import bags  # noqa: E402
+from vehcal_ros.records import Controls, GnssVelocity, ImuSample, WheelSpeeds  # noqa: E402
 from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
 
 

@@ -38,7 +38,6 @@ from scipy.optimize import least_squares
 from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
 from vehcal_ros.estimation.grip_pipeline import fit_config_from
 from vehcal_ros.estimation.grip_signals import GripSignalConfig
-from vehcal_ros.estimation.signals import WHEELS, GroundTruth, OdomSample
 from vehcal_ros.io import bags
 from vehcal_ros.io.replay import GRIP_NODE, resolve_params
 from vehcal_ros.io.scenarios import load_scenario
@@ -46,6 +45,7 @@ from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.hmmwv.params import load_vehicle_params
 from vehcal_ros.models.hmmwv.tires import mu_curve, pack_tire
 from vehcal_ros.models.pacejka import mf_curve
+from vehcal_ros.records import WHEELS, GroundTruth, OdomSample
 
 SHAPE_SD = {"shape ~": (5.0, 0.1), "shape known": (0.5, 0.02)}
 """State of knowledge -> (sd of B C D, sd of C and E) of the Gaussian shape prior."""

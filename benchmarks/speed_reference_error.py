@@ -22,8 +22,8 @@ import time
 import numpy as np
 from scipy.linalg import solve_discrete_are
 
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
 from vehcal_ros.estimation.speed_reference import GnssImuSpeed, SpeedReferenceConfig
+from vehcal_ros.records import GnssVelocity, ImuSample
 
 LAGS_S = (0.1, 0.5, 1.0, 2.0, 3.0, 4.0)
 

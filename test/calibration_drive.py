@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from calibration_synthetic import NOISE, TRUTH
 
-from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof
+from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
 RATE = 100.0
 DURATION = 14.5

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.signals import Controls, GroundTruth
 from vehcal_ros.io.bags import (
     BagWriter,
     bag_topics,
@@ -26,6 +25,7 @@ from vehcal_ros.io.bags import (
 )
 from vehcal_ros.io.scenarios import parse_scenario
 from vehcal_ros.io.simulate import ScenarioRun
+from vehcal_ros.records import Controls, GroundTruth
 
 STORAGES = ("mcap", "sqlite3")
 

@@ -24,8 +24,8 @@ from vehcal_ros.estimation.calibration_pipeline import (
     config_from,
 )
 from vehcal_ros.estimation.segments import SegmentConfig
-from vehcal_ros.estimation.signals import Controls, GroundTruth, OdomSample, WheelSpeeds
 from vehcal_ros.inference.smc import Uniform
+from vehcal_ros.records import Controls, GroundTruth, OdomSample, WheelSpeeds
 
 ORDER = ("rolling_resistance", "longitudinal", "lateral")
 

@@ -16,11 +16,11 @@ from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
 from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.estimation.grip_pipeline import pipeline_from_params
-from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, TireForce, WheelSpeeds
 from vehcal_ros.io.replay_guard import calibrator_topics, grip_topics
 from vehcal_ros.io.scenarios import can_description, load_scenario
 from vehcal_ros.io.simulate import run_scenario
 from vehcal_ros.nodes.grip_estimator import PARAMS as GRIP_PARAMS
+from vehcal_ros.records import BrakePressure, DriveTorque, TireForce, WheelSpeeds
 from vehcal_ros.vehicle.description import BAR_PA as BAR
 from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, to_document
 

@@ -25,12 +25,12 @@ import pytest
 from vehcal_ros.estimation.grip_fit import GripEstimator
 from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, vehicle_signal_config
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
-from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
 from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap, load_vehicle_params
 from vehcal_ros.models.hmmwv import dynamics as dyn
 from vehcal_ros.models.hmmwv.tires import combined_forces, fx_pure, peak_mu
+from vehcal_ros.records import GroundTruth
 
 
 @pytest.fixture(scope="module")

@@ -283,7 +283,7 @@ def test_pipeline_carry_forward_sets_widened_priors_at_the_first_record():
     import numpy as np
 
     from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
-    from vehcal_ros.estimation.signals import WheelSpeeds
+    from vehcal_ros.records import WheelSpeeds
 
     doc = cs.read_state_document(V1_STATE, "truck7")
     p = CalibrationPipeline(CalibrationPipelineConfig(stages=("rolling_resistance", "longitudinal")))
@@ -582,7 +582,7 @@ def test_the_spread_between_windows_widens_the_carried_prior_and_the_drift_flag(
 
     from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
     from vehcal_ros.estimation.carry_forward import window_spread
-    from vehcal_ros.estimation.signals import WheelSpeeds
+    from vehcal_ros.records import WheelSpeeds
 
     m = DriftModel(rate=0.0, floor=0.0, half_width=3.0)
     assert prior_sd(100.0, 3.0, 0.0, m, spread=16.0) == pytest.approx(5.0)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vehcal_ros.estimation.signals import GnssVelocity
 from vehcal_ros.io.bags import bag_topics, read_bag, write_bag
 from vehcal_ros.io.scenarios import load_scenario, parse_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.sensors import DEFAULT_SENSORS
+from vehcal_ros.records import GnssVelocity
 
 TOPIC = "/vehicle/gnss/vel"
 

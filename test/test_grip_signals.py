@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
-from vehcal_ros.estimation.signals import Controls, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.records import Controls, OdomSample, TireForce, WheelSpeeds
 
 R0, KT, FZ = 0.47, 326332.0, 5000.0
 R_EFF = R0 - FZ / KT

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from vehcal_ros.estimation.imu_mounting import ImuYawMount
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
+from vehcal_ros.records import GnssVelocity, ImuSample
 
 
 def synthetic_drive(seed: int, psi_deg: float, duration: float = 200.0):

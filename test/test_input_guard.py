@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from vehcal_ros.estimation.input_guard import InputGuard
-from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.records import Controls, ImuSample, OdomSample, TireForce, WheelSpeeds
 
 
 def _odom(t: float, u: float = 15.0) -> OdomSample:

@@ -27,10 +27,10 @@ from rclpy.parameter import Parameter
 from ros_util import spin_until, wait_for_match
 from sensor_msgs.msg import Imu, JointState, Joy
 
-from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import latched_qos
 from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
+from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.vehicle.description import load_vehicle
 
 pytestmark = pytest.mark.ros

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from vehcal_ros.cli import main
-from vehcal_ros.estimation.signals import Controls, GroundTruth, OdomSample, TireForce, WheelSpeeds
 from vehcal_ros.io import bags
 from vehcal_ros.io.replay import (
     grip_pipeline_from,
@@ -26,6 +25,7 @@ from vehcal_ros.io.replay import (
     topic_map_from,
 )
 from vehcal_ros.models.pacejka import mf_curve
+from vehcal_ros.records import Controls, GroundTruth, OdomSample, TireForce, WheelSpeeds
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
 MU_MAX = float(mf_curve(np.linspace(0, 0.4, 4001), THETA).max())

@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.signals import Controls, OdomSample, TireForce, WheelSpeeds
 from vehcal_ros.io import bags
 from vehcal_ros.io.replay import ReplayProgress, replay_bag, resolve_params
 from vehcal_ros.models.pacejka import mf_curve
+from vehcal_ros.records import Controls, OdomSample, TireForce, WheelSpeeds
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
 RATE, DURATION, R0, U, PERIOD = 25.0, 10.0, 0.47, 15.0, 3.0

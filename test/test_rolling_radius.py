@@ -20,7 +20,7 @@ import pytest
 from scipy import stats
 
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample, WheelSpeeds
+from vehcal_ros.records import GnssVelocity, ImuSample, WheelSpeeds
 
 R0, KT, FZ = 0.47, 326332.0, 6860.0
 R_DESC = R0 - FZ / KT

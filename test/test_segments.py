@@ -20,9 +20,9 @@ from vehcal_ros.estimation.segments import (
     records_to_sources,
     resample,
 )
-from vehcal_ros.estimation.signals import ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.io.scenarios import DriverProgram, load_scenario
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof
+from vehcal_ros.records import ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.vehicle.description import load_vehicle
 
 

@@ -12,7 +12,10 @@ import pytest
 from scipy import stats
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.signals import (
+from vehcal_ros.io.scenarios import parse_scenario
+from vehcal_ros.io.simulate import ScenarioRun, SimulationDiverged, run_scenario
+from vehcal_ros.models.sensors import ClockTick, SensorSpec, SensorSuite
+from vehcal_ros.records import (
     Controls,
     GnssVelocity,
     GroundTruth,
@@ -21,9 +24,6 @@ from vehcal_ros.estimation.signals import (
     TireForce,
     WheelSpeeds,
 )
-from vehcal_ros.io.scenarios import parse_scenario
-from vehcal_ros.io.simulate import ScenarioRun, SimulationDiverged, run_scenario
-from vehcal_ros.models.sensors import ClockTick, SensorSpec, SensorSuite
 
 
 class StandIn:

@@ -143,7 +143,7 @@ def test_a_spec_sheet_car_with_can_engine_torque():
     output speed): the description keeps their inverses, and the CAN conversion gives the wheel torque of an
     engine torque in a gear by hand."""
     from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
-    from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
+    from vehcal_ros.records import BrakePressure, DriveTorque, WheelSpeeds
 
     spec = copy.deepcopy(SPEC)
     spec["spec_sheet"].update(torque_source="engine", gear_ratios=[3.5, 2.0], final_drive=4.0,

@@ -15,8 +15,8 @@ import re
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
 from vehcal_ros.estimation.speed_reference import GnssImuSpeed, SpeedReferenceConfig
+from vehcal_ros.records import GnssVelocity, ImuSample
 
 G = 9.81
 

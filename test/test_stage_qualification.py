@@ -226,7 +226,7 @@ def test_a_braked_deceleration_is_no_coast_down_and_the_refusal_says_so() -> Non
 def _records(sources: dict, steering: np.ndarray) -> list:
     """Records of the calibrator's topics from stamp-first source arrays (wheel speeds, IMU, odometry,
     controls with ``steering``)."""
-    from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
+    from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
     out: list = []
     w, imu, od, ctl = (sources[k] for k in ("wheel_speeds", "imu", "odom", "controls"))

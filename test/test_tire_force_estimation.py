@@ -12,7 +12,6 @@ import pytest
 
 from vehcal_ros.estimation.grip_pipeline import GripPipeline
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
-from vehcal_ros.estimation.signals import GroundTruth, ImuSample, OdomSample, TireForce, WheelSpeeds
 from vehcal_ros.estimation.tire_force_estimation import (
     TireForceConfig,
     TireForceEstimator,
@@ -20,6 +19,7 @@ from vehcal_ros.estimation.tire_force_estimation import (
     estimate_fx,
     normal_loads,
 )
+from vehcal_ros.records import GroundTruth, ImuSample, OdomSample, TireForce, WheelSpeeds
 
 VEH = TireForceVehicle.hmmwv()
 CFG = TireForceConfig()

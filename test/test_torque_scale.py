@@ -75,10 +75,10 @@ def test_a_torque_sensor_reading_5_percent_high_is_found_on_the_simulator() -> N
     combined SDs, and its corrected forces follow the simulator's true Fx within 1 % (against the 5 % the
     reported torques give)."""
     from vehcal_ros.estimation.grip_pipeline import force_config_from
-    from vehcal_ros.estimation.signals import GnssVelocity, GroundTruth, ImuSample, WheelSpeeds
     from vehcal_ros.estimation.tire_force_estimation import TireForceEstimator
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
+    from vehcal_ros.records import GnssVelocity, GroundTruth, ImuSample, WheelSpeeds
     from vehcal_ros.vehicle.description import load_vehicle
 
     config = force_config_from({"torque_scale_learning": True}, load_vehicle("hmmwv_sim"))

@@ -339,7 +339,7 @@ def simulate_drive(set_id: int, seed: int = 0, duration: float = 160.0,
     from vehiclemodels.utils.acceleration_constraints import acceleration_constraints
     from vehiclemodels.vehicle_dynamics_mb import vehicle_dynamics_mb
 
-    from vehcal_ros.estimation.signals import Controls, GnssVelocity, GroundTruth, ImuSample, OdomSample, WheelSpeeds
+    from vehcal_ros.records import Controls, GnssVelocity, GroundTruth, ImuSample, OdomSample, WheelSpeeds
 
     if duration < 5.0:
         raise ValueError(f"--duration {duration}: expected at least 5 s")

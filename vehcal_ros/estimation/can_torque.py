@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vehcal_ros.estimation.signals import BrakePressure, DriveTorque, WheelSpeeds
+from vehcal_ros.records import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.vehicle.description import BAR_PA, CAN_TORQUE_SOURCES
 
 CAN_COUNTERS = ("drive_samples", "brake_samples", "converted", "stale_drive", "stale_brake", "unknown_gear",

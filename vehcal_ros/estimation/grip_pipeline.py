@@ -52,13 +52,6 @@ from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConf
 from vehcal_ros.estimation.imu_mounting import ImuYawMount
 from vehcal_ros.estimation.latent_slip import latent_slip
 from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator, slip_terms
-from vehcal_ros.estimation.signals import (
-    Controls,
-    GnssVelocity,
-    ImuSample,
-    TireForce,
-    WheelSpeeds,
-)
 from vehcal_ros.estimation.speed_reference import resolve_speed_reference
 from vehcal_ros.estimation.surface_change import (
     PredictiveReference,
@@ -69,6 +62,13 @@ from vehcal_ros.estimation.surface_change import (
 from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
 from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 from vehcal_ros.inference.blas import BlasThreads
+from vehcal_ros.records import (
+    Controls,
+    GnssVelocity,
+    ImuSample,
+    TireForce,
+    WheelSpeeds,
+)
 from vehcal_ros.vehicle.description import load_vehicle
 
 FORCE_SOURCES = ("measured", "estimated", "auto")

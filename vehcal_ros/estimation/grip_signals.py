@@ -72,15 +72,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vehcal_ros.estimation.buffers import RollingBuffer, pooled
-from vehcal_ros.estimation.signals import (
-    WHEELS,
-    Controls,
-    GnssVelocity,
-    ImuSample,
-    OdomSample,
-    TireForce,
-    WheelSpeeds,
-)
 from vehcal_ros.estimation.speed_reference import (
     SPEED_REFERENCES,
     GnssImuSpeed,
@@ -90,6 +81,15 @@ from vehcal_ros.estimation.speed_reference import (
 )
 from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
+from vehcal_ros.records import (
+    WHEELS,
+    Controls,
+    GnssVelocity,
+    ImuSample,
+    OdomSample,
+    TireForce,
+    WheelSpeeds,
+)
 
 SCOPE_MODES = ("axle", "wheel", "vehicle")
 BRAKING_MODES = ("mirror", "separate", "drop", "keep")

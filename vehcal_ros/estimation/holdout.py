@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
+from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
 TABLE9_CHANNELS = ("u", "v", "psi", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rr")
 """The paper's Table 9 rows, as names of :func:`records_to_table` columns."""

@@ -31,7 +31,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
+from vehcal_ros.records import GnssVelocity, ImuSample
 
 MOUNT_DOUBT = math.sin(math.radians(0.5))
 """A slope of the lateral residual against the forward acceleration beyond this (and 3 standard errors) names

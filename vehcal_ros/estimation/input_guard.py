@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from vehcal_ros.estimation.signals import (
+from vehcal_ros.records import (
     BrakePressure,
     Controls,
     DriveTorque,

@@ -1,7 +1,7 @@
 """Where the vehicle is: the latest GNSS fix of a record stream, and the grip in force at each place.
 
 :class:`PositionTracker` is fed the same record stream as the estimators (``add(record)`` takes any record and
-keeps only :class:`~vehcal_ros.estimation.signals.GnssFix` ones, as the grip collector dispatches by record
+keeps only :class:`~vehcal_ros.records.GnssFix` ones, as the grip collector dispatches by record
 type); it holds the latest usable fix (status >= 0, finite latitude and longitude, stamps increasing) and a
 track of fixes decimated to one per ``period`` s of bag time. :func:`grip_by_place` joins that track with the
 belief in force of each grip scope (estimation/grip_belief.py ``belief_timeline``) into rows
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from vehcal_ros.estimation.signals import GnssFix
+from vehcal_ros.records import GnssFix
 
 PLACE_PERIOD = 1.0
 """s of bag time between the fixes kept on the track (the rows of the grip-by-place table)."""

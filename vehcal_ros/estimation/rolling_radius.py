@@ -71,7 +71,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from vehcal_ros.estimation.buffers import pooled
-from vehcal_ros.estimation.signals import Controls, GnssVelocity, ImuSample, WheelSpeeds
+from vehcal_ros.records import Controls, GnssVelocity, ImuSample, WheelSpeeds
 
 AXLES = ("front_axle", "rear_axle")
 REJECT_REASONS = ("nonfinite", "low_speed", "torque", "no_torque", "yaw_rate", "steering", "accel", "no_imu",

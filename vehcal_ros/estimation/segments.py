@@ -569,7 +569,7 @@ def find_segments(sources: Mapping[str, np.ndarray], stage: str, config: Segment
 def records_to_sources(records) -> dict[str, np.ndarray]:
     """``(topic, record)`` or records (WheelSpeeds, ImuSample, OdomSample, Controls) -> stamp-first arrays per
     source (others ignored). Non-finite rows are kept here; :func:`resample` marks them invalid."""
-    from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
+    from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
     rows: dict[str, list] = {k: [] for k in (*SOURCE_COLUMNS, *OPTIONAL_SOURCES)}
     for item in records:
@@ -591,7 +591,7 @@ def records_to_sources(records) -> dict[str, np.ndarray]:
 
 def record_source(rec: object) -> str | None:
     """The source name of a record (None for records the calibrator does not use)."""
-    from vehcal_ros.estimation.signals import Controls, ImuSample, OdomSample, WheelSpeeds
+    from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
     return {WheelSpeeds: "wheel_speeds", ImuSample: "imu", OdomSample: "odom", Controls: "controls"}.get(type(rec))
 

@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample
+from vehcal_ros.records import GnssVelocity, ImuSample
 
 SPEED_REFERENCES = ("odometry", "gnss_imu", "undriven_wheels")
 """Where the slips' vehicle speed comes from: the odometry topic (its twist, as published), GNSS velocity fused

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from vehcal_ros.estimation.signals import GnssVelocity, ImuSample, TireForce, WheelSpeeds
 from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
+from vehcal_ros.records import GnssVelocity, ImuSample, TireForce, WheelSpeeds
 
 
 # ------------------------------------------------------------------------------------------------------------

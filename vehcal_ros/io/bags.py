@@ -1,6 +1,6 @@
 """rosbag2 files (mcap and sqlite3) read and written with ``rosbags`` — no rclpy.
 
-Records (estimation/signals.py) travel under the canonical topic names of docs/nodes.md
+Records (vehcal_ros/records.py) travel under the canonical topic names of docs/nodes.md
 (``DEFAULT_TOPICS``); ``write_bag`` converts them to standard messages, ``read_bag`` converts back and yields
 ``(canonical_topic, record)`` in header-stamp order. The record <-> message code here is duck-typed over a
 *type lookup* (``MsgTypes``), so ``nodes/conversions.py`` reuses it with rclpy's message classes: rosbags and
@@ -58,7 +58,8 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.signals import (
+from vehcal_ros.models.sensors import SENSOR_TOPICS, ClockTick
+from vehcal_ros.records import (
     AXLE_FRAMES,
     WHEELS,
     BrakePressure,
@@ -73,7 +74,6 @@ from vehcal_ros.estimation.signals import (
     TireForce,
     WheelSpeeds,
 )
-from vehcal_ros.models.sensors import SENSOR_TOPICS, ClockTick
 
 DEFAULT_TOPICS: dict[str, str] = dict(SENSOR_TOPICS)
 """Sensor key -> canonical topic name (``wheel_speeds`` -> ``/vehicle/wheel_speeds``, ..., ``clock``)."""

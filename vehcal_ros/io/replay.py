@@ -42,10 +42,10 @@ from vehcal_ros.estimation.grip_fit import GripEstimate
 from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_params
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.position import PositionTracker, grip_by_place
-from vehcal_ros.estimation.signals import GnssFix, GroundTruth, OdomSample
 from vehcal_ros.io import bags
 from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
 from vehcal_ros.io.replay_guard import replay_guards
+from vehcal_ros.records import GnssFix, GroundTruth, OdomSample
 from vehcal_ros.resources import find_resource, searched
 from vehcal_ros.vehicle.description import load_vehicle
 

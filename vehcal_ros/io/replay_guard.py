@@ -18,8 +18,8 @@ from typing import Any
 
 from vehcal_ros.estimation.grip_pipeline import signal_config_from
 from vehcal_ros.estimation.input_guard import REASONS, InputGuard
-from vehcal_ros.estimation.signals import GroundTruth
 from vehcal_ros.io import bags
+from vehcal_ros.records import GroundTruth
 from vehcal_ros.vehicle.description import CAN_TORQUE_SOURCES, load_vehicle
 
 CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")

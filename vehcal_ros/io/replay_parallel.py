@@ -47,7 +47,6 @@ from typing import Any
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, excitation_of
 from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.signals import GnssFix, GroundTruth, OdomSample
 from vehcal_ros.inference.executors import is_worker_lost, make_executor
 from vehcal_ros.io.replay import (
     CalibrationRecorder,
@@ -60,6 +59,7 @@ from vehcal_ros.io.replay import (
     stream_bag,
 )
 from vehcal_ros.io.replay_guard import replay_guards
+from vehcal_ros.records import GnssFix, GroundTruth, OdomSample
 
 POLL_S = 0.5
 """s between progress reports while waiting for fits after the bag has been read."""

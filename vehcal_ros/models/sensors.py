@@ -1,6 +1,6 @@
 """Sensor models of the simulated vehicle: rate, white noise, constant bias and latency per sensor.
 
-The 14-DOF simulator's ``outputs()`` are turned into the neutral records of ``estimation/signals.py`` (the
+The 14-DOF simulator's ``outputs()`` are turned into the neutral records of ``vehcal_ros/records.py`` (the
 records a real vehicle's drivers would give after conversion). Each sensor samples at its own rate on the
 simulation step grid; the record's stamp is the measurement time, and the record is released (published,
 written to a bag) ``latency`` seconds later. Noise is zero-mean Gaussian with a per-channel standard deviation,
@@ -73,7 +73,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vehcal_ros.estimation.signals import (
+from vehcal_ros.models.geodesy import Geodetic, enu_to_geodetic
+from vehcal_ros.records import (
     BrakePressure,
     Controls,
     DriveTorque,
@@ -86,7 +87,6 @@ from vehcal_ros.estimation.signals import (
     TireForce,
     WheelSpeeds,
 )
-from vehcal_ros.models.geodesy import Geodetic, enu_to_geodetic
 
 SENSOR_CHANNELS: dict[str, tuple[str, ...]] = {
     "wheel_speeds": ("omega", "torque"),

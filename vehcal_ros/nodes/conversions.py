@@ -14,20 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from vehcal_ros.estimation.signals import (
-    WHEELS,
-    BrakePressure,
-    Controls,
-    DriveTorque,
-    GnssFix,
-    GnssVelocity,
-    GroundTruth,
-    ImuSample,
-    OdomSample,
-    Record,
-    TireForce,
-    WheelSpeeds,
-)
 from vehcal_ros.io.bags import (
     DEFAULT_FRAMES,
     Frames,
@@ -41,6 +27,20 @@ from vehcal_ros.io.bags import (
 )
 from vehcal_ros.models.sensors import ClockTick
 from vehcal_ros.nodes import raw_messages
+from vehcal_ros.records import (
+    WHEELS,
+    BrakePressure,
+    Controls,
+    DriveTorque,
+    GnssFix,
+    GnssVelocity,
+    GroundTruth,
+    ImuSample,
+    OdomSample,
+    Record,
+    TireForce,
+    WheelSpeeds,
+)
 
 
 def _lookup(name: str) -> type:

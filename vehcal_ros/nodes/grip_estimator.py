@@ -42,7 +42,6 @@ from vehcal_ros.estimation.grip_pipeline import (
     signal_config_from,
 )
 from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
-from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.estimation.speed_reference import SPEED_REFERENCE_CHOICES
 from vehcal_ros.estimation.surface_change import SurfaceChangeConfig
 from vehcal_ros.io.replay_guard import grip_guard
@@ -61,6 +60,7 @@ from vehcal_ros.nodes.common import (
     spin_node,
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.records import WHEELS
 from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"

@@ -47,7 +47,6 @@ from vehcal_ros.estimation.maneuver_spread import DEFAULT_MIN_PART_S, DEFAULT_PA
 from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 from vehcal_ros.estimation.qualification import declared
 from vehcal_ros.estimation.segments import SegmentConfig
-from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io import calibration_state
 from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
@@ -65,6 +64,7 @@ from vehcal_ros.nodes.common import (
     spin_node,
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.records import WHEELS
 from vehcal_ros.vehicle.description import CALIBRATED
 
 NODE_NAME = "model_calibrator"

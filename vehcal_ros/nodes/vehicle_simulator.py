@@ -28,7 +28,6 @@ from rclpy.qos import (
     qos_profile_sensor_data,
 )
 
-from vehcal_ros.estimation.signals import WHEELS
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun, SimulationDiverged, make_model, run_scenario
 from vehcal_ros.models.sensors import SENSOR_TOPICS
@@ -44,6 +43,7 @@ from vehcal_ros.nodes.common import (
     make_set_callback,
     spin_node,
 )
+from vehcal_ros.records import WHEELS
 
 NODE_NAME = "vehicle_simulator"
 
@@ -325,7 +325,8 @@ class VehicleSimulator(Node):
 def _examples() -> dict[str, Any]:
     import numpy as np
 
-    from vehcal_ros.estimation.signals import (
+    from vehcal_ros.models.sensors import ClockTick
+    from vehcal_ros.records import (
         BrakePressure,
         Controls,
         DriveTorque,
@@ -337,7 +338,6 @@ def _examples() -> dict[str, Any]:
         TireForce,
         WheelSpeeds,
     )
-    from vehcal_ros.models.sensors import ClockTick
 
     z = np.zeros(4)
     return {"wheel_speeds": WheelSpeeds(0.0, z), "imu": ImuSample(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),

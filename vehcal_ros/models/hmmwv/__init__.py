@@ -3,7 +3,7 @@
 The package keeps its historical name: it simulates the HMMWV (default) and any vehicle model file in the
 layout of ``data/hmmwv.yaml`` (the shipped ``sedan``). Public API: :class:`Hmmwv14` (alias
 :class:`Vehicle14`), :class:`HmmwvParams`, :func:`load_vehicle_params`, :class:`RoadMap`, :class:`RoadPatch`.
-Wheel arrays are ordered FL, FR, RL, RR (``vehcal_ros.estimation.signals.WHEELS``).
+Wheel arrays are ordered FL, FR, RL, RR (``vehcal_ros.records.WHEELS``).
 """
 
 from .params import VEHICLE_NAMES, HmmwvParams, load_vehicle_params, vehicle_model_file
