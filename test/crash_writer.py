@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-from vehcal_ros.estimation.calibration_pipeline import write_atomic
+from vehcal_ros.atomic_files import write_atomic
 from vehcal_ros.io.calibration_state import StageState, state_text
 
 SAVED_AT = dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc)

@@ -32,7 +32,7 @@ from ros_util import spawn, spin_until, stop, wait_for_match
 from test_calibrator_persistence import _model_rr
 from test_model_calibrator_node import CalibratorProbe, _closed, _publish
 
-from vehcal_ros.estimation.calibration_pipeline import TEMP_PREFIX
+from vehcal_ros.atomic_files import TEMP_PREFIX
 from vehcal_ros.io.calibration_state import read_state, state_text
 from vehcal_ros.nodes.grip_estimator import latched_qos
 

@@ -79,7 +79,7 @@ def test_lost_messages_counted_from_stamp_gaps() -> None:
 
 # --------------------------------------------------------------------------------------------- atomic writes
 def _write_forever(target) -> None:
-    from vehcal_ros.estimation.calibration_pipeline import write_atomic
+    from vehcal_ros.atomic_files import write_atomic
 
     body = "1" * 20000
     k = 0
@@ -91,7 +91,7 @@ def _write_forever(target) -> None:
 def test_kill9_during_writes_leaves_complete_file_and_no_temp_files(tmp_path) -> None:
     """kill -9 a process writing params in a tight loop, 20 times at random moments: the target is always a
     complete YAML, and the next write removes every temporary file the killed writers left."""
-    from vehcal_ros.estimation.calibration_pipeline import write_atomic
+    from vehcal_ros.atomic_files import write_atomic
 
     target = tmp_path / "model.yaml"
     rng = np.random.default_rng(0)

@@ -257,9 +257,9 @@ def _result_names(inputs: Sequence[str]) -> list[str]:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=_json_default) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a reader never sees half a file
+    from vehcal_ros.atomic_files import write_atomic
+
+    write_atomic(path, json.dumps(obj, indent=2, default=_json_default) + "\n")   # a reader never sees half a file
 
 
 def _json_default(obj: Any) -> Any:
@@ -580,7 +580,7 @@ def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_d
             _write_json(f, value["replay"])          # first the result, then the state that includes it
             o.result_file, o.task, o.elapsed_s = str(f), value.get("task"), value.get("task_elapsed_s")
             if value.get("state") is not None:
-                from vehcal_ros.estimation.calibration_pipeline import write_atomic
+                from vehcal_ros.atomic_files import write_atomic
 
                 states[d.vehicle_id] = value["state"]
                 write_atomic(state_path(d.vehicle_id), value["state"])

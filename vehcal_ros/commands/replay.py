@@ -198,20 +198,10 @@ def _check_outputs(args) -> None:
 
 def _write_json(doc: dict, path: str) -> None:
     import json
-    import os
-    import tempfile
-    from pathlib import Path
 
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".partial", dir=str(p.parent) or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-            f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    from vehcal_ros.atomic_files import write_atomic
+
+    write_atomic(path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
 
 
 def _state_input(args: argparse.Namespace, params: dict) -> tuple[str | None, str]:
@@ -282,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json and args.json != "-":
             _write_json(result.to_dict(), args.json)
         if args.state and state_text is not None:   # last: the state file changes only when all else is written
-            from vehcal_ros.estimation.calibration_pipeline import write_atomic
+            from vehcal_ros.atomic_files import write_atomic
 
             write_atomic(args.state, state_text)
     except BaseException:

@@ -35,7 +35,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from vehcal_ros.estimation.calibration_pipeline import write_atomic
+    from vehcal_ros.atomic_files import write_atomic
     from vehcal_ros.io.describe import describe_model
     from vehcal_ros.vehicle.description import description_from_dict
 
@@ -55,8 +55,8 @@ def run_from_spec(args: argparse.Namespace) -> int:
 
     import yaml
 
+    from vehcal_ros.atomic_files import write_atomic
     from vehcal_ros.errors import InputError
-    from vehcal_ros.estimation.calibration_pipeline import write_atomic
     from vehcal_ros.vehicle.description import description_from_dict
     from vehcal_ros.vehicle.spec_sheet import description_yaml_from_spec
 

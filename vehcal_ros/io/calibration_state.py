@@ -72,8 +72,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from vehcal_ros.atomic_files import write_atomic
 from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult, jsonable
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, write_atomic
+from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline
 from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, window_spread
 from vehcal_ros.estimation.recalibration_check import correlation_of, posterior_moments
 

@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vehcal_ros.atomic_files import write_atomic
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import finite_or_none
-from vehcal_ros.estimation.calibration_pipeline import write_atomic
 from vehcal_ros.estimation.position import PLACE_FIELDS
 from vehcal_ros.models.geodesy import Geodetic, geodetic_to_enu
 

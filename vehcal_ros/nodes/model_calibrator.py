@@ -32,13 +32,13 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
+from vehcal_ros.atomic_files import remove_stale_temps
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges
 from vehcal_ros.estimation.calibration_pipeline import (
     MODEL_PARAMETERS,
     CalibrationPipeline,
     config_from,
-    remove_stale_temps,
     vehicle_overrides,
     worst_diagnostics,
     write_atomic,
