@@ -246,8 +246,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2)
         print()
     elif args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
+        from vehcal_ros.atomic_files import write_atomic
+
+        write_atomic(args.json, json.dumps(doc, indent=2))
     if args.report:
         from vehcal_ros.io.calibration_plots import write_report
 

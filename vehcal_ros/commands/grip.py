@@ -107,9 +107,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"prior-dominated: the data do not identify the curve maximum (posterior std of mu_max "
               f"{est.mu_max.std:.3f} vs {est.mu_max_prior_std:.3f} under the prior alone)")
     if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(d, indent=2, allow_nan=False) + "\n")
+        from vehcal_ros.atomic_files import write_atomic
+
+        write_atomic(args.json, json.dumps(d, indent=2, allow_nan=False) + "\n")
     if args.plot:
         from vehcal_ros.io.grip_plots import plot_grip_fit
 
