@@ -19,7 +19,7 @@ import time
 
 from roofline import load_counts, machine_peaks, roofline_row
 
-from vehcal_ros.models.hmmwv import Hmmwv14
+from vehcal_ros.models.vehicle14 import Hmmwv14
 
 
 def maneuver(sim: Hmmwv14, seconds: float, chunk: int = 10, start: float = 0.0) -> None:

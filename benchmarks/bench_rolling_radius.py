@@ -4,7 +4,7 @@ Simulates ``config/scenarios/daily_driving.yaml`` (tire-force topic off: a produ
 defaults: 10 Hz ENU velocity, 0.05 m/s per axis, 0.1 s latency), writes the bag with ``io.bags.write_bag``,
 then feeds the bag in its recorded (arrival) order to one :class:`RollingRadiusEstimator` per description:
 the HMMWV description as shipped and with its rolling radius scaled by 0.99 and 1.01 (R_desc(Fz) = s (r0 -
-Fz/kt)). The truth is the simulator's own effective rolling radius, R0 - deflection/3 (models/hmmwv/tires.py),
+Fz/kt)). The truth is the simulator's own effective rolling radius, R0 - deflection/3 (models/vehicle14/tires.py),
 per wheel at every wheel-speed sample, divided by the description's R_desc at the static load: the mean of that
 ratio per axle over the samples the estimator could use (speed > 5 m/s, |a_x| < 0.3 m/s^2, |yaw rate| < 0.03
 rad/s) is the k a perfect estimator would report. Prints, per description and axle, the learnt k and its SD,

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hmmwv import maneuver  # noqa: E402
 
-from vehcal_ros.models.hmmwv import Hmmwv14  # noqa: E402
+from vehcal_ros.models.vehicle14 import Hmmwv14  # noqa: E402
 
 
 def bench(vehicle: str, seconds: float, repeats: int) -> dict:

@@ -119,7 +119,7 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     import yaml
 
     from vehcal_ros.io.describe import describe_vehicle
-    from vehcal_ros.models.hmmwv.params import load_vehicle_params
+    from vehcal_ros.models.vehicle14.params import load_vehicle_params
     from vehcal_ros.vehicle.description import to_document
 
     desc = describe_vehicle(vehicle)
@@ -129,7 +129,7 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     # the force estimator's lever base r0 - rolling_minus_loaded is the tire's unloaded radius R0 (describe writes
     # r0 such that r0 - Fz/kz is the free-rolling radius, and the difference to the loaded radius apart)
     veh = TireForceVehicle.from_description(desc)
-    # slip: the simulator's tires roll at R0 - deflection / 3 (models/hmmwv/tires.py): kt = 3 kz
+    # slip: the simulator's tires roll at R0 - deflection / 3 (models/vehicle14/tires.py): kt = 3 kz
     geometry = {"wheelbase_front": veh.a, "wheelbase_rear": veh.b, "track": 0.5 * (veh.track_front + veh.track_rear),
                 "r0": veh.r0, "kt": 3.0 * veh.kz[0], "steering_gain": desc.steer_gain}
     return out, veh, geometry

@@ -17,9 +17,9 @@ import argparse
 
 import numpy as np
 
-from vehcal_ros.models.hmmwv.params import load_vehicle_params
-from vehcal_ros.models.hmmwv.road import RoadMap
-from vehcal_ros.models.hmmwv.simulator import Hmmwv14
+from vehcal_ros.models.vehicle14.params import load_vehicle_params
+from vehcal_ros.models.vehicle14.road import RoadMap
+from vehcal_ros.models.vehicle14.simulator import Hmmwv14
 
 PROGRAM = ((0.0, 0.4, 0.0), (6.0, 0.1, 0.0), (10.0, 0.0, 0.15), (13.0, 0.6, 0.0), (18.0, 0.05, 0.0))
 """(from s, throttle, brake)."""

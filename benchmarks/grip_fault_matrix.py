@@ -17,7 +17,7 @@ Rows (each alone; the simulator is untouched by description rows, the descriptio
   teeth counted over 10 ms (steps of 13.09 rad/s), the IMU's stamps 20 ms late with +-5 ms uniform jitter, and
   the IMU mounted 1 deg off about y and z;
 * road grade +-5 % (scenario ``road.grade``: the whole road rises, or falls, 5 % along +x, the direction of
-  the drive; models/hmmwv/road.py), the description untouched.
+  the drive; models/vehicle14/road.py), the description untouched.
 
 Each row also reports the online rolling-radius scale k per axle at the end of the drive (the estimator's own
 RollingRadiusEstimator run over the bag with the row's description): the figure that names a radius error on

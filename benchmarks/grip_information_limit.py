@@ -42,9 +42,9 @@ from vehcal_ros.io import bags
 from vehcal_ros.io.replay import GRIP_NODE, resolve_params
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
-from vehcal_ros.models.hmmwv.params import load_vehicle_params
-from vehcal_ros.models.hmmwv.tires import mu_curve, pack_tire
 from vehcal_ros.models.pacejka import mf_curve
+from vehcal_ros.models.vehicle14.params import load_vehicle_params
+from vehcal_ros.models.vehicle14.tires import mu_curve, pack_tire
 from vehcal_ros.records import WHEELS, GroundTruth, OdomSample
 
 SHAPE_SD = {"shape ~": (5.0, 0.1), "shape known": (0.5, 0.02)}

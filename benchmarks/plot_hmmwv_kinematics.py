@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from vehcal_ros.models.hmmwv import Hmmwv14  # noqa: E402
-from vehcal_ros.models.hmmwv.kinematics import corner_state  # noqa: E402
+from vehcal_ros.models.vehicle14 import Hmmwv14  # noqa: E402
+from vehcal_ros.models.vehicle14.kinematics import corner_state  # noqa: E402
 
 
 def main() -> None:

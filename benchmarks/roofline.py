@@ -351,10 +351,10 @@ def count_14dof(seconds: float = 20.0, window: float = 0.05, every: float = 0.5)
 
     from bench_hmmwv import maneuver
 
-    from vehcal_ros.models.hmmwv import Hmmwv14
+    from vehcal_ros.models.vehicle14 import Hmmwv14
 
     names = ("vec3", "road", "tires", "kinematics", "dynamics")
-    mods = [importlib.import_module(f"vehcal_ros.models.hmmwv.{n}") for n in names]
+    mods = [importlib.import_module(f"vehcal_ros.models.vehicle14.{n}") for n in names]
     mods.append(importlib.import_module("vehcal_ros.models.powertrain"))
     ref = Hmmwv14(integrator="semi_implicit")
     ref.reset(speed=5.0)

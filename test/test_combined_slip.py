@@ -6,7 +6,7 @@ longitudinal and lateral slip by the friction ellipse, so Fx(kappa) lies well be
 (57 % of it on the dry road). Known truth checked here:
 
 1. the grip likelihood's friction ellipse (:func:`vehcal_ros.models.pacejka.combined`, written over the pure
-   curve and its peak) against the simulator's tire (models/hmmwv/tires.py ``combined_forces``, Chrono's
+   curve and its peak) against the simulator's tire (models/vehicle14/tires.py ``combined_forces``, Chrono's
    tan(beta) form, an independent code), and its slope against a finite difference;
 2. the slip angle each friction sample carries (from the description's toe table at the front wheel travel
    L (pitch - pitch_at_rest), and the odometry) against the simulator's ground-truth slip angles;
@@ -27,9 +27,9 @@ from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, vehicle_sig
 from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
-from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap, load_vehicle_params
-from vehcal_ros.models.hmmwv import dynamics as dyn
-from vehcal_ros.models.hmmwv.tires import combined_forces, fx_pure, peak_mu
+from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
+from vehcal_ros.models.vehicle14 import dynamics as dyn
+from vehcal_ros.models.vehicle14.tires import combined_forces, fx_pure, peak_mu
 from vehcal_ros.records import GroundTruth
 
 
@@ -140,7 +140,7 @@ def test_fit_with_slip_angles_contains_the_true_mu_max(dry_drive):
 def test_mf2002_weighting_equals_the_simulators_tire():
     """The HMMWV's Pac02 combines by the MF2002 weighting functions: the weight grip_signals divides each
     sample's friction by (coefficients from `vehcal vehicle describe`) equals Fx / Fx0 of the simulator's tire
-    (models/hmmwv/tires.py, an independent code) over slips, slip angles, roads and loads; and it is 1 at zero
+    (models/vehicle14/tires.py, an independent code) over slips, slip angles, roads and loads; and it is 1 at zero
     slip angle. The describe'd description reads back (combined_slip mf and its 5 coefficients)."""
     from vehcal_ros.estimation.grip_signals import combined_weight
 

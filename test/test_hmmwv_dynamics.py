@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from calibration_synthetic import CHRONO
 
-from vehcal_ros.models.hmmwv import Hmmwv14, HmmwvParams, RoadMap
-from vehcal_ros.models.hmmwv import dynamics as dyn
-from vehcal_ros.models.hmmwv.kinematics import corner_state
 from vehcal_ros.models.powertrain import road_wheel_angle
+from vehcal_ros.models.vehicle14 import Hmmwv14, HmmwvParams, RoadMap
+from vehcal_ros.models.vehicle14 import dynamics as dyn
+from vehcal_ros.models.vehicle14.kinematics import corner_state
 
 ACC_CSV = CHRONO / "acc.csv"
 

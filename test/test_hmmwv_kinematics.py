@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vehcal_ros.models.hmmwv import HmmwvParams
-from vehcal_ros.models.hmmwv import kinematics as K
+from vehcal_ros.models.vehicle14 import HmmwvParams
+from vehcal_ros.models.vehicle14 import kinematics as K
 
 TRAVEL = np.linspace(-0.45, 0.25, 36)  # LCA rotation from the design pose (rad): past the rebound stop .. bump
 STEER = np.linspace(-0.75, 0.75, 7)  # Pitman-arm angles (rad); full lock (steering = +-1) is +-0.74

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap, RoadPatch
-from vehcal_ros.models.hmmwv.tires import combined_forces, fx_pure, fy_pure, peak_mu
+from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, RoadPatch
+from vehcal_ros.models.vehicle14.tires import combined_forces, fx_pure, fy_pure, peak_mu
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ PROBE = r"""
 import pickle, sys
 import numpy as np
 from vehcal_ros.estimation.brake_fit import FIT_NAMES, TRUE_PARAMETERS, BrakeResidual, synthetic_data
-from vehcal_ros.models.hmmwv import Hmmwv14
+from vehcal_ros.models.vehicle14 import Hmmwv14
 
 truth = np.array([TRUE_PARAMETERS[n] for n in FIT_NAMES])
 res = BrakeResidual(synthetic_data(2, seed=1, dt=0.005), dt=0.005)

@@ -1,4 +1,4 @@
-"""Road grade of the 14-DOF simulator (models/hmmwv/road.py ``grade``): gravity tilted in the road frame, the
+"""Road grade of the 14-DOF simulator (models/vehicle14/road.py ``grade``): gravity tilted in the road frame, the
 attitude and accelerometer referred to the level frame, the scenario key ``road.grade``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.io.scenarios import parse_scenario
-from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap
+from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap
 
 G = 9.81
 

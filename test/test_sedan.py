@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from vehcal_ros.cli import main
-from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap, load_vehicle_params
-from vehcal_ros.models.hmmwv import dynamics as dyn
-from vehcal_ros.models.hmmwv import kinematics as K
-from vehcal_ros.models.hmmwv.tires import combined_forces, fx_pure, fy_pure, peak_mu
+from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
+from vehcal_ros.models.vehicle14 import dynamics as dyn
+from vehcal_ros.models.vehicle14 import kinematics as K
+from vehcal_ros.models.vehicle14.tires import combined_forces, fx_pure, fy_pure, peak_mu
 
 REF = yaml.safe_load((Path(__file__).resolve().parents[1] / "vehcal_ros" / "data" / "sedan.yaml").read_text())
 
@@ -123,7 +123,7 @@ def test_rack_steers_left_for_positive_input_with_the_linear_gain(sedan):
 def _chrono_ellipsis(tp, fz, kappa, alpha, mu):
     """ChPac02Tire::CalcFxyMz, use mode 4 with the friction ellipsis (shifts zero), transcribed as written."""
     fx0, fy0 = fx_pure(tp, fz, kappa, mu), fy_pure(tp, fz, alpha, mu)
-    from vehcal_ros.models.hmmwv.tires import T_FZ0, T_PDY1, T_PDY2, mu_scale
+    from vehcal_ros.models.vehicle14.tires import T_FZ0, T_PDY1, T_PDY2, mu_scale
 
     dfz = (fz - tp[T_FZ0]) / tp[T_FZ0]
     beta = math.acos(abs(kappa) / math.hypot(kappa, math.sin(alpha)))

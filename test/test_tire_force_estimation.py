@@ -32,7 +32,7 @@ def sim_config() -> TireForceConfig:
     prior midpoint, not the tire's: the rolling-resistance lever is the tire's QSY1 R0 (data sheet / coast-down;
     the calibrator refines it), read from the same model file."""
     from vehcal_ros.io.describe import describe_vehicle
-    from vehcal_ros.models.hmmwv.params import load_vehicle_params
+    from vehcal_ros.models.vehicle14.params import load_vehicle_params
 
     tire = load_vehicle_params("hmmwv").tire
     veh = replace(TireForceVehicle.from_description(describe_vehicle("hmmwv")), rr=tire.qsy1 * tire.r0)

@@ -70,7 +70,7 @@ def test_node_publishes_consistent_topics(tmp_path, rclpy_context):
     from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
     from vehcal_ros.io.scenarios import DriverProgram, load_scenario
-    from vehcal_ros.models.hmmwv.params import HmmwvParams
+    from vehcal_ros.models.vehicle14.params import HmmwvParams
     from vehcal_ros.nodes import conversions as conv
 
     scen = _write_scenario(tmp_path)

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from vehcal_ros.io.scenarios import load_scenario
-from vehcal_ros.models.hmmwv.params import HmmwvParams
-from vehcal_ros.models.hmmwv.tires import pack_tire, peak_mu
+from vehcal_ros.models.vehicle14.params import HmmwvParams
+from vehcal_ros.models.vehicle14.tires import pack_tire, peak_mu
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "benchmarks" / "zoo" / "vehicles"
@@ -130,8 +130,8 @@ def test_tire_coefficient_sets_and_split_rule() -> None:
 def test_drive_layouts_put_torque_on_the_driven_wheels() -> None:
     """One zoo vehicle per layout, 0.3 s at 30 % throttle from 5 m/s: the drive torque reaches exactly the driven
     wheels (FL, FR, RL, RR) of the spec sheet's layout (the engine-map powertrain with driveline_2wd front/rear or
-    driveline_4wd of models/hmmwv/params.py)."""
-    from vehcal_ros.models.hmmwv import Hmmwv14
+    driveline_4wd of models/vehicle14/params.py)."""
+    from vehcal_ros.models.vehicle14 import Hmmwv14
 
     driven = {"FWD": [1, 1, 0, 0], "RWD": [0, 0, 1, 1], "AWD": [1, 1, 1, 1]}
     seen: set[str] = set()

@@ -4,7 +4,7 @@
 ``zoo_NN``, a directory with
 
 * ``zoo_NN.yaml``   - a simulator model file in the layout of ``vehcal_ros/data/hmmwv.yaml`` (loaded by
-  ``vehcal_ros.models.hmmwv.params.load_vehicle_params``), scaled from the package's sedan (cars, < ``HEAVY_KG``)
+  ``vehcal_ros.models.vehicle14.params.load_vehicle_params``), scaled from the package's sedan (cars, < ``HEAVY_KG``)
   or HMMWV (heavy ones) model file;
 * ``scenario.yaml`` - a random everyday drive (120-160 s, low excitation like ``config/scenarios/
   sedan_daily_driving.yaml``) over 3-4 road sections with 2-3 friction changes drawn from ``ROAD_MUS`` (the
@@ -34,7 +34,7 @@ What is scaled (each vehicle; draws from ``numpy.random.default_rng(seed)``):
   (Chrono sizes a tire to a vehicle the same way). Lateral and combined-slip coefficients stay the base file's;
 * drive: FWD / RWD / AWD in equal thirds (shuffled). Every zoo vehicle uses the engine-map powertrain
   (``SIMPLE_MAP`` + ``AUTOMATIC_SIMPLE_MAP``: the base's engine map, torque x mass ratio x U(0.85, 1.15)) with
-  ``driveline_2wd`` (driven_axle front/rear) or ``driveline_4wd`` (equal split): the layouts models/hmmwv/params.py
+  ``driveline_2wd`` (driven_axle front/rear) or ``driveline_4wd`` (equal split): the layouts models/vehicle14/params.py
   already supports, no simulator change. Brake torque x mass ratio x radius ratio.
 
 Spec-sheet values are measured on the built model: mass = total mass, front_axle_share = front static wheel loads
@@ -508,7 +508,7 @@ def build_scenario(name: str, rng: np.random.Generator, layout: str, share: floa
 
 def measure(model_path: Path) -> dict:
     """Spec-sheet values measured on the built model (simulator static equilibrium; module doc)."""
-    from vehcal_ros.models.hmmwv.simulator import Hmmwv14
+    from vehcal_ros.models.vehicle14.simulator import Hmmwv14
 
     sim = Hmmwv14(str(model_path))
     p = sim.params
@@ -518,7 +518,7 @@ def measure(model_path: Path) -> dict:
     m_tot, com = _total_com(d)
     cg_h = float(out["z"]) + float(com[2])
     sf, sr = _spindle(d, "front"), _spindle(d, "rear")
-    from vehcal_ros.models.hmmwv.tires import T_FZ0, T_PDX1, T_PDX2, mu_scale, pack_tire
+    from vehcal_ros.models.vehicle14.tires import T_FZ0, T_PDX1, T_PDX2, mu_scale, pack_tire
 
     tp = pack_tire(p.tire, p.total_mass * p.gravity / 4.0)
     peak = [float((tp[T_PDX1] + tp[T_PDX2] * (f - tp[T_FZ0]) / tp[T_FZ0]) * mu_scale(tp, 1.0)) for f in fz]

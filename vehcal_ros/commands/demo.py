@@ -356,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"--out {out}: exists and is not empty; choose another directory or remove it")
     from vehcal_ros.commands.vehicle_option import apply_vehicle
-    from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL
+    from vehcal_ros.models.vehicle14.params import DEFAULT_MODEL
     from vehcal_ros.vehicle.description import simulated_vehicle_description
 
     # both estimators describe the vehicle the demo's simulator drives (its scenarios' default)

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and not 0 < args.duration <= 86400:
         raise InputError(f"--duration {args.duration}: must be in (0, 86400] s")
     if args.vehicle is not None:
-        from vehcal_ros.models.hmmwv import vehicle_model_file
+        from vehcal_ros.models.vehicle14 import vehicle_model_file
 
         vehicle_model_file(args.vehicle)  # a bad vehicle is one line before anything starts
     scenario = load_scenario(args.scenario, vehicle=args.vehicle)

@@ -1,6 +1,6 @@
 """``vehcal vehicle describe``: the estimators' vehicle description derived from a simulator model file.
 
-What a user would have measured on the car, taken from the 14-DOF model (models/hmmwv) settled at rest on a
+What a user would have measured on the car, taken from the 14-DOF model (models/vehicle14) settled at rest on a
 flat road: masses (sprung = chassis with the steering parts and the control arms; unsprung per corner = upright
 + spindle + rim + tire), the sprung CG and its inertias about the CG (chassis axes), wheel-centre wheelbase and
 tracks, the roll centres of the suspension geometry, the tire radius as the 8-DOF uses it (``r0`` such that
@@ -40,10 +40,10 @@ def _parallel(r: np.ndarray) -> np.ndarray:
 def describe_model(model: str | Path | None = None) -> dict[str, Any]:
     """The description document (a dict in the vehicle-description schema) of a vehicle model file or shipped
     vehicle name (``hmmwv``, ``sedan``; None = hmmwv). Raises InputError on an unreadable model file."""
-    from vehcal_ros.models.hmmwv import Hmmwv14, RoadMap, load_vehicle_params
-    from vehcal_ros.models.hmmwv import dynamics as dyn
-    from vehcal_ros.models.hmmwv.kinematics import B_KN, B_LCA, B_UCA, B_WH, corner_state
     from vehcal_ros.models.powertrain import GEAR_RATIO, MAX_MOTOR_SPEED, MAX_MOTOR_TORQUE
+    from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
+    from vehcal_ros.models.vehicle14 import dynamics as dyn
+    from vehcal_ros.models.vehicle14.kinematics import B_KN, B_LCA, B_UCA, B_WH, corner_state
 
     params = load_vehicle_params(model)
     sim = Hmmwv14(params, RoadMap.uniform(DRY_MU))
@@ -155,8 +155,8 @@ def _toe_table(sim: Any, corner: int) -> list[list[float]]:
     the suspension's kinematic toe curve (static toe + bump steer), as an alignment rig measures it. The LCA
     rotation is swept (poses where the linkage closes) and toe and wheel-centre height interpolated onto the
     travels."""
-    from vehcal_ros.models.hmmwv import dynamics as dyn
-    from vehcal_ros.models.hmmwv.kinematics import corner_state
+    from vehcal_ros.models.vehicle14 import dynamics as dyn
+    from vehcal_ros.models.vehicle14.kinematics import corner_state
 
     y = sim.state
     q0, sigma = float(y[dyn.Y_TH + corner]), float(y[dyn.Y_SIG])
@@ -175,8 +175,8 @@ def _toe_table(sim: Any, corner: int) -> list[list[float]]:
 def _wheel_rate(sim: Any, corner: int) -> float:
     """Suspension wheel rate (N/m) of ``corner`` at the settled pose: spring rate (k1 + 3 k3 x^2 at its static
     deflection x) times the squared motion ratio d(spring length)/d(wheel travel) (central differences)."""
-    from vehcal_ros.models.hmmwv import dynamics as dyn
-    from vehcal_ros.models.hmmwv.kinematics import corner_state
+    from vehcal_ros.models.vehicle14 import dynamics as dyn
+    from vehcal_ros.models.vehicle14.kinematics import corner_state
 
     y = sim.state
     q0, sigma = float(y[dyn.Y_TH + corner]), float(y[dyn.Y_SIG])
@@ -189,7 +189,7 @@ def _wheel_rate(sim: Any, corner: int) -> float:
 
 def _lateral_peak(sim: Any, fz: float) -> float:
     """Peak of the pure-lateral |Fy|/Fz curve of the tire at load ``fz`` on the dry road (mu DRY_MU)."""
-    from vehcal_ros.models.hmmwv.tires import fy_pure
+    from vehcal_ros.models.vehicle14.tires import fy_pure
 
     alpha = np.linspace(0.0, 0.6, 6001)
     return float(max(abs(fy_pure(sim._tp, fz, float(a), DRY_MU)) for a in alpha) / fz)

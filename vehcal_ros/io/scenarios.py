@@ -213,7 +213,7 @@ class RoadSpec:
 
     def to_road_map(self):
         """The 14-DOF model's ``RoadMap`` (imported lazily: the model may be absent in light tests)."""
-        from vehcal_ros.models.hmmwv import RoadMap, RoadPatch
+        from vehcal_ros.models.vehicle14 import RoadMap, RoadPatch
 
         return RoadMap(patches=tuple(RoadPatch(p.x0, p.x1, p.y0, p.y1, p.mu, name=p.name) for p in self.patches),
                        default_mu=self.default_mu, grade=self.grade)
@@ -838,7 +838,7 @@ def simulated_description(scenario: str | os.PathLike, vehicle: str | os.PathLik
     ``vehicle`` parameter if set, else the scenario's ``vehicle``, else the simulator's default model, through
     :func:`vehcal_ros.vehicle.description.simulated_vehicle_description` (``hmmwv`` -> ``hmmwv_sim``). None when
     that vehicle has no shipped description (a model file): the user names one. InputError for a bad scenario."""
-    from vehcal_ros.models.hmmwv.params import DEFAULT_MODEL  # the simulator package, loaded on use
+    from vehcal_ros.models.vehicle14.params import DEFAULT_MODEL  # the simulator package, loaded on use
 
     return simulated_vehicle_description(str(load_scenario(scenario, vehicle=vehicle or None).vehicle or DEFAULT_MODEL))
 

@@ -148,7 +148,7 @@ class VehicleSimulator(Node):
         except ValueError as exc:
             raise ValueError(f"parameters wheel_names/controls.*_axis: {exc}") from None
         if p["vehicle"]:
-            from vehcal_ros.models.hmmwv import vehicle_model_file
+            from vehcal_ros.models.vehicle14 import vehicle_model_file
 
             vehicle_model_file(p["vehicle"])  # InputError (a ValueError): one line, exit 2
         scenario = load_scenario(p["scenario"], vehicle=p["vehicle"] or None)  # InputError: one line, exit 2

@@ -1,7 +1,7 @@
 """14-DOF constraint-embedded vehicle simulator (docs/simulator_model.md: the constraint-embedding method).
 
-The package keeps its historical name: it simulates the HMMWV (default) and any vehicle model file in the
-layout of ``data/hmmwv.yaml`` (the shipped ``sedan``). Public API: :class:`Hmmwv14` (alias
+It simulates the HMMWV (default) and any vehicle model file in the layout of ``data/hmmwv.yaml`` (the shipped
+``sedan``). Public API: :class:`Hmmwv14` (alias
 :class:`Vehicle14`), :class:`HmmwvParams`, :func:`load_vehicle_params`, :class:`RoadMap`, :class:`RoadPatch`.
 Wheel arrays are ordered FL, FR, RL, RR (``vehcal_ros.records.WHEELS``).
 """
