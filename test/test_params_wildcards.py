@@ -46,6 +46,26 @@ def test_wildcard_and_plain_sections_merge_in_run_and_replay(tmp_path) -> None:
     assert "/vehicle/wheel_speeds" not in topic_map_from(replay)   # vehicle/wheel_speeds is the canonical one
 
 
+def test_nested_parameter_names_read_alike_in_run_and_replay(tmp_path) -> None:
+    """ROS 2 reads ``model: {cxf: ...}`` as ``model.cxf``; `vehcal run`'s validation and bag replay both do, and an
+    unknown nested name is refused by its dotted name."""
+    import pytest
+
+    from vehcal_ros.commands.run import load_parameters
+    from vehcal_ros.errors import InputError
+
+    path = tmp_path / "nested.yaml"
+    path.write_text(yaml.safe_dump({"/**/model_calibrator": {"ros__parameters": {
+        "model": {"cxf": 12000.0, "cyr": 45678.0}, "prior": {"rr": [0.001, 0.02]}}}}))
+    run = load_parameters(path)["model_calibrator"]
+    replay = resolve_params(path)["model_calibrator"]
+    for values in (run, replay):
+        assert (values["model.cxf"], values["model.cyr"], values["prior.rr"]) == (12000.0, 45678.0, [0.001, 0.02])
+    path.write_text(yaml.safe_dump({"model_calibrator": {"ros__parameters": {"model": {"cxq": 1.0}}}}))
+    with pytest.raises(InputError, match=r"model\.cxq: unknown parameter"):
+        load_parameters(path)
+
+
 def test_absolute_topic_resolves_like_ros() -> None:
     assert absolute_topic("vehicle/imu") == "/vehicle/imu"
     assert absolute_topic("vehicle/imu", "/truck7") == "/truck7/vehicle/imu"

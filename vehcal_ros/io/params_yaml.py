@@ -8,6 +8,7 @@ InputError naming the file.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,17 @@ def load_params_document(path: str | os.PathLike) -> dict[Any, Any]:
     if not isinstance(doc, dict):
         raise InputError(f"params file {path}: expected a mapping of node names to ros__parameters")
     return doc
+
+
+def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """ROS 2 nested parameter names, as rclpy reads them: ``{model: {cxf: 1.0}}`` -> ``{"model.cxf": 1.0}``."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, Mapping):
+            out.update(flatten_params(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def node_name(key: Any) -> str:

@@ -43,7 +43,7 @@ from vehcal_ros.estimation.grip_pipeline import GripPipeline, pipeline_from_para
 from vehcal_ros.estimation.grip_signals import ScopeData
 from vehcal_ros.estimation.position import PositionTracker, grip_by_place
 from vehcal_ros.io import bags
-from vehcal_ros.io.params_yaml import absolute_topic, load_params_document, node_name
+from vehcal_ros.io.params_yaml import absolute_topic, flatten_params, load_params_document, node_name
 from vehcal_ros.io.replay_guard import replay_guards
 from vehcal_ros.records import GnssFix, GroundTruth, OdomSample
 from vehcal_ros.resources import find_resource, searched
@@ -82,18 +82,7 @@ def _read_params_yaml(path: str | os.PathLike) -> dict[str, dict]:
         name = node_name(key)
         if not isinstance(body, dict) or not isinstance(body.get("ros__parameters") or {}, dict):
             raise InputError(f"params file {path}: {key}: expected 'ros__parameters' mapping")
-        out.setdefault(name, {}).update(_flatten(body.get("ros__parameters") or {}))  # /**/name + name
-    return out
-
-
-def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """ROS 2 nested parameter names: ``{model: {cxf: 1.0}}`` -> ``{"model.cxf": 1.0}``."""
-    out: dict[str, Any] = {}
-    for k, v in params.items():
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
+        out.setdefault(name, {}).update(flatten_params(body.get("ros__parameters") or {}))  # /**/name + name
     return out
 
 

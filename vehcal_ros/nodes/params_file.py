@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.io.params_yaml import load_params_document, node_name
+from vehcal_ros.io.params_yaml import flatten_params, load_params_document, node_name
 from vehcal_ros.nodes.common import ParamSpec
 
 #: parameters every node has (rclpy declares them)
@@ -61,6 +61,7 @@ def validate_params_file(path: str | Path, specs_by_node: Mapping[str, Sequence[
         params = body["ros__parameters"] or {}
         if not isinstance(params, dict):
             raise InputError(f"{where}.ros__parameters: expected a mapping")
+        params = flatten_params(params)   # nested names (``model: {cxf: ...}``) as rclpy reads them
         if name == "/**":
             candidates = [s for specs in specs_by_node.values() for s in specs]
         else:
