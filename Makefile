@@ -50,7 +50,7 @@ bench-peers: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/bench_vs_pymc.py --json benchmarks/vs_pymc.json
 
 lint: $(STAMP)
-	$(BIN)/ruff check vehcal_ros test benchmarks launch
+	$(BIN)/ruff check vehcal_ros test benchmarks launch tools
 	$(BIN)/lint-imports
 
 clean:

@@ -16,8 +16,9 @@ Per calibrated parameter and noise model, over the five posterior means ``m_i`` 
 * ``width/sd``: median 90 % interval width (5-95 % quantiles) over the across-drive SD of the means (target
   <= 4; 3.29 for calibrated Gaussian intervals).
 
-``--spread-parts N`` widens each fit as the calibrator's ``spread_parts`` does (estimation/maneuver_spread.py: the
-spread between N parts of >= 1 s of its window) before the figures are taken.
+``--spread-parts N`` widens each fit as the calibrator's ``spread_parts`` does
+(estimation/calibration/maneuver_spread.py: the spread between N parts of >= 1 s of its window) before the figures are
+taken.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_across_drives.py [--chains 4 --draws 500] [--work DIR]
 [--spread-parts N] [--out benchmarks/across_drives]`` (writes ``<out>.json`` and ``<out>.md``).
@@ -37,10 +38,10 @@ import numpy as np
 import yaml
 
 from vehcal_ros.cli import main as vehcal
-from vehcal_ros.estimation import segments as sg
-from vehcal_ros.estimation.calibration import calibrate_stage
-from vehcal_ros.estimation.maneuver_spread import DEFAULT_MIN_PART_S, part_bounds, part_spread, widened
-from vehcal_ros.estimation.noise_models import NOISE_MODELS
+from vehcal_ros.estimation.calibration import segments as sg
+from vehcal_ros.estimation.calibration.fit import calibrate_stage
+from vehcal_ros.estimation.calibration.maneuver_spread import DEFAULT_MIN_PART_S, part_bounds, part_spread, widened
+from vehcal_ros.estimation.calibration.noise_models import NOISE_MODELS
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.resources import find_resource
 
@@ -97,7 +98,7 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(NOISE_MODELS), help="noise models to compare (comma-separated)")
     ap.add_argument("--spread-parts", type=int, default=0,
                     help="widen each fit by the spread between this many parts of its window, as the pipeline's "
-                         "spread_parts (estimation/maneuver_spread.py; 0: off)")
+                         "spread_parts (estimation/calibration/maneuver_spread.py; 0: off)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "across_drives")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="across_drives_"))

@@ -26,7 +26,7 @@ import numpy as np
 import psutil
 
 from vehcal_ros.commands.batch import run_batch
-from vehcal_ros.estimation.brake_fit import synthetic_data, write_brake_csv
+from vehcal_ros.estimation.calibration.brake_fit import synthetic_data, write_brake_csv
 
 
 class OtherLoad:

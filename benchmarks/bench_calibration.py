@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vehcal_ros.estimation.calibration import Segment, StageProblem, _base_parameters, calibrate_stage, stage_spec
+from vehcal_ros.estimation.calibration.fit import Segment, StageProblem, _base_parameters, calibrate_stage, stage_spec
 
 CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
 NOISE = dict(u=0.1, w_lf=1.0, w_lr=1.0, w_rf=1.0, w_rr=1.0, v=0.05, yaw_rate=0.02, roll=0.005, roll_rate=0.002)

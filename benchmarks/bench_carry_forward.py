@@ -138,8 +138,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, prior_sd, window_spread
-    from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
+    from vehcal_ros.estimation.calibration.carry_forward import DEFAULT_DRIFT, prior_sd, window_spread
+    from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
     from vehcal_ros.io.bags import read_bag
     from vehcal_ros.io.calibration_state import windows_of
     from vehcal_ros.models.vehicle_8dof import VehicleConstants

@@ -2,7 +2,7 @@
 
 The user's path: the three stages' windows (data/chrono_hmmwv/README.md) get the paper's Section 3.1 noise (seed
 ``3 s + k`` for stage k of longitudinal, lateral, rolling resistance and noise seed s; the initial state stays
-noise-free, as the paper) and go through the CLI in the chain order (``vehcal_ros.estimation.stage_order``):
+noise-free, as the paper) and go through the CLI in the chain order (``vehcal_ros.estimation.calibration.stage_order``):
 
     vehcal calibrate rr.csv  --stage rolling_resistance --vehicle V --json rr.json
     vehcal calibrate acc.csv --stage longitudinal --vehicle V --model rr.json  --json lon.json
@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, chrono_dir, prior_means, score, test2_table  # noqa: E402
 
 from vehcal_ros.cli import main as vehcal  # noqa: E402
-from vehcal_ros.estimation.calibration import CHANNELS, CSV_COLUMNS, STAGE_NAMES, Segment  # noqa: E402
-from vehcal_ros.estimation.holdout import TABLE9_CHANNELS  # noqa: E402
-from vehcal_ros.estimation.noise_models import NOISE_MODEL_CHOICES  # noqa: E402
-from vehcal_ros.estimation.stage_order import CHAIN_ORDER  # noqa: E402
+from vehcal_ros.estimation.calibration.fit import CHANNELS, CSV_COLUMNS, STAGE_NAMES, Segment  # noqa: E402
+from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS  # noqa: E402
+from vehcal_ros.estimation.calibration.noise_models import NOISE_MODEL_CHOICES  # noqa: E402
+from vehcal_ros.estimation.calibration.stage_order import CHAIN_ORDER  # noqa: E402
 from vehcal_ros.io.model_file import load_model_file  # noqa: E402
 
 NOISE = dict(u=0.1, w_lf=1.0, w_lr=1.0, w_rf=1.0, w_rr=1.0, v=0.05, yaw_rate=0.02, roll=0.005, roll_rate=0.002)

@@ -32,8 +32,8 @@ from bench_calibration import chrono_segment
 from chrono_holdout import PAPER_MEANS, PAPER_TABLE9, prior_means, score, test2_table
 
 from vehcal_ros.cli import main as vehcal
-from vehcal_ros.estimation.calibration import CHANNELS, CSV_COLUMNS, Segment
-from vehcal_ros.estimation.holdout import TABLE9_CHANNELS
+from vehcal_ros.estimation.calibration.fit import CHANNELS, CSV_COLUMNS, Segment
+from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS
 from vehcal_ros.io.model_file import load_model_file
 
 PAPER = {

@@ -42,8 +42,8 @@ def make_data(limit: float | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def one(args: tuple) -> dict:
     limit, seed, modes, max_steps = args
     from vehcal_ros.errors import EstimationError
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
-    from vehcal_ros.inference.least_squares import multistart_fit
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.ml_fit import multistart_fit
     from vehcal_ros.models.pacejka import peak
 
     s, mu = make_data(limit, seed)

@@ -6,7 +6,7 @@ The bag is read once as the serial replay reads it (the grip node's input guards
 ``fit_period`` s, the ground truth kept per cycle) and the cycles' snapshots are cached (``--cache``; ``--fresh``
 re-reads the bag, e.g. after a change to the sample construction); then one
 ``GripPipeline`` runs ``fit`` + ``commit`` on them in cycle order, exactly as ``vehcal replay --jobs 1`` does
-(io/replay._replay_serial), timing each fit with the process CPU clock. Prints one line per sampled fit and a
+(replay/serial.py, _replay_serial), timing each fit with the process CPU clock. Prints one line per sampled fit and a
 summary row (date, load, CPU seconds of the fits, windows sampled / skipped, fits at max_steps, estimates
 published, published 90 % intervals containing the true mu_max, CPU seconds per sampled fit and microseconds per
 chain step (the fits' CPU over steps x chains: the log target plus the step's own work and the checks), the median
@@ -36,14 +36,16 @@ from bench_replay import add_bag_arguments, simulate  # noqa: E402  (the same ca
 def record_cycles(bag: Path, values: dict) -> list[tuple[float, list, dict]]:
     """(bag time, snapshots, true mu_max per scope) of every grip cycle with data, as the serial replay plans
     them (the snapshot depends on the data only, not on the fits)."""
-    from vehcal_ros.estimation.grip_pipeline import FitOutcome
-    from vehcal_ros.io import replay as rp
-    from vehcal_ros.io.replay_guard import replay_guards
+    from vehcal_ros.estimation.grip.pipeline import FitOutcome
     from vehcal_ros.records import GroundTruth
+    from vehcal_ros.replay.guards import replay_guards
+    from vehcal_ros.replay.params import GRIP_NODE, frames_from, grip_pipeline_from, topic_map_from
+    from vehcal_ros.replay.results import GripRecorder
+    from vehcal_ros.replay.stream import Timer, stream_bag
 
-    grip = rp.grip_pipeline_from(values)
-    frames = rp._frames(values)
-    recorder = rp.GripRecorder(grip.collector.scopes(), frames.wheel_names)
+    grip = grip_pipeline_from(values)
+    frames = frames_from(values)
+    recorder = GripRecorder(grip.collector.scopes(), frames.wheel_names)
     guards = replay_guards(values, None, grip.collector.reject)
     cycles: list[tuple[float, list, dict]] = []
     last_truth = [-float("inf")]
@@ -63,18 +65,18 @@ def record_cycles(bag: Path, values: dict) -> list[tuple[float, list, dict]]:
             grip.add(rec)
         guards.fed(rec)
 
-    tmap = rp.topic_map_from({rp.GRIP_NODE: values})
-    st = rp.stream_bag(bag, tmap, frames, [rp.Timer(float(values["fit_period"]), cycle)], feed,
-                       admit=guards.admit)
+    tmap = topic_map_from({GRIP_NODE: values})
+    st = stream_bag(bag, tmap, frames, [Timer(float(values["fit_period"]), cycle)], feed,
+                    admit=guards.admit)
     cycle(st.t_end)  # the replay's final cycle
     return cycles
 
 
 def run_fits(cycles: list, values: dict, verbose: bool) -> dict:
     """fit + commit of every cycle on one pipeline (the serial replay's order); per-fit CPU seconds."""
-    from vehcal_ros.io import replay as rp
+    from vehcal_ros.replay.params import grip_pipeline_from
 
-    grip = rp.grip_pipeline_from(values)
+    grip = grip_pipeline_from(values)
     cpu_fits, n_sampled, n_skipped, n_max, n_pub, n_in, steps, lams = 0.0, 0, 0, 0, 0, 0, [], []
     max_steps = grip.fit_config.max_steps
     for t_now, snaps, truths in cycles:
@@ -123,10 +125,10 @@ def main() -> None:
                     help="re-read the bag (the cached cycles come from the collector code that recorded them)")
     ap.add_argument("--json", type=Path, default=None, help="append the row to this JSON list")
     args = ap.parse_args()
-    from vehcal_ros.io import replay as rp
+    from vehcal_ros.replay.params import GRIP_NODE, resolve_params
 
     bag = args.bag if args.bag is not None else simulate(args.scenario, args.duration, args.cache)
-    values = rp.resolve_params(None)[rp.GRIP_NODE]
+    values = resolve_params(None)[GRIP_NODE]
     for kv in args.set:
         k, v = kv.split("=", 1)
         values[k] = yaml.safe_load(v)

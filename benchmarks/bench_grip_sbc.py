@@ -117,8 +117,8 @@ def one(args: tuple) -> dict:
     the pipeline's ``warm_steps``."""
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
-    from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS
     from vehcal_ros.models.pacejka import peak
 
     rng = np.random.default_rng([seed, k])
@@ -135,8 +135,8 @@ def one(args: tuple) -> dict:
         data = {key: np.concatenate([previous[key][WARM_SHIFT:], later[key][:WARM_SHIFT]]) for key in previous}
     slip_prior = "flat" if case == "live" else GripConfig.slip_prior
     if case == "live_window":   # the pipeline's subsample of the window (module docstring)
-        from vehcal_ros.estimation.grip_pipeline import subsample
-        from vehcal_ros.estimation.grip_signals import ScopeData
+        from vehcal_ros.estimation.grip.friction_samples import ScopeData
+        from vehcal_ros.estimation.grip.pipeline import subsample
 
         n = data["slip"].size
         window = ScopeData("front_axle", np.arange(n) * 0.05, data["slip"], data["mu"], data["slip_var"])
@@ -152,7 +152,7 @@ def one(args: tuple) -> dict:
     try:
         warm = None
         if previous is not None:
-            from vehcal_ros.estimation.grip_pipeline import GripPipeline
+            from vehcal_ros.estimation.grip.pipeline import GripPipeline
 
             warm = GripEstimator(cfg).fit(previous["slip"], previous["mu"], slip_var=previous["slip_var"])
             warm_steps = rest[4] if len(rest) > 4 and rest[4] else GripPipeline.warm_steps

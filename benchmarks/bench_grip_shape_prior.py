@@ -54,8 +54,8 @@ def surface2(theta1: np.ndarray, case: str, rng: np.random.Generator, b: np.ndar
 def one(args: tuple) -> dict:
     case, k, seed = args
     from vehcal_ros.errors import EstimationError
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
-    from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS
     from vehcal_ros.models.pacejka import mf_curve, peak
 
     rng = np.random.default_rng([seed, k])

@@ -43,7 +43,7 @@ def datasets() -> dict[str, dict]:
 
 
 def cpu_fit(cfg, d: dict, warm=None):
-    from vehcal_ros.estimation.grip_fit import GripEstimator
+    from vehcal_ros.estimation.grip.fit import GripEstimator
 
     c0, w0 = time.process_time(), time.perf_counter()
     e = GripEstimator(cfg).fit(d["slip"], d["mu"], slip_var=d.get("slip_var"), warm_start=warm)
@@ -54,7 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    from vehcal_ros.estimation.grip_fit import GripConfig
+    from vehcal_ros.estimation.grip.fit import GripConfig
 
     load0 = os.getloadavg()
     data = datasets()

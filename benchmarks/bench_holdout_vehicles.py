@@ -14,7 +14,7 @@ own model file would start at the truth).
    description's nominal values with every accepted stage's posterior means) are the calibrated model;
 3. a held-out maneuver never used for calibration is driven: the 14-DOF ``test_maneuver`` without sensor noise
    (the paper's Table 9 reference), or a 20 s dry-road CommonRoad drive of another seed (``100 + S``);
-4. the 8-DOF model runs open loop from the measured state at 1 s (:func:`vehcal_ros.estimation.holdout
+4. the 8-DOF model runs open loop from the measured state at 1 s (:func:`vehcal_ros.estimation.calibration.holdout
    .holdout_rmse`, the paper's Table 9 channels) with the description's prior means and with the calibrated
    values, on the same inputs (the description's torque source: maps, or the measured wheel torque); the
    calibrated model at the rolling radius the replay measured from free rolling and fitted with (the replay
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
+from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
 from vehcal_ros.vehicle.description import load_vehicle

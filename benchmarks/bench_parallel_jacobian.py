@@ -1,6 +1,6 @@
 """Table 1 of the parallel-estimation paper for this project: serial vs parallel finite-difference least squares.
 
-Problem: the brake problem of :mod:`vehcal_ros.estimation.brake_fit` (the paper's four per-wheel brake
+Problem: the brake problem of :mod:`vehcal_ros.estimation.calibration.brake_fit` (the paper's four per-wheel brake
 coefficients from u and the four wheel speeds) on ``--maneuvers`` straight-line maneuvers of 6 s, integrated at
 ``--dt`` (default 0.1 ms, the "expensive, realistic" residual: one evaluation = maneuvers x 60 000 8-DOF steps).
 Per solver (trf, lm, forward differences; trf central): r(p*), evaluations, wall time serial and on
@@ -37,7 +37,7 @@ from functools import partial
 import numpy as np
 import psutil
 
-from vehcal_ros.estimation.brake_fit import (
+from vehcal_ros.estimation.calibration.brake_fit import (
     BOUNDS,
     FIT_NAMES,
     START,

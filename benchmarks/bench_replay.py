@@ -118,14 +118,14 @@ def bench_params(vehicle: str) -> dict:
     """The shipped parameters (config/estimate.yaml) with both estimators' ``vehicle`` set, as ``vehcal replay BAG
     --vehicle V`` runs them."""
     from vehcal_ros.commands.vehicle_option import apply_vehicle
-    from vehcal_ros.io.replay import resolve_params
+    from vehcal_ros.replay.params import resolve_params
 
     return apply_vehicle(resolve_params(None), vehicle)
 
 
 def run_once(bag: Path, jobs: int | None, executor: str, calibration: bool, params: dict) -> dict:
     from vehcal_ros.inference.executors import make_executor
-    from vehcal_ros.io.replay import replay_bag
+    from vehcal_ros.replay.serial import replay_bag
 
     load0 = os.getloadavg()
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -173,10 +173,12 @@ def plan_only(bag: Path) -> dict:
     the streaming part's cost and the fits a replay would run, per bag second."""
     from concurrent.futures import Executor, Future
 
-    from vehcal_ros.estimation.grip_pipeline import FitOutcome
-    from vehcal_ros.io import replay as rp
-    from vehcal_ros.io.replay_parallel import GripScheduler
+    from vehcal_ros.estimation.grip.pipeline import FitOutcome
     from vehcal_ros.records import GroundTruth
+    from vehcal_ros.replay.parallel import GripScheduler
+    from vehcal_ros.replay.params import GRIP_NODE, frames_from, grip_pipeline_from, resolve_params, topic_map_from
+    from vehcal_ros.replay.results import GripRecorder
+    from vehcal_ros.replay.stream import Timer, stream_bag
 
     class NoFit(Executor):
         def submit(self, fn, /, *args, **kwargs):
@@ -188,18 +190,18 @@ def plan_only(bag: Path) -> dict:
 
     load0 = os.getloadavg()
     date = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    values = rp.resolve_params(None)[rp.GRIP_NODE]
-    frames = rp._frames(values)
-    grip = rp.grip_pipeline_from(values)
-    sched = GripScheduler(values, grip, rp.GripRecorder(grip.collector.scopes(), frames.wheel_names), NoFit())
-    tmap = rp.topic_map_from({rp.GRIP_NODE: values})
+    values = resolve_params(None)[GRIP_NODE]
+    frames = frames_from(values)
+    grip = grip_pipeline_from(values)
+    sched = GripScheduler(values, grip, GripRecorder(grip.collector.scopes(), frames.wheel_names), NoFit())
+    tmap = topic_map_from({GRIP_NODE: values})
 
     def feed(_topic, rec):
         if not isinstance(rec, GroundTruth):
             sched.add(rec)
 
     c0, t0 = cpu_seconds(), time.perf_counter()
-    st = rp.stream_bag(bag, tmap, frames, [rp.Timer(float(values["fit_period"]), sched.plan)], feed)
+    st = stream_bag(bag, tmap, frames, [Timer(float(values["fit_period"]), sched.plan)], feed)
     sched.plan(st.t_end)
     wall, c1 = time.perf_counter() - t0, cpu_seconds()
     bag_s = st.t_end - st.t_start
@@ -216,9 +218,9 @@ def chains(bag: Path, params: dict) -> dict:
     another; the main process reads the bag once, plans the grip cycles and keeps the calibrator's buffers and
     snapshots), hence the least wall time two idle cores can reach,
     max(total / 2, longest chain). Run it with NUMBA_NUM_THREADS=1 for one core's CPU seconds."""
-    from vehcal_ros.estimation import calibration_pipeline as cp
-    from vehcal_ros.estimation import grip_pipeline as gp
-    from vehcal_ros.io.replay import replay_bag
+    from vehcal_ros.estimation.calibration import pipeline as cp
+    from vehcal_ros.estimation.grip import pipeline as gp
+    from vehcal_ros.replay.serial import replay_bag
 
     per: dict[str, float] = {}
     grip_fit, cal_fit = gp.GripPipeline.fit, cp.CalibrationPipeline.fit

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
+from vehcal_ros.estimation.sensing.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
 from vehcal_ros.io.bags import read_bag, write_bag
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun

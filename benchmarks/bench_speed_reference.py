@@ -18,12 +18,12 @@ import time
 
 import numpy as np
 
-from vehcal_ros.estimation.grip_pipeline import signal_config_from, vehicle_signal_config
-from vehcal_ros.estimation.grip_signals import GripDataCollector
-from vehcal_ros.io.replay import resolve_params
+from vehcal_ros.estimation.grip.friction_samples import GripDataCollector
+from vehcal_ros.estimation.grip.pipeline import signal_config_from, vehicle_signal_config
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.records import GroundTruth
+from vehcal_ros.replay.params import resolve_params
 from vehcal_ros.vehicle.description import load_vehicle
 
 VEHICLES = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}   # simulated vehicle -> its shipped description

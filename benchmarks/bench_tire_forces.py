@@ -4,7 +4,7 @@
    --no-tire-forces``: wheel speeds with the net torque in ``JointState.effort``, IMU, odometry, controls and
    the ground truth, which keeps the true Fx/Fz per wheel) into a bag.
 2. Streams the bag's wheel-speed and IMU records through
-   :class:`~vehcal_ros.estimation.tire_force_estimation.TireForceEstimator` (the path the grip estimator and
+   :class:`~vehcal_ros.estimation.sensing.tire_forces.TireForceEstimator` (the path the grip estimator and
    bag replay take) and compares the estimated Fx/Fz with the simulator's true forces at the same stamps:
    bias and RMS per wheel (moving samples, u >= 3 m/s), and how well the stated variances describe the errors
    (SD of the z-scores of 0.1 s block means, the friction samples the grip fit sees).
@@ -35,18 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from vehcal_ros.estimation.grip_signals import WHEELS
-from vehcal_ros.estimation.tire_force_estimation import (
+from vehcal_ros.estimation.grip.friction_samples import WHEELS
+from vehcal_ros.estimation.sensing.tire_forces import (
     TireForceConfig,
     TireForceEstimator,
     TireForceVehicle,
     block_variance_factor,
 )
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import replay_bag
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.records import GroundTruth, ImuSample, OdomSample, WheelSpeeds
+from vehcal_ros.replay.serial import replay_bag
 
 
 def simulate(scenario_name: str, vehicle: str, seed: int, out: Path) -> float:

@@ -9,8 +9,8 @@ Steps (all through the CLI, as a user would; needs the simulator's vehicle suppo
     vehcal calibrate DIR/coast_down --stage rolling_resistance --vehicle V --model lat.json --json rr.json
 
 then the held-out Table 9 RMSE on ``test_maneuver`` (the 8-DOF model started from the measured state at 1 s,
-estimation/holdout.py) for the calibrated parameters (rr.json carries all three stages) and for the prior means
-(the description's nominal values: the midpoints of its prior ranges unless the file sets them).
+estimation/calibration/holdout.py) for the calibrated parameters (rr.json carries all three stages) and for the
+prior means (the description's nominal values: the midpoints of its prior ranges unless the file sets them).
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_vehicle_calibration.py --vehicle sedan --work DIR
      [--chains 4 --draws 500] [--skip-simulate] [--skip-calibrate]
@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from vehcal_ros.cli import main as vehcal
-from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
+from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.io.model_file import load_model_file
 from vehcal_ros.io.scenarios import vehicle_scenario_name

@@ -6,7 +6,7 @@ kphi_f, kphi_r, bphi), four half-normal noise sigmas and four uniform residual A
 default likelihood, calibration.py Eq. A1). Both samplers get
 
 * the same log likelihood: this project's numba 8-DOF AR(1) log likelihood
-  (:meth:`~vehcal_ros.estimation.calibration.StageProblem.log_likelihood`); PyMC sees it as a black-box
+  (:meth:`~vehcal_ros.estimation.calibration.fit.StageProblem.log_likelihood`); PyMC sees it as a black-box
   pytensor ``Op`` (one particle per call, as PyMC's SMC evaluates it) inside ``pm.Potential``;
 * the same priors and transforms (uniform -> interval/logit, half-normal -> log, Jacobians included);
 * the same chains x draws (default 8 x 1000) and ESS threshold 0.5 for the tempering.
@@ -53,7 +53,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_calibration import chrono_segment  # noqa: E402
 
-from vehcal_ros.estimation.calibration import StageProblem, _base_parameters, calibrate_stage, stage_spec  # noqa: E402
+from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, calibrate_stage, stage_spec  # noqa: E402
 from vehcal_ros.inference.diagnostics import summarize_draws  # noqa: E402
 from vehcal_ros.inference.smc import HalfNormal, Uniform  # noqa: E402
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vehcal_ros.estimation.calibration import STAGE_NAMES, stage_spec
-from vehcal_ros.estimation.holdout import TABLE9_CHANNELS, holdout_rmse
+from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, stage_spec
+from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS, holdout_rmse
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
 from vehcal_ros.vehicle.description import load_vehicle
 
@@ -64,7 +64,7 @@ def read_chrono(csv: str | Path) -> dict[str, np.ndarray]:
 
 def test2_table(test_dir: str | Path | None = None, last_row: int = 1160,
                 spin: bool = True) -> dict[str, np.ndarray]:
-    """Columns of :func:`vehcal_ros.estimation.holdout.records_to_table` from the Chrono test 2 files.
+    """Columns of :func:`vehcal_ros.estimation.calibration.holdout.records_to_table` from the Chrono test 2 files.
 
     ``spin``: wheel speeds as spin speeds, the column divided by cos(psi - psi0) (rad/s; module docstring);
     ``False``: the raw columns.

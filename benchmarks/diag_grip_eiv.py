@@ -30,11 +30,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import diag_grip_windows as dg  # noqa: E402
 
-from vehcal_ros.estimation import grip_pipeline as gp  # noqa: E402
-from vehcal_ros.estimation.grip_fit import GripEstimator  # noqa: E402
-from vehcal_ros.estimation.latent_slip import SlipMixture, true_slip_distribution  # noqa: E402
-from vehcal_ros.io import replay as rp  # noqa: E402
+from vehcal_ros.estimation.grip import pipeline as gp  # noqa: E402
+from vehcal_ros.estimation.grip.fit import GripEstimator  # noqa: E402
+from vehcal_ros.estimation.grip.latent_slip import SlipMixture, true_slip_distribution  # noqa: E402
 from vehcal_ros.models.pacejka import gauss_nll_lat, peak_batch  # noqa: E402
+from vehcal_ros.replay.params import GRIP_NODE, grip_pipeline_from, node_values  # noqa: E402
 
 XQ, WQ = np.polynomial.hermite.hermgauss(9)
 
@@ -92,7 +92,7 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         params = dg.grip_params(args.vehicle, Path(tmp))
-        pipeline = rp.grip_pipeline_from(rp._node_values({"grip_estimator": params}, 0)[rp.GRIP_NODE])
+        pipeline = grip_pipeline_from(node_values({"grip_estimator": params}, 0)[GRIP_NODE])
         rec = dg.recorded_windows(Path(args.bag), params)
     truth, _, _ = dg.read_signals(Path(args.bag))
     wheels = [0, 1] if args.scope.startswith("front") else [2, 3]

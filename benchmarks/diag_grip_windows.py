@@ -34,13 +34,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_tire_forces as bench  # noqa: E402
 
-from vehcal_ros.estimation import grip_pipeline as gp  # noqa: E402
-from vehcal_ros.estimation.grip_fit import GripEstimator  # noqa: E402
-from vehcal_ros.estimation.latent_slip import latent_slip  # noqa: E402
+from vehcal_ros.estimation.grip import pipeline as gp  # noqa: E402
+from vehcal_ros.estimation.grip.fit import GripEstimator  # noqa: E402
+from vehcal_ros.estimation.grip.latent_slip import latent_slip  # noqa: E402
 from vehcal_ros.io import bags  # noqa: E402
-from vehcal_ros.io import replay as rp  # noqa: E402
 from vehcal_ros.io.scenarios import load_scenario  # noqa: E402
 from vehcal_ros.records import GroundTruth, ImuSample, OdomSample  # noqa: E402
+from vehcal_ros.replay.params import GRIP_NODE, grip_pipeline_from, node_values  # noqa: E402
+from vehcal_ros.replay.serial import replay_bag  # noqa: E402
 
 
 def grip_params(vehicle: str, tmp: Path) -> dict:
@@ -65,7 +66,7 @@ def recorded_windows(bag: Path, params: dict) -> list[dict]:
 
     gp.GripPipeline.current_surface = recording
     try:
-        rp.replay_bag(bag, params={"grip_estimator": params}, seed=0, calibration=False, workers=1)
+        replay_bag(bag, params={"grip_estimator": params}, seed=0, calibration=False, workers=1)
     finally:
         gp.GripPipeline.current_surface = original
     return rec
@@ -235,7 +236,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         params = ({"force_source": args.forces, "vehicle": args.description} if args.description
                   else grip_params(args.vehicle, Path(tmp)))
-        pipeline = rp.grip_pipeline_from(rp._node_values({"grip_estimator": params}, 0)[rp.GRIP_NODE])
+        pipeline = grip_pipeline_from(node_values({"grip_estimator": params}, 0)[GRIP_NODE])
         rec = recorded_windows(Path(args.bag), params)
     truth, imu, odom = read_signals(Path(args.bag))
     rho = pipeline.signal_config.lateral_ratio

@@ -36,7 +36,7 @@ from scipy.optimize import minimize_scalar
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chrono_holdout import PAPER_MEANS, chrono_dir, read_chrono, test2_table  # noqa: E402
 
-from vehcal_ros.estimation.holdout import holdout_rmse  # noqa: E402
+from vehcal_ros.estimation.calibration.holdout import holdout_rmse  # noqa: E402
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants  # noqa: E402
 
 CALIBRATED_HMMWV = {"Cxf": 11079.0, "Cxr": 10624.0, "Cyf": 43442.0, "Cyr": 51720.0, "kphi_f": 33954.0,
@@ -220,7 +220,7 @@ def steering_section(tab: dict[str, np.ndarray], experiment: bool) -> list[str]:
 
     from bench_chrono_holdout_seeds import NOISE
 
-    from vehcal_ros.estimation.calibration import Segment, calibrate_stage
+    from vehcal_ros.estimation.calibration.fit import Segment, calibrate_stage
 
     desc = Path(__file__).resolve().parents[1] / "config" / "vehicles" / "hmmwv_chrono.yaml"
     text = desc.read_text().replace("  source: ratio ", "  source: measured  # ").replace("  ratio: 0.65", "  # 0.65")

@@ -50,7 +50,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grip_over_time import score_drive  # noqa: E402
 
-from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator  # noqa: E402
+from vehcal_ros.estimation.sensing.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator  # noqa: E402
 from vehcal_ros.io import bags  # noqa: E402
 from vehcal_ros.io.scenarios import Scenario, load_scenario  # noqa: E402
 from vehcal_ros.io.simulate import ScenarioRun  # noqa: E402

@@ -4,7 +4,7 @@ The usable lower bound of the over-time figures (the time mean of min(lower / tr
 samples of a drive say about the peak of the friction curve. This script asks the best case: the simulator's TRUE
 longitudinal slips and TRUE Fx / Fz of every driving sample (u >= 3 m/s, |slip angle| <= the grip node's
 ``max_slip_angle``), no measurement error at all, the whole drive in ONE fit (no road-change hazard, no window),
-fitted by the product's Algorithm 1 (:class:`~vehcal_ros.estimation.grip_fit.GripEstimator` with the grip
+fitted by the product's Algorithm 1 (:class:`~vehcal_ros.estimation.grip.fit.GripEstimator` with the grip
 node's shipped fit settings, config/estimate.yaml: its prior bounds, peak-slip cap, chains and convergence rule) in
 three states of knowledge about the tire:
 
@@ -35,17 +35,17 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
-from vehcal_ros.estimation.grip_pipeline import fit_config_from
-from vehcal_ros.estimation.grip_signals import GripSignalConfig
+from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
+from vehcal_ros.estimation.grip.friction_samples import GripSignalConfig
+from vehcal_ros.estimation.grip.pipeline import fit_config_from
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import GRIP_NODE, resolve_params
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.pacejka import mf_curve
 from vehcal_ros.models.vehicle14.params import load_vehicle_params
 from vehcal_ros.models.vehicle14.tires import mu_curve, pack_tire
 from vehcal_ros.records import WHEELS, GroundTruth, OdomSample
+from vehcal_ros.replay.params import GRIP_NODE, resolve_params
 
 SHAPE_SD = {"shape ~": (5.0, 0.1), "shape known": (0.5, 0.02)}
 """State of knowledge -> (sd of B C D, sd of C and E) of the Gaussian shape prior."""

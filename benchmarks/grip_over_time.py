@@ -3,7 +3,7 @@
 For each seed: simulate a scenario on the 14-DOF simulator (tire-force topic on, so one bag serves both force
 sources), then ``vehcal replay`` it as the README says, with the shipped defaults and the vehicle description
 only (``force_source`` estimated or measured), and score the belief in force per scope and per drive
-(vehcal_ros/estimation/grip_scoring.py: inside, overstated, available, interval score, usable lower bound;
+(vehcal_ros/estimation/grip/scoring.py: inside, overstated, available, interval score, usable lower bound;
 driving time only, u >= 3 m/s; an axle's truth is the lower of its wheels'). Each drive and seed is judged on
 its own; the table prints one row per (seed, force source).
 
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import yaml
 
-from vehcal_ros.estimation.grip_scoring import over_time_scores, pooled_scores
+from vehcal_ros.estimation.grip.scoring import over_time_scores, pooled_scores
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import replay_bag
 from vehcal_ros.io.scenarios import can_description, load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
+from vehcal_ros.replay.serial import replay_bag
 
 DESCRIPTIONS = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}
 """Shipped description of each simulated vehicle (what a user of that vehicle passes as --vehicle)."""

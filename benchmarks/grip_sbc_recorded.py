@@ -59,7 +59,7 @@ def designs(bag: Path, vehicle: str, cache: Path) -> list[dict]:
         return pickle.loads(cache.read_bytes())
     import diag_grip_windows as dg
 
-    from vehcal_ros.estimation.grip_pipeline import excitation_of
+    from vehcal_ros.estimation.grip.pipeline import excitation_of
 
     rec = dg.recorded_windows(bag, replay_params(vehicle))
     truth, _, _ = dg.read_signals(bag)
@@ -90,9 +90,9 @@ def replay_params(vehicle: str) -> dict:
 @functools.lru_cache(maxsize=4)
 def live_pipeline(vehicle: str):
     """The grip pipeline of a replay with :func:`replay_params` (built once per process)."""
-    from vehcal_ros.io import replay as rp
+    from vehcal_ros.replay.params import GRIP_NODE, grip_pipeline_from, node_values
 
-    return rp.grip_pipeline_from(rp._node_values({"grip_estimator": replay_params(vehicle)}, 0)[rp.GRIP_NODE])
+    return grip_pipeline_from(node_values({"grip_estimator": replay_params(vehicle)}, 0)[GRIP_NODE])
 
 
 def live_fit_setup(vehicle: str):
@@ -117,7 +117,7 @@ def draw_theta(rng: np.random.Generator, bounds: np.ndarray, max_peak_slip: floa
 def oracle_distribution(true_slip: np.ndarray, bin_width: float):
     """The design's own true-slip distribution (what no fit can know): its true slips binned to ``bin_width``,
     each bin a component of the bin's weight and the variance of a uniform bin."""
-    from vehcal_ros.estimation.latent_slip import SlipMixture
+    from vehcal_ros.estimation.grip.latent_slip import SlipMixture
 
     values, counts = np.unique(np.round(true_slip / bin_width) * bin_width, return_counts=True)
     return SlipMixture(counts / counts.sum(), values, np.full(values.size, bin_width**2 / 12.0), 0.0)
@@ -128,10 +128,10 @@ def one(args: tuple) -> dict:
     width or 0) -> the fit's ranks and interval hits for data set k."""
     k, seed, w, vehicle, slip_prior, fit_points, slip_noise, slip_posterior, oracle_bin = args
     from vehcal_ros.errors import EstimationError
-    from vehcal_ros.estimation.grip_fit import GripEstimator
-    from vehcal_ros.estimation.grip_pipeline import excitation_of, subsample
-    from vehcal_ros.estimation.grip_signals import ScopeData
-    from vehcal_ros.estimation.latent_slip import true_slip_distribution
+    from vehcal_ros.estimation.grip.fit import GripEstimator
+    from vehcal_ros.estimation.grip.friction_samples import ScopeData
+    from vehcal_ros.estimation.grip.latent_slip import true_slip_distribution
+    from vehcal_ros.estimation.grip.pipeline import excitation_of, subsample
     from vehcal_ros.models.pacejka import combined, mf_and_slope, mf_curve, peak
 
     cfg, n_max, gate = live_fit_setup(vehicle)

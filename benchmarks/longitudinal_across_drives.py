@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_holdout_vehicles import VEHICLES, daily_bag  # noqa: E402
 
-from vehcal_ros.estimation.calibration import StageProblem, _base_parameters, stage_setup  # noqa: E402
-from vehcal_ros.io.replay import replay_bag, resolve_params  # noqa: E402
+from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, stage_setup  # noqa: E402
+from vehcal_ros.replay.params import resolve_params  # noqa: E402
+from vehcal_ros.replay.serial import replay_bag  # noqa: E402
 from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
 
 STAGE = "longitudinal"
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     ap.add_argument("--lags", nargs="+", type=int, default=[0, 25, 50, 100])
     ap.add_argument("--spread-parts", type=int, default=0,
-                    help="the calibrator's spread_parts (estimation/maneuver_spread.py; 0: off, the default)")
+                    help="the calibrator's spread_parts (estimation/calibration/maneuver_spread.py; "
+                         "0: off, the default)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     for name in args.vehicles:

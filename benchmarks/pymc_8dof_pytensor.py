@@ -154,7 +154,7 @@ def _step(pt, k, p, dt, throttle, brake, steering, s, fz):
 
 def simulate_pytensor(problem, theta_model):
     """Symbolic states ``(n_out, 12)`` of the stage's window for the symbolic model parameters ``theta_model``
-    (the stage's sampled names, as :class:`~vehcal_ros.estimation.calibration.StageProblem` maps them)."""
+    (the stage's sampled names, as :class:`~vehcal_ros.estimation.calibration.fit.StageProblem` maps them)."""
     import pytensor
     import pytensor.tensor as pt
 

@@ -1,7 +1,7 @@
 """How long the GNSS/IMU speed reference's error persists: its autocorrelation, simulated and from the filter's
 steady state.
 
-The slips' speed reference (vehcal_ros/estimation/speed_reference.py, ``GnssImuSpeed``) carries its speed error
+The slips' speed reference (vehcal_ros/estimation/sensing/speed_reference.py, ``GnssImuSpeed``) carries its speed error
 from one GNSS fix to the next by integrating the IMU, and its offset state pulls it back. This script runs the
 filter class itself on a synthetic drive at constant speed (IMU 100 Hz with the default white noise and an offset
 walking at the default ``bias_walk``, GNSS 10 Hz with 0.05 m/s per axis, 0.1 s late) and prints the correlation
@@ -22,7 +22,7 @@ import time
 import numpy as np
 from scipy.linalg import solve_discrete_are
 
-from vehcal_ros.estimation.speed_reference import GnssImuSpeed, SpeedReferenceConfig
+from vehcal_ros.estimation.sensing.speed_reference import GnssImuSpeed, SpeedReferenceConfig
 from vehcal_ros.records import GnssVelocity, ImuSample
 
 LAGS_S = (0.1, 0.5, 1.0, 2.0, 3.0, 4.0)

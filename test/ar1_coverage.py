@@ -14,7 +14,7 @@ import numpy as np
 from calibration_drive import drive_inputs, drive_states
 from calibration_synthetic import TRUTH
 
-from vehcal_ros.estimation.calibration import (
+from vehcal_ros.estimation.calibration.fit import (
     Segment,
     StageProblem,
     _base_parameters,

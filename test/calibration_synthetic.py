@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vehcal_ros.estimation.calibration import CHANNELS, Segment
+from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof
 
 CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"

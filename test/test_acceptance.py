@@ -1,5 +1,5 @@
-"""The predictive acceptance rule (estimation/acceptance.py): a stage's fit is accepted only when it predicts a
-held-back segment no worse than the model it replaces, within its 90 % predictive band.
+"""The predictive acceptance rule (estimation/calibration/acceptance.py): a stage's fit is accepted only when it
+predicts a held-back segment no worse than the model it replaces, within its 90 % predictive band.
 
 Known truth throughout: synthetic 8-DOF data with the parameters of ``calibration_synthetic.TRUTH`` and the paper's
 Section 3.1 noise (white, so the true residual of the true model is the noise itself).
@@ -16,14 +16,14 @@ from calibration_drive import drive_inputs, drive_records, drive_states
 from calibration_synthetic import NOISE, TRUTH, synthetic_segment
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.acceptance import (
+from vehcal_ros.estimation.calibration.acceptance import (
     MIN_HOLDOUT_S,
     effective_sample_size,
     predictive_check,
     split_segment,
 )
-from vehcal_ros.estimation.calibration import _base_parameters, calibrate_stage, stage_spec
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+from vehcal_ros.estimation.calibration.fit import _base_parameters, calibrate_stage, stage_spec
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants
 
 
@@ -69,7 +69,7 @@ def test_split_segment_holds_back_a_non_overlapping_tail() -> None:
 
 def test_holdout_settings_are_validated() -> None:
     from vehcal_ros.errors import InputError
-    from vehcal_ros.estimation.calibration_pipeline import config_from
+    from vehcal_ros.estimation.calibration.pipeline import config_from
 
     cfg = config_from({"holdout_fraction": 0.3, "holdout_tolerance": 2.5, "holdout_band": "refuse"})
     assert (cfg.holdout_fraction, cfg.holdout_tolerance, cfg.holdout_band) == (0.3, 2.5, "refuse")
@@ -81,7 +81,7 @@ def test_holdout_settings_are_validated() -> None:
 
 
 def _index(ch: str) -> int:
-    from vehcal_ros.estimation.calibration import CHANNELS
+    from vehcal_ros.estimation.calibration.fit import CHANNELS
 
     return CHANNELS[ch]
 
@@ -143,7 +143,7 @@ def test_candidate_from_another_vehicle_is_refused_naming_the_channel() -> None:
     noisy, _ = synthetic_segment("lateral", seed=4)
     sim = Simulator8Dof(noisy.initial_state, noisy.time, noisy.throttle, noisy.brake, noisy.steering, dt=0.005,
                         output_dt=0.01, n_out=noisy.time.size)
-    from vehcal_ros.estimation.calibration import CHANNELS, Segment
+    from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment
 
     x = sim.run(other)
     foreign = Segment.from_arrays(noisy.time, noisy.throttle, noisy.brake, noisy.steering,

@@ -7,9 +7,10 @@ import functools
 import numpy as np
 import pytest
 
-from vehcal_ros.inference.adaptive_metropolis import ram_adapt, run_grip_chains, run_ram
+from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS, multistart_fit
+from vehcal_ros.estimation.grip.posterior import run_grip_chains
+from vehcal_ros.inference.adaptive_metropolis import ram_adapt, run_ram
 from vehcal_ros.inference.diagnostics import summarize_draws
-from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, multistart_fit
 from vehcal_ros.models.pacejka import mf_curve, peak_batch, slip_at_friction
 
 TRUE = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
@@ -168,7 +169,7 @@ def test_chain_log_target_is_the_exact_gaussian_density():
     """The chains' log target equals an independent evaluation of the errors-in-variables density (log-variance
     term included), in theta and in the slope coordinates (plus the log Jacobian, by finite differences); the old
     target (-1/2 sum r^2/Var, no log term) differs between two points by tens of nats."""
-    from vehcal_ros.inference.adaptive_metropolis import from_slope_coords, grip_log_target, to_slope_coords
+    from vehcal_ros.estimation.grip.posterior import from_slope_coords, grip_log_target, to_slope_coords
 
     s, mu, vs, vm = _eiv_case()
     b = np.asarray(DEFAULT_BOUNDS)
@@ -296,10 +297,10 @@ def test_mixture_proposal_density_and_draws_match_scipy():
 
     from vehcal_ros.inference.adaptive_metropolis import (
         IND_HEAD,
-        _mixture_draw,
-        _mixture_log_density,
-        _seed_states,
         independence_proposal,
+        mixture_draw,
+        mixture_log_density,
+        seed_states,
     )
 
     d = 3
@@ -319,15 +320,15 @@ def test_mixture_proposal_density_and_draws_match_scipy():
 
     work = np.empty(d)
     pts = rng.normal([3, 1, -0.5], [4, 2, 1], (20, d))
-    ours = np.array([_mixture_log_density(ind, p, work) for p in pts])
+    ours = np.array([mixture_log_density(ind, p, work) for p in pts])
     theirs = np.array([scipy_logq(p) for p in pts])
     np.testing.assert_allclose(ours - ours[0], theirs - theirs[0], atol=1e-9)
-    st = _seed_states(11, 1)[0]
+    st = seed_states(11, 1)[0]
     r, z, out = np.empty(d), np.empty(5), np.empty(d)
     n = 40_000
     draws = np.empty((n, d))
     for i in range(n):
-        _mixture_draw(ind, st, r, z, out)
+        mixture_draw(ind, st, r, z, out)
         draws[i] = out
     mean = sum(pi * c[2:2 + d] for pi, c in zip(pis, comps))
     se = draws.std(axis=0) / np.sqrt(n)
@@ -345,7 +346,7 @@ def test_shape_prior_adds_a_gaussian_on_slope_shape_and_curvature():
     up to its constant), in theta and in the slope coordinates alike."""
     from scipy.stats import multivariate_normal
 
-    from vehcal_ros.inference.adaptive_metropolis import grip_log_target, to_slope_coords
+    from vehcal_ros.estimation.grip.posterior import grip_log_target, to_slope_coords
 
     s, mu, vs, vm = _eiv_case()
     b = np.asarray(DEFAULT_BOUNDS)

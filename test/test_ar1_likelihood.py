@@ -11,7 +11,7 @@ from calibration_drive import drive_inputs, drive_states
 from calibration_synthetic import NOISE, TRUTH
 from scipy.stats import binom, multivariate_normal
 
-from vehcal_ros.estimation.calibration import CHANNELS, Segment, StageProblem, _base_parameters, stage_spec
+from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment, StageProblem, _base_parameters, stage_spec
 from vehcal_ros.models.vehicle_8dof import PARAM_NAMES
 
 

@@ -35,8 +35,8 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState, Joy
 from synthetic_grip_publisher import WHEELS, magic_formula, slip_at_mu
 
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, config_from
-from vehcal_ros.estimation.grip_pipeline import pipeline_from_params
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, config_from
+from vehcal_ros.estimation.grip.pipeline import pipeline_from_params
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.grip_estimator import PARAMS as GRIP_PARAMS
 from vehcal_ros.nodes.grip_estimator import latched_qos, sensor_qos

@@ -11,7 +11,7 @@ import pytest
 
 from vehcal_ros.cli import main
 from vehcal_ros.commands.batch import calibrate_input, run_batch
-from vehcal_ros.estimation.brake_fit import synthetic_maneuver, write_brake_csv
+from vehcal_ros.estimation.calibration.brake_fit import synthetic_maneuver, write_brake_csv
 
 
 def crashing_task(path: str, stage: str, seed: int, chains, draws) -> dict:

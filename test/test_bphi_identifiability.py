@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from calibration_synthetic import TRUTH, synthetic_segment
 
-from vehcal_ros.estimation.calibration import calibrate_stage
+from vehcal_ros.estimation.calibration.fit import calibrate_stage
 
 pytestmark = pytest.mark.slow
 

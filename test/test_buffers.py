@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.buffers import RollingBuffer
+from vehcal_ros.estimation.sensing.buffers import RollingBuffer
 
 
 def test_rejects_and_counts_bad_rows() -> None:

@@ -16,14 +16,14 @@ from calibration_drive import drive_records
 from calibration_synthetic import TRUTH_SAMPLED
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import paper_prior_ranges, stage_spec
-from vehcal_ros.estimation.calibration_pipeline import (
+from vehcal_ros.estimation.calibration.fit import paper_prior_ranges, stage_spec
+from vehcal_ros.estimation.calibration.pipeline import (
     MODEL_PARAMETERS,
     CalibrationPipeline,
     CalibrationPipelineConfig,
     config_from,
 )
-from vehcal_ros.estimation.segments import SegmentConfig
+from vehcal_ros.estimation.calibration.segments import SegmentConfig
 from vehcal_ros.inference.smc import Uniform
 from vehcal_ros.records import Controls, GroundTruth, OdomSample, WheelSpeeds
 
@@ -231,7 +231,7 @@ def test_a_posterior_at_the_physical_limit_is_an_answer() -> None:
     from calibration_drive import drive_states
     from calibration_synthetic import TRUTH
 
-    from vehcal_ros.estimation.calibration_pipeline import PHYSICAL_MINIMUM, at_prior_bound
+    from vehcal_ros.estimation.calibration.pipeline import PHYSICAL_MINIMUM, at_prior_bound
 
     recs = drive_records(seed=3, duration=10.0, states=drive_states({**TRUTH, "rr": 0.0}, duration=10.0))
     # 2 x 1000 draws: a posterior piled against a bound mixes slowly (2 x 200: R-hat 1.09, bulk ESS 20)
@@ -263,7 +263,7 @@ def test_residuals_beyond_their_prior_refuse_a_converged_fit() -> None:
     from calibration_drive import drive_states
     from calibration_synthetic import TRUTH
 
-    from vehcal_ros.estimation.calibration_pipeline import noise_beyond_prior
+    from vehcal_ros.estimation.calibration.pipeline import noise_beyond_prior
 
     recs = drive_records(seed=3, duration=10.0, states=drive_states(TRUTH, duration=10.0))
     rng = np.random.default_rng(7)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from calibration_synthetic import NOISE, TRUTH, TRUTH_SAMPLED, synthetic_segment
 
-from vehcal_ros.estimation.calibration import calibrate_stage, predictive_responses
+from vehcal_ros.estimation.calibration.fit import calibrate_stage, predictive_responses
 
 pytestmark = pytest.mark.slow
 
@@ -83,8 +83,8 @@ def test_longitudinal_stage_recovers_a_driveline_inertia_the_description_leaves_
 
     from calibration_synthetic import MANEUVERS, require_chrono
 
-    from vehcal_ros.estimation.calibration import CHANNELS as CH
-    from vehcal_ros.estimation.calibration import Segment
+    from vehcal_ros.estimation.calibration.fit import CHANNELS as CH
+    from vehcal_ros.estimation.calibration.fit import Segment
     from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants
     from vehcal_ros.vehicle.description import load_vehicle
 

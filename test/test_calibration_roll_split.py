@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vehcal_ros.estimation.calibration import _RollSplit, stage_spec
+from vehcal_ros.estimation.calibration.fit import _RollSplit, stage_spec
 
 
 def test_sampling_prior_times_ratio_is_the_uniform_box() -> None:

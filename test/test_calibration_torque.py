@@ -17,7 +17,7 @@ import pytest
 import yaml
 from calibration_drive import drive_records
 
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
 from vehcal_ros.records import BrakePressure, DriveTorque, WheelSpeeds
 from vehcal_ros.resources import find_resource
 

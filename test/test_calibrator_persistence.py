@@ -135,7 +135,7 @@ def test_state_file_format_checks(tmp_path) -> None:
 
 
 def test_state_file_keeps_the_predictive_check_and_reads_files_without_it(tmp_path) -> None:
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
     from vehcal_ros.io.calibration_state import StageState, restore_into, write_state
 
     summ = {"mean": 0.013, "std": 1e-4, "hdi_low": 0.0128, "hdi_high": 0.0132, "r_hat": 1.002, "ess_bulk": 800.0,

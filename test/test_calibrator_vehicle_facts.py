@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import stage_spec
-from vehcal_ros.estimation.calibration_pipeline import (
+from vehcal_ros.estimation.calibration.fit import stage_spec
+from vehcal_ros.estimation.calibration.pipeline import (
     MODEL_PARAMETERS,
     CalibrationPipeline,
     config_from,
     vehicle_overrides,
 )
-from vehcal_ros.io.replay import resolve_params
+from vehcal_ros.replay.params import resolve_params
 from vehcal_ros.vehicle.description import load_vehicle
 
 VEHICLES = ("hmmwv", "hmmwv_sim", "sedan")

@@ -1,5 +1,5 @@
 """A production car's CAN torque signals (engine torque and gear, or axle torque, and brake line pressure) give
-each wheel's net torque (estimation/can_torque.py): hand-worked numbers, the refusals of a description that
+each wheel's net torque (estimation/sensing/can_torque.py): hand-worked numbers, the refusals of a description that
 lacks what the conversion needs, the simulator's true wheel torques, and the estimated tire forces of the grip
 pipeline on a car that reports no wheel torque."""
 
@@ -13,14 +13,14 @@ import pytest
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
-from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
-from vehcal_ros.estimation.grip_pipeline import pipeline_from_params
-from vehcal_ros.io.replay_guard import calibrator_topics, grip_topics
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
+from vehcal_ros.estimation.grip.pipeline import pipeline_from_params
+from vehcal_ros.estimation.sensing.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.io.scenarios import can_description, load_scenario
 from vehcal_ros.io.simulate import run_scenario
 from vehcal_ros.nodes.grip_estimator import PARAMS as GRIP_PARAMS
 from vehcal_ros.records import BrakePressure, DriveTorque, TireForce, WheelSpeeds
+from vehcal_ros.replay.guards import calibrator_topics, grip_topics
 from vehcal_ros.vehicle.description import BAR_PA as BAR
 from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, to_document
 

@@ -12,7 +12,7 @@ from calibration_drive import drive_records
 from calibration_synthetic import TRUTH, synthetic_segment
 
 from vehcal_ros.cli import main
-from vehcal_ros.estimation.calibration import CSV_COLUMNS, Segment
+from vehcal_ros.estimation.calibration.fit import CSV_COLUMNS, Segment
 
 
 def _write_csv(path: Path, seg: Segment, transform=None) -> Path:

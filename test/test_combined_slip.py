@@ -22,9 +22,9 @@ import math
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip_fit import GripEstimator
-from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, vehicle_signal_config
-from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
+from vehcal_ros.estimation.grip.fit import GripEstimator
+from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
+from vehcal_ros.estimation.grip.pipeline import PIPELINE_FIT_CONFIG, vehicle_signal_config
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
 from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
@@ -142,7 +142,7 @@ def test_mf2002_weighting_equals_the_simulators_tire():
     sample's friction by (coefficients from `vehcal vehicle describe`) equals Fx / Fx0 of the simulator's tire
     (models/vehicle14/tires.py, an independent code) over slips, slip angles, roads and loads; and it is 1 at zero
     slip angle. The describe'd description reads back (combined_slip mf and its 5 coefficients)."""
-    from vehcal_ros.estimation.grip_signals import combined_weight
+    from vehcal_ros.estimation.grip.friction_samples import combined_weight
 
     desc = describe_vehicle("hmmwv")
     assert desc.combined_slip == "mf" and len(desc.combined_coefficients) == 5

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vehcal_ros.commands.batch import run_batch
-from vehcal_ros.estimation.brake_fit import (
+from vehcal_ros.estimation.calibration.brake_fit import (
     BrakeResidual,
     fit_brake,
     synthetic_data,

@@ -38,8 +38,8 @@ def test_run_smc_stops_at_the_next_round() -> None:
 def test_cancelled_calibration_fit_yields_nothing_and_pipeline_pickles() -> None:
     from calibration_drive import drive_records
 
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, config_from
-    from vehcal_ros.io.replay import resolve_params
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, config_from
+    from vehcal_ros.replay.params import resolve_params
 
     values = {**resolve_params(None)["model_calibrator"], "stages": ["rolling_resistance"], "n_chains": 2,
               "n_draws": 100}

@@ -19,7 +19,7 @@ import yaml
 
 from vehcal_ros.cli import main
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.carry_forward import DriftModel, carried_range, drift_flag, prior_sd
+from vehcal_ros.estimation.calibration.carry_forward import DriftModel, carried_range, drift_flag, prior_sd
 from vehcal_ros.io import bags
 from vehcal_ros.io import calibration_state as cs
 from vehcal_ros.io.fleet import bag_vehicle_id, load_fleet
@@ -73,7 +73,7 @@ def fleet_dir(tmp_path_factory) -> Path:
 
 
 def _rr_bounds(vehicle: str | None) -> tuple[float, float]:
-    from vehcal_ros.estimation.calibration import stage_spec
+    from vehcal_ros.estimation.calibration.fit import stage_spec
 
     d = dict(stage_spec("rolling_resistance", vehicle=vehicle).priors)["rr"]
     return float(d.low), float(d.high)
@@ -185,7 +185,7 @@ def dying_drive(bag: str, vehicle_id: str, params: dict, state_text, seed, drift
     """The real fleet task, except that a bag whose name contains 'die' kills its worker process."""
     import os
 
-    from vehcal_ros.io.fleet import replay_drive
+    from vehcal_ros.replay.fleet import replay_drive
 
     if "die" in os.path.basename(bag):
         os._exit(3)
@@ -282,7 +282,7 @@ def test_version_1_state_is_migrated_and_carried_forward(tmp_path, fleet_dir):
 def test_pipeline_carry_forward_sets_widened_priors_at_the_first_record():
     import numpy as np
 
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
     from vehcal_ros.records import WheelSpeeds
 
     doc = cs.read_state_document(V1_STATE, "truck7")
@@ -501,7 +501,12 @@ def test_a_drive_whose_windows_disagree_with_the_carried_model_is_flagged_withou
 
 
 def _free_rolling(bag: Path, vehicle: str) -> dict:
-    from vehcal_ros.estimation.segments import SegmentConfig, free_rolling_radius, records_to_sources, resample
+    from vehcal_ros.estimation.calibration.segments import (
+        SegmentConfig,
+        free_rolling_radius,
+        records_to_sources,
+        resample,
+    )
 
     c = SegmentConfig()
     r = resample(records_to_sources([rec for _, rec in bags.read_bag(bag)]), c.rate, c.max_gap, c.yaw_rate_source)
@@ -557,7 +562,7 @@ def test_window_spread_recovers_a_known_spread_between_windows():
     out."""
     import numpy as np
 
-    from vehcal_ros.estimation.carry_forward import window_spread
+    from vehcal_ros.estimation.calibration.carry_forward import window_spread
 
     rng = np.random.default_rng(7)
     v = rng.uniform(1.0, 3.0, 2000)
@@ -580,8 +585,8 @@ def test_the_spread_between_windows_widens_the_carried_prior_and_the_drift_flag(
     pipeline); a state file without windows carries tau^2 = 0."""
     import numpy as np
 
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
-    from vehcal_ros.estimation.carry_forward import window_spread
+    from vehcal_ros.estimation.calibration.carry_forward import window_spread
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
     from vehcal_ros.records import WheelSpeeds
 
     m = DriftModel(rate=0.0, floor=0.0, half_width=3.0)

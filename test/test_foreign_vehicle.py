@@ -59,7 +59,7 @@ def test_commonroad_set3_drive_bag_truth_and_replay(tmp_path):
     torque = np.array([w.torque for w in wheel])
     assert np.abs(torque[:, :2]).max() > 0 and np.abs(torque[:, 2:]).max() > np.abs(torque[:, :2]).max()
 
-    from vehcal_ros.io.replay import replay_bag
+    from vehcal_ros.replay.serial import replay_bag
 
     params = {"grip_estimator": {"force_source": "estimated", "vehicle": str(VEHICLE)}}
     res = replay_bag(bag, params=params, calibration=False, workers=1)

@@ -1,4 +1,4 @@
-"""The grip belief in force over time (estimation/grip_belief.py) and its over-time scoring (grip_scoring.py)."""
+"""The grip belief in force over time (estimation/grip/belief.py) and its over-time scoring (grip_scoring.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip_belief import BeliefTracker, HazardModel, Odometer, belief_timeline
-from vehcal_ros.estimation.grip_fit import MuMax
-from vehcal_ros.estimation.grip_scoring import over_time_scores, pooled_scores
+from vehcal_ros.estimation.grip.belief import BeliefTracker, HazardModel, Odometer, belief_timeline
+from vehcal_ros.estimation.grip.fit import MuMax
+from vehcal_ros.estimation.grip.scoring import over_time_scores, pooled_scores
 
 EST = MuMax(mean=0.90, std=0.05, lower=0.82, upper=0.98, prob=0.9)
 
@@ -144,7 +144,7 @@ def test_scores_count_driving_time_only_and_pool_by_time() -> None:
 @pytest.fixture(scope="module")
 def dry_fit():
     """A real fit of a dry-road tire (peak 0.9) from everyday data up to |mu| ~ 0.6 (noise SD 0.01)."""
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
     from vehcal_ros.models.pacejka import mf_curve
 
     rng = np.random.default_rng(11)
@@ -156,7 +156,7 @@ def dry_fit():
 
 
 def _window(rng, theta, n=20, s_max=0.06, noise=0.01):
-    from vehcal_ros.estimation.grip_signals import ScopeData
+    from vehcal_ros.estimation.grip.friction_samples import ScopeData
     from vehcal_ros.models.pacejka import mf_curve
 
     slip = rng.uniform(0.0, s_max, n)
@@ -172,7 +172,7 @@ def test_contradiction_test_fires_on_a_slippery_road_and_not_on_the_same_one(dry
     the real guard is the benchmark's constant-road drive). Detection: on a 0.3 road whose curve keeps the
     tire's slip stiffness (B C D the same), windows reaching slip 0.06 fire every time (assert >= 99 of 100:
     a test with detection power 0.9 passes this with probability < 1e-3)."""
-    from vehcal_ros.estimation.grip_belief import ContradictionTest, contradicts
+    from vehcal_ros.estimation.grip.belief import ContradictionTest, contradicts
 
     est, theta = dry_fit
     test = ContradictionTest()
@@ -197,7 +197,7 @@ def test_a_slip_error_common_to_the_window_does_not_withdraw(dry_fit) -> None:
     a 0.3 road with the tire's slip stiffness is still caught in >= 99 of 100 windows."""
     from dataclasses import replace
 
-    from vehcal_ros.estimation.grip_belief import ContradictionTest, contradicts
+    from vehcal_ros.estimation.grip.belief import ContradictionTest, contradicts
 
     est, theta = dry_fit
     test = ContradictionTest(shared_slip_sd=0.004)
@@ -225,8 +225,8 @@ def _fields(d):
 
 def test_a_contradiction_withdraws_the_belief_in_the_timeline(dry_fit) -> None:
     """belief_timeline runs the test every 0.5 s of data time on the recorded samples, as the node does."""
-    from vehcal_ros.estimation.grip_belief import ContradictionTest
-    from vehcal_ros.estimation.grip_signals import ScopeData
+    from vehcal_ros.estimation.grip.belief import ContradictionTest
+    from vehcal_ros.estimation.grip.friction_samples import ScopeData
 
     est, theta = dry_fit
     rng = np.random.default_rng(9)
@@ -251,8 +251,8 @@ def test_a_contradiction_withdraws_the_belief_in_the_timeline(dry_fit) -> None:
 
 def test_a_withdrawal_without_friction_beyond_the_noise_leaves_unknown(dry_fit) -> None:
     """Contradicting samples that show no friction beyond their noise prove no floor: the belief is unknown."""
-    from vehcal_ros.estimation.grip_belief import BeliefTracker, ContradictionTest
-    from vehcal_ros.estimation.grip_signals import ScopeData
+    from vehcal_ros.estimation.grip.belief import BeliefTracker, ContradictionTest
+    from vehcal_ros.estimation.grip.friction_samples import ScopeData
 
     est, _ = dry_fit
     n = 20
@@ -283,7 +283,7 @@ def _watched_drive(rng: np.random.Generator, hazard: HazardModel, used: float) -
     model's changes; a fit at t = 0 (posterior N(truth + e, 0.03^2), e of the same sd); every 0.1 s a friction
     sample |mu_i| = mu_max(t_i) U(0, ``used``) + N(0, 0.01^2), watched every 0.5 s; the belief (watched, and kept:
     the hazard alone) at a time T ~ U(0.5, 40) s and the truth then."""
-    from vehcal_ros.estimation.grip_signals import ScopeData
+    from vehcal_ros.estimation.grip.friction_samples import ScopeData
 
     odo = Odometer()
     for k in range(601):
@@ -332,7 +332,7 @@ def test_watched_floors_keep_the_hazard_models_calibration_and_use_more_grip(use
 def test_watching_nothing_leaves_the_hazard_aged_belief() -> None:
     """With no sample since the estimate's data, the watched belief is the hazard-aged one to the last digit;
     samples proving friction since raise its lower end and lower p_change, and a kept belief ignores them."""
-    from vehcal_ros.estimation.grip_signals import ScopeData
+    from vehcal_ros.estimation.grip.friction_samples import ScopeData
 
     b = tracker_at(300.0)
     alone = b.belief(100.0)

@@ -24,15 +24,15 @@ from scipy import stats
 
 from vehcal_ros.cli import main
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.position import PLACE_FIELDS, PositionTracker
+from vehcal_ros.estimation.sensing.position import PLACE_FIELDS, PositionTracker
 from vehcal_ros.io import bags
 from vehcal_ros.io.grip_map import geojson_text, write_fleet_map, write_grip_map
-from vehcal_ros.io.replay import replay_bag
 from vehcal_ros.io.scenarios import parse_scenario, resolve_scenario_path
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.geodesy import Geodetic, geodetic_to_enu
 from vehcal_ros.models.sensors import DEFAULT_ORIGIN, SensorSpec, SensorSuite
 from vehcal_ros.records import GnssFix, OdomSample, WheelSpeeds
+from vehcal_ros.replay.serial import replay_bag
 
 ORIGIN = {"latitude": -33.8568, "longitude": 151.2153, "altitude": 40.0}
 DURATION = 20.0

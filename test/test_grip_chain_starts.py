@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip_fit import GripEstimator, optima_starts
-from vehcal_ros.estimation.grip_pipeline import fit_config_from
-from vehcal_ros.io.replay import resolve_params
+from vehcal_ros.estimation.grip.fit import GripEstimator, optima_starts
+from vehcal_ros.estimation.grip.pipeline import fit_config_from
+from vehcal_ros.replay.params import resolve_params
 
 WINDOW = json.loads((Path(__file__).parent / "data" / "grip_window_two_modes.json").read_text())
 

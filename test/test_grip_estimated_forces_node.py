@@ -21,7 +21,7 @@ from rclpy.parameter import Parameter
 from ros_util import spin_until, wait_for_match
 from sensor_msgs.msg import FluidPressure, Imu, JointState
 
-from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
+from vehcal_ros.estimation.sensing.tire_forces import TireForceVehicle
 from vehcal_ros.io.scenarios import can_description
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
 from vehcal_ros.records import WHEELS

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vehcal_ros.errors import EstimationError, InputError
-from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
 from vehcal_ros.models.pacejka import mf_curve, slip_at_friction
 
 TRUE = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
@@ -187,7 +187,7 @@ def test_posterior_slices_take_a_given_slip_distribution():
     distribution given (here the design's own: the three clusters' true slips, what SBC's oracle case gives) and
     enter the likelihood as slices; on the clustered design above the chains converge and the interval holds the
     true mu_max. Coverage over many data sets is benchmarks/grip_sbc_recorded.py's (``--slip-posterior``)."""
-    from vehcal_ros.estimation.latent_slip import SlipMixture
+    from vehcal_ros.estimation.grip.latent_slip import SlipMixture
 
     t, s, mu, vs = _clustered_design()
     values, counts = np.unique(np.round(t, 6), return_counts=True)
@@ -223,8 +223,8 @@ def test_converged_means_exactly_the_rule():
 
 
 def test_pipeline_withholds_estimates_below_the_excitation_gate():
-    from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, fit_config_from
-    from vehcal_ros.estimation.grip_signals import GripSignalConfig
+    from vehcal_ros.estimation.grip.friction_samples import GripSignalConfig
+    from vehcal_ros.estimation.grip.pipeline import FitOutcome, GripPipeline, fit_config_from
 
     s, mu = _data(0.3, 1)
     est = GripEstimator(GripConfig(**FAST)).fit(s, mu)

@@ -1,4 +1,4 @@
-"""Floor beliefs (estimation/grip_belief.py, grip_pipeline.GripPipeline.offer_floor): where no curve is identified,
+"""Floor beliefs (estimation/grip/belief.py, grip_pipeline.GripPipeline.offer_floor): where no curve is identified,
 the belief in force says mu_max is at least the largest friction the data show beyond their noise."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from vehcal_ros.estimation.grip_belief import HazardModel, belief_timeline, floor_mu_max
-from vehcal_ros.estimation.grip_fit import MuMax
-from vehcal_ros.estimation.grip_pipeline import GripPipeline, floor_candidates, observed_floor
-from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.grip.belief import HazardModel, belief_timeline, floor_mu_max
+from vehcal_ros.estimation.grip.fit import MuMax
+from vehcal_ros.estimation.grip.friction_samples import ScopeData
+from vehcal_ros.estimation.grip.pipeline import GripPipeline, floor_candidates, observed_floor
 
 SD = 0.02   # friction noise of the synthetic samples (stated as mu_var)
 
@@ -147,8 +147,8 @@ def test_a_common_friction_scale_error_widens_the_interval_as_its_monte_carlo() 
     interval ends are those of 400 000 Monte Carlo draws within 0.002 (the draws' quantile SE is ~0.0003)."""
     import dataclasses
 
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
-    from vehcal_ros.estimation.grip_pipeline import with_scale_error
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.pipeline import with_scale_error
     from vehcal_ros.models.pacejka import mf_curve
 
     m, sd, s = 0.62, 0.03, 0.04

@@ -11,9 +11,9 @@ import dataclasses
 import numpy as np
 
 from vehcal_ros.diagnostic_levels import WARN
-from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator, chain_ends
-from vehcal_ros.estimation.grip_pipeline import PIPELINE_FIT_CONFIG, GripPipeline, excitation_of
-from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator, chain_ends
+from vehcal_ros.estimation.grip.friction_samples import ScopeData
+from vehcal_ros.estimation.grip.pipeline import PIPELINE_FIT_CONFIG, GripPipeline, excitation_of
 from vehcal_ros.models.pacejka import mf_curve
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
@@ -110,8 +110,8 @@ def test_extension_by_the_rules_shortfall():
     assert est.steps_needed({**diag, "r_hat_max": 1.011}, 40_000) == 5_000   # f = 1.1
     assert est.steps_needed({**diag, "r_hat_max": float("nan")}, 10_000) >= 1 << 40
     # the sampler: asked with a shortfall of 1 step -> n_steps/4; of 10^9 -> the block (n_steps/2 here)
-    from vehcal_ros.inference.adaptive_metropolis import run_grip_chains
-    from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, multistart_fit
+    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS, multistart_fit
+    from vehcal_ros.estimation.grip.posterior import run_grip_chains
 
     w = _window(0.0, 0.15, seed=3)
     s, mu = w.slip, w.mu
@@ -148,7 +148,7 @@ def test_carried_draws_are_reweighted_by_the_new_windows_likelihood():
     one of its own previous draws and still meets the rule."""
     from scipy.stats import norm
 
-    from vehcal_ros.inference.adaptive_metropolis import carried_log_ratio
+    from vehcal_ros.estimation.grip.posterior import carried_log_ratio
 
     old, new = _window(0.0, 0.15, seed=7), _window(5.0, 0.12, seed=8)
     prev = GripEstimator(FAST).fit(old.slip, old.mu)

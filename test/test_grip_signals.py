@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
+from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
 from vehcal_ros.records import Controls, OdomSample, TireForce, WheelSpeeds
 
 R0, KT, FZ = 0.47, 326332.0, 5000.0
@@ -178,7 +178,7 @@ def test_invalid_config_names_the_field() -> None:
 
 def test_pipeline_refits_after_a_clock_restart() -> None:
     """After a fit stamped at t = 100 s, a restarted clock (data from t = 10 s) must count as new data."""
-    from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline
+    from vehcal_ros.estimation.grip.pipeline import FitOutcome, GripPipeline
 
     p = GripPipeline(raw_config(scope="vehicle"), min_new_points=20)
     p.commit([FitOutcome(scope="vehicle", stamp=100.0, n_points=50, excitation=0.2, error="too few points")])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vehcal_ros.estimation.grip_pipeline import stratified_indices, subsample
-from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.latent_slip import true_slip_distribution
+from vehcal_ros.estimation.grip.friction_samples import ScopeData
+from vehcal_ros.estimation.grip.latent_slip import true_slip_distribution
+from vehcal_ros.estimation.grip.pipeline import stratified_indices, subsample
 
 N, N_ACC, N_MAX = 602, 80, 100
 EXC = "excitation"   # the rule under test (the pipeline's default is "even": see its docstring)

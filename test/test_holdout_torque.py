@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from vehcal_ros.estimation.holdout import holdout_rmse, records_to_table
+from vehcal_ros.estimation.calibration.holdout import holdout_rmse, records_to_table
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
 from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 

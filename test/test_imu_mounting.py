@@ -1,4 +1,4 @@
-"""The IMU's mounting yaw from ordinary driving (estimation/imu_mounting.py) and its naming on /diagnostics.
+"""The IMU's mounting yaw from ordinary driving (estimation/sensing/imu_mounting.py) and its naming on /diagnostics.
 
 Synthetic straight drive: 200 s at 10-20 m/s with launches and brakings (f_x = +-1.5 m/s^2 over 8 s and 13 s
 periods), the body's lateral specific force u r plus a 2 % crossfall (0.196 m/s^2) and lane-keeping yaw rates of
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vehcal_ros.estimation.imu_mounting import ImuYawMount
+from vehcal_ros.estimation.sensing.imu_mounting import ImuYawMount
 from vehcal_ros.records import GnssVelocity, ImuSample
 
 
@@ -89,7 +89,7 @@ def test_a_named_mounting_turns_the_samples_back():
 def test_the_grip_pipeline_names_the_mounting():
     """The wiring: a grip pipeline fed the misaligned drive names the IMU's mounting on /diagnostics' vehicle
     description status (doubtful_assumptions); the aligned one does not."""
-    from vehcal_ros.estimation.grip_pipeline import pipeline_from_params
+    from vehcal_ros.estimation.grip.pipeline import pipeline_from_params
     from vehcal_ros.nodes.grip_estimator import PARAMS
     from vehcal_ros.vehicle.description import load_vehicle
 

@@ -1,4 +1,4 @@
-"""Input guard (estimation/input_guard.py), atomic writes under kill -9, non-UTF-8 files to the CLI, and the
+"""Input guard (estimation/sensing/input_guard.py), atomic writes under kill -9, non-UTF-8 files to the CLI, and the
 nodes' runtime-parameter validation (array parameters, refused combinations leaving no pending state)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from vehcal_ros.estimation.input_guard import InputGuard
+from vehcal_ros.estimation.sensing.input_guard import InputGuard
 from vehcal_ros.records import Controls, ImuSample, OdomSample, TireForce, WheelSpeeds
 
 

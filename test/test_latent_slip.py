@@ -1,11 +1,11 @@
-"""The deconvolved true-slip distribution and each sample's posterior (estimation/latent_slip.py), checked
+"""The deconvolved true-slip distribution and each sample's posterior (estimation/grip/latent_slip.py), checked
 against known truth and a brute-force numerical integration."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from vehcal_ros.estimation.latent_slip import SlipMixture, latent_slip, true_slip_distribution
+from vehcal_ros.estimation.grip.latent_slip import SlipMixture, latent_slip, true_slip_distribution
 
 
 def test_deconvolution_recovers_clusters_narrower_than_the_noise() -> None:
@@ -69,7 +69,7 @@ def test_shared_loadings_match_the_scatter_of_the_estimated_cluster_mean() -> No
     component: the spread of the estimated mean over the repetitions equals the sqrt(V) the loadings carry
     (row / (1 - g)), within the SD's sampling error (relative 1 / sqrt(2 x 400) ~ 3.5 %; 4 sigma), and each
     sample's loading is (1 - g) sqrt(V), the shrinkage's share of the mean's error."""
-    from vehcal_ros.estimation.latent_slip import fit_mixture
+    from vehcal_ros.estimation.grip.latent_slip import fit_mixture
 
     rng = np.random.default_rng(11)
     n, reps, sd = 60, 400, 2e-3

@@ -1,4 +1,4 @@
-"""The spread between the parts of a window (estimation/maneuver_spread.py).
+"""The spread between the parts of a window (estimation/calibration/maneuver_spread.py).
 
 * The DerSimonian-Laird estimate against a hand-computed case, its heterogeneity test's size on homogeneous parts
   and its mean on parts with a known spread (simulated estimates; the power calculations are beside each test).
@@ -20,8 +20,8 @@ from calibration_synthetic import NOISE, TRUTH, require_chrono, synthetic_segmen
 from scipy.signal import lfilter
 from scipy.stats import chi2
 
-from vehcal_ros.estimation.calibration import Segment, calibrate_stage
-from vehcal_ros.estimation.maneuver_spread import (
+from vehcal_ros.estimation.calibration.fit import Segment, calibrate_stage
+from vehcal_ros.estimation.calibration.maneuver_spread import (
     MIN_PARTS,
     PartSpread,
     dersimonian_laird,
@@ -90,7 +90,7 @@ def test_a_known_spread_is_recovered() -> None:
 
 
 def _result(draws: np.ndarray, names: tuple[str, ...], priors: dict) -> object:
-    from vehcal_ros.estimation.calibration import CalibrationResult
+    from vehcal_ros.estimation.calibration.fit import CalibrationResult
     params = {n: s.to_dict() for n, s in summarize_draws(draws, list(names)).items()}
     return CalibrationResult("longitudinal", params, {}, True, 0.0, 0.0, 1, names, draws, priors=priors)
 
@@ -160,7 +160,7 @@ def test_the_pipeline_cuts_its_windows_and_records_the_spread_when_asked() -> No
     throttle ramp; the model's own data, so the record is there whether or not Q passes)."""
     from calibration_drive import drive_records
 
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
 
     records = drive_records(seed=1)
     for parts in (0, 3):
@@ -189,7 +189,7 @@ def test_the_pipeline_cuts_its_windows_and_records_the_spread_when_asked() -> No
                                           ("spread_min_part_s", 0.0)])
 def test_the_settings_are_refused_out_of_range_naming_them(field: str, value: float) -> None:
     from vehcal_ros.errors import InputError
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipelineConfig
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipelineConfig
 
     with pytest.raises(InputError, match=field):
         CalibrationPipelineConfig(**{field: value}).validate()

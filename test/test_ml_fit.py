@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vehcal_ros.inference.least_squares import FALLBACK_PROPOSAL_COV, multistart_fit
+from vehcal_ros.estimation.grip.ml_fit import FALLBACK_PROPOSAL_COV, multistart_fit
 from vehcal_ros.models.pacejka import mf_curve, peak, slip_at_friction
 
 TRUE = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])

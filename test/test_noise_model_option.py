@@ -1,6 +1,6 @@
 """The likelihood's residual model is one declared choice: the CLI, the calibration pipeline and the
-model_calibrator's ``noise_model`` parameter take it from estimation/noise_models.py, and a bad value is refused
-naming the parameter and the choices. ``auto`` gives each stage its own model (white for the longitudinal stage,
+model_calibrator's ``noise_model`` parameter take it from estimation/calibration/noise_models.py, and a bad value is
+refused naming the parameter and the choices. ``auto`` gives each stage its own model (white for the longitudinal stage,
 AR(1) for the others) and a fit records the model it used."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import CHANNELS, Segment, StageProblem, stage_spec
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipelineConfig, config_from
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES, NOISE_MODELS
+from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment, StageProblem, stage_spec
+from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES, NOISE_MODELS
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipelineConfig, config_from
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
 from vehcal_ros.resources import find_resource
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = r"""
 import pickle, sys
 import numpy as np
-from vehcal_ros.estimation.brake_fit import FIT_NAMES, TRUE_PARAMETERS, BrakeResidual, synthetic_data
+from vehcal_ros.estimation.calibration.brake_fit import FIT_NAMES, TRUE_PARAMETERS, BrakeResidual, synthetic_data
 from vehcal_ros.models.vehicle14 import Hmmwv14
 
 truth = np.array([TRUE_PARAMETERS[n] for n in FIT_NAMES])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.brake_fit import (
+from vehcal_ros.estimation.calibration.brake_fit import (
     FIT_NAMES,
     TRUE_PARAMETERS,
     BrakeResidual,

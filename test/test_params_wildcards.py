@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from vehcal_ros.io.params_yaml import absolute_topic
-from vehcal_ros.io.replay import resolve_params, topic_map_from
+from vehcal_ros.replay.params import resolve_params, topic_map_from
 from vehcal_ros.resources import find_resource
 
 ROOT = Path(__file__).resolve().parents[1]

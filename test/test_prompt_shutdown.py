@@ -101,7 +101,7 @@ def _compile_grip_kernels(items: list, tmp_path) -> None:
     from test_replay_parallel import GRIP
 
     from vehcal_ros.io import bags
-    from vehcal_ros.io.replay import replay_bag
+    from vehcal_ros.replay.serial import replay_bag
 
     bags.write_bag(tmp_path / "warm_bag", items, storage="mcap")
     replay_bag(tmp_path / "warm_bag", {"grip_estimator": GRIP}, calibration=False, final_cycle=False, workers=1)

@@ -1,5 +1,5 @@
-"""The recalibration check (estimation/recalibration_check.py): a window of the SAME vehicle confirms the accepted
-longitudinal posterior (no refit), a window of a CHANGED vehicle (Cx, mass) triggers the refit; and in the
+"""The recalibration check (estimation/calibration/recalibration_check.py): a window of the SAME vehicle confirms
+the accepted longitudinal posterior (no refit), a window of a CHANGED vehicle (Cx, mass) triggers the refit; and in the
 pipeline a confirmed window is counted, runs no SMC and its information is added to the accepted posterior
 (updated_result: the Gaussian product, checked against importance weights of the same draws and against the truth
 after several windows).
@@ -20,17 +20,17 @@ import numpy as np
 import pytest
 from calibration_synthetic import MANEUVERS, NOISE, TRUTH, require_chrono
 
-from vehcal_ros.estimation.calibration import CHANNELS, Segment, calibrate_stage
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig, StageJob
-from vehcal_ros.estimation.maneuver_spread import PartSpread, maneuver_offsets, widened
-from vehcal_ros.estimation.recalibration_check import (
+from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment, calibrate_stage
+from vehcal_ros.estimation.calibration.maneuver_spread import PartSpread, maneuver_offsets, widened
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig, StageJob
+from vehcal_ros.estimation.calibration.recalibration_check import (
     DEFAULT_THRESHOLD,
     WindowCheck,
     check_window,
     posterior_moments,
     updated_result,
 )
-from vehcal_ros.estimation.segments import Window
+from vehcal_ros.estimation.calibration.segments import Window
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants
 
 HELD = {k: v for k, v in TRUTH.items() if k not in ("Cxf", "Cxr")}
@@ -180,7 +180,7 @@ def test_a_state_file_keeps_the_correlation_the_update_needs(accepted, tmp_path)
     """Written to a state file and read back (summaries only), the longitudinal posterior keeps its Cxf-Cxr
     correlation, and one window's update from it matches the update from the draws within 0.3 sd of each mean
     and 15 % of each sd; dropping the correlation would treat the two as independent."""
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline
     from vehcal_ros.io import calibration_state as cs
 
     cfg = CalibrationPipelineConfig(stages=("longitudinal",), defaults={k: v for k, v in HELD.items()
@@ -207,10 +207,10 @@ def test_a_state_file_keeps_the_correlation_the_update_needs(accepted, tmp_path)
 
 
 def test_the_spread_between_windows_enters_the_check_and_the_update(accepted) -> None:
-    """tau^2 (estimation/carry_forward.py) is added to the window's and the accepted posterior's covariance: the
-    best fit and its deviation are unchanged, the shift falls (a spread as large as the window's own offset bounds
-    shift^2 by k = 2), a confirming window adds less information (the updated posterior stays wider), and with a
-    spread far above both the update averages the two windows."""
+    """tau^2 (estimation/calibration/carry_forward.py) is added to the window's and the accepted posterior's
+    covariance: the best fit and its deviation are unchanged, the shift falls (a spread as large as the window's own
+    offset bounds shift^2 by k = 2), a confirming window adds less information (the updated posterior stays wider), and
+    with a spread far above both the update averages the two windows."""
     stiff = longitudinal_window(5, {"Cxf": TRUTH["Cxf"] * 1.25, "Cxr": TRUTH["Cxr"] * 1.25})
     c0 = check_window(stiff, accepted, HELD, DEFAULT_THRESHOLD)
     assert not c0.consistent, c0.describe()
@@ -263,12 +263,12 @@ def test_the_best_fit_is_not_clipped_by_a_narrower_range_the_accepted_fit_had(ac
 
 
 def test_a_widened_posterior_keeps_its_width_through_a_confirming_update(accepted) -> None:
-    """An accepted posterior widened by the spread between the parts of its window (estimation/maneuver_spread.py,
-    here its variance multiplied by 26: 25 posterior variances added) holds its window's offset: a new window of
-    the same vehicle has one too (``offset``), so the update is an average of two windows of about equal weight
-    and keeps ~1/sqrt(2) of the widened sd (0.6-0.8 asserted), where without the offset the window's own narrow
-    least-squares variance would take it back to about the unwidened sd (< 0.3 of the widened one:
-    sqrt(1 / (1/26 + 1)) / sqrt(26) = 0.19). The accepted side is not widened twice: its covariance is the
+    """An accepted posterior widened by the spread between the parts of its window
+    (estimation/calibration/maneuver_spread.py, here its variance multiplied by 26: 25 posterior variances added) holds
+    its window's offset: a new window of the same vehicle has one too (``offset``), so the update is an average of two
+    windows of about equal weight and keeps ~1/sqrt(2) of the widened sd (0.6-0.8 asserted), where without the offset
+    the window's own narrow least-squares variance would take it back to about the unwidened sd (< 0.3 of the widened
+    one: sqrt(1 / (1/26 + 1)) / sqrt(26) = 0.19). The accepted side is not widened twice: its covariance is the
     widened posterior's, the offset not added."""
     sd = {n: accepted.parameters[n]["std"] for n in ("Cxf", "Cxr")}
     wide = widened(accepted, {n: PartSpread((10.0 * s) ** 2, 30.0, 4, inflation=26.0) for n, s in sd.items()})

@@ -1,5 +1,5 @@
-"""``vehcal replay`` and io.replay / io.reports: deterministic replays in both storages, remapping, recorded
-outputs, the report directory, and one-line exit-2 errors that leave nothing written.
+"""``vehcal replay`` and the replay package (serial, outputs, reports): deterministic replays in both storages,
+remapping, recorded outputs, the report directory, and one-line exit-2 errors that leave nothing written.
 
 The bag is synthetic for speed: a known magic-formula curve (friction paper Section 4.1) driven by a slip
 sweep at 50 Hz over 24 s, with wheel speeds, tire forces, odometry, controls and ground truth, so the grip
@@ -17,15 +17,11 @@ import pytest
 
 from vehcal_ros.cli import main
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import (
-    grip_pipeline_from,
-    record_outputs,
-    replay_bag,
-    resolve_params,
-    topic_map_from,
-)
 from vehcal_ros.models.pacejka import mf_curve
 from vehcal_ros.records import Controls, GroundTruth, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.replay.outputs import record_outputs
+from vehcal_ros.replay.params import grip_pipeline_from, resolve_params, topic_map_from
+from vehcal_ros.replay.serial import replay_bag
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
 MU_MAX = float(mf_curve(np.linspace(0, 0.4, 4001), THETA).max())
@@ -272,7 +268,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(work, capsys):
 # ---------------------------------------------------------------------------------------------- calibration
 @pytest.fixture(scope="module")
 def cal_bags(tmp_path_factory):
-    pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
+    pytest.importorskip("vehcal_ros.estimation.calibration.pipeline")
     from calibration_drive import drive_records
 
     d = tmp_path_factory.mktemp("replay_cal")
@@ -301,10 +297,10 @@ model_calibrator:
 
 
 def test_calibration_pipeline_takes_the_params_file_values(tmp_path):
-    pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
+    pytest.importorskip("vehcal_ros.estimation.calibration.pipeline")
     node = pytest.importorskip("vehcal_ros.nodes.model_calibrator")
     from vehcal_ros.commands.replay import load_params
-    from vehcal_ros.io.replay import calibration_pipeline_from
+    from vehcal_ros.replay.params import calibration_pipeline_from
 
     (tmp_path / "p.yaml").write_text(CAL_PARAMS_YAML)
     values = load_params(tmp_path / "p.yaml")["model_calibrator"]

@@ -22,7 +22,7 @@ from test_replay_parallel import GRIP, RATE, live_grip_run, numbers, published, 
 
 from vehcal_ros.commands.replay import print_summary
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import replay_bag
+from vehcal_ros.replay.serial import replay_bag
 
 GUARD_REASONS = ("nonfinite", "implausible", "duplicate", "out_of_order", "zero_stamp", "stamp_jump")
 DT = 1.0 / RATE

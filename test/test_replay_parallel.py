@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 from vehcal_ros.io import bags
-from vehcal_ros.io.replay import ReplayProgress, replay_bag, resolve_params
 from vehcal_ros.models.pacejka import mf_curve
 from vehcal_ros.records import Controls, OdomSample, TireForce, WheelSpeeds
+from vehcal_ros.replay.params import resolve_params
+from vehcal_ros.replay.serial import replay_bag
+from vehcal_ros.replay.stream import ReplayProgress
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
 RATE, DURATION, R0, U, PERIOD = 25.0, 10.0, 0.47, 15.0, 3.0
@@ -210,8 +212,8 @@ def _calibration_bag(tmp_path):
 def test_parallel_calibration_stream_equals_serial(tmp_path):
     """The calibrator in the parallel replay (main process + fits on the workers) gives the serial replay's
     calibration, including a window of the same drive replayed again (same data 14.5 s later) that confirms the
-    accepted model instead of being refitted (estimation/recalibration_check.py)."""
-    pytest.importorskip("vehcal_ros.estimation.calibration_pipeline")
+    accepted model instead of being refitted (estimation/calibration/recalibration_check.py)."""
+    pytest.importorskip("vehcal_ros.estimation.calibration.pipeline")
     bag, params = _calibration_bag(tmp_path)
     a = replay_bag(bag, params, seed=4, workers=1)
     b = replay_bag(bag, params, seed=4, workers=2)
@@ -228,7 +230,7 @@ class _SlowCalibrationFits(ThreadPoolExecutor):
     so the calibrator's next tick finds its fit still running."""
 
     def submit(self, fn, /, *args, **kwargs):
-        from vehcal_ros.io.replay_parallel import fit_calibration_jobs
+        from vehcal_ros.replay.parallel import fit_calibration_jobs
 
         if fn is fit_calibration_jobs:
             def late(*a, **k):
@@ -242,17 +244,17 @@ class _SlowCalibrationFits(ThreadPoolExecutor):
 def test_calibrator_waiting_for_its_fit_does_not_stop_the_read(tmp_path, monkeypatch):
     """A calibrator tick whose previous fit still runs is deferred with the records after it (issue 13, session
     6): the read goes on, and the calibration equals the serial replay's."""
-    from vehcal_ros.io import replay_parallel as rpar
+    from vehcal_ros.replay.parallel import CalibrationScheduler
 
     bag, params = _calibration_bag(tmp_path)
     deferred = []
-    drain = rpar.CalibrationScheduler.drain
+    drain = CalibrationScheduler.drain
 
     def watched(self, wait_for, block=False):
         deferred.append(sum(kind == "tick" for kind, _ in self.deferred))
         return drain(self, wait_for, block)
 
-    monkeypatch.setattr(rpar.CalibrationScheduler, "drain", watched)
+    monkeypatch.setattr(CalibrationScheduler, "drain", watched)
     a = replay_bag(bag, params, seed=4, workers=1)
     with _SlowCalibrationFits(max_workers=3) as ex:
         b = replay_bag(bag, params, seed=4, executor=ex)
@@ -298,9 +300,9 @@ def test_task_threads_and_kernel_threads_scope():
 
     import numba
 
-    from vehcal_ros.io.replay_parallel import kernel_threads, task_threads
     from vehcal_ros.models import chunked
     from vehcal_ros.models.vehicle_8dof import PARAM_INDEX, Simulator8Dof, parameter_vector
+    from vehcal_ros.replay.parallel import kernel_threads, task_threads
 
     assert [task_threads(2, k) for k in (0, 1, 2, 5)] == [2, 1, 1, 1]
     before, pool_before = numba.get_num_threads(), chunked.n_threads()

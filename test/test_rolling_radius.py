@@ -1,4 +1,4 @@
-"""Online rolling-radius scale (estimation/rolling_radius.py) on synthetic drives with a known radius error.
+"""Online rolling-radius scale (estimation/sensing/rolling_radius.py) on synthetic drives with a known radius error.
 
 The synthetic vehicle rolls on wheels whose effective radius is k_true R_desc(Fz) and which slip in proportion to
 their force: omega_a = v (1 + c mu_a) / (k_a R_desc), mu_a = Fx_a / (2 Fz) (c = 0.05 unless stated: a tire of C_x =
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
+from vehcal_ros.estimation.sensing.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
 from vehcal_ros.records import GnssVelocity, ImuSample, WheelSpeeds
 
 R0, KT, FZ = 0.47, 326332.0, 6860.0
@@ -254,7 +254,7 @@ def test_a_wrong_description_radius_is_named_and_a_right_one_is_not() -> None:
     names the rolling radius of both axles; the right radius names nothing."""
     import dataclasses
 
-    from vehcal_ros.estimation.grip_pipeline import GripPipeline
+    from vehcal_ros.estimation.grip.pipeline import GripPipeline
 
     for k_true, named in (((1.015, 1.015), 2), ((1.0, 1.0), 0)):
         records, _ = synthetic_drive(3, k_true=k_true)
@@ -269,7 +269,7 @@ def test_a_wrong_description_radius_is_named_and_a_right_one_is_not() -> None:
 def test_the_measured_radius_moves_the_force_estimators_lever() -> None:
     """Estimated forces: once the radius is known, the spin equation's lever base moves by what the measurement
     says the description has wrong, (k - 1) R_desc at the static load (1.5 % here), on each axle."""
-    from vehcal_ros.estimation.grip_pipeline import GripPipeline
+    from vehcal_ros.estimation.grip.pipeline import GripPipeline
 
     records, _ = synthetic_drive(3, k_true=(1.015, 1.015))
     pipe = GripPipeline(radius_config=_config(), force_source="estimated")

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.calibration import CHANNELS, Segment, calibrate_all, calibrate_stage
-from vehcal_ros.estimation.holdout import holdout_rmse
+from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment, calibrate_all, calibrate_stage
+from vehcal_ros.estimation.calibration.holdout import holdout_rmse
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants
 
 REPO = Path(__file__).resolve().parents[1]

@@ -241,7 +241,7 @@ def test_vehicle_describe_to_stdout_and_bad_model(capsys):
 
 
 def _run_sources(name: str):
-    from vehcal_ros.estimation.segments import records_to_sources
+    from vehcal_ros.estimation.calibration.segments import records_to_sources
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
 
@@ -257,8 +257,8 @@ def _run_sources(name: str):
 ])
 def test_sedan_maneuvers_excite_their_calibration_stage(name, stage):
     """The 14-DOF sedan driven through its own maneuver (with the scenario's sensor noise): the segment finder
-    of the stage finds a qualifying window (estimation/segments.py)."""
-    from vehcal_ros.estimation.segments import find_segments
+    of the stage finds a qualifying window (estimation/calibration/segments.py)."""
+    from vehcal_ros.estimation.calibration.segments import find_segments
 
     segs, why = find_segments(_run_sources(name), stage)
     assert segs, why

@@ -11,8 +11,8 @@ from calibration_drive import STEER, T_STEER, drive_records, drive_states
 from calibration_synthetic import NOISE
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import check_segment, stage_spec
-from vehcal_ros.estimation.segments import (
+from vehcal_ros.estimation.calibration.fit import check_segment, stage_spec
+from vehcal_ros.estimation.calibration.segments import (
     SegmentConfig,
     build_segment,
     find_segments,

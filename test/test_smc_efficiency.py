@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from calibration_synthetic import synthetic_segment
 
-from vehcal_ros.estimation.calibration import StageProblem, _base_parameters, stage_spec
+from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, stage_spec
 from vehcal_ros.inference.smc import Prior, Uniform, run_smc
 from vehcal_ros.models import chunked
 

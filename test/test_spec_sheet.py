@@ -142,7 +142,7 @@ def test_a_spec_sheet_car_with_can_engine_torque():
     """``torque_source: engine`` with the gearbox's and final drive's ratios as a spec sheet states them (input /
     output speed): the description keeps their inverses, and the CAN conversion gives the wheel torque of an
     engine torque in a gear by hand."""
-    from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
+    from vehcal_ros.estimation.sensing.can_torque import CanTorqueConfig, CanWheelTorque
     from vehcal_ros.records import BrakePressure, DriveTorque, WheelSpeeds
 
     spec = copy.deepcopy(SPEC)

@@ -1,4 +1,5 @@
-"""The slips' speed reference from GNSS velocity and the IMU (estimation/speed_reference.py), against known truth.
+"""The slips' speed reference from GNSS velocity and the IMU (estimation/sensing/speed_reference.py), against known
+truth.
 
 Synthetic drives have an exact speed profile u(t); the IMU reads its derivative plus gravity along a road grade,
 a constant accelerometer bias and white noise; the GNSS receiver reads u with white noise, 0.1 s late. The
@@ -15,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.speed_reference import GnssImuSpeed, SpeedReferenceConfig
+from vehcal_ros.estimation.sensing.speed_reference import GnssImuSpeed, SpeedReferenceConfig
 from vehcal_ros.records import GnssVelocity, ImuSample
 
 G = 9.81
@@ -127,11 +128,11 @@ def test_slips_on_the_simulated_hmmwv_match_the_true_slips_within_their_stated_n
     simulator's GNSS: 10 Hz, 0.05 m/s, 0.1 s late) against the simulator's true slip per 0.1 s block. The speed
     error is correlated over ~1 s (10 blocks), so ~30 independent values per wheel: the RMS of the standardised
     error has a sampling SD of ~1/sqrt(60) = 0.13, and [0.7, 1.4] is ~3 SD either side of 1."""
-    from vehcal_ros.estimation.grip_pipeline import signal_config_from, vehicle_signal_config
-    from vehcal_ros.estimation.grip_signals import GripDataCollector
-    from vehcal_ros.io.replay import resolve_params
+    from vehcal_ros.estimation.grip.friction_samples import GripDataCollector
+    from vehcal_ros.estimation.grip.pipeline import signal_config_from, vehicle_signal_config
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
+    from vehcal_ros.replay.params import resolve_params
     from vehcal_ros.vehicle.description import load_vehicle
 
     desc = load_vehicle("hmmwv_sim")
@@ -163,8 +164,8 @@ def test_an_accelerometer_offset_is_named_on_diagnostics(bias: float, named: boo
     """The grip pipeline names the IMU among its doubtful assumptions when the speed filter learns an offset of
     0.15 m/s^2 (3x ACCEL_DOUBT; its SD after 60 s is ~0.014, so the offset is 10 SD from 0 and 7 SD above the
     threshold), and not for a clean IMU (a false alarm needs a 3.5-SD excursion above 0.05 m/s^2)."""
-    from vehcal_ros.estimation.grip_pipeline import pipeline_from_params
-    from vehcal_ros.io.replay import resolve_params
+    from vehcal_ros.estimation.grip.pipeline import pipeline_from_params
+    from vehcal_ros.replay.params import resolve_params
 
     _, _, imu, gnss = _drive(seed=6, duration=60.0, bias=bias)
     pipe = pipeline_from_params({**resolve_params(None)["grip_estimator"], "vehicle": "hmmwv_sim",
@@ -192,11 +193,11 @@ def test_undriven_wheels_reference_on_the_simulated_sedan() -> None:
     The rear wheels' slips take the GNSS/IMU reference; fed the same drive without its GNSS messages they give no
     slip samples (theirs is the reference's own) and their friction counts toward floor beliefs. An all-wheel-drive
     vehicle is refused by name."""
-    from vehcal_ros.estimation.grip_pipeline import signal_config_from, vehicle_signal_config
-    from vehcal_ros.estimation.grip_signals import REFERENCE_BRAKE, GripDataCollector
-    from vehcal_ros.io.replay import resolve_params
+    from vehcal_ros.estimation.grip.friction_samples import REFERENCE_BRAKE, GripDataCollector
+    from vehcal_ros.estimation.grip.pipeline import signal_config_from, vehicle_signal_config
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
+    from vehcal_ros.replay.params import resolve_params
     from vehcal_ros.vehicle.description import load_vehicle
 
     desc = load_vehicle("sedan")

@@ -16,8 +16,8 @@ from calibration_synthetic import synthetic_segment
 from test_cli_calibrate import _write_csv
 
 from vehcal_ros.cli import main
-from vehcal_ros.estimation.calibration import Segment
-from vehcal_ros.estimation.stage_order import CHAIN_ORDER, missing_dependencies, order_warning
+from vehcal_ros.estimation.calibration.fit import Segment
+from vehcal_ros.estimation.calibration.stage_order import CHAIN_ORDER, missing_dependencies, order_warning
 from vehcal_ros.io.model_file import calibrated_names
 
 

@@ -1,4 +1,5 @@
-"""Calibration stages qualify in physical units derived from the vehicle description (estimation/qualification.py).
+"""Calibration stages qualify in physical units derived from the vehicle description
+(estimation/calibration/qualification.py).
 
 A lane change is simulated by the 8-DOF model (the truth: its own lateral acceleration u r + dv/dt), and the
 same road-wheel angle is fed to the segment finder and the segment check as three different steering inputs:
@@ -21,9 +22,9 @@ import pytest
 import yaml
 
 from vehcal_ros.errors import EstimationError, InputError
-from vehcal_ros.estimation.calibration import check_segment, stage_spec
-from vehcal_ros.estimation.qualification import StageThresholds, declared, lateral_acceleration
-from vehcal_ros.estimation.segments import SegmentConfig, build_segment, find_windows, resample
+from vehcal_ros.estimation.calibration.fit import check_segment, stage_spec
+from vehcal_ros.estimation.calibration.qualification import StageThresholds, declared, lateral_acceleration
+from vehcal_ros.estimation.calibration.segments import SegmentConfig, build_segment, find_windows, resample
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
 from vehcal_ros.vehicle.description import description_from_dict, load_vehicle
 
@@ -243,7 +244,7 @@ def test_the_live_calibrator_qualifies_through_its_vehicle_description(lane_chan
     """The model_calibrator's pipeline (live and replay) with a description whose steering input is the
     road-wheel angle takes the lane change for the lateral stage; the same numbers read as a normalised input of
     the HMMWV (0.0066 x 0.6525 = 0.0043 rad) are not steered enough, and its status names the road-wheel angle."""
-    from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline, CalibrationPipelineConfig
+    from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
 
     sources, delta, _ = lane_change
     path = tmp_path / "road_wheel_car.yaml"
@@ -303,7 +304,7 @@ def test_a_spec_sheet_steering_ratio_sets_the_road_wheel_angle(lane_change) -> N
 
 
 def test_a_lateral_segment_without_its_speed_channel_is_judged_at_its_initial_speed(lane_change) -> None:
-    from vehcal_ros.estimation.calibration import Segment
+    from vehcal_ros.estimation.calibration.fit import Segment
 
     sources, delta, _ = lane_change
     seg = build_segment(resample(_fed(sources, delta / HMMWV.steer_gain)), 1.0, 7.0)

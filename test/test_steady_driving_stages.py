@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.qualification import StageThresholds, excitation_failures, rr_sensitivity
-from vehcal_ros.estimation.segments import (
+from vehcal_ros.estimation.calibration.qualification import StageThresholds, excitation_failures, rr_sensitivity
+from vehcal_ros.estimation.calibration.segments import (
     FREE_ROLLING_MIN_S,
     SegmentConfig,
     find_windows,

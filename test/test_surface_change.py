@@ -1,4 +1,4 @@
-"""Road-surface change detection (estimation/surface_change.py) and its hook in the grip pipeline.
+"""Road-surface change detection (estimation/grip/surface_change.py) and its hook in the grip pipeline.
 
 Known truth: (1) on a stationary stream of N(0, 1) residuals the CUSUM's mean run length to a false alarm
 matches Siegmund's approximation (an independent closed form); (2) the recursive residuals of batch means are
@@ -18,9 +18,9 @@ import math
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip_pipeline import GripPipeline, surface_change_config_from
-from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.surface_change import (
+from vehcal_ros.estimation.grip.friction_samples import ScopeData
+from vehcal_ros.estimation.grip.pipeline import GripPipeline, surface_change_config_from
+from vehcal_ros.estimation.grip.surface_change import (
     PredictiveReference,
     SurfaceChangeConfig,
     cusum_change,

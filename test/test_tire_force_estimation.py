@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip_pipeline import GripPipeline
-from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig
-from vehcal_ros.estimation.tire_force_estimation import (
+from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
+from vehcal_ros.estimation.grip.pipeline import GripPipeline
+from vehcal_ros.estimation.sensing.tire_forces import (
     TireForceConfig,
     TireForceEstimator,
     TireForceVehicle,

@@ -1,4 +1,4 @@
-"""The reported wheel torques' scale, learnt from the vehicle's acceleration (estimation/torque_scale.py): known
+"""The reported wheel torques' scale, learnt from the vehicle's acceleration (estimation/sensing/torque_scale.py): known
 truth on synthetic regressions with correlated noise, and on the simulator with a torque sensor reading 5 % high."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
+from vehcal_ros.estimation.sensing.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 
 MASS = 2000.0
 
@@ -74,8 +74,8 @@ def test_a_torque_sensor_reading_5_percent_high_is_found_on_the_simulator() -> N
     reported): the force estimator's learnt scale of the high one is 1/1.05 of the clean one's within 4 of their
     combined SDs, and its corrected forces follow the simulator's true Fx within 1 % (against the 5 % the
     reported torques give)."""
-    from vehcal_ros.estimation.grip_pipeline import force_config_from
-    from vehcal_ros.estimation.tire_force_estimation import TireForceEstimator
+    from vehcal_ros.estimation.grip.pipeline import force_config_from
+    from vehcal_ros.estimation.sensing.tire_forces import TireForceEstimator
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.records import GnssVelocity, GroundTruth, ImuSample, WheelSpeeds
@@ -145,7 +145,7 @@ def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
     the friction-scale error their intervals are widened by."""
     import dataclasses
 
-    from vehcal_ros.estimation.grip_pipeline import TORQUE_DOUBT, pipeline_from_params
+    from vehcal_ros.estimation.grip.pipeline import TORQUE_DOUBT, pipeline_from_params
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.nodes.grip_estimator import PARAMS
@@ -165,7 +165,7 @@ def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
         assert bool(doubts) == named, (ts.scale, ts.scale_sd, doubts)
         if not named:
             assert abs(ts.scale - 1.0) < TORQUE_DOUBT
-            # nor its IMU's mounting or its wheel speeds' noise (estimation/imu_mounting.py, rolling_radius.py)
+            # nor its IMU's mounting or its wheel speeds' noise (estimation/sensing/imu_mounting.py, rolling_radius.py)
             assert not any(d.startswith(("IMU mounting yaw", "wheel speeds:")) for d in pipeline.doubtful_assumptions())
         # the doubted scale rides on the snapshots: the fits and floors of the window are widened by it
         snaps = pipeline.snapshot()

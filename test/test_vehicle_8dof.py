@@ -201,7 +201,7 @@ def test_driveline_inertia_turns_with_the_driven_wheels_only(front_share: float,
 def test_reproduces_chrono_lateral_maneuver_with_published_means() -> None:
     if not CHRONO.is_dir():
         pytest.fail(f"the vendored Chrono data are missing at {CHRONO}")
-    from vehcal_ros.estimation.calibration import Segment
+    from vehcal_ros.estimation.calibration.fit import Segment
 
     seg = Segment.from_chrono(CHRONO / "simp_ramp.csv", CHRONO / "ramp_steer.txt", 700, 1069)
     p = dict(Cyf=44016, Cyr=54046, kphi_f=36245, kphi_r=26439, bphi_f=3863, bphi_r=3863, Cxf=10659,

@@ -19,7 +19,7 @@ from calibration_synthetic import synthetic_segment
 from test_cli_calibrate import _write_csv
 
 from vehcal_ros.cli import main
-from vehcal_ros.estimation.calibration import Segment
+from vehcal_ros.estimation.calibration.fit import Segment
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
 from vehcal_ros.vehicle.description import load_vehicle
 

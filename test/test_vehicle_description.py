@@ -103,7 +103,7 @@ def test_wrong_field_is_refused_with_its_name(path, value, expect):
 def test_a_negative_driveline_inertia_range_is_allowed_above_minus_the_wheels():
     """Jd may correct a wheel inertia the description overstates (11 kg m^2 on the paper's HMMWV), so its lower
     bound may be negative, and the longitudinal stage samples it on a description whose wheels are not complete."""
-    from vehcal_ros.estimation.calibration import stage_spec
+    from vehcal_ros.estimation.calibration.fit import stage_spec
 
     doc = _hmmwv_doc()
     doc["priors"]["Jd"] = [-3.0, 20.0]

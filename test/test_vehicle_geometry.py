@@ -9,10 +9,10 @@ import yaml
 
 from vehcal_ros.commands.replay import load_params
 from vehcal_ros.commands.vehicle_option import apply_vehicle
-from vehcal_ros.estimation.grip_pipeline import FitOutcome, observed_floor, pipeline_from_params
-from vehcal_ros.estimation.grip_signals import ScopeData
-from vehcal_ros.estimation.tire_force_estimation import TireForceVehicle
-from vehcal_ros.io.replay import default_params_file, grip_pipeline_from, resolve_params
+from vehcal_ros.estimation.grip.friction_samples import ScopeData
+from vehcal_ros.estimation.grip.pipeline import FitOutcome, observed_floor, pipeline_from_params
+from vehcal_ros.estimation.sensing.tire_forces import TireForceVehicle
+from vehcal_ros.replay.params import default_params_file, grip_pipeline_from, resolve_params
 from vehcal_ros.vehicle.description import load_vehicle, to_document
 
 # config/vehicles/sedan.yaml, as written there
@@ -99,7 +99,7 @@ def test_no_interval_published_that_its_data_contradict() -> None:
     """A braking-only window (an undriven axle) whose fitted interval ends below the friction its own samples
     show beyond their noise is not published; the same fit with a floor inside its interval is. A real (short)
     fit on braking-only samples of a 0.6 road; the pipeline's commit applies the rule."""
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
     from vehcal_ros.models.pacejka import mf_curve
 
     rng = np.random.default_rng(3)
@@ -140,7 +140,7 @@ def test_a_prior_dominated_estimate_is_published_with_the_datas_floor_as_its_low
     nothing. A real (short) fit; the pipeline's commit applies the rule."""
     import dataclasses
 
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
     from vehcal_ros.models.pacejka import mf_curve
 
     rng = np.random.default_rng(5)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.calibration import Segment, StageProblem, stage_spec
+from vehcal_ros.estimation.calibration.fit import Segment, StageProblem, stage_spec
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
 
 SEDAN = VehicleConstants.from_description("sedan")

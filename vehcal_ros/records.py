@@ -56,7 +56,7 @@ class TireForce:
     fz: float            # normal load
     fx_var: float = 0.0  # N^2, variance of an estimated fx (0 = measured by a transducer)
     fz_var: float = 0.0  # N^2, variance of an estimated fz
-    fx_rho: float = 0.0  # lag-one correlation of consecutive estimates' fx errors (estimation/tire_force_estimation.py)
+    fx_rho: float = 0.0  # lag-one correlation of consecutive estimates' fx errors (estimation/sensing/tire_forces.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ class GnssVelocity:
     in the world ENU frame (x east, y north, z up), as ``ublox_gps`` publishes on ``fix_velocity`` and the
     ROS 2 ``nmea_navsat_driver`` on ``vel`` (there a TwistStamped without covariance). Doppler velocity is
     independent of the wheels: neither the rolling radius nor wheel slip enters it, which makes it the speed
-    reference of the rolling-radius estimator (estimation/rolling_radius.py). ``t`` is the measurement time
+    reference of the rolling-radius estimator (estimation/sensing/rolling_radius.py). ``t`` is the measurement time
     (header stamp); the message itself arrives some 0.05-0.2 s later (receiver latency)."""
 
     t: float
@@ -136,7 +136,7 @@ class DriveTorque:
     the engaged gear, 1..n forward, 0 neutral, < 0 reverse), ``axle_front`` / ``axle_rear`` (effort: the drive
     torque at that axle's differential output, N m; an electric axle's motor torque times its reduction). A
     joint the message does not carry is NaN. Which of them the estimators use is the vehicle description's
-    ``torque_source`` (``engine`` or ``axle``; estimation/can_torque.py)."""
+    ``torque_source`` (``engine`` or ``axle``; estimation/sensing/can_torque.py)."""
 
     t: float
     engine: float = math.nan       # N m

@@ -14,7 +14,7 @@ Nothing here imports rclpy; ``ament_index_python`` is optional (absent outside R
 The reference data the models read (``vehcal_ros/data/*.yaml``: hmmwv, vehicle_8dof, friction) is package data
 inside the Python package, read with ``importlib.resources`` by models/ and estimation/ (which must not import
 io/); it is installed with the modules in every layout, so it needs no share-folder lookup. Scenario files
-(``io/scenarios.py``), the params file (``io/replay.py``, ``commands/run.py``) and vehicle descriptions
+(``io/scenarios.py``), the params file (``replay/``, ``commands/run.py``) and vehicle descriptions
 (``config/vehicles``) go through this module.
 """
 

@@ -5,7 +5,7 @@ For each zoo vehicle (benchmarks/zoo/vehicles/<name>/: model file, scenario, spe
 14-DOF simulator with the tire-force topic off (production sensors: wheel speeds with ECU torque, IMU, odometry,
 GNSS velocity, controls), write the description from its spec sheet (vehcal_ros/vehicle/spec_sheet.py: nothing
 else about the vehicle), replay with ``force_source: estimated`` and the shipped defaults, and score the belief in
-force over time (vehcal_ros/estimation/grip_scoring.py). Prints one row per vehicle and the pooled figures.
+force over time (vehcal_ros/estimation/grip/scoring.py). Prints one row per vehicle and the pooled figures.
 
 Usage:  python benchmarks/zoo/run_zoo.py [--only zoo_03 zoo_07] [--bag-dir DIR] [--json OUT] [--seed 0]
         [--grip-param NAME=VALUE ...]
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from grip_over_time import score_drive, verdict  # noqa: E402
 
-from vehcal_ros.estimation.grip_scoring import pooled_scores  # noqa: E402
+from vehcal_ros.estimation.grip.scoring import pooled_scores  # noqa: E402
 from vehcal_ros.io import bags  # noqa: E402
 from vehcal_ros.io.scenarios import load_scenario  # noqa: E402
 from vehcal_ros.io.simulate import ScenarioRun  # noqa: E402

@@ -15,19 +15,19 @@ the task of a dead worker (``distributed.scheduler.allowed-failures``, default 3
 
 Task body (:func:`calibrate_input`, chosen by ``--stage``; ``auto`` looks at the CSV header):
 
-* ``grip``: CSV with columns slip,mu -> :class:`vehcal_ros.estimation.grip_fit.GripEstimator` (auto: header
+* ``grip``: CSV with columns slip,mu -> :class:`vehcal_ros.estimation.grip.fit.GripEstimator` (auto: header
   has slip and mu);
 * ``longitudinal`` / ``lateral`` / ``rolling_resistance`` / ``all``: calibration CSV ->
-  :mod:`vehcal_ros.estimation.calibration` (auto: all calibration columns present -> ``all``);
+  :mod:`vehcal_ros.estimation.calibration.fit` (auto: all calibration columns present -> ``all``);
 * ``brake``: brake CSV (time, throttle, brake, steering, u, w_lf, w_lr, w_rf, w_rr [, maneuver]) ->
-  :func:`vehcal_ros.estimation.brake_fit.fit_brake` (auto: the brake columns without the lateral ones).
+  :func:`vehcal_ros.estimation.calibration.brake_fit.fit_brake` (auto: the brake columns without the lateral ones).
 
 Fleet (bags; docs/fleet.md): ``--fleet FILE`` (io/fleet.py: vehicle_id -> vehicle description, bag globs, optional
 params and starting state file) or bags given directly (grouped by their metadata ``vehicle_id``, else
-``--vehicle-id``, else the ``--vehicle`` name). Every bag is one task, :func:`vehcal_ros.io.fleet.replay_drive`: the
+``--vehicle-id``, else the ``--vehicle`` name). Every bag is one task, :func:`vehcal_ros.replay.fleet.replay_drive`: the
 replay of ``vehcal replay`` with the model calibrator started from the vehicle's state (each accepted stage carried
-forward: estimation/carry_forward.py). A vehicle's bags run in time order (bag start stamp), one after another
-(a chain: its next bag is submitted when the previous one is done, with the state that one returned); different
+forward: estimation/calibration/carry_forward.py). A vehicle's bags run in time order (bag start stamp), one after
+another (a chain: its next bag is submitted when the previous one is done, with the state that one returned); different
 vehicles run side by side. Results: ``DIR/<vehicle_id>/<bag stem>.json`` (the replay JSON with a ``fleet``
 section), ``DIR/<vehicle_id>/state.json`` (the state file, version 2, written atomically after each done bag),
 ``DIR/<vehicle_id>/parameters.png`` and ``DIR/summary.json`` with the fleet summary (io/fleet_summary.py:
@@ -101,7 +101,8 @@ def _csv_header(path: str) -> list[str]:
 
 def detect_stage(path: str) -> str:
     """The task ``auto`` picks for ``path`` (module doc)."""
-    from vehcal_ros.estimation import brake_fit, calibration
+    from vehcal_ros.estimation.calibration import brake_fit
+    from vehcal_ros.estimation.calibration import fit as calibration
 
     header = set(_csv_header(path))
     if {"slip", "mu"} <= header:
@@ -130,7 +131,7 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
     task = detect_stage(path) if stage == "auto" else stage
     if task == "grip":
         from vehcal_ros.commands.grip import read_slip_mu
-        from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+        from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
 
         slip, mu = read_slip_mu(path)
         kw = {"seed": seed}
@@ -138,13 +139,13 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
             kw["n_chains"] = chains
         result = GripEstimator(GripConfig(**kw)).fit(np.asarray(slip), np.asarray(mu)).to_dict()
     elif task == "brake":
-        from vehcal_ros.estimation.brake_fit import fit_brake, load_brake_csv
+        from vehcal_ros.estimation.calibration.brake_fit import fit_brake, load_brake_csv
         from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
         constants = VehicleConstants.from_description(vehicle) if vehicle else None
         result = fit_brake(load_brake_csv(path), constants=constants).to_dict()
     else:
-        from vehcal_ros.estimation import calibration
+        from vehcal_ros.estimation.calibration import fit as calibration
 
         seg = calibration.Segment.from_csv(path)
         kw = {"seed": seed, "vehicle": vehicle}
@@ -154,7 +155,7 @@ def calibrate_input(path: str, stage: str = "auto", seed: int = 0, chains: int |
             kw["n_draws"] = draws
         if task == "all":  # every stage the segment excites, in chain order, each on the earlier stages' means
             from vehcal_ros.errors import EstimationError
-            from vehcal_ros.estimation.stage_order import CHAIN_ORDER
+            from vehcal_ros.estimation.calibration.stage_order import CHAIN_ORDER
 
             result, skipped, known = {}, {}, {}
             for name in CHAIN_ORDER:
@@ -525,8 +526,8 @@ def run_fleet(fleet: Any, params: Mapping[str, dict[str, dict[str, Any]]], out_d
     raises for a failing bag."""
     from vehcal_ros.inference.executors import executor_workers, make_executor
     from vehcal_ros.io import calibration_state as cs
-    from vehcal_ros.io.fleet import replay_drive
     from vehcal_ros.io.fleet_summary import fleet_summary
+    from vehcal_ros.replay.fleet import replay_drive
 
     task = task or replay_drive
     t0 = time.perf_counter()
@@ -678,7 +679,7 @@ def _fleet_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str,
     from vehcal_ros.commands.replay import load_params
     from vehcal_ros.commands.vehicle_option import apply_vehicle
     from vehcal_ros.io.fleet import Fleet, FleetVehicle, bag_root, bag_vehicle_id, load_fleet, vehicle_ref
-    from vehcal_ros.io.replay import default_params_file
+    from vehcal_ros.replay.params import default_params_file
 
     if args.fleet:
         if args.inputs:

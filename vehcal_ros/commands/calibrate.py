@@ -3,9 +3,9 @@
 INPUT is a CSV (columns ``time, throttle, brake, steering, u, v, yaw_rate, roll, roll_rate, w_lf, w_rf, w_lr,
 w_rr``; SI units, rad and rad/s; first row = initial state) or a rosbag2 (.mcap, .db3 or a bag directory):
 its wheel speeds, IMU, odometry and controls are read with ``io.bags.read_bag``, resampled to 100 Hz and
-searched for the stage's qualifying maneuver (:mod:`vehcal_ros.estimation.segments`; the most excited one), or
-cut at ``--t-start``/``--t-end``. Method:
-Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 3, via :mod:`vehcal_ros.estimation.calibration`.
+searched for the stage's qualifying maneuver (:mod:`vehcal_ros.estimation.calibration.segments`; the most excited
+one), or cut at ``--t-start``/``--t-end``. Method:
+Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 3, via :mod:`vehcal_ros.estimation.calibration.fit`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
+from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
 
 STAGE_CHOICES = ("longitudinal", "lateral", "rolling_resistance", "all")
 BAG_SUFFIXES = (".mcap", ".db3")
@@ -72,7 +72,7 @@ def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end
     """A Segment (CSV, or a bag cut at --t-start/--t-end) or, for a bag without times, stage -> Segment; the
     windows of a bag qualify through ``vehicle``'s steering map (None: the default vehicle)."""
     from vehcal_ros.errors import EstimationError, InputError
-    from vehcal_ros.estimation.calibration import Segment
+    from vehcal_ros.estimation.calibration.fit import Segment
 
     if not (path.lower().endswith(BAG_SUFFIXES) or os.path.isdir(path)):
         segment = Segment.from_csv(path)
@@ -83,7 +83,7 @@ def _read_input(path: str, stages: tuple[str, ...], t_start: float | None, t_end
         return segment
     if not os.path.exists(path):
         raise InputError(f"no such file: {path}")
-    from vehcal_ros.estimation import segments as sg
+    from vehcal_ros.estimation.calibration import segments as sg
     from vehcal_ros.io.bags import read_bag
 
     sources = sg.records_to_sources(read_bag(path))
@@ -135,10 +135,10 @@ def _print_summary(res, out) -> None:
 def _holdout(fitted, held, res, previous: dict[str, float] | None, vehicle, args: argparse.Namespace,
              out) -> dict:
     """The predictive check of ``res`` (fitted on the segment ``fitted``) on the held-back ``held``
-    (estimation/acceptance.py) against ``--model``'s values of the stage's parameters (else the description's
-    nominal values); printed, JSON-ready."""
-    from vehcal_ros.estimation.acceptance import predictive_check
-    from vehcal_ros.estimation.calibration import stage_spec
+    (estimation/calibration/acceptance.py) against ``--model``'s values of the stage's parameters (else the
+    description's nominal values); printed, JSON-ready."""
+    from vehcal_ros.estimation.calibration.acceptance import predictive_check
+    from vehcal_ros.estimation.calibration.fit import stage_spec
 
     names = stage_spec(res.stage, separate_bphi=res.separate_bphi, vehicle=vehicle).parameter_names
     prev = dict(previous or {})
@@ -159,8 +159,8 @@ def _holdout(fitted, held, res, previous: dict[str, float] | None, vehicle, args
 def _order_warnings(segments: dict, previous: dict[str, float] | None, model: str | None,
                     vehicle) -> tuple[set[str], list[str]]:
     """(names ``--model``'s chain calibrated, one warning per stage about to run whose fit depends on a parameter
-    no earlier stage calibrated: :mod:`vehcal_ros.estimation.stage_order`)."""
-    from vehcal_ros.estimation.stage_order import CALIBRATED_BY, CHAIN_ORDER, order_warning
+    no earlier stage calibrated: :mod:`vehcal_ros.estimation.calibration.stage_order`)."""
+    from vehcal_ros.estimation.calibration.stage_order import CALIBRATED_BY, CHAIN_ORDER, order_warning
     from vehcal_ros.io.model_file import calibrated_names
     from vehcal_ros.models.vehicle_8dof import VehicleConstants
 
@@ -180,7 +180,7 @@ def _order_warnings(segments: dict, previous: dict[str, float] | None, model: st
 
 def run(args: argparse.Namespace) -> int:
     from vehcal_ros.errors import InputError
-    from vehcal_ros.estimation import calibration as cal
+    from vehcal_ros.estimation.calibration import fit as cal
 
     if args.chains < 1 or args.chains > 64:
         raise InputError(f"--chains must be in 1..64, got {args.chains}")
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         held = None
         if args.holdout > 0.0:
-            from vehcal_ros.estimation.acceptance import split_segment
+            from vehcal_ros.estimation.calibration.acceptance import split_segment
 
             segments[args.stage], held = split_segment(segments[args.stage], args.holdout)
         results = {args.stage: cal.calibrate_stage(segments[args.stage], args.stage, n_chains=args.chains,

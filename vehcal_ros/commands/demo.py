@@ -292,7 +292,7 @@ def grip_table(live: dict[str, Any]) -> list[dict[str, Any]]:
 def prior_means(vehicle: str) -> dict[str, float]:
     """Midpoints of the vehicle description's uniform priors (the 'prior mean' model of the paper's Tables 3, 5,
     7), bphi split equally; the description's nominal values elsewhere."""
-    from vehcal_ros.estimation.calibration_pipeline import full_parameters
+    from vehcal_ros.estimation.calibration.pipeline import full_parameters
     from vehcal_ros.vehicle.description import derived_nominal, load_vehicle
 
     return {**full_parameters(None, vehicle), **derived_nominal(load_vehicle(vehicle).priors)}
@@ -301,8 +301,8 @@ def prior_means(vehicle: str) -> dict[str, float]:
 def holdout(model: dict[str, float], seed: int, vehicle: str) -> dict[str, dict[str, float]]:
     """RMSE per Table 9 channel on the simulated test maneuver: the description's prior means against the
     calibrated model, both in the 8-DOF with the description's constants."""
-    from vehcal_ros.estimation.calibration_pipeline import full_parameters
-    from vehcal_ros.estimation.holdout import holdout_rmse, records_to_table
+    from vehcal_ros.estimation.calibration.holdout import holdout_rmse, records_to_table
+    from vehcal_ros.estimation.calibration.pipeline import full_parameters
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.models.vehicle_8dof import VehicleConstants

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     slip, mu = read_slip_mu(args.data)  # before the heavy imports: bad input fails fast
     import numpy as np
 
-    from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimator
+    from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
 
     finite_s = [abs(x) for x in slip if math.isfinite(x)]
     s_top = min(1.0, max([0.3, *finite_s]))

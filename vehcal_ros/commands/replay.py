@@ -1,6 +1,6 @@
 """``vehcal replay BAG``: the estimators over a rosbag2 (mcap or sqlite3), on the bag's clock, as fast as possible.
 
-Runs :func:`vehcal_ros.io.replay.replay_bag` (the grip estimator's and the model calibrator's estimation objects,
+Runs :func:`vehcal_ros.replay.serial.replay_bag` (the grip estimator's and the model calibrator's estimation objects,
 built from the same params YAML as the nodes) and prints a summary table on stdout; progress (percent of the
 bag's messages, rate) goes to stderr. ``--json`` writes the full result, ``--report`` the figures and
 index.html, ``--record`` the outputs the nodes would have published, as a bag, ``--grip-map`` the grip in force
@@ -92,7 +92,7 @@ def node_specs() -> dict[str, tuple]:
 def load_params(path: str) -> dict[str, dict]:
     """Validate ``path`` against the nodes' PARAMS; return complete values per node: declared defaults, then
     the package's config/estimate.yaml, then the file's ``/**`` wildcard and node sections (as ``vehcal run``
-    and :func:`vehcal_ros.io.replay.resolve_params` resolve it)."""
+    and :func:`vehcal_ros.replay.params.resolve_params` resolve it)."""
     from vehcal_ros.commands.run import load_parameters
 
     specs = node_specs()
@@ -133,7 +133,7 @@ def _duration(s: float) -> str:
 
 
 def print_summary(result, out) -> None:
-    from vehcal_ros.io.replay_guard import refusal_summary
+    from vehcal_ros.replay.guards import refusal_summary
 
     r = result
     rate = r.bag_duration_s / r.elapsed_s if r.elapsed_s > 0 else float("nan")
@@ -229,38 +229,40 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from vehcal_ros.errors import InputError
-    from vehcal_ros.io import replay as rp
+    from vehcal_ros.replay.outputs import record_outputs
+    from vehcal_ros.replay.params import default_params_file
+    from vehcal_ros.replay.serial import replay_bag
 
     remap = parse_remaps(args.remap)
     if args.seed is not None and not 0 <= args.seed < 2**31:
         raise InputError(f"--seed {args.seed}: must be in [0, 2147483647]")
     _check_outputs(args)
     from vehcal_ros.commands.vehicle_option import apply_vehicle
-    params = apply_vehicle(load_params(args.params or rp.default_params_file()), getattr(args, "vehicle", None))
+    params = apply_vehicle(load_params(args.params or default_params_file()), getattr(args, "vehicle", None))
     progress = None if args.quiet else Progress(sys.stderr)
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"--jobs {args.jobs}: must be >= 1")
     state_text = None
     if args.state:
         state_text, vehicle_id = _state_input(args, params)
-        from vehcal_ros.io.fleet import replay_with_state
+        from vehcal_ros.replay.fleet import replay_with_state
 
         result, state_text, _ = replay_with_state(args.bag, params, vehicle_id, state_text, seed=args.seed,
                                                   state_label=args.state, topic_map=remap, progress=progress,
                                                   calibration=not args.no_calibration)
     else:
-        result = rp.replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
-                               calibration=not args.no_calibration, workers=args.jobs, executor=args.executor)
+        result = replay_bag(args.bag, params, topic_map=remap, seed=args.seed, progress=progress,
+                            calibration=not args.no_calibration, workers=args.jobs, executor=args.executor)
 
     created: list[str] = []
     try:
         if args.report:
-            from vehcal_ros.io.reports import write_report
+            from vehcal_ros.replay.reports import write_report
 
             write_report(args.report, result)
             created.append(args.report)
         if args.record:
-            rp.record_outputs(result, args.record, storage=args.storage)
+            record_outputs(result, args.record, storage=args.storage)
             created.append(args.record)
         if args.grip_map:
             if not result.grip_by_place:

@@ -31,7 +31,7 @@ NODES = {
 
 def default_params_file() -> Path:
     """The package's config/estimate.yaml (ament index, source tree or sys.prefix: io/resources.py)."""
-    from vehcal_ros.io.replay import default_params_file as find
+    from vehcal_ros.replay.params import default_params_file as find
 
     return find()
 

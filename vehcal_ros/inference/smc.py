@@ -268,7 +268,7 @@ def _ess_fraction(logw: np.ndarray) -> float:
     return float(w.sum() ** 2 / (w * w).sum() / w.size)
 
 
-def _next_temperature(ll: np.ndarray, beta: float, target: float) -> float:
+def next_temperature(ll: np.ndarray, beta: float, target: float) -> float:
     """Bisection for phi' in (beta, 1] with ESS(exp((phi' - beta) ll)) = target * N."""
     if _ess_fraction((1.0 - beta) * ll) >= target:
         return 1.0
@@ -346,7 +346,7 @@ SHRINK = 2.0
 """Each EM component's covariance is shrunk toward the single fit's with the weight of ``SHRINK d`` particles."""
 
 
-def _mixture_fit(x: np.ndarray, weights: np.ndarray | None, k: int, iters: int = 12, defensive: float = 0.25
+def mixture_fit(x: np.ndarray, weights: np.ndarray | None, k: int, iters: int = 12, defensive: float = 0.25
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable]:
     """A ``k``-component Gaussian mixture fitted to the (importance-weighted) particles ``x`` by EM: weights,
     means ``(k, d)``, Cholesky factors ``(k, d, d)`` and the mixture's log density (up to a constant).
@@ -482,7 +482,7 @@ def _chain(prior: Prior, rng: np.random.Generator, n: int, o: _Options) -> Gener
         if len(temps) > o.max_stages:
             raise EstimationError(f"SMC did not reach phi = 1 within {o.max_stages} stages (phi = {beta:.3g})")
         # 1-2. next temperature and evidence increment
-        new_beta = _next_temperature(ll, beta, o.target_ess)
+        new_beta = next_temperature(ll, beta, o.target_ess)
         logw = (new_beta - beta) * ll
         logw = np.where(np.isfinite(logw), logw, -np.inf)
         m = logw.max()
@@ -493,7 +493,7 @@ def _chain(prior: Prior, rng: np.random.Generator, n: int, o: _Options) -> Gener
         mean, chol, log_q = _gaussian_fit(x, o.imh_df, w if o.weighted_fit else None)
         mix = None
         if imh and n_components > 1:
-            mix = _mixture_fit(x, w if o.weighted_fit else None, n_components)
+            mix = mixture_fit(x, w if o.weighted_fit else None, n_components)
             log_q = mix[3]
         # 3. resampling
         idx = systematic_resample(rng, w)
@@ -503,7 +503,7 @@ def _chain(prior: Prior, rng: np.random.Generator, n: int, o: _Options) -> Gener
         if not o.weighted_fit:
             mean, chol, log_q = _gaussian_fit(x, o.imh_df)
             if mix is not None:
-                mix = _mixture_fit(x, None, n_components)
+                mix = mixture_fit(x, None, n_components)
                 log_q = mix[3]
         # 4. mutation: MH moves leaving L^beta p invariant
         x0 = x.copy()
@@ -515,7 +515,7 @@ def _chain(prior: Prior, rng: np.random.Generator, n: int, o: _Options) -> Gener
             if o.refit_proposal and imh and k > 1:
                 mean, chol, log_q = _gaussian_fit(x, o.imh_df)
                 if mix is not None:
-                    mix = _mixture_fit(x, None, n_components)
+                    mix = mixture_fit(x, None, n_components)
                     log_q = mix[3]
                 lq = log_q(x)
             eps = rng.standard_normal((n, d))

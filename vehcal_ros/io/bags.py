@@ -620,7 +620,7 @@ def read_bag(path: str | os.PathLike, topic_map: Mapping[str, str] | None = None
     or undecodable message type (named).
     admit: called with ``(canonical_topic, record)`` in the bag's own order (the order the recorder received
     the messages: a live subscriber's arrival order) before the stamp reordering; records it returns False for
-    are dropped (a bag replay's input guards, :mod:`vehcal_ros.io.replay_guard`).
+    are dropped (a bag replay's input guards, :mod:`vehcal_ros.replay.guards`).
     """
     path = Path(path)
     rename = _topic_rename(topic_map)

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from vehcal_ros.estimation.calibration import CalibrationResult, Segment, predictive_responses
+from vehcal_ros.estimation.calibration.fit import CalibrationResult, Segment, predictive_responses
 from vehcal_ros.inference.diagnostics import to_inference_data
 
 _UNITS = {"u": "m/s", "v": "m/s", "yaw_rate": "rad/s", "roll": "rad", "roll_rate": "rad/s", "w_lf": "rad/s",

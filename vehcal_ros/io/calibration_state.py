@@ -4,7 +4,7 @@ drive, kept across restarts and shared by the live ``model_calibrator`` and ``ve
 ``model_calibrator`` writes it (atomically: temp file + rename, so a kill -9 leaves the old or the new file, never
 half of one) after every accepted fit and on ``~/save``; at start it reads it back, publishes the restored model at
 once and carries each stage forward (:func:`restore_into`: the stage's priors become the accepted posterior
-widened by the drift model of :mod:`vehcal_ros.estimation.carry_forward`). ``vehcal batch --fleet`` and
+widened by the drift model of :mod:`vehcal_ros.estimation.calibration.carry_forward`). ``vehcal batch --fleet`` and
 ``vehcal replay --state`` do the same around each replayed bag of a vehicle. JSON by default; a ``.yaml``/``.yml``
 path is written as YAML (either is read). Layout (version 2)::
 
@@ -22,7 +22,7 @@ path is written as YAML (either is read). Layout (version 2)::
         segment: [t0, t1]                          # s, data time of the fitted segment
         score: 1.9                                 # the segment's excitation (segments.Window.score)
         holdout: {segment, rmse_candidate, rmse_replaced, coverage, passed, ...}   # optional: the accepted
-                                                   # fit's predictive check (estimation/acceptance.py)
+                                                   # fit's predictive check (estimation/calibration/acceptance.py)
         data_time: 1732802400.0                    # s, stamp clock: the end of its newest data, the fitted segment
                                                    # or a confirming window (the drift model's elapsed time
                                                    # starts here)
@@ -73,10 +73,11 @@ import numpy as np
 import yaml
 
 from vehcal_ros.atomic_files import write_atomic
-from vehcal_ros.estimation.calibration import STAGE_NAMES, CalibrationResult, jsonable
-from vehcal_ros.estimation.calibration_pipeline import CalibrationPipeline
-from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, window_spread
-from vehcal_ros.estimation.recalibration_check import correlation_of, posterior_moments
+from vehcal_ros.estimation.calibration.carry_forward import DEFAULT_DRIFT, DriftModel, window_spread
+from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, CalibrationResult
+from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline
+from vehcal_ros.estimation.calibration.recalibration_check import correlation_of, posterior_moments
+from vehcal_ros.json_values import jsonable
 
 FORMAT = "vehcal_ros/calibration_state"
 VERSION = 2

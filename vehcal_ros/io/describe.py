@@ -120,7 +120,7 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
         # the rolling-resistance lever (8-DOF rr, m): the tire's QSY1 x R0 (a tire data sheet / coast-down value)
         "nominal": {"rr": params.tire.qsy1 * params.tire.r0},
     }
-    if params.tire.combined != "ellipsis":   # MF2002 weighting functions (estimation/grip_signals.py)
+    if params.tire.combined != "ellipsis":   # MF2002 weighting functions (estimation/grip/friction_samples.py)
         t = params.tire
         doc["tire"]["combined_coefficients"] = {"RBX1": t.rbx1, "RBX2": t.rbx2, "RCX1": t.rcx1, "REX1": t.rex1,
                                                 "RHX1": t.rhx1}

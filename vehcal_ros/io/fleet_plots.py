@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from vehcal_ros.estimation.calibration_pipeline import UNITS
+from vehcal_ros.estimation.calibration.pipeline import UNITS
 
 
 def _pyplot():

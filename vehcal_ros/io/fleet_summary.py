@@ -16,18 +16,18 @@ parameter (of any status): ``|m_i - m_prev| > z * sqrt(s_i^2 + s_prev^2 + tau^2 
 spread between windows that the checks of the drives before it show (``carry_forward.window_spread`` of their
 ``check`` ``windows``), ``s_drift`` the drift model's allowance over the data time between them and z =
 ``carry_forward.DRIFT_Z`` (3.0)
-(:func:`vehcal_ros.estimation.carry_forward.drift_flag`); a confirmed or carried row repeats the earlier estimate and is
-never flagged by it (flags of ``kind`` ``fit``, with ``mean`` and ``previous_mean``).
+(:func:`vehcal_ros.estimation.calibration.carry_forward.drift_flag`); a confirmed or carried row repeats the earlier
+estimate and is never flagged by it (flags of ``kind`` ``fit``, with ``mean`` and ``previous_mean``).
 
 The free-rolling radius (``kind`` ``radius``, ``stage`` ``free_rolling``, ``parameter`` ``rolling_radius``): each
 drive that measured it (the history entry's ``rolling_radius``) adds a row to the ``rolling_radius`` series
 (``status`` ``measured``, m) and is compared with the previous drive that measured it,
-:func:`vehcal_ros.estimation.carry_forward.radius_flag`. The radius falls with the wheel load, so this flag is the
-one that sees a load change the calibrated stiffnesses absorb (the 8-DOF runs at the description's mass).
+:func:`vehcal_ros.estimation.calibration.carry_forward.radius_flag`. The radius falls with the wheel load, so this
+flag is the one that sees a load change the calibrated stiffnesses absorb (the 8-DOF runs at the description's mass).
 
 A flag without an accepted fit (``kind`` ``check``, per stage, ``parameter`` None): the stage kept the model
 carried into the drive (no refit accepted), yet its windows were checked against that model
-(estimation/recalibration_check.py: the Mahalanobis distance of each window's best fit from the carried
+(estimation/calibration/recalibration_check.py: the Mahalanobis distance of each window's best fit from the carried
 posterior, a two-sample Wald test) at least ``CHECK_MIN_WINDOWS`` (2) times and the median of those shifts exceeds
 the check's threshold (``confirm_max_shift``, 3.5): most of the drive's data disagree with the carried model, and
 every refit of them was refused, so no fitted row exists to compare. ``score`` is that median shift,
@@ -45,7 +45,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vehcal_ros.estimation.carry_forward import (
+from vehcal_ros.estimation.calibration.carry_forward import (
     DEFAULT_DRIFT,
     DRIFT_Z,
     DriftModel,

@@ -1,10 +1,10 @@
 """Grip by place as files: GeoJSON, CSV and a map figure (matplotlib, Agg backend), for one bag or a fleet.
 
 The input is the replay's ``grip_by_place`` table (``ReplayResult.grip_by_place`` or the replay JSON's
-``grip_by_place`` list): dicts with the fields of ``estimation.position.PLACE_FIELDS`` (``t`` s, ``latitude`` and
-``longitude`` deg, ``altitude`` m, ``scope``, ``mu_max``, ``lower``, ``upper``, ``age`` s, ``truth``; None where
-unknown). Every file is written atomically (a temporary file in the same directory, renamed onto the name), so a
-reader or a crash never sees half a file.
+``grip_by_place`` list): dicts with the fields of ``estimation.sensing.position.PLACE_FIELDS`` (``t`` s,
+``latitude`` and ``longitude`` deg, ``altitude`` m, ``scope``, ``mu_max``, ``lower``, ``upper``, ``age`` s, ``truth``;
+None where unknown). Every file is written atomically (a temporary file in the same directory, renamed onto the name),
+so a reader or a crash never sees half a file.
 
 * GeoJSON (RFC 7946): a FeatureCollection with one Point Feature per row, ``coordinates`` = [longitude, latitude,
   altitude] (deg, deg, m: the RFC's order), ``properties`` = every field of the row (plus ``vehicle``, and
@@ -30,8 +30,8 @@ from typing import Any
 
 from vehcal_ros.atomic_files import write_atomic
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import finite_or_none
-from vehcal_ros.estimation.position import PLACE_FIELDS
+from vehcal_ros.estimation.sensing.position import PLACE_FIELDS
+from vehcal_ros.json_values import finite_or_none
 from vehcal_ros.models.geodesy import Geodetic, geodetic_to_enu
 
 FLEET_NAME = "fleet_grip_map"

@@ -13,7 +13,7 @@ def plot_grip_fit(
 ) -> Path:
     """Write a PNG: data points, ML curve, posterior median curve with its 5-95 % band, optional true curve.
 
-    ``estimate`` is a :class:`vehcal_ros.estimation.grip_fit.GripEstimate`; the curves span its slip grid
+    ``estimate`` is a :class:`vehcal_ros.estimation.grip.fit.GripEstimate`; the curves span its slip grid
     (the CLI sets it to cover the data). Returns the written path.
     """
     import matplotlib

@@ -1,14 +1,15 @@
-"""Read a ROS 2 params YAML (``ros__parameters`` format) down to its node sections, rclpy-free.
+"""Read a ROS 2 params YAML (``ros__parameters`` format) down to its node sections, rclpy-free: the one parser.
 
-Shared by the parameter validation of ``vehcal run``/``replay`` (vehcal_ros/nodes/params_file.py) and by bag
-replay (vehcal_ros/io/replay.py): a missing file, invalid YAML or a top level that is not a mapping is one
-InputError naming the file.
+The parameter validation of ``vehcal run``/``replay`` (vehcal_ros/nodes/params_file.py) walks
+:func:`param_sections`, bag replay reads :func:`node_sections`. A missing file, invalid YAML, a top level that
+is not a mapping or a node section other than ``{ros__parameters: {...}}`` is one InputError naming the file
+and the section.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,31 @@ def load_params_document(path: str | os.PathLike) -> dict[Any, Any]:
     if not isinstance(doc, dict):
         raise InputError(f"params file {path}: expected a mapping of node names to ros__parameters")
     return doc
+
+
+def param_sections(path: str | os.PathLike) -> Iterator[tuple[Any, str, dict[str, Any]]]:
+    """``(key, node name, parameters)`` of every node section of the params YAML at ``path`` in file order, the
+    parameters flattened to ROS 2's dotted names (:func:`flatten_params`). A section must be exactly
+    ``{ros__parameters: {...}}``."""
+    path = Path(path)
+    for key, body in load_params_document(path).items():
+        where = f"params file {path}: {key}"
+        if not isinstance(body, dict) or set(body) != {"ros__parameters"}:
+            raise InputError(f"{where}: expected exactly one key 'ros__parameters'")
+        params = body["ros__parameters"] or {}
+        if not isinstance(params, dict):
+            raise InputError(f"{where}.ros__parameters: expected a mapping")
+        yield key, node_name(key), flatten_params(params)
+
+
+def node_sections(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """``{node name: parameters}`` of the params YAML at ``path``: sections naming the same node (``/ns/name``,
+    ``/**/name``, ``name``) merge in file order, later keys winning; the wildcard ``/**`` stays a section of its
+    own. Structure only: values are not checked (that is the nodes' declarations' job)."""
+    out: dict[str, dict[str, Any]] = {}
+    for _, name, params in param_sections(path):
+        out.setdefault(name, {}).update(params)
+    return out
 
 
 def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -180,7 +180,7 @@ def gauss_nll_shared_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
                           mu_var: np.ndarray, lat: np.ndarray, shared: np.ndarray, work: np.ndarray) -> float:
     """:func:`gauss_nll_lat_into` when the slips also share errors: slip_i = t_i + sum_k shared[k, i] delta_k +
     e_i with delta_k ~ N(0, 1) common to all samples (e.g. the error of a deconvolved slip component's mean,
-    :meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.shared_loadings`), linearised as the per-sample slip
+    :meth:`~vehcal_ros.estimation.grip.latent_slip.SlipMixture.shared_loadings`), linearised as the per-sample slip
     variance is: mu ~ N(f(s), D + L L^T), D = diag(Var_i), L_ik = f'(s_i) shared[k, i]. By the Woodbury identity
     and the matrix determinant lemma, with M = I + L^T D^-1 L [K, K] and y = L^T D^-1 r:
     -log p = (n log 2 pi + sum r_i^2 / Var_i - y^T M^-1 y + sum log Var_i + log det M) / 2, O(n K^2).
@@ -259,7 +259,7 @@ def gauss_nll_groups_into(s: np.ndarray, mu: np.ndarray, theta: np.ndarray, sigm
         -log p = -sum_i log sum_{j in i} w_j N(mu_j; f(s_j), sigma^2 + v_mu_j + f'(s_j)^2 v_s_j)
 
     the true slip integrated out slice by slice, the curve linearised only inside a slice (whose variance is at
-    most the slip noise's; :mod:`~vehcal_ros.estimation.latent_slip`). A sample whose posterior spans two
+    most the slip noise's; :mod:`~vehcal_ros.estimation.grip.latent_slip`). A sample whose posterior spans two
     clusters (a maneuver's first blocks, between cruise and the maneuver's cluster) keeps both
     modes instead of one Gaussian at their mean, whose spread f'^2 w would penalise the curve's slope there.
     ``groups`` [2, 0] (:data:`NO_GROUPS`): every row its own sample, :func:`gauss_nll_shared_into` with the

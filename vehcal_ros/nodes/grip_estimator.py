@@ -4,7 +4,7 @@ Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msg
 (geometry_msgs/WrenchStamped, one per wheel), odometry (nav_msgs/Odometry) and, for the steering angle, controls
 (sensor_msgs/Joy). The sensor subscriptions take the serialised bytes (``raw=True``); callbacks only read them into
 records (:mod:`vehcal_ros.nodes.raw_messages`) and feed the
-:class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`; a timer hands a snapshot to a worker thread that
+:class:`~vehcal_ros.estimation.grip.pipeline.GripPipeline`; a timer hands a snapshot to a worker thread that
 runs Algorithm 1 of the friction paper; a cycle still running makes the next one skip (counted), never queue
 (scheduling: :mod:`vehcal_ros.nodes.worker_node`).
 
@@ -18,7 +18,7 @@ surface change), ``~/enable`` (SetBool: pause or resume estimation, state kept).
 
 Without force transducers (``force_source: estimated``, or ``auto`` while the tire-force topic is silent) the
 forces come from the wheel speeds' net torque (``JointState.effort``) and the IMU (``imu_topic``) through
-:class:`~vehcal_ros.estimation.tire_force_estimation.TireForceEstimator`; the calibrated roll stiffnesses on
+:class:`~vehcal_ros.estimation.sensing.tire_forces.TireForceEstimator`; the calibrated roll stiffnesses on
 ``model_parameters_topic`` set its lateral load split; ``publish_estimated_forces`` publishes its forces on
 ``estimated_forces_topic`` (geometry_msgs/WrenchStamped per wheel, frame_id = wheel) to plot against a transducer.
 """
@@ -35,16 +35,15 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_msgs.msg import Float64MultiArray
 
-from vehcal_ros.estimation.grip_pipeline import (
+from vehcal_ros.estimation.grip.friction_samples import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
+from vehcal_ros.estimation.grip.pipeline import (
     FORCE_SOURCES,
     fit_config_from,
     pipeline_from_params,
     signal_config_from,
 )
-from vehcal_ros.estimation.grip_signals import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
-from vehcal_ros.estimation.speed_reference import SPEED_REFERENCE_CHOICES
-from vehcal_ros.estimation.surface_change import SurfaceChangeConfig
-from vehcal_ros.io.replay_guard import grip_guard
+from vehcal_ros.estimation.grip.surface_change import SurfaceChangeConfig
+from vehcal_ros.estimation.sensing.speed_reference import SPEED_REFERENCE_CHOICES
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ERROR,
@@ -61,6 +60,7 @@ from vehcal_ros.nodes.common import (
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
 from vehcal_ros.records import WHEELS
+from vehcal_ros.replay.guards import grip_guard
 from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"
@@ -165,7 +165,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
     ParamSpec("surface_change_threshold", SurfaceChangeConfig.threshold, "road-change test: CUSUM threshold h of "
               "the recursive residuals of the new samples' batch means against the published estimate (0 = off; "
-              "estimation/surface_change.py)", 0.0, 1000.0, read_only=True),
+              "estimation/grip/surface_change.py)", 0.0, 1000.0, read_only=True),
     ParamSpec("surface_change_drift", SurfaceChangeConfig.drift, "road-change test: CUSUM allowance k per batch, "
               "standard deviations", 0.0, 10.0, read_only=True),
     ParamSpec("surface_change_batch", SurfaceChangeConfig.batch, "road-change test: consecutive new samples per "
@@ -173,7 +173,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("belief_period", 0.5, "period of the grip belief in force on grip/<scope> and grip_age/<scope>, s "
               "(ROS clock; published while data arrive)", 0.01, 60.0, read_only=True),
     ParamSpec("hazard_change_distance", 2000.0, "road-change hazard: mean road length between friction changes, m "
-              "(a design assumption; estimation/grip_belief.py)", 1.0, 1e7, read_only=True),
+              "(a design assumption; estimation/grip/belief.py)", 1.0, 1e7, read_only=True),
     ParamSpec("hazard_change_time", 1800.0, "road-change hazard: mean time between weather changes, s", 1.0, 1e7,
               read_only=True),
     ParamSpec("unknown_above", 0.5, "the belief is published as unknown (mean NaN, lower 0) when the probability "
@@ -181,9 +181,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               "since, and those prove no friction beyond the road prior's lower end", 0.01, 1.0, read_only=True),
     ParamSpec("floor_belief", True, "a window that publishes no fit may put a floor belief in force: mu_max at "
               "least the largest friction its samples show beyond their noise, up to the prior "
-              "(estimation/grip_belief.py)", read_only=True),
+              "(estimation/grip/belief.py)", read_only=True),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
-    # --- tire forces from production sensors (estimation/tire_force_estimation.py, docs/tire_forces.md)
+    # --- tire forces from production sensors (estimation/sensing/tire_forces.py, docs/tire_forces.md)
     ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
               "IMU, or auto (measured while the tire-force topic is alive)", choices=FORCE_SOURCES, read_only=True),
     ParamSpec("vehicle", "hmmwv", "vehicle description (config/vehicles name or YAML file): every vehicle fact "
@@ -193,7 +193,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               0.01, 60.0, read_only=True),
     ParamSpec("speed_reference", "auto", "the slips' vehicle speed: auto (undriven_wheels on a two-wheel-drive "
               "vehicle, gnss_imu on an all-wheel-drive one), gnss_imu (GNSS velocity fused with the IMU's a_x and "
-              "pitch, estimation/speed_reference.py), undriven_wheels (the free-rolling undriven axle for the driven "
+              "pitch, estimation/sensing/speed_reference.py), undriven_wheels (the free-rolling undriven axle for "
+              "the driven "
               "wheels, not while braking; the undriven wheels take gnss_imu, or give floor beliefs only without "
               "GNSS) or odometry (the odometry topic's twist, which must then be independent of the wheels)",
               choices=SPEED_REFERENCE_CHOICES, read_only=True),
@@ -201,7 +202,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "receiver: the speed reference of the slips (speed_reference gnss_imu) and of the online rolling "
               "radius", read_only=True),
     ParamSpec("radius_learning", True, "learn each axle's effective rolling radius online from free rolling against "
-              "the GNSS speed (estimation/rolling_radius.py); friction samples wait until it is known",
+              "the GNSS speed (estimation/sensing/rolling_radius.py); friction samples wait until it is known",
               read_only=True),
     ParamSpec("max_radius_sd", 0.002, "friction samples wait until the learnt radius's relative SD is at most "
               "this (both axles); until then they count toward floor beliefs only", 1e-5, 0.1, read_only=True),
@@ -225,7 +226,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "a friction-scale error common to a fit's samples that widens its mu_max interval)", 0.0, 1.0,
               read_only=True),
     ParamSpec("torque_scale_learning", False, "estimated forces: correct Fx by the reported wheel torques' scale "
-              "learnt from the vehicle's acceleration (estimation/torque_scale.py); off: it is learnt and reported "
+              "learnt from the vehicle's acceleration (estimation/sensing/torque_scale.py); off: it is learnt and "
+              "reported "
               "(torque_scale on /diagnostics, a WARN naming torques or mass when it departs from 1) but not applied",
               read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
@@ -262,7 +264,7 @@ class GripEstimatorNode(WorkerNode):
         self.create_subscription(Joy, v["controls_topic"], self._on_controls, qos, callback_group=group, raw=True)
         self._force_pub = None
         # the IMU: load transfer of estimated forces, and (any force source) the body pitch that sets the front
-        # wheels' toe of a description with bump steer (estimation/grip_signals.py)
+        # wheels' toe of a description with bump steer (estimation/grip/friction_samples.py)
         self.create_subscription(Imu, v["imu_topic"], self._on_imu, qos, callback_group=group, raw=True)
         if self.pipeline.can is not None:   # the wheel torque from CAN signals (torque_source engine or axle)
             self._subscribe_can(v, qos, sensor_qos(2 * 2000))
@@ -381,7 +383,7 @@ class GripEstimatorNode(WorkerNode):
 
     def _publish_beliefs(self) -> None:
         """Every ``belief_period``: the belief in force of each scope at the newest data time (the last estimate
-        widened by the road-change hazard, or unknown), while data arrive (estimation/grip_belief.py)."""
+        widened by the road-change hazard, or unknown), while data arrive (estimation/grip/belief.py)."""
         if not self.enabled or self._closing:
             return
         with self._lock:
@@ -430,7 +432,7 @@ class GripEstimatorNode(WorkerNode):
                                    "torque_scale_applied": ts.learnt and ts.config.apply,
                                    "torque_offset_force": ts.offset, "toe_drag": ts.toe_drag})
             can = self.pipeline.can
-            if can is not None:   # the wheel torque from CAN signals (estimation/can_torque.py)
+            if can is not None:   # the wheel torque from CAN signals (estimation/sensing/can_torque.py)
                 values.update({f"can_{k}": n for k, n in can.counters.items()})
             values["enabled"] = self.enabled
             radius = self.pipeline.radius
@@ -441,7 +443,7 @@ class GripEstimatorNode(WorkerNode):
                                "radius_gnss_used": radius.used.get("gnss", 0)})
             values["speed_reference"] = self.pipeline.collector.config.speed_reference   # auto's choice
             speed = self.pipeline.collector.speed
-            if speed is not None:   # the GNSS/IMU speed reference's own counts (estimation/speed_reference.py)
+            if speed is not None:   # the GNSS/IMU speed reference's own counts (estimation/sensing/speed_reference.py)
                 values.update({f"speed_{k}": n for k, n in speed.counters.items()})
             inputs = self._input_status(stale, losing)
             if inputs is not None:

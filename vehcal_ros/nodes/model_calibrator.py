@@ -3,7 +3,7 @@
 Subscribes (``qos_profile_sensor_data``, deeper queue): wheel speeds (sensor_msgs/JointState), IMU
 (sensor_msgs/Imu), odometry (nav_msgs/Odometry) and controls (sensor_msgs/Joy), as serialised bytes
 (``raw=True``). Callbacks only read them into records (:mod:`vehcal_ros.nodes.raw_messages`) and feed the
-:class:`~vehcal_ros.estimation.calibration_pipeline.CalibrationPipeline`; a cycle on the ROS clock
+:class:`~vehcal_ros.estimation.calibration.pipeline.CalibrationPipeline`; a cycle on the ROS clock
 (``use_sim_time`` is honoured; scheduling in :mod:`vehcal_ros.nodes.worker_node`) hands the next stage(s) with a
 fresh qualifying segment to a worker thread (Unjhawala et al. 2023, doi:10.1115/1.4062199, Section 3: tempered
 SMC, runs as chains); a cycle still running makes the next one skip (counted), never queue.
@@ -34,8 +34,10 @@ from std_srvs.srv import Trigger
 
 from vehcal_ros.atomic_files import remove_stale_temps
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import STAGE_NAMES, check_prior_ranges
-from vehcal_ros.estimation.calibration_pipeline import (
+from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, check_prior_ranges
+from vehcal_ros.estimation.calibration.maneuver_spread import DEFAULT_MIN_PART_S, DEFAULT_PARTS, MIN_PARTS
+from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
+from vehcal_ros.estimation.calibration.pipeline import (
     MODEL_PARAMETERS,
     CalibrationPipeline,
     config_from,
@@ -43,12 +45,9 @@ from vehcal_ros.estimation.calibration_pipeline import (
     worst_diagnostics,
     write_atomic,
 )
-from vehcal_ros.estimation.maneuver_spread import DEFAULT_MIN_PART_S, DEFAULT_PARTS, MIN_PARTS
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
-from vehcal_ros.estimation.qualification import declared
-from vehcal_ros.estimation.segments import SegmentConfig
+from vehcal_ros.estimation.calibration.qualification import declared
+from vehcal_ros.estimation.calibration.segments import SegmentConfig
 from vehcal_ros.io import calibration_state
-from vehcal_ros.io.replay_guard import calibration_guard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ERROR,
@@ -65,6 +64,7 @@ from vehcal_ros.nodes.common import (
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
 from vehcal_ros.records import WHEELS
+from vehcal_ros.replay.guards import calibration_guard
 from vehcal_ros.vehicle.description import CALIBRATED
 
 NODE_NAME = "model_calibrator"
@@ -135,8 +135,8 @@ def _segment_spec(d: dict) -> ParamSpec:
 
 SEGMENT_SPECS: tuple[ParamSpec, ...] = tuple(_segment_spec(d) for d in declared(SegmentConfig))
 """The segment finder's windowing and stage thresholds (physical units), one parameter per
-:class:`~vehcal_ros.estimation.segments.SegmentConfig` field: default, unit, range and meaning come from its
-declaration (estimation/qualification.py says why each threshold has its value)."""
+:class:`~vehcal_ros.estimation.calibration.segments.SegmentConfig` field: default, unit, range and meaning come from its
+declaration (estimation/calibration/qualification.py says why each threshold has its value)."""
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
@@ -170,10 +170,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("recalibration_period", 60.0, "data time between two fits of one stage, s", 0.0, 86400.0),
     ParamSpec("confirm_max_shift", 3.5, "a due refit first fits the new window by least squares around the "
               "accepted model: within this many sd (Mahalanobis) the model is confirmed and no SMC runs; 0 = always "
-              "refit (estimation/recalibration_check.py)", 0.0, 100.0),
+              "refit (estimation/calibration/recalibration_check.py)", 0.0, 100.0),
     ParamSpec("holdout_fraction", 0.25, "share of each qualifying window held back from the fit (its last part, "
               ">= 0.5 s and 50 samples): a fit is accepted only if it predicts that part no worse than the model it "
-              "replaces, within its 90 % predictive band; 0 = no predictive check (estimation/acceptance.py)",
+              "replaces, within its 90 % predictive band; 0 = no predictive check "
+              "(estimation/calibration/acceptance.py)",
               0.0, 0.5),
     ParamSpec("holdout_tolerance", 3.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
               "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %; its "
@@ -189,7 +190,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "(independent, the paper's); docs/calibration.md, 'Likelihood'", choices=NOISE_MODEL_CHOICES),
     ParamSpec("spread_parts", DEFAULT_PARTS, "an accepted fit's window is cut into this many parts, each fitted "
               "alone by least squares; where they disagree beyond their noise (Cochran's Q, 5 %), the parameter's "
-              "interval is widened by their spread (estimation/maneuver_spread.py; docs/calibration.md); 0 = off, "
+              "interval is widened by their spread (estimation/calibration/maneuver_spread.py; docs/calibration.md); "
+              "0 = off, "
               "else >= 3",
               0, 20, check=lambda v: None if int(v) == 0 or int(v) >= MIN_PARTS else
               f"parameter 'spread_parts' = {v} must be 0 or in [{MIN_PARTS}, 20]"),
@@ -493,7 +495,7 @@ class ModelCalibratorNode(WorkerNode):
             values.update({f"fill_{k}": n for k, n in self.pipeline.fill().items()})
             values.update({"buffer_restarts": c.clock_jumps, "skipped_cycles": self.skipped_cycles,
                            "busy": self.busy})
-            if self.pipeline.can is not None:   # the wheel torque from CAN signals (estimation/can_torque.py)
+            if self.pipeline.can is not None:   # the wheel torque from CAN signals (estimation/sensing/can_torque.py)
                 values.update({f"can_{k}": n for k, n in self.pipeline.can.counters.items()})
             values["enabled"] = self.enabled
             inputs = self._input_status(stale, losing)
@@ -528,7 +530,7 @@ class ModelCalibratorNode(WorkerNode):
 
 
 def holdout_values(holdout: dict | None) -> dict[str, Any]:
-    """The /diagnostics keys of an accepted fit's predictive check (estimation/acceptance.py), next to its
+    """The /diagnostics keys of an accepted fit's predictive check (estimation/calibration/acceptance.py), next to its
     parameters: ``holdout_rmse_<channel>`` (the fit's held-back RMSE, channel units), ``holdout_rmse_replaced_
     <channel>`` (the model it replaced), ``holdout_coverage_<channel>`` (share in its 90 % band),
     ``holdout_replaced`` (accepted | nominal), ``holdout_t0``/``holdout_t1`` (s); none without a check."""

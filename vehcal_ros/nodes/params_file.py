@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.io.params_yaml import flatten_params, load_params_document, node_name
+from vehcal_ros.io.params_yaml import param_sections
 from vehcal_ros.nodes.common import ParamSpec
 
 #: parameters every node has (rclpy declares them)
@@ -49,19 +49,11 @@ def validate_params_file(path: str | Path, specs_by_node: Mapping[str, Sequence[
     node. Sections naming the same node merge (later keys win).
     """
     path = Path(path)
-    doc = load_params_document(path)
     out: dict[str, dict] = {}
-    for key, body in doc.items():
-        name = node_name(key)
+    for key, name, params in param_sections(path):
         where = f"params file {path}: {key}"
         if name != "/**" and name not in specs_by_node:
             raise InputError(f"{where}: unknown node (known: {', '.join(specs_by_node)})")
-        if not isinstance(body, dict) or set(body) != {"ros__parameters"}:
-            raise InputError(f"{where}: expected exactly one key 'ros__parameters'")
-        params = body["ros__parameters"] or {}
-        if not isinstance(params, dict):
-            raise InputError(f"{where}.ros__parameters: expected a mapping")
-        params = flatten_params(params)   # nested names (``model: {cxf: ...}``) as rclpy reads them
         if name == "/**":
             candidates = [s for specs in specs_by_node.values() for s in specs]
         else:

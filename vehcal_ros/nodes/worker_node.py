@@ -33,7 +33,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from std_srvs.srv import SetBool, Trigger
 
-from vehcal_ros.estimation.input_guard import InputGuard
+from vehcal_ros.estimation.sensing.input_guard import InputGuard
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ERROR, OK, WARN, ParamSpec, diag_status
 from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder, max_stretch_for

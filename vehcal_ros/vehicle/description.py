@@ -88,7 +88,7 @@ TORQUE_SOURCES = ("map", "measured", "engine", "axle")
 """``torque_source`` values (:attr:`VehicleDescription.torque_source`)."""
 CAN_TORQUE_SOURCES = ("engine", "axle")
 """Torque sources read from a production car's CAN signals (``/vehicle/drive_torque``, ``/vehicle/brake_pressure``)
-and turned into per-wheel torque by estimation/can_torque.py."""
+and turned into per-wheel torque by estimation/sensing/can_torque.py."""
 _KNOWN_TOP = {"name", "note", "gravity", "mass", "cg", "inertia", "track", "roll_centre_below_cg", "tire", "wheel",
               "driveline", "torque_source", "powertrain", "brakes", "steering", "priors", "nominal",
               "held_fixed", "suspension"}
@@ -129,7 +129,7 @@ class VehicleDescription:
     ``measured`` (per-wheel net torque in JointState.effort), ``engine`` (the CAN bus's engine torque and gear
     through ``powertrain.gear_ratios``, ``final_drive``, ``efficiency``) or ``axle`` (the CAN bus's drive torque
     per axle); with ``engine`` and ``axle`` the brake torque is the line pressure times ``brakes.pressure_gain_*``
-    (:data:`TORQUE_SOURCES`, estimation/can_torque.py)"""
+    (:data:`TORQUE_SOURCES`, estimation/sensing/can_torque.py)"""
     powertrain: str          #: [powertrain.kind] dc_motor | engine_map | none (left out: measured torque)
     max_torque: float        #: [powertrain.max_torque] dc_motor: N m at zero motor speed (0 for engine_map)
     max_speed: float         #: [powertrain.max_speed] dc_motor: rad/s where the torque reaches zero
@@ -181,7 +181,7 @@ class VehicleDescription:
     """[suspension.toe_in_rear] the same for a rear wheel"""
     pitch_at_rest: float = 0.0
     """[suspension.pitch_at_rest] IMU pitch (rad, + = nose down) of the car standing on a level floor: the
-    reference of the front wheel travel L (pitch - pitch_at_rest) (estimation/grip_signals.py)"""
+    reference of the front wheel travel L (pitch - pitch_at_rest) (estimation/grip/friction_samples.py)"""
     wheel_rate_f: float = 0.0
     """[suspension.wheel_rate_front] suspension wheel rate at the static ride height (spring rate x motion
     ratio^2), N/m; 0 = unknown"""

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
+from vehcal_ros.estimation.sensing.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 from vehcal_ros.records import GnssVelocity, ImuSample, TireForce, WheelSpeeds
 
 
@@ -138,7 +138,7 @@ class TireForceConfig:
     settle: int = 20                 #: filter steps after a (re)start before estimates are emitted
     imu_timeout: float = 0.5         #: s, an older IMU sample is not used for Fz
     #: learn the reported torques' scale from the vehicle's acceleration and correct Fx with it
-    #: (estimation/torque_scale.py); None (the default): take the torques as reported
+    #: (estimation/sensing/torque_scale.py); None (the default): take the torques as reported
     torque_scale: TorqueScaleConfig | None = None
 
     def validate(self) -> None:
@@ -346,7 +346,7 @@ class TireForceEstimator:
         #: interpolated to the step's stamp): (t, sum Fx, S_T, speed)
         self._pending: tuple[float, float, float, float] | None = None
         #: the sum of the wheels' squared toe (rad^2) at a time, for the regression's toe drag (the grip
-        #: pipeline hands over its collector's :meth:`~vehcal_ros.estimation.grip_signals.GripDataCollector.
+        #: pipeline hands over its collector's :meth:`~vehcal_ros.estimation.grip.friction_samples.GripDataCollector.
         #: toe_squares`; None: no toe)
         self.toe_squares: Callable[[float], float] | None = None
 
@@ -369,7 +369,7 @@ class TireForceEstimator:
     def set_lever_shift(self, front: float, rear: float) -> bool:
         """Move each axle's lever base r0 by ``front`` / ``rear`` m (the loaded radius r0 - Fz/kz the force acts
         at): the rolling radius measured online minus the description's, at the static load
-        (:meth:`~vehcal_ros.estimation.grip_pipeline.GripPipeline` hands it over once the radius is known). A
+        (:meth:`~vehcal_ros.estimation.grip.pipeline.GripPipeline` hands it over once the radius is known). A
         radius error of the description (a tire size or a wear it does not state) moves the unloaded radius and
         so the lever by the same amount; a deflection error moves the lever 3x as much as the rolling radius
         (R_e = R0 - deflection/3), so it is corrected by a third. False (ignored) beyond 25 % of r0."""
@@ -462,7 +462,7 @@ class TireForceEstimator:
 
     def _scale_forces(self, t: float, omega: np.ndarray, torque: np.ndarray, fz: np.ndarray,
                       fx: list[float], fx_var: list[float]) -> None:
-        """Hand this step to the torque-scale regression (estimation/torque_scale.py; :meth:`_regress` once the
+        """Hand this step to the torque-scale regression (estimation/sensing/torque_scale.py; :meth:`_regress` once the
         IMU sample at or after ``t`` is there), then correct ``fx`` (and its
         variance) in place by the learnt scale when the regression applies it (``TorqueScaleConfig.apply``):
         Fx_i += (k - 1) T_i / r_i. The offset B is learnt but not applied: a torque offset, an accelerometer bias

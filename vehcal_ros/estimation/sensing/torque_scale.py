@@ -1,6 +1,6 @@
 """The reported wheel torques' scale and offset, learnt online from the vehicle's own acceleration (no rclpy).
 
-The tire forces estimated from production sensors (:mod:`~vehcal_ros.estimation.tire_force_estimation`) take
+The tire forces estimated from production sensors (:mod:`~vehcal_ros.estimation.sensing.tire_forces`) take
 the ECU's wheel torques T_i at their word. A torque reported 5 % high makes every Fx, so every friction sample,
 5 % high: grip overstated. Newton's second law along the body's x axis checks them: the sum of the
 non-gravitational external forces is the mass times the accelerometer's specific force f_x (grade and pitch are
@@ -13,8 +13,8 @@ lateral forces' share is the toe drag: a wheel toed by delta rolling straight on
 cornering stiffness C_a) across its heading, so -C_a delta^2 along the body, and on a car with bump steer the toe,
 hence this drag, follows the pitch of every launch and stop, in step with the drive torque (Chrono's sedan: toe-in
 0.5-4 deg; leaving it out reads its torques 5 % high). It enters as -C Q with Q = sum_i delta_toe,i^2 (rad^2,
-the toe of the description's bump-steer table at the wheel travel; estimation/grip_signals.py) and C learnt (the
-cornering drag of the steered wheels is small at everyday lateral accelerations and left out). With the reported
+the toe of the description's bump-steer table at the wheel travel; estimation/grip/friction_samples.py) and C learnt
+(the cornering drag of the steered wheels is small at everyday lateral accelerations and left out). With the reported
 torques off by a common scale and offset, T_i,true = k T_i + beta_i, the spin filter's forces Fx^_i miss
 (k - 1) T_i / r_i + beta_i / r_i each, so
 

@@ -33,7 +33,7 @@ A two-wheel-drive car, with GNSS or without, has the classic reference of slip-b
 undriven wheels, which roll freely while the driver does not brake. :func:`undriven_axle_speed` turns their rolling
 speeds omega_i R_i into u for the driven wheels' slips. The undriven wheels' radius law is the driven wheels', so a
 radius error common to the tires (wear, pressure, a description off by 1 %) cancels in those slips; the undriven
-wheels' own slips need GNSS (estimation/grip_signals.py).
+wheels' own slips need GNSS (estimation/grip/friction_samples.py).
 
 Plain floats and preallocated lists; no numpy per sample, no rclpy.
 """

@@ -1,5 +1,5 @@
-"""What a bag replay lets into each estimator: the live nodes' :class:`~vehcal_ros.estimation.input_guard.InputGuard`
-on the bag's records in *arrival* order.
+"""What a bag replay lets into each estimator: the live nodes'
+:class:`~vehcal_ros.estimation.sensing.input_guard.InputGuard` on the bag's records in *arrival* order.
 
 A live node checks each message when it arrives (``WorkerNode._convert_and_feed``); a rosbag2 recorder writes
 messages in the order it received them, so the bag's own order is the arrival order. :func:`vehcal_ros.io.bags.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vehcal_ros.estimation.grip_pipeline import signal_config_from
-from vehcal_ros.estimation.input_guard import REASONS, InputGuard
+from vehcal_ros.estimation.grip.pipeline import signal_config_from
+from vehcal_ros.estimation.sensing.input_guard import REASONS, InputGuard
 from vehcal_ros.io import bags
 from vehcal_ros.records import GroundTruth
 from vehcal_ros.vehicle.description import CAN_TORQUE_SOURCES, load_vehicle
@@ -25,8 +25,9 @@ from vehcal_ros.vehicle.description import CAN_TORQUE_SOURCES, load_vehicle
 CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")
 """Sensor keys the ``model_calibrator`` always subscribes to (:func:`calibrator_topics`)."""
 
+
 CAN_TOPIC_KEYS = ("drive_torque", "brake_pressure")
-"""Sensor keys of a production car's CAN torque signals (estimation/can_torque.py)."""
+"""Sensor keys of a production car's CAN torque signals (estimation/sensing/can_torque.py)."""
 
 
 def can_topics(values: Mapping[str, Any]) -> tuple[str, ...]:

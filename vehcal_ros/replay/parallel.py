@@ -1,8 +1,8 @@
 """Bag replay over several processes, with the serial replay's numbers (and so a live run's with the same cycle
 times).
 
-Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimation.grip_pipeline` and
-:mod:`~vehcal_ros.estimation.calibration_pipeline`):
+Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimation.grip.pipeline` and
+:mod:`~vehcal_ros.estimation.calibration.pipeline`):
 
 * The grip estimator's *schedule* depends on the data only: which scopes a tick snapshots (``min_new_points``
   since the scope's last snapshot), the cycle number and the seeds (``seed + 1000 * cycle + k``). A fit depends
@@ -17,7 +17,7 @@ Which work depends on which (the pipelines' own rules, :mod:`vehcal_ros.estimati
   (:class:`CalibrationScheduler`: records into its buffers, the node's snapshot at each of its ticks); only its
   fits go to the executor, and its next tick first waits for them and commits, as the node's next cycle does.
   Most ticks have nothing to fit and most due refits end in the recalibration check
-  (estimation/recalibration_check.py), so the wait is rare.
+  (estimation/calibration/recalibration_check.py), so the wait is rare.
 
 Scopes are independent of each other and of the calibrator, so the results equal the serial replay's bit for bit
 (``test_replay_parallel.py``). Parallelism is bounded by the scopes (2 with ``scope: axle``) plus the
@@ -45,21 +45,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.grip_pipeline import FitOutcome, GripPipeline, excitation_of
-from vehcal_ros.estimation.grip_signals import ScopeData
+from vehcal_ros.estimation.grip.friction_samples import ScopeData
+from vehcal_ros.estimation.grip.pipeline import FitOutcome, GripPipeline, excitation_of
 from vehcal_ros.inference.executors import is_worker_lost, make_executor
-from vehcal_ros.io.replay import (
-    CalibrationRecorder,
-    GripRecorder,
-    ReplayJob,
-    StreamStats,
-    Timer,
-    calibration_pipeline_from,
-    grip_pipeline_from,
-    stream_bag,
-)
-from vehcal_ros.io.replay_guard import replay_guards
 from vehcal_ros.records import GnssFix, GroundTruth, OdomSample
+from vehcal_ros.replay.guards import replay_guards
+from vehcal_ros.replay.params import calibration_pipeline_from, grip_pipeline_from
+from vehcal_ros.replay.results import CalibrationRecorder, GripRecorder
+from vehcal_ros.replay.stream import ReplayJob, StreamStats, Timer, stream_bag
 
 POLL_S = 0.5
 """s between progress reports while waiting for fits after the bag has been read."""
@@ -126,9 +119,9 @@ def warm_worker() -> None:
     when the first fit arrives (~2 s on the 2-core machine, the first tenth of the daily drive's replay)."""
     import numpy as np
 
-    from vehcal_ros.estimation import calibration_pipeline, grip_pipeline  # noqa: F401
-    from vehcal_ros.inference.adaptive_metropolis import run_grip_chains
-    from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.calibration import pipeline as calibration_pipeline  # noqa: F401
+    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.grip.posterior import run_grip_chains
 
     s = np.linspace(0.001, 0.03, 16)
     theta = np.array([10.0, 1.9, 0.9, 0.5, 0.0, 0.0])
@@ -256,7 +249,7 @@ class CalibrationScheduler:
     tick takes the node's snapshot and sends the fits (if any) to the executor; the next tick first waits for
     them and commits (the calibrator's next snapshot depends on its results: stage order, accepted values), so
     the cycles are the serial replay's. Most ticks have nothing to fit, and a fit is mostly a recalibration
-    check (estimation/recalibration_check.py); the SMC runs rarely, beside the grip fits.
+    check (estimation/calibration/recalibration_check.py); the SMC runs rarely, beside the grip fits.
 
     A tick that would wait does not stop the read: it is deferred, with every record and rejection after it, in
     their order, and fed on (:meth:`drain`) once the fit is in, so the grip cycles keep being planned meanwhile
@@ -378,7 +371,7 @@ def _executor(spec: Any, size: int) -> tuple[Executor, bool]:
 
 def replay_parallel(job: ReplayJob, grip: GripPipeline, recorder: GripRecorder, workers: int | None, executor: Any,
                     report: Callable[..., None] | None) -> tuple[StreamStats, CalibrationRecorder | None, Any]:
-    """The parallel schedule of :func:`vehcal_ros.io.replay.replay_bag` (module docstring). Returns the main
+    """The parallel schedule of :func:`vehcal_ros.replay.serial.replay_bag` (module docstring). Returns the main
     stream's stats, the calibration recorder (None without calibration) and the grip collector's counters."""
     size = _pool_size(workers, 1 if job.cal_values is not None else 0)
     ex, owned = _executor(executor, size)

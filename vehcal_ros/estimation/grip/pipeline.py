@@ -1,7 +1,7 @@
 """The grip estimation cycle shared by the live node and bag replay.
 
-``GripPipeline`` owns a :class:`~vehcal_ros.estimation.grip_signals.GripDataCollector` (signals -> (s, mu)
-samples per scope) and runs Algorithm 1 of the friction paper (:class:`~vehcal_ros.estimation.grip_fit.GripEstimator`)
+``GripPipeline`` owns a :class:`~vehcal_ros.estimation.grip.friction_samples.GripDataCollector` (signals -> (s, mu)
+samples per scope) and runs Algorithm 1 of the friction paper (:class:`~vehcal_ros.estimation.grip.fit.GripEstimator`)
 on each scope's buffer once per cycle. It keeps the last good estimate per scope: a fit that fails (too few
 points, unexcited data) or does not converge is reported with a WARN/ERROR status and does not replace it.
 
@@ -10,13 +10,13 @@ lock), :meth:`fit` (slow, in a worker thread, touches no shared state) and :meth
 ``seed + cycle`` so a replay of the same data gives the same numbers as a live run with the same cycle times.
 
 Force source (``force_source``): ``measured`` feeds the tire-force records (a transducer) to the collector;
-``estimated`` runs :class:`~vehcal_ros.estimation.tire_force_estimation.TireForceEstimator` on the wheel speeds
+``estimated`` runs :class:`~vehcal_ros.estimation.sensing.tire_forces.TireForceEstimator` on the wheel speeds
 (with their net torque) and the IMU and feeds its forces instead; ``auto`` feeds the measured forces while the
 tire-force topic is alive (a sample within ``force_timeout`` s of the newest wheel-speed stamp) and the
 estimated ones otherwise. Every friction sample carries ``mu_var`` (0 for measured forces) into the fit.
 
 Road changes (``surface_change``): each fit first tests its samples newer than the scope's published estimate
-against that estimate's posterior predictive (:mod:`~vehcal_ros.estimation.surface_change`); from a detected
+against that estimate's posterior predictive (:mod:`~vehcal_ros.estimation.grip.surface_change`); from a detected
 change on, the scope's fits use only the samples after the estimated change time (and, of the older ones, those
 in pure longitudinal slip below the change's friction level: :meth:`GripPipeline.current_surface`).
 """
@@ -36,8 +36,7 @@ from scipy.stats import norm
 
 from vehcal_ros.diagnostic_levels import ERROR, OK, WARN
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
-from vehcal_ros.estimation.grip_belief import (
+from vehcal_ros.estimation.grip.belief import (
     Belief,
     BeliefTracker,
     ContradictionTest,
@@ -47,20 +46,21 @@ from vehcal_ros.estimation.grip_belief import (
     noise_sd,
     sample_floors,
 )
-from vehcal_ros.estimation.grip_fit import GripConfig, GripEstimate, GripEstimator, MuMax
-from vehcal_ros.estimation.grip_signals import GripDataCollector, GripSignalConfig, ScopeData
-from vehcal_ros.estimation.imu_mounting import ImuYawMount
-from vehcal_ros.estimation.latent_slip import latent_slip
-from vehcal_ros.estimation.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator, slip_terms
-from vehcal_ros.estimation.speed_reference import resolve_speed_reference
-from vehcal_ros.estimation.surface_change import (
+from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimate, GripEstimator, MuMax
+from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig, ScopeData
+from vehcal_ros.estimation.grip.latent_slip import latent_slip
+from vehcal_ros.estimation.grip.surface_change import (
     PredictiveReference,
     SurfaceChange,
     SurfaceChangeConfig,
     detect_surface_change,
 )
-from vehcal_ros.estimation.tire_force_estimation import TireForceConfig, TireForceEstimator, TireForceVehicle
-from vehcal_ros.estimation.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
+from vehcal_ros.estimation.sensing.can_torque import CanTorqueConfig, CanWheelTorque
+from vehcal_ros.estimation.sensing.imu_mounting import ImuYawMount
+from vehcal_ros.estimation.sensing.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator, slip_terms
+from vehcal_ros.estimation.sensing.speed_reference import resolve_speed_reference
+from vehcal_ros.estimation.sensing.tire_forces import TireForceConfig, TireForceEstimator, TireForceVehicle
+from vehcal_ros.estimation.sensing.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.records import (
     Controls,
@@ -91,12 +91,12 @@ class ScopeStatus:
     last_fit_s: float = float("nan")           #: wall time of the last fit
     last_attempt_stamp: float = float("nan")
     excitation: float = 0.0                    #: span of |mu| in the fitted data (95th - 5th percentile)
-    surface_changes: int = 0                   #: road-surface changes detected (estimation/surface_change.py)
+    surface_changes: int = 0                   #: road-surface changes detected (estimation/grip/surface_change.py)
     last_surface_change: float = -math.inf     #: estimated time of the last one, s: older samples are not fitted
     surface_change_level: float = 0.0          #: ... except those with |mu| below this (where the surfaces agreed)
     surface_change_times: list[float] = field(default_factory=list)  #: estimated times of all of them, s
     n_withdrawn: int = 0                       #: estimates withdrawn by the contradiction test
-    n_floor: int = 0                           #: floor beliefs put in force (estimation/grip_belief.py)
+    n_floor: int = 0                           #: floor beliefs put in force (estimation/grip/belief.py)
 
 
 @dataclass
@@ -144,7 +144,7 @@ MIN_TORQUE_SHARE = 0.5
 """Estimated forces: more than this share of wheel-speed samples without a torque names the missing torque."""
 
 TORQUE_DOUBT = 0.02
-"""A learnt torque scale (estimation/torque_scale.py) further than this from 1 (and 3 SDs) names the reported
+"""A learnt torque scale (estimation/sensing/torque_scale.py) further than this from 1 (and 3 SDs) names the reported
 wheel torques, or the description's mass, as doubtful (learnt whether or not ``torque_scale_learning`` applies
 it): the scale agrees with 1 within 0.5 % on the simulated HMMWV's exact torques."""
 
@@ -168,7 +168,7 @@ def subsample(data: ScopeData, n_max: int, rule: str = "even", deconvolve: bool 
     With slip variances and ``deconvolve`` (the fit's ``slip_prior="deconvolved"``), under either rule (a fit that
     deconvolves its 100 samples alone reads the HMMWV's first daily-drive estimates at 0.4-0.65 against 0.90,
     benchmarks/README_tire_forces.md), each true slip's posterior
-    (:mod:`~vehcal_ros.estimation.latent_slip`) is taken under the slip distribution deconvolved from EVERY
+    (:mod:`~vehcal_ros.estimation.grip.latent_slip`) is taken under the slip distribution deconvolved from EVERY
     sample of the window: the selected samples' distribution is the selection's, not the vehicle's (and an
     evenly-in-time share of 200 of the accel_coast window's 602 blocks merged its tight acceleration cluster
     into a broad component, the failure the latent-slip model exists to avoid: 0.53 [0.50, 0.60] vs 0.90).
@@ -377,7 +377,7 @@ class GripPipeline:
     #: (:meth:`pre_gate`; benchmarks/README_tire_forces.md)
     require_new_excitation: bool = True
     hazard: HazardModel = field(default_factory=HazardModel)   #: the belief in force over time (grip_belief.py)
-    #: the online rolling radius (estimation/rolling_radius.py; None = the description's radius as it is)
+    #: the online rolling radius (estimation/sensing/rolling_radius.py; None = the description's radius as it is)
     radius_config: RollingRadiusConfig | None = None
     max_radius_sd: float = 0.002   #: friction samples wait until SD(k) / k of both axles is at most this
     #: the contradiction test of the belief in force (grip_belief.py; None = off)
@@ -387,7 +387,7 @@ class GripPipeline:
     #: relative SD of a friction-scale error common to a fit's samples (:func:`with_scale_error`): the estimated
     #: forces' ``fz_rel_std`` (pipeline_from_params), 0 for measured forces
     mu_scale_sd: float = 0.0
-    #: the wheels' net torque from CAN signals (estimation/can_torque.py; None: as the wheel speeds carry it)
+    #: the wheels' net torque from CAN signals (estimation/sensing/can_torque.py; None: as the wheel speeds carry it)
     can_torque: CanTorqueConfig | None = None
 
     def __post_init__(self) -> None:
@@ -537,9 +537,9 @@ class GripPipeline:
         return out
 
     def scale_doubt(self) -> float:
-        """|k - 1| of the estimated forces' torque scale (estimation/torque_scale.py) while it is named as doubtful
-        (:meth:`_doubted_scale`) and not applied; else 0. The wheel torques, the mass or the spin inertia the force
-        balance contradicts scale the frictions by about that much, and which of them is wrong it cannot tell: the
+        """|k - 1| of the estimated forces' torque scale (estimation/sensing/torque_scale.py) while it is named as
+        doubtful (:meth:`_doubted_scale`) and not applied; else 0. The wheel torques, the mass or the spin inertia the
+        force balance contradicts scale the frictions by about that much, and which of them is wrong it cannot tell: the
         fits' and floors' intervals are widened by it as a relative SD (what cannot be estimated is widened)."""
         scale = self._doubted_scale()
         return abs(scale.scale - 1.0) if scale is not None and not scale.config.apply else 0.0
@@ -732,7 +732,7 @@ class GripPipeline:
     def current_surface(self, data: ScopeData) -> tuple[ScopeData, SurfaceChange | None]:
         """(the samples of ``data`` on the scope's current road surface, a change detected now or None): tests
         the samples newer than the published estimate against its posterior predictive
-        (estimation/surface_change.py) and drops the older ones, except those in pure longitudinal slip
+        (estimation/grip/surface_change.py) and drops the older ones, except those in pure longitudinal slip
         (:func:`pure_slip`) at friction levels below where the last detected change showed (|mu| < its
         ``level``): only there do the two surfaces share the curve. Reads the scope's status, changes nothing
         (runs in :meth:`fit`); :meth:`commit` records a detected change."""
@@ -809,8 +809,8 @@ class GripPipeline:
         ``TORQUE_DOUBT`` and 3 of its SDs (the forces are corrected by it; the sensor or the description should
         be); the wheel-speed noise, when the free-rolling wheel speeds scatter more than ``NOISE_DOUBT`` times
         the stated ``wheel_speed_noise``; the IMU's mounting yaw, when its lateral acceleration follows the
-        forward one beyond ``MOUNT_DOUBT`` and 3 SEs (estimation/imu_mounting.py; the samples are then turned back
-        by it)."""
+        forward one beyond ``MOUNT_DOUBT`` and 3 SEs (estimation/sensing/imu_mounting.py; the samples are then
+        turned back by it)."""
         out = []
         radius = self.radius
         if radius is not None:
@@ -902,7 +902,7 @@ class GripPipeline:
         return out
 
     def belief(self, scope: str, t: float) -> Belief:
-        """The grip belief in force for ``scope`` at data time ``t`` (estimation/grip_belief.py): the last
+        """The grip belief in force for ``scope`` at data time ``t`` (estimation/grip/belief.py): the last
         published estimate widened toward the road-friction prior by the road-change hazard, or unknown."""
         return self.beliefs[scope].belief(t)
 
@@ -1123,28 +1123,28 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
     force_config = force_config_from(values, vehicle)
     pipeline = GripPipeline(signal_config,
                             fit_config_from(values),
-                        force_source=force_source,
-                        force_config=force_config,
-                        mu_scale_sd=force_config.fz_rel_std if force_source == "estimated" else 0.0,
-                        force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
-                        warm_start=bool(values["warm_start"]),
-                        warm_steps=int(values.get("warm_steps", GripPipeline.warm_steps)),
-                        min_new_points=int(values["min_new_points"]),
-                        max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
-                        subsample_rule=str(values.get("subsample_rule", GripPipeline.subsample_rule)),
-                        min_ess=float(values["min_ess"]),
-                        min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
-                        min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
-                        shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
-                        require_new_excitation=bool(values.get("require_new_excitation",
-                                                               GripPipeline.require_new_excitation)),
-                        surface_change=surface_change_config_from(values), hazard=hazard_from(values),
-                        radius_config=(radius_config_from(signal_config, vehicle,
-                                                          float(values.get("wheel_speed_noise", 0.05)))
-                                       if values.get("radius_learning", True) else None),
-                        max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)),
-                        floor_belief=bool(values.get("floor_belief", GripPipeline.floor_belief)),
-                        can_torque=CanTorqueConfig.from_description(vehicle))
+                            force_source=force_source,
+                            force_config=force_config,
+                            mu_scale_sd=force_config.fz_rel_std if force_source == "estimated" else 0.0,
+                            force_timeout=float(values.get("force_timeout", GripPipeline.force_timeout)),
+                            warm_start=bool(values["warm_start"]),
+                            warm_steps=int(values.get("warm_steps", GripPipeline.warm_steps)),
+                            min_new_points=int(values["min_new_points"]),
+                            max_fit_points=int(values["max_fit_points"]), max_r_hat=float(values["max_r_hat"]),
+                            subsample_rule=str(values.get("subsample_rule", GripPipeline.subsample_rule)),
+                            min_ess=float(values["min_ess"]),
+                            min_ess_tail=float(values.get("min_ess_tail", GripPipeline.min_ess_tail)),
+                            min_excitation=float(values.get("min_excitation", GripPipeline.min_excitation)),
+                            shape_prior=bool(values.get("shape_prior", GripPipeline.shape_prior)),
+                            require_new_excitation=bool(values.get("require_new_excitation",
+                                                                   GripPipeline.require_new_excitation)),
+                            surface_change=surface_change_config_from(values), hazard=hazard_from(values),
+                            radius_config=(radius_config_from(signal_config, vehicle,
+                                                              float(values.get("wheel_speed_noise", 0.05)))
+                                           if values.get("radius_learning", True) else None),
+                            max_radius_sd=float(values.get("max_radius_sd", GripPipeline.max_radius_sd)),
+                            floor_belief=bool(values.get("floor_belief", GripPipeline.floor_belief)),
+                            can_torque=CanTorqueConfig.from_description(vehicle))
     pipeline.config_warnings = vehicle_geometry(vehicle, values)[1]
     return pipeline
 
@@ -1152,7 +1152,7 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
 def radius_config_from(config: GripSignalConfig, vehicle: Any, wheel_speed_std: float) -> RollingRadiusConfig:
     """The online rolling radius's settings: the slip's own radius law (``config``: r0, kt, fixed or load
     dependent), driven axles and steering gain, the description's static loads and slip force terms
-    (:func:`~vehcal_ros.estimation.rolling_radius.slip_terms`) and the stated wheel-speed noise (rad/s, the
+    (:func:`~vehcal_ros.estimation.sensing.rolling_radius.slip_terms`) and the stated wheel-speed noise (rad/s, the
     ``wheel_speed_noise`` parameter)."""
     fz_f, fz_r = vehicle.static_wheel_loads()
     return RollingRadiusConfig(r0=config.r0, kt=(config.kt, config.kt_rear if config.kt_rear > 0.0 else config.kt),

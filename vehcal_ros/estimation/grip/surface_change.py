@@ -54,7 +54,7 @@ barely depends on the road, and without those low-slip samples the first fit aft
 only); samples taken at a slip angle under the friction ellipse are dropped at every level, their apparent slip
 stiffness depending on the road's friction (grip_pipeline.pure_slip) -- and waits for the next published
 estimate as its new reference. :func:`detect_surface_change` is a pure function of the data and the reference,
-so a replay whose fits run in other processes (io/replay_parallel.py) detects the same changes as the live node.
+so a replay whose fits run in other processes (replay/parallel.py) detects the same changes as the live node.
 
 What it cannot see: in the linear part of the curve the slip stiffness (B C D) of a tire barely changes with
 the road (the simulator's Pac02 scales the peak only), so a change is detected when the new surface's samples
@@ -113,7 +113,7 @@ class PredictiveReference:
 
     @classmethod
     def from_estimate(cls, est, stamp: float) -> PredictiveReference | None:
-        """From a :class:`~vehcal_ros.estimation.grip_fit.GripEstimate`; None if its moments are not finite."""
+        """From a :class:`~vehcal_ros.estimation.grip.fit.GripEstimate`; None if its moments are not finite."""
         theta = np.array([est.theta[k] for k in pacejka.THETA_NAMES], dtype=float)
         cov = np.asarray(est.theta_cov, dtype=float)
         sigma = float(est.sigma)

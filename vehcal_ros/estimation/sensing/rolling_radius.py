@@ -70,7 +70,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
-from vehcal_ros.estimation.buffers import pooled
+from vehcal_ros.estimation.sensing.buffers import pooled
 from vehcal_ros.records import Controls, GnssVelocity, ImuSample, WheelSpeeds
 
 AXLES = ("front_axle", "rear_axle")
@@ -351,7 +351,7 @@ class RollingRadiusEstimator:
         torques (rad/s, (rad/s)^2, rad/s^2, N m; front then rear each); None with fewer than 3 rows there.
 
         The variance is the larger of the stated noise's (``wheel_speed_std`` per wheel) and the rows' scatter
-        about their lines, pooled over the comparisons (:func:`~vehcal_ros.estimation.buffers.pooled`: one
+        about their lines, pooled over the comparisons (:func:`~vehcal_ros.estimation.sensing.buffers.pooled`: one
         window's scatter, 7 degrees of freedom at 100 Hz, would weight the comparisons by its own error), each
         through the fit's intercept variance. A coarse encoder (a few teeth per sampling period) reports speeds a
         whole tooth apart, far noisier per sample than any stated white noise; its errors telescope over
@@ -405,7 +405,7 @@ class RollingRadiusEstimator:
                  s_tw: float) -> tuple[float, float, float]:
         """(value at the stamp, pooled row scatter, slope) of one axle's line: the sums of its ``m`` rows' spin rates
         ``s_w``, their squares ``s_ww`` and their products with the time offsets ``s_tw``; the scatter about the
-        line joins the axle's pool (:func:`~vehcal_ros.estimation.buffers.pooled`)."""
+        line joins the axle's pool (:func:`~vehcal_ros.estimation.sensing.buffers.pooled`)."""
         mean = s_w / m
         slope = (s_tw - st * mean) / dtt
         resid = max(s_ww - m * mean * mean - slope * slope * dtt, 0.0) / (m - 2.0)

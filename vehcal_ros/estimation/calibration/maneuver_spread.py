@@ -47,7 +47,7 @@ a new window has one too, which the recalibration check adds to it (:func:`maneu
 for a single new part, ``var + tau^2`` (Higgins, Thompson & Spiegelhalter, J. R. Stat. Soc. A 172 (2009)
 137-159), is not taken: a part is much less informative than the window, so a spread barely past the test
 gives a tau^2 of the part's own variance, ten times a window's, for one 5 % false positive. The
-carried-forward prior of the next drive (estimation/carry_forward.py) starts from the widened posterior.
+carried-forward prior of the next drive (estimation/calibration/carry_forward.py) starts from the widened posterior.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.stats import chi2
 
-from vehcal_ros.estimation.calibration import CHANNELS, CalibrationResult, Segment
-from vehcal_ros.estimation.carry_forward import SPREAD_ALPHA, touches_bound
-from vehcal_ros.estimation.recalibration_check import posterior_moments, whitened_residuals, window_problem
+from vehcal_ros.estimation.calibration.carry_forward import SPREAD_ALPHA, touches_bound
+from vehcal_ros.estimation.calibration.fit import CHANNELS, CalibrationResult, Segment
+from vehcal_ros.estimation.calibration.recalibration_check import posterior_moments, whitened_residuals, window_problem
 from vehcal_ros.inference.diagnostics import summarize_draws
 
 MIN_PARTS = 3

@@ -24,9 +24,10 @@ from functools import lru_cache
 import numpy as np
 
 from vehcal_ros.errors import EstimationError, InputError
-from vehcal_ros.estimation.latent_slip import SlipMixture, true_slip_distribution
-from vehcal_ros.inference.adaptive_metropolis import ChainResult, carried_log_ratio, run_grip_chains, tempered_weights
-from vehcal_ros.inference.least_squares import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
+from vehcal_ros.estimation.grip.latent_slip import SlipMixture, true_slip_distribution
+from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
+from vehcal_ros.estimation.grip.posterior import carried_log_ratio, run_grip_chains
+from vehcal_ros.inference.adaptive_metropolis import ChainResult, tempered_weights
 from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
 from vehcal_ros.models.pacejka import (
     N_THETA,
@@ -168,12 +169,12 @@ class GripConfig:
     slip_prior: str = "deconvolved"
     """What the fit assumes about the true slips behind measured slips with variances ``slip_var``:
     "deconvolved" (default): their distribution is learnt from the measured slips (a Gaussian mixture deconvolved
-    from the slip noise, :mod:`~vehcal_ros.estimation.latent_slip`) and each sample enters the likelihood at the
+    from the slip noise, :mod:`~vehcal_ros.estimation.grip.latent_slip`) and each sample enters the likelihood at the
     posterior mean and variance of its true slip; "flat": a flat prior, i.e. the effective-variance likelihood at
     the measured slips (biased low when the true slips are clustered, as in everyday driving)."""
     slip_mean_error: bool = False
     """"deconvolved": True = the likelihood also integrates out the error of the deconvolved components' means,
-    which all of a component's samples share (:meth:`~vehcal_ros.estimation.latent_slip.SlipMixture.
+    which all of a component's samples share (:meth:`~vehcal_ros.estimation.grip.latent_slip.SlipMixture.
     shared_loadings`, :func:`~vehcal_ros.models.pacejka.gauss_nll_shared_into`); False (default): the means taken
     as known. Measured, not the default (benchmarks/README_tire_forces.md): SBC live_latent 90.0 % /
     50.0 % (off: 89.0 / 49.5), the daily drive's misses unchanged."""
@@ -181,7 +182,7 @@ class GripConfig:
     slip_posterior: str = "moments"
     """"deconvolved": how each sample's true-slip posterior enters the likelihood. "moments" (default): its mean
     and variance, the curve linearised there (regression calibration). "slices": the posterior cut into
-    :data:`~vehcal_ros.estimation.latent_slip.POSTERIOR_SLICES` slices of equal probability, each a Gaussian row,
+    :data:`~vehcal_ros.estimation.grip.latent_slip.POSTERIOR_SLICES` slices of equal probability, each a Gaussian row,
     the sample's density their mixture (:func:`~vehcal_ros.models.pacejka.gauss_nll_groups_into`): exact up to
     the linearisation inside a slice. Measured, not the default (benchmarks/README_grip.md, case ``recorded``):
     with the deconvolved mixture it does not change the coverage (81.0 % against 80.5 %) at 2.5 times the cost;
@@ -616,7 +617,7 @@ class GripEstimator:
 
         ``slip_distribution`` (with ``slip_prior="deconvolved"``): the true-slip distribution to take each
         sample's posterior under, e.g. deconvolved from a whole window of which these samples are a subsample;
-        default: deconvolved from these samples (:func:`~vehcal_ros.estimation.latent_slip.
+        default: deconvolved from these samples (:func:`~vehcal_ros.estimation.grip.latent_slip.
         true_slip_distribution`). ``slip_posterior`` says how the posterior enters the likelihood.
 
         ``lateral`` (per sample |sin alpha| / rho, alpha the tire's slip angle, rho its lateral / longitudinal
@@ -830,7 +831,7 @@ class GripEstimator:
         bulk and tail ESS grow and split R-hat - 1 shrinks about in proportion to the (post burn-in) chain length
         (Vehtari et al. 2021, Sections 3-4), so the chains need the factor f = max(ESS threshold / ESS, (R-hat -
         1) / (threshold - 1)) of their length; 25 % is added for the scatter of the estimates. The sampler clamps
-        it to its extension limits (:func:`~vehcal_ros.inference.adaptive_metropolis.run_grip_chains`
+        it to its extension limits (:func:`~vehcal_ros.estimation.grip.posterior.run_grip_chains`
         ``extend``). Non-finite diagnostics: a very large number (the sampler's largest block)."""
         cfg = self.config
         r, b, t = diag["r_hat_max"], diag["ess_bulk_min"], diag["ess_tail_min"]

@@ -20,12 +20,12 @@ channel; the accepted posterior of sigma_c is the residual level the calibrated 
    new window's best fit from the accepted posterior mean, under the accepted posterior's covariance ``S_acc``
    (from its draws) plus the best fit's ``S_new`` (Gauss-Newton, ``(J'J)^-1`` times the window's own residual
    variance). With a spread between windows ``T = diag(tau^2)`` (the vehicle's history shows one,
-   estimation/carry_forward.py; 0 without) both windows are estimates of the vehicle's parameters with an offset
-   of their own, and ``S_acc + T``, ``S_new + T`` take their places here and in step 4: the accepted posterior
+   estimation/calibration/carry_forward.py; 0 without) both windows are estimates of the vehicle's parameters with
+   an offset of their own, and ``S_acc + T``, ``S_new + T`` take their places here and in step 4: the accepted posterior
    counts as one window. An accepted posterior widened by the spread between the parts of its own window
-   (estimation/maneuver_spread.py, ``O = diag(tau_w^2)``) already holds its window's offset: the new window's
-   takes ``S_new + max(T, O)``, the accepted one's ``S_acc + T``. A two-sample Wald test: if the vehicle has not
-   changed and both are Gaussian, ``shift^2 ~ chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
+   (estimation/calibration/maneuver_spread.py, ``O = diag(tau_w^2)``) already holds its window's offset: the new
+   window's takes ``S_new + max(T, O)``, the accepted one's ``S_acc + T``. A two-sample Wald test: if the vehicle has
+   not changed and both are Gaussian, ``shift^2 ~ chi^2(k)``, k = the stage's parameters (2 / 5 / 1).
 3. ``shift <= threshold`` (``confirm_max_shift``, default 3.5): the window is *consistent*, the accepted model
    is **confirmed** (counted, no SMC); otherwise the stage is refitted as before.
 4. A confirming window's information is added to the accepted posterior (:func:`updated_result`): the Gaussian
@@ -64,7 +64,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.optimize import least_squares
 
-from vehcal_ros.estimation.calibration import (
+from vehcal_ros.estimation.calibration.fit import (
     CalibrationResult,
     Segment,
     StageProblem,
@@ -99,7 +99,7 @@ class WindowCheck:
     threshold: float
     cov_best: np.ndarray | None = field(default=None, repr=False, compare=False)
     """the best fit's covariance as a measurement of the vehicle's parameters (``best``'s order): its Gauss-Newton
-    covariance plus the spread between windows ``tau^2`` (estimation/carry_forward.py)."""
+    covariance plus the spread between windows ``tau^2`` (estimation/calibration/carry_forward.py)."""
     cov_accepted: np.ndarray | None = field(default=None, repr=False, compare=False)
     """the accepted posterior's covariance as an estimate of the vehicle's parameters (``best``'s order): from its
     draws or summaries plus ``tau^2`` (the window it was fitted on had an offset of its own)."""
@@ -189,10 +189,11 @@ def check_window(segment: Segment, result: CalibrationResult, previous: Mapping[
     ``previous``: the other stages' accepted 8-DOF values (held fixed, as a refit would hold them);
     ``priors``/``vehicle``/``dt`` as the pipeline's fit (``priors`` also bound the best fit: the ranges before any
     carrying, so that a change beyond a carried range shows its full size); ``spread``: parameter -> the spread
-    between windows ``tau^2`` (estimation/carry_forward.py; absent: 0), added to the window's and the accepted
-    posterior's covariance; ``offset``: parameter -> the variance of a window's own offset that the accepted
-    posterior already includes (estimation/maneuver_spread.py: the spread between the parts of its window), added
-    to the new window's covariance only, where it exceeds ``spread``. A few dozen batch 8-DOF runs; no sampling."""
+    between windows ``tau^2`` (estimation/calibration/carry_forward.py; absent: 0), added to the window's and the
+    accepted posterior's covariance; ``offset``: parameter -> the variance of a window's own offset that the accepted
+    posterior already includes (estimation/calibration/maneuver_spread.py: the spread between the parts of its
+    window), added to the new window's covariance only, where it exceeds ``spread``. A few dozen batch 8-DOF runs; no
+    sampling."""
     spec, problem, sigma, rho = window_problem(segment, result, previous, priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
     mean, cov_raw, _ = posterior_moments(result, names)

@@ -1,6 +1,6 @@
 """Replay report: the figures a vehicle engineer looks at after a bag replay, plus a self-contained index.html.
 
-``write_report(out_dir, result)`` writes, for a :class:`vehcal_ros.io.replay.ReplayResult`:
+``write_report(out_dir, result)`` writes, for a :class:`vehcal_ros.replay.results.ReplayResult`:
 
 * ``grip_<scope>.png`` — the friction data (s, mu) of the scope's final fit with the posterior median curve and
   its 5-95 % band, the ML curve and, when known, the true curve (:func:`vehcal_ros.io.grip_plots.plot_grip_fit`,
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.io.replay_guard import refusal_summary
+from vehcal_ros.replay.guards import refusal_summary
 
 
 def _pyplot():

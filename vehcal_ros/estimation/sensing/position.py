@@ -4,7 +4,7 @@
 keeps only :class:`~vehcal_ros.records.GnssFix` ones, as the grip collector dispatches by record
 type); it holds the latest usable fix (status >= 0, finite latitude and longitude, stamps increasing) and a
 track of fixes decimated to one per ``period`` s of bag time. :func:`grip_by_place` joins that track with the
-belief in force of each grip scope (estimation/grip_belief.py ``belief_timeline``) into rows
+belief in force of each grip scope (estimation/grip/belief.py ``belief_timeline``) into rows
 ``t, latitude, longitude, altitude, scope, mu_max, lower, upper, age, truth``: the first step of a friction map.
 Nothing here changes the grip estimation. No I/O and no rclpy here.
 """

@@ -43,14 +43,14 @@ slip of ordinary driving changes over seconds. Braking samples are those whose *
 the sign of mu is known far better than the sign of a slip near zero. They are mirrored to (-s, -mu), kept in a
 separate ``*_braking`` scope, or dropped; a mirrored or traction sample may keep a small negative slip (noise
 around zero), which the fit keeps as it is.
-Estimated tire forces (``force_source: estimated``, estimation/tire_force_estimation.py) carry variances; each
+Estimated tire forces (``force_source: estimated``, estimation/sensing/tire_forces.py) carry variances; each
 friction sample gets ``mu_var`` by the delta method, Var(mu) = (Var(Fx) + mu^2 Var(Fz)) / Fz^2, and a block
 average the variance of its mean: the Fx part through the filter's lag-one error correlation
-(:func:`~vehcal_ros.estimation.tire_force_estimation.block_variance_factor`), the Fz part (constants, slowly
+(:func:`~vehcal_ros.estimation.sensing.tire_forces.block_variance_factor`), the Fz part (constants, slowly
 varying) as fully correlated. Transducer samples have ``mu_var`` 0.
 The speed reference (u, v, r) is the odometry's twist, the GNSS/IMU filter's estimate
-(estimation/speed_reference.py) or, with ``speed_reference = "undriven_wheels"``, the free-rolling speed of the
-undriven axle (:func:`~vehcal_ros.estimation.speed_reference.undriven_axle_speed`) at each wheel-speed stamp:
+(estimation/sensing/speed_reference.py) or, with ``speed_reference = "undriven_wheels"``, the free-rolling speed of the
+undriven axle (:func:`~vehcal_ros.estimation.sensing.speed_reference.undriven_axle_speed`) at each wheel-speed stamp:
 its wheels' rolling radius by the same law as the driven wheels' (at their newest normal load), their heading
 with steering and toe, the IMU's yaw rate and v = r l_r: the driven wheels' slips take it. It is not formed while
 the driver brakes (brake above :data:`REFERENCE_BRAKE`: the undriven wheels slip too). The undriven wheels' own
@@ -71,15 +71,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vehcal_ros.estimation.buffers import RollingBuffer, pooled
-from vehcal_ros.estimation.speed_reference import (
+from vehcal_ros.estimation.sensing.buffers import RollingBuffer, pooled
+from vehcal_ros.estimation.sensing.speed_reference import (
     SPEED_REFERENCES,
     GnssImuSpeed,
     ReferenceSpeed,
     SpeedReferenceConfig,
     undriven_axle_speed,
 )
-from vehcal_ros.estimation.tire_force_estimation import block_variance_factor
+from vehcal_ros.estimation.sensing.tire_forces import block_variance_factor
 from vehcal_ros.models.powertrain import STEERING_GAIN
 from vehcal_ros.records import (
     WHEELS,
@@ -223,7 +223,7 @@ class ScopeData:
     #: no slip, so no fit, but what they transmitted bounds mu_max from below (grip_pipeline floor beliefs)
     floor_only: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     #: relative SD of a friction-scale error common to the window's samples that the force balance shows (set by
-    #: the grip pipeline's snapshot: :meth:`~vehcal_ros.estimation.grip_pipeline.GripPipeline.scale_doubt`)
+    #: the grip pipeline's snapshot: :meth:`~vehcal_ros.estimation.grip.pipeline.GripPipeline.scale_doubt`)
     scale_error: float = 0.0
 
     @property
@@ -399,7 +399,8 @@ class GripDataCollector:
         self.config.validate()
         c = self.config
         self.counters = CollectorCounters()
-        #: per axle (front, rear): the learnt scale k of the rolling radius, R = k R(Fz) (estimation/rolling_radius.py)
+        #: per axle (front, rear): the learnt scale k of the rolling radius, R = k R(Fz)
+        #: (estimation/sensing/rolling_radius.py)
         self.radius_scale = [1.0, 1.0]
         #: True while a speed reference is present but k is not yet known well enough: samples are dropped
         self.radius_gate = False
@@ -735,7 +736,8 @@ class GripDataCollector:
 
     def toe_squares(self, t: float) -> float:
         """The sum over the four wheels of the squared toe (rad^2) at ``t`` (:meth:`toe_in`, the front travel
-        looked up once): what the toe drag of the torque-scale regression grows with (estimation/torque_scale.py)."""
+        looked up once): what the toe drag of the torque-scale regression grows with
+        (estimation/sensing/torque_scale.py)."""
         front = self._front_travel(t)
         total = 0.0
         for wheel in range(4):

@@ -30,8 +30,8 @@ each +- 2-3 k). Each window's best fit is therefore taken as ``theta + b_j + e_j
 parameters, ``b_j ~ N(0, tau^2)`` the window's own offset (per parameter, independent), ``e_j`` its estimation
 error. ``tau^2`` is estimated from the recalibration checks the vehicle's history keeps (each window checked
 against the carried posterior: its deviation ``d_j = best_j - mean`` and the variance ``v_j`` the check expects
-without spread, the carried posterior's plus the window's own; estimation/recalibration_check.py) by the method of
-moments (DerSimonian & Laird, Controlled Clinical Trials 7 (1986) 177-188, unweighted)::
+without spread, the carried posterior's plus the window's own; estimation/calibration/recalibration_check.py) by the
+method of moments (DerSimonian & Laird, Controlled Clinical Trials 7 (1986) 177-188, unweighted)::
 
     tau^2 = max(0, mean_j(d_j^2 - v_j))                                   (:func:`window_spread`)
 

@@ -52,7 +52,7 @@ include the model-form error.
 **Predictive band** (per channel): the candidate's 90 % posterior predictive band from ``S`` posterior draws
 ``theta_s`` with the noise model's marginal residual sd ``s_s`` (``sigma_c``; ``sqrt(sigma_c^2 + delta_c^2)``
 with a model-discrepancy term) and the standard error ``se_c`` of the held-back segment's initial value (its
-local quadratic fit over the first second, :func:`~vehcal_ros.estimation.calibration.initial_state_uncertainty`, the
+local quadratic fit over the first second, :func:`~vehcal_ros.estimation.calibration.fit.initial_state_uncertainty`, the
 same standard error that sets the prior of a sampled initial state): ``s_s^2 + se_c^2``, a mixture of normals.
 The initial-state term is exact for an integrated state that keeps its initial error (u in a coast-down) and
 conservative for those that forget it (v, the rates); without it a correct longitudinal fit's u band held 80.5 %
@@ -81,7 +81,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from vehcal_ros.errors import EstimationError
-from vehcal_ros.estimation.calibration import (
+from vehcal_ros.estimation.calibration.fit import (
     CHANNELS,
     CalibrationResult,
     Segment,

@@ -1,6 +1,6 @@
 """The grip belief in force: what a planner may assume about the road under the wheels NOW.
 
-A fit (:mod:`~vehcal_ros.estimation.grip_fit`) describes the road under the samples it was given; the road under
+A fit (:mod:`~vehcal_ros.estimation.grip.fit`) describes the road under the samples it was given; the road under
 the wheels at a later time t may have changed since. The belief in force at t is the mixture
 
     p(mu_max at t) = (1 - p_c) p(mu_max | fit) + p_c p_0(mu_max),
@@ -79,8 +79,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from vehcal_ros.estimation.buffers import RollingBuffer
-from vehcal_ros.estimation.grip_fit import GripEstimate, MuMax
+from vehcal_ros.estimation.grip.fit import GripEstimate, MuMax
+from vehcal_ros.estimation.sensing.buffers import RollingBuffer
 from vehcal_ros.models import pacejka
 
 

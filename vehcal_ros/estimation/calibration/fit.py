@@ -72,14 +72,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any
 
 import numpy as np
 import yaml
 
 from vehcal_ros.errors import EstimationError, InputError
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, stage_noise_model
-from vehcal_ros.estimation.qualification import (
+from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, stage_noise_model
+from vehcal_ros.estimation.calibration.qualification import (
     MAX_ROAD_WHEEL_ANGLE,
     STAGE_NEED,
     StageThresholds,
@@ -89,6 +88,7 @@ from vehcal_ros.estimation.qualification import (
 from vehcal_ros.inference.diagnostics import converged as _converged
 from vehcal_ros.inference.diagnostics import summarize_draws
 from vehcal_ros.inference.smc import Distribution, HalfNormal, Normal, Prior, SMCResult, Uniform, run_smc
+from vehcal_ros.json_values import jsonable
 from vehcal_ros.models.vehicle_8dof import (
     DEFAULT_PARAMETERS,
     PARAM_INDEX,
@@ -425,7 +425,7 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=
     """Plausibility of a segment for a stage: raises :class:`InputError` (units, NaN, gaps, too short, missing
     channels, a steering input the description's steering map turns into an impossible road-wheel angle) or
     :class:`EstimationError` (the maneuver does not excite the stage's parameters; the message names each failing
-    quantity with its value and threshold in physical units, :mod:`~vehcal_ros.estimation.qualification`).
+    quantity with its value and threshold in physical units, :mod:`~vehcal_ros.estimation.calibration.qualification`).
 
     ``vehicle``: vehicle description (name, file or description; None: the default vehicle) whose steering map
     converts the steering input to the road-wheel angle; ``thresholds``: the stage thresholds (None: their
@@ -553,9 +553,9 @@ class CalibrationResult:
     the draws give it, or (no draws) the parameters are taken as independent."""
 
     maneuver_spread: dict[str, dict[str, float]] = field(default_factory=dict)
-    """parameter -> the spread between the parts of the fitted window (estimation/maneuver_spread.py: ``tau``,
-    Cochran's ``q``, ``parts``, ``widened``); where ``widened``, ``parameters`` and ``draws`` include it. Empty:
-    not estimated."""
+    """parameter -> the spread between the parts of the fitted window (estimation/calibration/maneuver_spread.py:
+    ``tau``, Cochran's ``q``, ``parts``, ``widened``); where ``widened``, ``parameters`` and ``draws`` include it.
+    Empty: not estimated."""
 
     def posterior_means(self) -> dict[str, float]:
         """Means of the calibrated 8-DOF parameters, with merged ``bphi`` split into ``bphi_f = bphi_r``."""
@@ -585,32 +585,6 @@ class CalibrationResult:
             out["names"] = list(self.names)
             out["draws"] = self.draws.tolist()
         return jsonable(out)
-
-
-def finite_or_none(x: Any) -> float | None:
-    """``x`` as a float, or None when it is not a finite number (strict JSON has no NaN or infinity)."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def jsonable(obj: Any) -> Any:
-    """A JSON/YAML-safe copy: mappings with str keys, tuples as lists, numpy scalars as Python numbers and
-    non-finite floats as None."""
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
 
 
 # --------------------------------------------------------------------------------------------------- problem
@@ -940,12 +914,12 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
     ``roll_split`` (default): a stage calibrating kphi_f and kphi_r samples them as total roll stiffness and
     front fraction (same uniform prior on the (kphi_f, kphi_r) box, :class:`_RollSplit`); results, draws and
     diagnostics are reported as kphi_f, kphi_r either way. False samples kphi_f, kphi_r directly (as before).
-    ``noise_model``: ``"auto"`` (default: the stage's model, estimation/noise_models.py ``STAGE_NOISE_MODELS``),
-    ``"ar1"`` (per-channel AR(1) residuals, rho sampled, Eq. A1), ``"discrepancy"`` (Eq. A3) or ``"white"``
-    (independent residuals, the paper's likelihood); the result records the model used. ``initial_state``:
-    ``"measured"`` (default: the segment's initial state) or ``"sampled"`` (the stage's measured channels' initial
-    values are nuisance parameters with the prior of :func:`initial_state_uncertainty`; for segments whose
-    initial state is a fit to noisy data).
+    ``noise_model``: ``"auto"`` (default: the stage's model, estimation/calibration/noise_models.py
+    ``STAGE_NOISE_MODELS``), ``"ar1"`` (per-channel AR(1) residuals, rho sampled, Eq. A1), ``"discrepancy"`` (Eq. A3)
+    or ``"white"`` (independent residuals, the paper's likelihood); the result records the model used.
+    ``initial_state``: ``"measured"`` (default: the segment's initial state) or ``"sampled"`` (the stage's measured
+    channels' initial values are nuisance parameters with the prior of :func:`initial_state_uncertainty`; for segments
+    whose initial state is a fit to noisy data).
     """
     t_start = time.perf_counter()
     spec, constants, segment = stage_setup(segment, stage, separate_bphi=separate_bphi, priors=priors,
@@ -1008,7 +982,7 @@ def calibrate_all(segments: Mapping[str, Segment] | Segment, *, n_chains: int = 
     stages its fit depends on), each on its segment (one segment: the same for all), each stage holding the
     earlier stages' posterior means fixed (paper Section 3); stage ``k`` of ``STAGE_NAMES`` uses seed ``seed + k``;
     ``vehicle`` and ``noise_model`` as :func:`calibrate_stage`."""
-    from vehcal_ros.estimation.stage_order import CHAIN_ORDER
+    from vehcal_ros.estimation.calibration.stage_order import CHAIN_ORDER
 
     results: dict[str, CalibrationResult] = {}
     known = dict(previous or {})

@@ -69,7 +69,7 @@ CHANNELS: tuple[str, ...] = ("u", "w_lf", "w_lr", "w_rf", "w_rr")
 SIGMA: dict[str, float] = {"u": 0.05, "w_lf": 0.1, "w_lr": 0.1, "w_rf": 0.1, "w_rr": 0.1}
 """Nominal noise standard deviations per channel (also the synthetic data's noise)."""
 CSV_COLUMNS = ("time", "throttle", "brake", "steering") + CHANNELS
-"""Brake CSV header (names as the calibration CSV, :data:`vehcal_ros.estimation.calibration.CSV_COLUMNS`)."""
+"""Brake CSV header (names as the calibration CSV, :data:`vehcal_ros.estimation.calibration.fit.CSV_COLUMNS`)."""
 
 
 @dataclass(frozen=True)

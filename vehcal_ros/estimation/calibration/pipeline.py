@@ -2,17 +2,17 @@
 
 ``CalibrationPipeline`` buffers the vehicle topics (wheel speeds, IMU, odometry, controls; the per-wheel net
 torque of ``JointState.effort`` when the vehicle description's ``torque_source`` is ``measured``) in bounded rolling
-buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.segments`) and runs the staged Bayesian
-calibration of Unjhawala et al. 2023, doi:10.1115/1.4062199 (Section 3: longitudinal -> lateral -> rolling
+buffers, finds qualifying maneuver segments (:mod:`vehcal_ros.estimation.calibration.segments`) and runs the staged
+Bayesian calibration of Unjhawala et al. 2023, doi:10.1115/1.4062199 (Section 3: longitudinal -> lateral -> rolling
 resistance; tempered SMC, several runs as chains) on them. Each stage keeps its last accepted result: a fit
 whose diagnostics fail (any R-hat > ``max_r_hat``, bulk ESS < ``min_ess`` or tail ESS < ``min_ess_tail``, Section
 3.2, also after one re-run with ``retry_draws_factor`` times the particles), that raises, or that
 does not predict its window's held-back last part (``holdout_fraction``, not fitted) no worse than the model it
-would replace, within its predictive band (:mod:`vehcal_ros.estimation.acceptance`), is reported and does not
-replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
+would replace, within its predictive band (:mod:`vehcal_ros.estimation.calibration.acceptance`), is reported and
+does not replace it. A stage's fit holds the other stages' accepted posterior means fixed (the
 paper's "previous stages' results"; after the first pass every stage sees the latest values of all others).
 
-A cycle is split in three, as :class:`~vehcal_ros.estimation.grip_pipeline.GripPipeline`: :meth:`snapshot`
+A cycle is split in three, as :class:`~vehcal_ros.estimation.grip.pipeline.GripPipeline`: :meth:`snapshot`
 (fast, under the caller's lock: copies of the segments to fit), :meth:`fit` (slow, worker thread, touches no
 shared state; seeds ``seed + 1000 * cycle + k``) and :meth:`commit` (fast). Segment freshness is judged on data
 stamps, never wall time, so a replayed bag gives the numbers of a live run with the same cycle times.
@@ -35,7 +35,7 @@ from scipy.stats import halfnorm
 from vehcal_ros.atomic_files import write_atomic
 from vehcal_ros.diagnostic_levels import ERROR, OK, WARN
 from vehcal_ros.errors import Cancelled, EstimationError, InputError
-from vehcal_ros.estimation.acceptance import (
+from vehcal_ros.estimation.calibration.acceptance import (
     BAND_POLICIES,
     DEFAULT_BAND,
     DEFAULT_FRACTION,
@@ -43,8 +43,8 @@ from vehcal_ros.estimation.acceptance import (
     MIN_HOLDOUT_S,
     predictive_check,
 )
-from vehcal_ros.estimation.buffers import RollingBuffer
-from vehcal_ros.estimation.calibration import (
+from vehcal_ros.estimation.calibration.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
+from vehcal_ros.estimation.calibration.fit import (
     STAGE_NAMES,
     CalibrationResult,
     Segment,
@@ -53,9 +53,7 @@ from vehcal_ros.estimation.calibration import (
     check_segment,
     stage_spec,
 )
-from vehcal_ros.estimation.can_torque import CanTorqueConfig, CanWheelTorque
-from vehcal_ros.estimation.carry_forward import DEFAULT_DRIFT, DriftModel, carried_priors, touches_bound
-from vehcal_ros.estimation.maneuver_spread import (
+from vehcal_ros.estimation.calibration.maneuver_spread import (
     DEFAULT_MIN_PART_S,
     DEFAULT_PARTS,
     MIN_PARTS,
@@ -65,9 +63,14 @@ from vehcal_ros.estimation.maneuver_spread import (
     part_spread,
     widened,
 )
-from vehcal_ros.estimation.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
-from vehcal_ros.estimation.recalibration_check import DEFAULT_THRESHOLD, WindowCheck, check_window, updated_result
-from vehcal_ros.estimation.segments import (
+from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
+from vehcal_ros.estimation.calibration.recalibration_check import (
+    DEFAULT_THRESHOLD,
+    WindowCheck,
+    check_window,
+    updated_result,
+)
+from vehcal_ros.estimation.calibration.segments import (
     OPTIONAL_SOURCES,
     SOURCE_COLUMNS,
     FreeRolling,
@@ -80,6 +83,8 @@ from vehcal_ros.estimation.segments import (
     record_source,
     resample,
 )
+from vehcal_ros.estimation.sensing.buffers import RollingBuffer
+from vehcal_ros.estimation.sensing.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
 from vehcal_ros.vehicle.description import load_vehicle
 
@@ -178,9 +183,9 @@ class CalibrationPipelineConfig:
     #: acceleration must not overwrite a fit on a throttle ramp; such a segment is not fitted); 0 = always replace
     confirm_max_shift: float = DEFAULT_THRESHOLD
     """[sd] a due refit of a stage that has an accepted result first fits the new window by least squares around
-    the accepted model (estimation/recalibration_check.py): if that best fit lies within this Mahalanobis distance
-    of the accepted posterior mean (covariance: the posterior's plus the best fit's), the model is *confirmed*
-    (counted, no SMC); otherwise the stage is refitted. 0: always refit (no check)."""
+    the accepted model (estimation/calibration/recalibration_check.py): if that best fit lies within this
+    Mahalanobis distance of the accepted posterior mean (covariance: the posterior's plus the best fit's), the model is
+    *confirmed* (counted, no SMC); otherwise the stage is refitted. 0: always refit (no check)."""
     priors: Mapping[str, tuple[float, float]] | None = None
     """uniform prior ranges {name: (lower, upper)} replacing the vehicle description's (names as
     :data:`MODEL_PARAMETERS`); None or absent names: the description's ranges (the paper's Eq. 14 ones,
@@ -191,7 +196,7 @@ class CalibrationPipelineConfig:
     holdout_fraction: float = DEFAULT_FRACTION
     """[-] share of each qualifying window held back from the fit (its last part, >= 0.5 s and 50 samples): the
     fit is accepted only if it predicts that part no worse than the model it replaces, within its 90 % predictive
-    band (estimation/acceptance.py); 0: no predictive check (accepted on its diagnostics alone), 0..0.5."""
+    band (estimation/calibration/acceptance.py); 0: no predictive check (accepted on its diagnostics alone), 0..0.5."""
     holdout_tolerance: float = DEFAULT_TOLERANCE
     """[standard errors] k of the predictive check: a channel fails if the candidate's held-back RMSE exceeds the
     replaced model's by more than k SE of the difference (autocorrelation counted) + 2 %, or its band holds fewer
@@ -200,12 +205,12 @@ class CalibrationPipelineConfig:
     """what a 90 % band holding too few held-back samples does: ``warn`` (accepted on the RMSE rule, stage WARN,
     shortfall named) or ``refuse`` (acceptance.py, "Band policy")."""
     noise_model: str = DEFAULT_NOISE_MODEL
-    """the likelihood's residual model of the fits (estimation/noise_models.py): ``auto`` (each stage's own),
-    or ``ar1``, ``white`` or ``discrepancy`` for every stage (calibration.calibrate_stage)."""
+    """the likelihood's residual model of the fits (estimation/calibration/noise_models.py): ``auto`` (each stage's
+    own), or ``ar1``, ``white`` or ``discrepancy`` for every stage (calibration.calibrate_stage)."""
     spread_parts: int = DEFAULT_PARTS
     """[-] an accepted fit's window is cut into this many parts, each fitted alone by least squares; where the
     parts disagree beyond their noise, each parameter's interval is widened by their spread
-    (estimation/maneuver_spread.py); 0 (default): not estimated, else 3..20."""
+    (estimation/calibration/maneuver_spread.py); 0 (default): not estimated, else 3..20."""
     spread_min_part_s: float = DEFAULT_MIN_PART_S
     """[s] shortest part (fewer parts in a shorter window; fewer than 3: not estimated), 0.1..60."""
 
@@ -375,7 +380,7 @@ class CalibrationPipeline:
             self.buffers["wheel_torque"] = RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
         can = CanTorqueConfig.from_description(self.vehicle)
         self.can = CanWheelTorque(can) if can is not None else None
-        """the wheels' net torque from CAN signals (torque_source engine or axle; estimation/can_torque.py)"""
+        """the wheels' net torque from CAN signals (torque_source engine or axle; estimation/sensing/can_torque.py)"""
         self.status: dict[str, StageStatus] = {s: StageStatus() for s in STAGE_NAMES}
         self.cycle = 0
         self._received = dict.fromkeys(SOURCE_COLUMNS, 0)
@@ -394,8 +399,8 @@ class CalibrationPipeline:
         """stage -> parameter -> {lower, upper, elapsed_s}: the carried uniform priors set at the first record
         after :meth:`carry_forward` (empty: none carried)"""
         self.spread: dict[str, dict[str, float]] = {}
-        """stage -> parameter -> the spread between windows tau^2 carried with the stage (estimation/carry_forward.py;
-        empty: none), in the carried priors and the recalibration checks"""
+        """stage -> parameter -> the spread between windows tau^2 carried with the stage
+        (estimation/calibration/carry_forward.py; empty: none), in the carried priors and the recalibration checks"""
         self.free_rolling: FreeRolling | None = None
         """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
         enough free rolling yet"""
@@ -590,9 +595,9 @@ class CalibrationPipeline:
 
     def _split(self, w: Window) -> tuple[float, float | None]:
         """(end of the fitted part, start of the held-back part) of window ``w`` [s]: the last
-        ``holdout_fraction`` of its samples, at least :data:`~vehcal_ros.estimation.acceptance.MIN_HOLDOUT_S` and
-        50 samples, are held back; ``(t_end, None)`` when the check is off. :class:`EstimationError` if the fitted
-        part would keep fewer than 50 samples."""
+        ``holdout_fraction`` of its samples, at least
+        :data:`~vehcal_ros.estimation.calibration.acceptance.MIN_HOLDOUT_S` and 50 samples, are held back; ``(t_end,
+        None)`` when the check is off. :class:`EstimationError` if the fitted part would keep fewer than 50 samples."""
         c = self.config
         if c.holdout_fraction <= 0.0:
             return w.t_end, None
@@ -844,7 +849,7 @@ class CalibrationPipeline:
                       spread: Mapping[str, float] | None = None) -> None:
         """Start ``stage`` from an earlier drive's accepted ``result`` (a state file read back, the previous bag of
         a fleet chain): it is restored as the accepted result (:meth:`restore`), and, unless ``drift`` is None, the
-        stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.carry_forward` (the
+        stage's uniform priors become the carried ranges of :mod:`vehcal_ros.estimation.calibration.carry_forward` (the
         posterior widened for the data time from ``data_time`` [s, the stamp clock; the accepted fit's segment
         end] to the first record added after this call, clipped to the configured ranges). The ranges are set
         in ``config.priors`` at that first record and listed in :attr:`carried_priors`. A fit of a carried stage

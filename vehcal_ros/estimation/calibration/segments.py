@@ -40,14 +40,14 @@ after a 38 CPU-s fit), 6112, 3240, 7560 N (accepted on the accel_coast bag), aga
 window whose acceleration spans >= 2.8 m/s^2 (daily drive [30.0, 34.3], [61.1, 65.2] s; throttle_ramp; the
 14-DOF tire's own slope is ~1e5 N). A throttle step from cruise spans its whole peak acceleration (the window
 starts ``pad`` before the onset). ``long_min_accel_range`` (1.0 m/s^2, 1.25-2x what the rolling-resistance prior
-spans; estimation/qualification.py) keeps such windows out before any fit; the window then reports why
+spans; estimation/calibration/qualification.py) keeps such windows out before any fit; the window then reports why
 (``find_windows``'s reason).
 
 The buffered topics (wheel speeds, IMU, odometry, controls; each a ``(n, 1 + k)`` stamp-first array as
-:meth:`~vehcal_ros.estimation.buffers.RollingBuffer.array` returns) are resampled onto one uniform grid
+:meth:`~vehcal_ros.estimation.sensing.buffers.RollingBuffer.array` returns) are resampled onto one uniform grid
 (``rate``, linear interpolation); grid points whose bracketing samples of any topic are more than ``max_gap``
 apart are invalid, and no window ever contains one. :func:`build_segment` cuts a
-:class:`~vehcal_ros.estimation.calibration.Segment` with the initial 8-DOF state taken from the data at its
+:class:`~vehcal_ros.estimation.calibration.fit.Segment` with the initial 8-DOF state taken from the data at its
 start (each channel's local quadratic fit over the first ``initial_window`` seconds, so one noisy
 sample does not set the initial state). Wheel order: ``WHEELS`` is FL, FR, RL, RR -> 8-DOF ``w_lf, w_rf, w_lr,
 w_rr``. Nothing here imports rclpy.
@@ -63,8 +63,8 @@ from typing import Any
 import numpy as np
 
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration import STAGE_NAMES, Segment
-from vehcal_ros.estimation.qualification import (
+from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, Segment
+from vehcal_ros.estimation.calibration.qualification import (
     StageThresholds,
     fmt_angle,
     lateral_acceleration,
@@ -99,7 +99,8 @@ class SegmentConfig(StageThresholds):
     """Settings of the segment finder: the stage thresholds in physical units (:class:`~vehcal_ros.estimation.
     qualification.StageThresholds`, where each is declared with its unit and range, and why its value) and the
     windowing below (units in brackets). The model_calibrator declares one parameter per field
-    (:func:`~vehcal_ros.estimation.qualification.declared`); :meth:`validate` enforces the declared ranges."""
+    (:func:`~vehcal_ros.estimation.calibration.qualification.declared`); :meth:`validate` enforces the declared
+    ranges."""
 
     rate: float = threshold(100.0, "Hz", 10.0, 1000.0, "resampling grid")
     max_gap: float = threshold(0.05, "s", 0.001, 5.0, "larger gaps between samples of any topic invalidate the "
@@ -145,7 +146,7 @@ class Window:
     """A qualifying window: ``stage``, ``t_start``/``t_end`` (s), ``score`` (the stage's excitation: peak forward
     acceleration m/s^2 — the tire-force level that identifies the slip stiffnesses —, peak |lateral acceleration|
     m/s^2, speed lost m/s in a coast-down or, with a measured wheel torque, the rolling-resistance sensitivity
-    m/s, :func:`~vehcal_ros.estimation.qualification.rr_sensitivity`)."""
+    m/s, :func:`~vehcal_ros.estimation.calibration.qualification.rr_sensitivity`)."""
 
     stage: str
     t_start: float
@@ -253,7 +254,7 @@ def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig
     """Qualifying windows of ``stage`` in ``r`` (time order) and, when there are none, why (else "").
 
     ``vehicle`` (description, name or file; None: the default vehicle): its steering map turns the steering input
-    into the road-wheel angle the thresholds are in (:mod:`~vehcal_ros.estimation.qualification`). Rolling
+    into the road-wheel angle the thresholds are in (:mod:`~vehcal_ros.estimation.calibration.qualification`). Rolling
     resistance with a measured wheel torque takes the steady-driving windows, and the coast-downs when there are
     none (a coast-down decelerates by rr g plus the drag, which may exceed ``rr_max_accel``); ``use_torque``
     False: the coast-down rule only."""

@@ -1,4 +1,4 @@
-"""The calibration likelihood's residual models (estimation/calibration.py, Eqs. A1-A3), named once.
+"""The calibration likelihood's residual models (estimation/calibration/fit.py, Eqs. A1-A3), named once.
 
 ``auto`` (the default) picks the model per stage by what identifies the stage's parameters
 (:data:`STAGE_NOISE_MODELS`):
