@@ -5,7 +5,8 @@ Each of ``--replicates`` replicates (seeds 1000, 1001, ...) draws the rolling-re
 rho_u from the stage's prior (rho ~ U(-0.5, 0.999)), simulates the synthetic drive's coast-down with the 8-DOF
 model and adds stationary AR(1) noise (test/ar1_coverage.py), then calibrates with each noise model (2 x 200
 particles) and counts the central 90 % intervals that contain the drawn value. The test
-(test/test_ar1_likelihood.py) accepts 171..188 of 200 for the AR(1) likelihood; its power calculation is beside it.
+(test/statistical/test_ar1_likelihood.py) accepts 171..188 of 200 for the AR(1) likelihood; its power calculation
+is beside it.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_ar1_coverage.py [--replicates 200]
 """

@@ -15,7 +15,7 @@ held-out test 2 (benchmarks/chrono_holdout.py: RMSE per Table 9 channel, noise-f
 ratio to the paper's published Table 9), beside the paper's own posterior means and the prior means.
 
 Run: cd benchmarks && PYTHONPATH=.. ../.venv/bin/python bench_chrono_table.py --test-dir DIR [--out chrono_table.md]
-     [--vehicle hmmwv_chrono --order rr-first]   (issue 11: the chain that closes the test-2 gap)
+     [--vehicle hmmwv_chrono --order rr-first]   (the chain that closes the test-2 gap)
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--test-dir", default=None, help="folder with test_2.csv and test_set.txt (chrono_holdout.py)")
     ap.add_argument("--vehicle", default="hmmwv", help="vehicle description (name or file): hmmwv (default: the "
-                    "paper's 8-DOF numbers) or hmmwv_chrono (the Chrono HMMWV's rotating inertia, issue 11)")
+                    "paper's 8-DOF numbers) or hmmwv_chrono (the Chrono HMMWV's rotating inertia)")
     ap.add_argument("--order", choices=("paper", "rr-first"), default="paper",
                     help="chain order: the paper's (default), or rolling resistance -> longitudinal -> lateral")
     ap.add_argument("--work", default=None, help="folder for the CSV and JSON files (default: a temp folder)")

@@ -20,12 +20,12 @@ Cases (``--case``):
 * ``live_latent``: as ``live`` but generated as the vehicle does: true slips t_i, measured s_i = t_i + noise,
   mu_i = f(t_i) + noise. The fit's Gaussian errors-in-variables likelihood is then an approximation (it
   assumes t_i | s_i ~ N(s_i, sd_s^2), i.e. a flat prior on the true slip); this case measures what that costs.
-* ``live_window`` (issue 11, session 4): as ``live_latent`` but a whole window of the live pipeline, 600 blocks
+* ``live_window``: as ``live_latent`` but a whole window of the live pipeline, 600 blocks
   (cruise 420, acceleration 100, ramp 80: mostly unexcited, as a window of everyday driving), fitted as the
   pipeline fits it: ``grip_pipeline.subsample`` to ``max_fit_points`` = 100 (chosen by |slip|, each slip's
   posterior under the slip distribution deconvolved from all 600), then the fit with ``slip_prior="flat"``. The
   subsample itself is under test: if choosing on the slips biased the posterior, the ranks would show it.
-* ``live_warm`` (issue 13, session 5): the warm-started fit, as the pipeline runs most fits. Two ``live_latent``
+* ``live_warm``: the warm-started fit, as the pipeline runs most fits. Two ``live_latent``
   data sets A and B from the same theta; a cold fit on A (the previous window), then the fit of the next window
   (A without its first ``WARM_SHIFT`` samples, plus B's first ``WARM_SHIFT``: one sixth of the window changed,
   as after a 5 s cycle of a 30 s window) warm-started from it exactly as ``GripPipeline`` does it (its
@@ -113,7 +113,7 @@ def one(args: tuple) -> dict:
     Table 3's shift bounds by +-limit in BOTH the simulation prior and the fit's prior (SBC needs them equal), so
     it is also a narrower SBC design;
     ``e_upper`` likewise replaces the upper bound of E; ``window_rule`` "even" (case live_window) takes the 100
-    samples evenly in time as before issue 11's session 4 (a control); ``warm_steps`` (case live_warm) replaces
+    samples evenly in time (a control); ``warm_steps`` (case live_warm) replaces
     the pipeline's ``warm_steps``."""
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError

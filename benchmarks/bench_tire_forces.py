@@ -1,4 +1,4 @@
-"""Tire forces from production sensors (issue 11, part 3): accuracy of the estimated Fx/Fz and the grip intervals.
+"""Tire forces from production sensors: accuracy of the estimated Fx/Fz and the grip intervals.
 
 1. Simulates a scenario (default ``daily_driving``) with the tire-force topic OFF (``vehcal simulate
    --no-tire-forces``: wheel speeds with the net torque in ``JointState.effort``, IMU, odometry, controls and
@@ -15,7 +15,7 @@ The estimator's vehicle constants are the description ``vehcal vehicle describe 
 simulator's model file (what a user would measure), with the rolling-resistance lever of its tire data
 (QSY1 R0; describe writes a prior midpoint there). For the replay the grip estimator's slip geometry (axle
 positions, track, rolling radius, steering gain) comes from the same description, as a user's params file would,
-and so do (issue 11, session 3) the toe tables, wheel rates, pitch at rest and the tire's combined-slip law that
+and so do the toe tables, wheel rates, pitch at rest and the tire's combined-slip law that
 give each friction sample its wheel heading and slip angle (the replay's ``vehicle`` parameter is that file).
 
 Usage:  python benchmarks/bench_tire_forces.py [--vehicle hmmwv|sedan] [--scenario daily_driving] [--seed 0]

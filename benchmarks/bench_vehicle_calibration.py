@@ -1,5 +1,5 @@
 """Benchmark: calibrate the 8-DOF model of any vehicle from its simulated maneuvers, stages chained across files,
-and test it on the held-out test maneuver against the description's prior means (issue 11 "Sedan calibration").
+and test it on the held-out test maneuver against the description's prior means.
 
 Steps (all through the CLI, as a user would; needs the simulator's vehicle support, ``vehcal simulate --vehicle``):
 

@@ -1,4 +1,4 @@
-"""Where a grip window's bias under slip noise comes from (issue 11, session 6): refits of one recorded window
+"""Where a grip window's bias under slip noise comes from: refits of one recorded window
 with parts of it replaced by the simulator's truth, and the default fit's draws reweighted to other likelihoods.
 
 For the window of ``--scope`` ending at ``--refit T`` of a bag written by ``bench_tire_forces.py --bag DIR``:
@@ -14,7 +14,7 @@ For the window of ``--scope`` ending at ``--refit T`` of a bag written by ``benc
   (an oracle; draws thinned to ~1500). Weighted 5 / 95 % quantiles of mu_max and the weights' effective size.
 
 Usage: python benchmarks/diag_grip_eiv.py --vehicle sedan --bag DIR --scope front_axle --refit 69.9 [--noise-seeds 6]
-Not a test: a diagnosis aid whose figures benchmarks/README_tire_forces.md quotes (session 6).
+Not a test: a diagnosis aid whose figures benchmarks/README_tire_forces.md quotes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a grip window's friction samples get wrong, against the simulator's truth (issue 11, session 5).
+"""What a grip window's friction samples get wrong, against the simulator's truth.
 
 Replays a bag of ``bench_tire_forces.py --bag DIR`` (tire-force topic off, ``force_source: estimated``) with the
 bench's grip parameters, records every fit's window (after the road-change rule, before the subsample), and
@@ -19,7 +19,7 @@ averaged over the block's 100 Hz samples; the wheel is the one whose true fricti
 
 Usage: python benchmarks/diag_grip_windows.py --vehicle V --bag DIR [--scope rear_axle] [--refit 49.9,59.9]
        python benchmarks/diag_grip_windows.py --description hmmwv_sim --bag BAG [--refit ...]   # shipped defaults
-Not a test: a diagnosis aid whose figures benchmarks/README_tire_forces.md quotes (session 5).
+Not a test: a diagnosis aid whose figures benchmarks/README_tire_forces.md quotes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """False-alarm rate and power of the grip tests' statistical assertions.
 
-For test/test_grip_sbc.py (simulation-based calibration, paper design) and
-test/test_grip_fit.py::test_low_mu_coverage_paper_case, the former designs (40 sets with two-sided 99 % bands;
+For test/statistical/test_grip_sbc.py (simulation-based calibration, paper design) and
+test/unit/grip/test_grip_fit.py::test_low_mu_coverage_paper_case, the former designs (40 sets with two-sided 99 % bands;
 "3 of 8") and the present ones: the probability that each passes a calibrated estimator (1 - false alarm) and
 one miscalibrated as the test names it (1 - power). Counts of interval hits are binomial whatever the shape of
 the miscalibration: exact. The SBC test also looks at ranks; the whole test is then simulated (Monte Carlo)

@@ -1,4 +1,4 @@
-"""Grip coverage with estimated forces over several simulated daily drives (issue 11's must-show, pooled).
+"""Grip coverage with estimated forces over several simulated daily drives (pooled).
 
 Runs ``bench_tire_forces.py --vehicle V --seed S --bag DIR/V_sS --json DIR/V_sS.json`` for each seed (a bag that
 exists is reused, a JSON that exists is read) and pools the published 90 % intervals: inside; misses that are the

@@ -3,9 +3,12 @@ plus the paper's Section 3.1 noise. Shared by the calibration tests (not a test 
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
-from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment
+import numpy as np
+
+from vehcal_ros.estimation.calibration.fit import CHANNELS, CSV_COLUMNS, Segment
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof
 
 CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
@@ -45,3 +48,17 @@ def synthetic_segment(stage: str, seed: int = 1, noise: bool = True,
     clean = Segment.from_arrays(ch.time, ch.throttle, ch.brake, ch.steering,
                                 {c: x[:, i] for c, i in CHANNELS.items()}, ch.initial_state, f"synthetic {stage}")
     return (clean.with_noise(NOISE, seed) if noise else clean), clean
+
+
+def write_csv(path: Path, seg: Segment, transform=None) -> Path:
+    """``seg`` as the calibration CSV of ``vehcal calibrate`` (CSV_COLUMNS); ``transform`` edits the rows first."""
+    cols = {"time": seg.time, "throttle": seg.throttle, "brake": seg.brake, "steering": seg.steering,
+            **seg.measured}
+    rows = np.column_stack([cols[c] for c in CSV_COLUMNS])
+    if transform is not None:
+        rows = transform(rows)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        w.writerows(rows.tolist())
+    return path

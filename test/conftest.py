@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
+_HERE = Path(__file__).resolve().parent
 _TMP = tempfile.mkdtemp(prefix="vehcal_test_")
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")   # gw0, gw1, ... under pytest-xdist
@@ -22,6 +24,18 @@ os.environ["ROS_LOG_DIR"] = os.path.join(_TMP, "ros_log")
 os.environ["ROS_HOME"] = os.path.join(_TMP, "ros_home")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+KINDS = ("unit", "ros", "statistical", "install")
+"""The test folders: each test is marked with its folder's kind (``pytest -m unit``, ``-m "not ros"``)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with the kind of the folder it lives in (test/<kind>/...)."""
+    for item in items:
+        parts = item.path.relative_to(_HERE).parts
+        if parts and parts[0] in KINDS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
 
 
 @pytest.fixture()

@@ -1,9 +1,10 @@
 """Rank-normalised split R-hat, bulk ESS and tail ESS of many quantities at once (Vehtari et al. 2021).
 
 The same estimators as arviz's ``rhat(method="rank")``, ``ess(method="bulk")`` and ``ess(method="tail")``
-(arviz.stats.diagnostics: ``_rhat_rank``, ``_ess_bulk``, ``_ess_tail``, step by step, test/test_rank_diagnostics.py
-compares them), computed with the quantities stacked in one array: one rank, one normal quantile and one FFT
-call for all of them instead of an xarray round trip per quantity and per statistic. The grip fit asks the
+(arviz.stats.diagnostics: ``_rhat_rank``, ``_ess_bulk``, ``_ess_tail``, step by step;
+test/unit/inference/test_rank_diagnostics.py compares them), computed with the quantities stacked in one array:
+one rank, one normal quantile and one FFT call for all of them instead of an xarray round trip per quantity and
+per statistic. The grip fit asks the
 convergence rule after every extension of its chains; through arviz that check cost ~55 ms (8 quantities), a
 fifth of a warm fit's CPU time.
 """

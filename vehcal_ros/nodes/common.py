@@ -8,13 +8,11 @@ health on ``/diagnostics`` with :func:`diag_status`.
 
 from __future__ import annotations
 
-import array
 import math
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import rclpy
@@ -32,93 +30,26 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profi
 from rclpy.signals import SignalHandlerOptions
 
 from vehcal_ros.diagnostic_levels import ERROR, OK, STALE, WARN  # noqa: F401 - the nodes' levels, one definition
+from vehcal_ros.parameters import ParamSpec, plain
 
 
-@dataclass(frozen=True)
-class ParamSpec:
-    """One declared ROS parameter.
-
-    ``lo``/``hi`` bound numbers (inclusive); ``choices`` bounds strings; ``read_only`` parameters can only be
-    given at start-up (topic names, buffer sizes). ``check`` is an extra predicate with its own message.
-    ``item_type`` is the element type of a list parameter (default: that of the default's first element; needed
-    when the default is empty).
-    """
-
-    name: str
-    default: Any
-    description: str
-    lo: float | None = None
-    hi: float | None = None
-    choices: tuple[str, ...] | None = None
-    read_only: bool = False
-    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
-    item_type: type | None = None
-
-    def descriptor(self) -> ParameterDescriptor:
-        # dynamic typing: rclpy's own type check would refuse a wrong type before our callback, with a message
-        # naming neither the parameter nor what it takes; validate() checks the type instead
-        d = ParameterDescriptor(name=self.name, description=self.description, read_only=self.read_only,
-                                dynamic_typing=True)
-        if self.lo is not None and self.hi is not None:
-            if isinstance(self.default, bool):
-                pass
-            elif isinstance(self.default, int):
-                d.integer_range = [IntegerRange(from_value=int(self.lo), to_value=int(self.hi), step=0)]
-            elif isinstance(self.default, float):
-                d.floating_point_range = [FloatingPointRange(from_value=float(self.lo),
-                                                             to_value=float(self.hi), step=0.0)]
-        if self.choices:
-            d.additional_constraints = "one of: " + ", ".join(self.choices)
-        return d
-
-    def validate(self, value: Any) -> str | None:
-        """Return None when ``value`` is allowed, else a message naming the parameter and the allowed range."""
-        if isinstance(self.default, bool):
-            if not isinstance(value, bool):
-                return f"parameter '{self.name}' must be a bool, got {value!r}"
-        elif isinstance(self.default, (int, float)) and not isinstance(self.default, bool):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return f"parameter '{self.name}' must be a number, got {value!r}"
-            if isinstance(self.default, int) and not isinstance(value, int):
-                return f"parameter '{self.name}' must be an integer, got {value!r}"
-            if isinstance(self.default, float) and isinstance(value, int):
-                return (f"parameter '{self.name}' must be a floating-point number (write {value}.0), "
-                        f"got {value!r}")
-            if not math.isfinite(float(value)):
-                return f"parameter '{self.name}' must be finite, got {value!r}"
-            if self.lo is not None and self.hi is not None and not (self.lo <= value <= self.hi):
-                return f"parameter '{self.name}' = {value} is out of range [{self.lo}, {self.hi}]"
-        elif isinstance(self.default, str):
-            if not isinstance(value, str):
-                return f"parameter '{self.name}' must be a string, got {value!r}"
-            if self.choices and value not in self.choices:
-                return f"parameter '{self.name}' = {value!r} is not one of {', '.join(self.choices)}"
-        elif isinstance(self.default, (list, tuple)):
-            if not isinstance(value, (list, tuple, array.array)):
-                return f"parameter '{self.name}' must be a list, got {value!r}"
-            item = self.item_type or (type(self.default[0]) if self.default else None)
-            if item is not None and not all(_same_kind(v, item) for v in value):
-                kind = {bool: "true/false", int: "integers", float: "floating-point numbers", str: "strings"}.get(
-                    item, item.__name__)
-                hint = " (write whole numbers with a decimal point, e.g. 1000.0)" if item is float else ""
-                return f"parameter '{self.name}' must be a list of {kind}{hint}, got {list(value)!r}"
-        if self.check is not None:
-            return self.check(value)
-        return None
-
-
-def _same_kind(value: Any, item: type) -> bool:
-    """Whether a list element is exactly of the list's element type ``item``: an integer array for a double array
-    would change the parameter's type (the descriptors allow dynamic typing so that this message, not rclpy's,
-    answers), as a scalar integer for a double is refused; bools are never numbers."""
-    if item is bool or isinstance(value, bool):
-        return isinstance(value, bool) and item is bool
-    return isinstance(value, item)
-
-
-def plain(value: Any) -> Any:
-    """A parameter value as the nodes keep it: rclpy hands integer and double arrays as ``array.array``."""
-    return list(value) if isinstance(value, (array.array, tuple)) else value
+def descriptor(spec: ParamSpec) -> ParameterDescriptor:
+    """The rclpy descriptor of ``spec``: description, read-only flag, integer or floating-point range, choices."""
+    # dynamic typing: rclpy's own type check would refuse a wrong type before our callback, with a message
+    # naming neither the parameter nor what it takes; validate() checks the type instead
+    d = ParameterDescriptor(name=spec.name, description=spec.description, read_only=spec.read_only,
+                            dynamic_typing=True)
+    if spec.lo is not None and spec.hi is not None:
+        if isinstance(spec.default, bool):
+            pass
+        elif isinstance(spec.default, int):
+            d.integer_range = [IntegerRange(from_value=int(spec.lo), to_value=int(spec.hi), step=0)]
+        elif isinstance(spec.default, float):
+            d.floating_point_range = [FloatingPointRange(from_value=float(spec.lo),
+                                                         to_value=float(spec.hi), step=0.0)]
+    if spec.choices:
+        d.additional_constraints = "one of: " + ", ".join(spec.choices)
+    return d
 
 
 def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
@@ -129,7 +60,7 @@ def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for spec in specs:
         try:
-            param = node.declare_parameter(spec.name, spec.default, spec.descriptor(),
+            param = node.declare_parameter(spec.name, spec.default, descriptor(spec),
                                            ignore_override=False)
         except Exception as exc:  # rclpy raises InvalidParameterValueException on a range violation
             raise ValueError(f"parameter '{spec.name}': {exc}") from exc
@@ -142,10 +73,12 @@ def declare_params(node: Node, specs: Sequence[ParamSpec]) -> dict[str, Any]:
 
 
 def make_set_callback(specs: Iterable[ParamSpec],
-                      on_change: Callable[[dict[str, Any]], None] | None = None
+                      check: Callable[[dict[str, Any]], None] | None = None
                       ) -> Callable[[list[Parameter]], SetParametersResult]:
-    """Build an ``add_on_set_parameters_callback`` that validates against ``specs`` and then calls ``on_change``
-    (which rejects an inconsistent combination by raising ValueError; the change is then refused with its message).
+    """Build an ``add_on_set_parameters_callback`` that only validates: each value against ``specs``, then the
+    changed values together with ``check`` (which refuses an inconsistent combination by raising ValueError; the
+    change is then refused with its message). It changes no state: the node applies an accepted change in its
+    post-set callback (:meth:`~vehcal_ros.nodes.worker_node.WorkerNode._post_set`).
 
     Parameters not in ``specs`` (e.g. ``use_sim_time``, published ``model.*`` values) pass through.
     """
@@ -162,9 +95,9 @@ def make_set_callback(specs: Iterable[ParamSpec],
             if problem:
                 return SetParametersResult(successful=False, reason=problem)
             changed[p.name] = value
-        if on_change is not None and changed:
+        if check is not None and changed:
             try:
-                on_change(changed)  # may reject a combination (e.g. lower >= upper bound) with ValueError
+                check(changed)  # may refuse a combination (e.g. lower >= upper bound) with ValueError
             except ValueError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
         return SetParametersResult(successful=True, reason="")

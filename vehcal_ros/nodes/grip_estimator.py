@@ -35,21 +35,18 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_msgs.msg import Float64MultiArray
 
-from vehcal_ros.estimation.grip.friction_samples import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
+from vehcal_ros.estimation.grip.parameters import PARAMS as ESTIMATION_PARAMS
+from vehcal_ros.estimation.grip.parameters import theta_order_problem
 from vehcal_ros.estimation.grip.pipeline import (
-    FORCE_SOURCES,
     fit_config_from,
     pipeline_from_params,
     signal_config_from,
 )
-from vehcal_ros.estimation.grip.surface_change import SurfaceChangeConfig
-from vehcal_ros.estimation.sensing.speed_reference import SPEED_REFERENCE_CHOICES
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ERROR,
     OK,
     WARN,
-    ParamSpec,
     declare_params,
     diag_array,
     diag_status,
@@ -59,26 +56,12 @@ from vehcal_ros.nodes.common import (
     spin_node,
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.parameters import ParamSpec
 from vehcal_ros.records import WHEELS
 from vehcal_ros.replay.guards import grip_guard
 from vehcal_ros.vehicle.description import load_vehicle
 
 NODE_NAME = "grip_estimator"
-
-def _bounds_check(name: str, v: Any) -> str | None:
-    if len(v) != 6 or not all(isinstance(x, (int, float)) and np.isfinite(x) for x in v):
-        return f"parameter '{name}' needs 6 finite numbers (B, C, D, E, s_h, s_v), got {list(v)}"
-    return None
-
-
-def _theta_order_problem(values: dict[str, Any]) -> str | None:
-    """A message when some prior lower bound is not below its upper bound (a combination of two parameters)."""
-    names = ("B", "C", "D", "E", "s_h", "s_v")
-    lo, hi = values["theta_lower"], values["theta_upper"]
-    bad = [f"{n}: {a} >= {b}" for n, a, b in zip(names, lo, hi) if not a < b]
-    if bad:
-        return f"parameters 'theta_lower' < 'theta_upper' required per element; not so for {', '.join(bad)}"
-    return None
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -94,118 +77,14 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True, check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
     ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
               check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
-    ParamSpec("scope", "axle", "estimate per axle, per wheel or for the whole vehicle", choices=SCOPE_MODES,
-              read_only=True),
-    ParamSpec("braking", "keep", "braking samples (Fx < 0): keep (fit the odd curve through both), mirror to "
-              "traction, separate scope, or drop",
-              choices=BRAKING_MODES, read_only=True),
-    # vehicle facts come from the description (``vehicle``); these override it (0 = the description's), with a WARN
-    ParamSpec("r0", 0.0, "override of the description's rolling radius, m: load-independent, or r0 - Fz/kt with kt "
-              "(0 = the description's)", 0.0, 2.0,
-              read_only=True),
-    ParamSpec("kt", 0.0, "override of the description's tire vertical stiffness (radius r0 - Fz/kt), N/m "
-              "(0 = the description's)", 0.0, 1e7, read_only=True),
-    ParamSpec("wheelbase_front", 0.0, "override of the description's CM to front axle, m (0 = the description's)",
-              0.0, 10.0, read_only=True),
-    ParamSpec("wheelbase_rear", 0.0, "override of the description's CM to rear axle, m (0 = the description's)",
-              0.0, 10.0, read_only=True),
-    ParamSpec("track", 0.0, "override of the description's track width, m (0 = the description's)", 0.0, 5.0,
-              read_only=True),
-    ParamSpec("steering_gain", 0.0, "override of the description's road-wheel angle per unit steering input, rad "
-              "(0 = the description's)", 0.0, 2.0, read_only=True),
-    ParamSpec("min_speed", 3.0, "samples slower than this are dropped, m/s", 0.0, 50.0, read_only=True),
-    ParamSpec("min_fz", 500.0, "samples with a lighter normal load are dropped, N", 0.0, 1e5, read_only=True),
-    ParamSpec("max_abs_slip", 0.3, "samples with a larger |slip ratio| are dropped", 0.01, 1.0, read_only=True),
-    ParamSpec("max_steer", 0.05, "front samples with a larger road-wheel angle are dropped, rad", 0.0, 1.0,
-              read_only=True),
-    ParamSpec("max_lateral_mu", 0.15, "samples with a larger |Fy/Fz| are dropped (combined slip)", 0.0, 2.0,
-              read_only=True),
-    ParamSpec("max_slip_angle", GripSignalConfig.max_slip_angle,
-              "samples fitted as pure slip with a larger kinematic slip angle (steering and toe) are dropped "
-              "(combined slip), rad", 0.001, 1.0, read_only=True),
-    ParamSpec("sync_tolerance", 0.05, "max gap to interpolate wheel speed / odometry at a force stamp, s",
-              0.001, 1.0, read_only=True),
-    ParamSpec("average_window", 0.1, "per-wheel block average of the friction samples, s (0 = none)", 0.0, 1.0,
-              read_only=True),
-    ParamSpec("window", 30.0, "friction samples older than this are forgotten, s", 1.0, 3600.0, read_only=True),
-    ParamSpec("buffer_size", 4000, "maximum friction samples kept per scope", 10, 1_000_000, read_only=True),
+    *ESTIMATION_PARAMS,
     ParamSpec("fit_period", 5.0, "time between estimation cycles, s (ROS clock)", 0.05, 3600.0, read_only=True),
-    ParamSpec("min_new_points", 20, "a scope is refitted only after this many new samples", 0, 1_000_000),
-    ParamSpec("min_points", 30, "fewest samples for a fit", 8, 1_000_000),
-    ParamSpec("max_fit_points", 100, "samples used per fit (the newest, subsampled evenly)", 8, 100_000),
-    ParamSpec("n_ml_starts", 20, "maximum-likelihood starts (Algorithm 1, step 1)", 1, 100_000),
-    ParamSpec("n_chains", 8, "adaptive Metropolis chains", 2, 256),
-    ParamSpec("n_steps", 40000, "steps per chain before the first convergence check", 500, 10_000_000),
-    ParamSpec("max_steps", 120000, "chains failing the convergence rule are extended up to this many steps",
-              500, 10_000_000),
-    ParamSpec("max_r_hat", 1.01, "publish only if every split R-hat (theta, sigma, mu_max) is at most this",
-              1.0, 2.0),
-    ParamSpec("min_ess", 400.0, "publish only if every bulk ESS (theta, sigma, mu_max) is at least this", 0.0, 1e6),
-    ParamSpec("min_ess_tail", 400.0, "publish only if every tail ESS (theta, sigma, mu_max) is at least this",
-              0.0, 1e6),
-    ParamSpec("min_excitation", 0.15,
-              "publish only if the span of abs(mu) in the window (95th - 5th percentile) reaches this",
-              0.0, 2.0),
-    ParamSpec("require_new_excitation", True, "refit (and re-stamp) a scope only when the samples since its published "
-              "estimate's data reach min_excitation; the last estimate keeps its older stamp meanwhile"),
-    ParamSpec("theta_lower", [4.0, 1.2, 0.05, -2.7, -0.01, -0.05], "prior lower bounds of B, C, D, E, s_h, s_v "
-              "(published tire data, docs/grip.md)", check=lambda v: _bounds_check("theta_lower", v)),
-    ParamSpec("theta_upper", [210.0, 2.1, 1.7, 1.0, 0.01, 0.1], "prior upper bounds of B, C, D, E, s_h, s_v "
-              "(published tire data, docs/grip.md)", check=lambda v: _bounds_check("theta_upper", v)),
-    ParamSpec("max_peak_slip", 0.25, "physical prior: largest slip ratio at the curve peak (published tires: "
-              "0.07-0.21 on a dry road)", 0.005, 1.0),
-    ParamSpec("prior_mode", "truncated", "physical prior applied inside the posterior or after sampling",
-              choices=("truncated", "posthoc")),
-    ParamSpec("interval_prob", 0.9, "probability of the credible interval on mu_max", 0.5, 0.999),
-    ParamSpec("seed", 0, "base seed of the samplers (cycle k uses seed + 1000 k)", 0, 2**31 - 1),
-    ParamSpec("warm_start", True, "start each fit from the previous posterior of its scope"),
-    ParamSpec("warm_steps", 10000, "steps per chain before the first convergence check of a warm-started fit "
-              "(its chains go on from the previous fit's; 0 = n_steps)", 0, 10_000_000),
-    ParamSpec("shape_prior", False, "fit with a tire-shape prior (B C D, C, E) learnt from the scope's published "
-              "estimates (peak free per surface; off until measured, see benchmarks/README_grip.md)"),
-    ParamSpec("surface_change_threshold", SurfaceChangeConfig.threshold, "road-change test: CUSUM threshold h of "
-              "the recursive residuals of the new samples' batch means against the published estimate (0 = off; "
-              "estimation/grip/surface_change.py)", 0.0, 1000.0, read_only=True),
-    ParamSpec("surface_change_drift", SurfaceChangeConfig.drift, "road-change test: CUSUM allowance k per batch, "
-              "standard deviations", 0.0, 10.0, read_only=True),
-    ParamSpec("surface_change_batch", SurfaceChangeConfig.batch, "road-change test: consecutive new samples per "
-              "batch mean (the slips' serially correlated errors)", 1, 1000, read_only=True),
     ParamSpec("belief_period", 0.5, "period of the grip belief in force on grip/<scope> and grip_age/<scope>, s "
               "(ROS clock; published while data arrive)", 0.01, 60.0, read_only=True),
-    ParamSpec("hazard_change_distance", 2000.0, "road-change hazard: mean road length between friction changes, m "
-              "(a design assumption; estimation/grip/belief.py)", 1.0, 1e7, read_only=True),
-    ParamSpec("hazard_change_time", 1800.0, "road-change hazard: mean time between weather changes, s", 1.0, 1e7,
-              read_only=True),
-    ParamSpec("unknown_above", 0.5, "the belief is published as unknown (mean NaN, lower 0) when the probability "
-              "of a road change since the estimate's data exceeds this, by the hazard alone and given the samples "
-              "since, and those prove no friction beyond the road prior's lower end", 0.01, 1.0, read_only=True),
-    ParamSpec("floor_belief", True, "a window that publishes no fit may put a floor belief in force: mu_max at "
-              "least the largest friction its samples show beyond their noise, up to the prior "
-              "(estimation/grip/belief.py)", read_only=True),
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
-    # --- tire forces from production sensors (estimation/sensing/tire_forces.py, docs/tire_forces.md)
-    ParamSpec("force_source", "measured", "tire forces from the transducer topic, estimated from wheel torque + "
-              "IMU, or auto (measured while the tire-force topic is alive)", choices=FORCE_SOURCES, read_only=True),
-    ParamSpec("vehicle", "hmmwv", "vehicle description (config/vehicles name or YAML file): every vehicle fact "
-              "the estimator uses (geometry, rolling radius, steering, toe, loads, the force estimator's constants)",
-              read_only=True),
-    ParamSpec("force_timeout", 0.5, "auto: the tire-force topic counts as alive this long after a sample, s",
-              0.01, 60.0, read_only=True),
-    ParamSpec("speed_reference", "auto", "the slips' vehicle speed: auto (undriven_wheels on a two-wheel-drive "
-              "vehicle, gnss_imu on an all-wheel-drive one), gnss_imu (GNSS velocity fused with the IMU's a_x and "
-              "pitch, estimation/sensing/speed_reference.py), undriven_wheels (the free-rolling undriven axle for "
-              "the driven "
-              "wheels, not while braking; the undriven wheels take gnss_imu, or give floor beliefs only without "
-              "GNSS) or odometry (the odometry topic's twist, which must then be independent of the wheels)",
-              choices=SPEED_REFERENCE_CHOICES, read_only=True),
     ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
               "receiver: the speed reference of the slips (speed_reference gnss_imu) and of the online rolling "
               "radius", read_only=True),
-    ParamSpec("radius_learning", True, "learn each axle's effective rolling radius online from free rolling against "
-              "the GNSS speed (estimation/sensing/rolling_radius.py); friction samples wait until it is known",
-              read_only=True),
-    ParamSpec("max_radius_sd", 0.002, "friction samples wait until the learnt radius's relative SD is at most "
-              "this (both axles); until then they count toward floor beliefs only", 1e-5, 0.1, read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (load transfer; pitch for the toe of the bump steer)",
               read_only=True),
     ParamSpec("model_parameters_topic", "vehcal/model_parameters", "the calibrator's model (calibrated roll "
@@ -213,22 +92,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("publish_estimated_forces", False, "publish the estimated forces (WrenchStamped per wheel)",
               read_only=True),
     ParamSpec("estimated_forces_topic", "vehcal/tire_forces_estimated", "topic of the estimated forces",
-              read_only=True),
-    ParamSpec("wheel_speed_noise", 0.05, "std of a wheel-speed sample, rad/s: the tire-force filter's; the online "
-              "rolling radius takes the larger of it and the free-rolling scatter, and /diagnostics names the wheel "
-              "speeds when that scatter exceeds 3x it", 1e-4, 10.0, read_only=True),
-    ParamSpec("torque_noise", 20.0, "std of a net wheel-torque sample (JointState.effort), N m", 0.0, 1e4,
-              read_only=True),
-    ParamSpec("fx_process_noise", 1.0e5, "random-walk intensity of Fx in the wheel filter, N^2/s", 1.0, 1e12,
-              read_only=True),
-    ParamSpec("accel_noise", 0.05, "std of an IMU acceleration sample, m/s^2", 0.0, 10.0, read_only=True),
-    ParamSpec("fz_rel_std", 0.01, "relative std of the estimated Fz from the vehicle constants (per sample, and as "
-              "a friction-scale error common to a fit's samples that widens its mu_max interval)", 0.0, 1.0,
-              read_only=True),
-    ParamSpec("torque_scale_learning", False, "estimated forces: correct Fx by the reported wheel torques' scale "
-              "learnt from the vehicle's acceleration (estimation/sensing/torque_scale.py); off: it is learnt and "
-              "reported "
-              "(torque_scale on /diagnostics, a WARN naming torques or mass when it departs from 1) but not applied",
               read_only=True),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
@@ -244,11 +107,11 @@ class GripEstimatorNode(WorkerNode):
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
         super().__init__(node_name, worker_name="grip_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
-        problem = _theta_order_problem(self.values)
+        problem = theta_order_problem(self.values)
         if problem:
             raise ValueError(problem)
         self.pipeline = self._build_pipeline()
-        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
+        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._check_params))
         self._frames = conversions.frames(self.values["wheel_names"], self.values["controls_axes"])
         self.guard = grip_guard(self.values)   # jump: the collector's own restart threshold (as bag replay)
 
@@ -338,25 +201,17 @@ class GripEstimatorNode(WorkerNode):
     def _on_force(self, data: bytes) -> None:
         self._feed("tire_forces", conversions.raw_to_tire_force, data)
 
-    def _on_params(self, changed: dict[str, Any]) -> None:
+    def _check_params(self, changed: dict[str, Any]) -> None:
+        """On-set: refuse (ValueError) a change whose combination with the other values is inconsistent."""
+        proposed = {**self.values, **changed}
+        problem = theta_order_problem(proposed)
+        if problem:
+            raise ValueError(problem)
+        fit_config_from(proposed, self.pipeline.fit_config)   # ValueError: refused
+
+    def _reconfigure(self, changed: dict[str, Any]) -> None:
         with self._lock:
-            proposed = {**self.values, **changed}
-            problem = _theta_order_problem(proposed)
-            if problem:
-                raise ValueError(problem)   # refused: values and pipeline stay as they were
-            fit_config = fit_config_from(proposed, self.pipeline.fit_config)  # ValueError: refused
-            self.values = proposed
-            self.pipeline.fit_config = fit_config
-            self.pipeline.warm_start = self.values["warm_start"]
-            self.pipeline.warm_steps = self.values["warm_steps"]
-            self.pipeline.min_new_points = self.values["min_new_points"]
-            self.pipeline.max_fit_points = self.values["max_fit_points"]
-            self.pipeline.max_r_hat = self.values["max_r_hat"]
-            self.pipeline.min_ess = self.values["min_ess"]
-            self.pipeline.min_ess_tail = self.values["min_ess_tail"]
-            self.pipeline.shape_prior = self.values["shape_prior"]
-            self.pipeline.min_excitation = self.values["min_excitation"]
-            self.pipeline.require_new_excitation = self.values["require_new_excitation"]
+            self.pipeline.reconfigure(self.values)
 
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:

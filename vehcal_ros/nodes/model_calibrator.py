@@ -34,9 +34,7 @@ from std_srvs.srv import Trigger
 
 from vehcal_ros.atomic_files import remove_stale_temps
 from vehcal_ros.errors import InputError
-from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, check_prior_ranges
-from vehcal_ros.estimation.calibration.maneuver_spread import DEFAULT_MIN_PART_S, DEFAULT_PARTS, MIN_PARTS
-from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
+from vehcal_ros.estimation.calibration.parameters import PARAMS as ESTIMATION_PARAMS
 from vehcal_ros.estimation.calibration.pipeline import (
     MODEL_PARAMETERS,
     CalibrationPipeline,
@@ -45,15 +43,12 @@ from vehcal_ros.estimation.calibration.pipeline import (
     worst_diagnostics,
     write_atomic,
 )
-from vehcal_ros.estimation.calibration.qualification import declared
-from vehcal_ros.estimation.calibration.segments import SegmentConfig
 from vehcal_ros.io import calibration_state
 from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import (
     ERROR,
     OK,
     WARN,
-    ParamSpec,
     declare_params,
     diag_array,
     diag_status,
@@ -63,17 +58,11 @@ from vehcal_ros.nodes.common import (
     spin_node,
 )
 from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.parameters import ParamSpec
 from vehcal_ros.records import WHEELS
 from vehcal_ros.replay.guards import calibration_guard
-from vehcal_ros.vehicle.description import CALIBRATED
 
 NODE_NAME = "model_calibrator"
-
-
-def _stages_check(v: Any) -> str | None:
-    if not v or len(set(v)) != len(v) or any(s not in STAGE_NAMES for s in v):
-        return f"parameter 'stages' must list distinct stages among {', '.join(STAGE_NAMES)}, got {list(v)}"
-    return None
 
 
 _MODEL_UNITS = {"Cxf": "front longitudinal tire stiffness, N", "Cxr": "rear longitudinal tire stiffness, N",
@@ -93,51 +82,6 @@ calibrated yet; a start-up value other than 0 overrides the nominal value (with 
 may be negative: the description's wheel inertia was too high)."""
 
 
-def _vehicle_check(v: Any) -> str | None:
-    from vehcal_ros.vehicle.description import load_vehicle
-
-    try:
-        load_vehicle(str(v))
-    except InputError as exc:
-        return f"parameter 'vehicle': {exc}"
-    return None
-
-
-def _prior_check(name: str):
-    def check(v: Any) -> str | None:
-        if len(v) == 0:
-            return None   # the vehicle description's range
-        try:
-            check_prior_ranges({name: v}, label="parameter 'prior.{}'")
-        except InputError as exc:
-            return str(exc)
-        return None
-    return check
-
-
-_PRIOR_UNITS = {"Cxf": "N", "Cxr": "N", "Cyf": "N/rad", "Cyr": "N/rad", "kphi_f": "N m/rad", "kphi_r": "N m/rad",
-                "bphi": "N m s/rad (total)", "rr": "m", "Jd": "kg m^2 (per driven wheel)"}
-PRIOR_SPECS: tuple[ParamSpec, ...] = tuple(
-    ParamSpec(f"prior.{name.lower()}", [], f"uniform prior [lower, upper] of {name}, {_PRIOR_UNITS[name]} "
-              "(floats): overrides the vehicle description's range ([] = the description's)",
-              check=_prior_check(name), item_type=float)
-    for name in CALIBRATED)
-"""Calibration priors: ``prior.<name>`` = [lower, upper] of the uniform prior; [] (the default) takes the vehicle
-description's range."""
-
-
-def _segment_spec(d: dict) -> ParamSpec:
-    """The declared parameter of one :class:`SegmentConfig` field (its unit appended to the description)."""
-    unit = f", {d['unit']}" if d["unit"] and d["unit"] != "-" else ""
-    return ParamSpec(d["name"], d["default"], d["doc"] + unit, d["lo"], d["hi"],
-                     choices=tuple(d["choices"]) if d["choices"] else None)
-
-
-SEGMENT_SPECS: tuple[ParamSpec, ...] = tuple(_segment_spec(d) for d in declared(SegmentConfig))
-"""The segment finder's windowing and stage thresholds (physical units), one parameter per
-:class:`~vehcal_ros.estimation.calibration.segments.SegmentConfig` field: default, unit, range and meaning come from its
-declaration (estimation/calibration/qualification.py says why each threshold has its value)."""
-
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
     ParamSpec("imu_topic", "vehicle/imu", "sensor_msgs/Imu (roll, roll rate, yaw rate)", read_only=True),
@@ -149,13 +93,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
     ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
               check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
-    ParamSpec("stages", list(STAGE_NAMES), "stages in calibration order", read_only=True, check=_stages_check),
-    ParamSpec("vehicle", "hmmwv", "vehicle description: a name in config/vehicles/ or a YAML file (8-DOF constants, "
-              "drive/brake/steering maps, priors, nominal values; docs/vehicle_description.md)", read_only=True,
-              check=_vehicle_check),
-    ParamSpec("require_order", False, "true: a stage waits until the stages before it have an accepted result; "
-              "false: each stage is fitted when a segment qualifies, holding the other stages' latest accepted "
-              "values (the description's nominal ones until then)"),
+    *ESTIMATION_PARAMS,
     ParamSpec("params_out", "", "path of the params YAML written on each recalibration ('' = none)"),
     ParamSpec("params_node_name", "model_calibrator", "node name at the top of the params YAML"),
     ParamSpec("state_file", "", "state file (JSON, or YAML for .yaml/.yml): accepted results restored at start, "
@@ -163,54 +101,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("vehicle_id", "default", "the vehicle this calibrator's state file belongs to (a file written for "
               "another id is refused)", read_only=True,
               check=lambda v: None if str(v).strip() else "parameter 'vehicle_id' must not be empty"),
-    ParamSpec("window", 120.0, "data kept per topic, s", 5.0, 86400.0, read_only=True),
-    ParamSpec("buffer_size", 24000, "rows kept per topic", 100, 10_000_000, read_only=True),
     ParamSpec("calibration_period", 5.0, "time between calibration cycles, s (ROS clock)", 0.05, 86400.0,
               read_only=True),
-    ParamSpec("recalibration_period", 60.0, "data time between two fits of one stage, s", 0.0, 86400.0),
-    ParamSpec("confirm_max_shift", 3.5, "a due refit first fits the new window by least squares around the "
-              "accepted model: within this many sd (Mahalanobis) the model is confirmed and no SMC runs; 0 = always "
-              "refit (estimation/calibration/recalibration_check.py)", 0.0, 100.0),
-    ParamSpec("holdout_fraction", 0.25, "share of each qualifying window held back from the fit (its last part, "
-              ">= 0.5 s and 50 samples): a fit is accepted only if it predicts that part no worse than the model it "
-              "replaces, within its 90 % predictive band; 0 = no predictive check "
-              "(estimation/calibration/acceptance.py)",
-              0.0, 0.5),
-    ParamSpec("holdout_tolerance", 3.0, "predictive check: a channel fails if its held-back RMSE exceeds the replaced "
-              "model's by more than this many standard errors of the difference (autocorrelation counted) + 2 %; its "
-              "90 % band is too narrow (holdout_band) when it holds fewer than 90 % - this many SE - 2 % of the "
-              "samples",
-              0.0, 10.0),
-    ParamSpec("holdout_band", "warn", "what a fit's 90 % predictive band holding too few held-back samples does: warn "
-              "(accepted on the RMSE rule, stage WARN, shortfall named) or refuse (while the likelihood's intervals "
-              "miss model-form error, refuse rejects fits that predict better)", choices=("warn", "refuse")),
-    ParamSpec("noise_model", DEFAULT_NOISE_MODEL, "the likelihood's residual model: auto (per stage: white for "
-              "longitudinal, ar1 for lateral and rolling resistance), or one for every stage: ar1 (per-channel "
-              "AR(1) residuals), discrepancy (white sensor noise + an AR(1) model discrepancy per channel) or white "
-              "(independent, the paper's); docs/calibration.md, 'Likelihood'", choices=NOISE_MODEL_CHOICES),
-    ParamSpec("spread_parts", DEFAULT_PARTS, "an accepted fit's window is cut into this many parts, each fitted "
-              "alone by least squares; where they disagree beyond their noise (Cochran's Q, 5 %), the parameter's "
-              "interval is widened by their spread (estimation/calibration/maneuver_spread.py; docs/calibration.md); "
-              "0 = off, "
-              "else >= 3",
-              0, 20, check=lambda v: None if int(v) == 0 or int(v) >= MIN_PARTS else
-              f"parameter 'spread_parts' = {v} must be 0 or in [{MIN_PARTS}, 20]"),
-    ParamSpec("spread_min_part_s", DEFAULT_MIN_PART_S, "shortest part of spread_parts (a shorter window is cut into "
-              "fewer parts; fewer than 3: no spread is estimated), s", 0.1, 60.0),
-    ParamSpec("min_new_data", 2.0, "a stage's next segment must end this much after its last one, s", 0.0, 86400.0),
-    ParamSpec("clock_jump", 1.0, "a stamp jump larger than this restarts the buffers, s", 0.01, 3600.0,
-              read_only=True),
-    ParamSpec("n_chains", 4, "independent SMC runs (chains)", 1, 64),
-    ParamSpec("n_draws", 1000, "particles per run (draws per chain)", 20, 100_000),
-    ParamSpec("seed", 0, "base seed (fit k of cycle c uses seed + 1000 c + k)", 0, 2**31 - 1),
-    ParamSpec("max_r_hat", 1.01, "accept a fit only if every R-hat <= this", 1.0, 10.0),
-    ParamSpec("min_ess", 400.0, "accept a fit only if every bulk ESS >= this", 0.0, 1e7),
-    ParamSpec("min_ess_tail", 400.0, "accept a fit only if every tail ESS >= this", 0.0, 1e7),
-    ParamSpec("retry_draws_factor", 2, "a fit failing the convergence rule is run once more with this many times "
-              "n_draws particles per chain (1: no re-run)", 1, 16),
-    ParamSpec("r0", 0.0, "override of the description's tire radius in the wheel-speed unit check, m "
-              "(0 = the description's)", 0.0, 2.0),
-    *SEGMENT_SPECS,
     ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
     ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
@@ -218,7 +110,6 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     CPU_BUDGET,
     *CAN_TOPICS,
-    *PRIOR_SPECS,
     *MODEL_SPECS,
 )
 
@@ -239,7 +130,7 @@ class ModelCalibratorNode(WorkerNode):
             raise ValueError(str(exc)) from None
         self.n_published = 0
         self._setting_model = False
-        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
+        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._check_params))
         self._set_model_parameters(self._model_values())   # the start-up model: the description's nominal values
         v = self.values
         self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
@@ -395,17 +286,16 @@ class ModelCalibratorNode(WorkerNode):
     def _inputs(self) -> tuple[Any, Any]:
         return self.pipeline.add, self.pipeline.reject
 
-    def _on_params(self, changed: dict[str, Any]) -> None:
-        if self._setting_model or not any(not k.startswith("model.") for k in changed):
-            return  # our own model.* updates (outputs), or a user touching outputs only
+    def _check_params(self, changed: dict[str, Any]) -> None:
+        """On-set: refuse (ValueError) a change whose combination with the other values is inconsistent."""
+        try:
+            config_from({**self.values, **changed})
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+
+    def _reconfigure(self, changed: dict[str, Any]) -> None:
         with self._lock:
-            proposed = {**self.values, **{k: v for k, v in changed.items() if not k.startswith("model.")}}
-            try:
-                config = config_from(proposed)   # a refused combination leaves values and pipeline untouched
-            except InputError as exc:
-                raise ValueError(str(exc)) from None
-            self.values = proposed
-            self.pipeline.config = config
+            self.pipeline.reconfigure(self.values)
 
     # ------------------------------------------------------------- cycle
     def _publish(self, updated: list) -> None:
@@ -556,7 +446,7 @@ def main(args: list[str] | None = None) -> int:
     return spin_node(ModelCalibratorNode, args)
 
 
-__all__ = ["ModelCalibratorNode", "PARAMS", "MODEL_SPECS", "PRIOR_SPECS", "build_node", "config_from", "main"]
+__all__ = ["ModelCalibratorNode", "PARAMS", "MODEL_SPECS", "build_node", "config_from", "main"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

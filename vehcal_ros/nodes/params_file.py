@@ -14,7 +14,7 @@ from typing import Any
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.io.params_yaml import param_sections
-from vehcal_ros.nodes.common import ParamSpec
+from vehcal_ros.parameters import ParamSpec
 
 #: parameters every node has (rclpy declares them)
 BUILTIN = {"use_sim_time": False, "start_type_description_service": True}

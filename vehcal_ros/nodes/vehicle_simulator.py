@@ -36,13 +36,13 @@ from vehcal_ros.nodes.common import (
     ERROR,
     OK,
     WARN,
-    ParamSpec,
     declare_params,
     diag_array,
     diag_status,
     make_set_callback,
     spin_node,
 )
+from vehcal_ros.parameters import ParamSpec
 from vehcal_ros.records import WHEELS
 
 NODE_NAME = "vehicle_simulator"
@@ -120,7 +120,7 @@ SHIPPED_DIFFERENT = {
                     "fresh install (about a minute); 30 s is enough where they are warm",
 }
 """Parameters whose value in config/estimate.yaml differs from the declared default, with the reason (the
-parameter-drift test, test/test_param_docs.py, checks every other shipped value equals its default)."""
+parameter-drift test, test/install/test_param_docs.py, checks every other shipped value equals its default)."""
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.VOLATILE)
@@ -140,7 +140,8 @@ class VehicleSimulator(Node):
                          parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
         p = declare_params(self, PARAMS)
         self.params = p
-        self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._on_params))
+        self.add_on_set_parameters_callback(make_set_callback(PARAMS))
+        self.add_post_set_parameters_callback(self._post_set)
         try:
             self.frames = conv.frames(p["wheel_names"], (p["controls.throttle_axis"], p["controls.brake_axis"],
                                                          p["controls.steering_axis"]),
@@ -199,11 +200,13 @@ class VehicleSimulator(Node):
         self._worker.start()
 
     # -- parameters / inputs -------------------------------------------------------------------------------
-    def _on_params(self, changed: dict[str, Any]) -> None:
-        if "realtime_factor" in changed:
-            self.realtime_factor = float(changed["realtime_factor"])
-        if "controls_timeout" in changed:
-            self.controls_timeout = float(changed["controls_timeout"])
+    def _post_set(self, params: list) -> None:
+        """Post-set (validated on set): the pace and the controls timeout change while the scenario runs."""
+        for p in params:
+            if p.name == "realtime_factor":
+                self.realtime_factor = float(p.value)
+            elif p.name == "controls_timeout":
+                self.controls_timeout = float(p.value)
 
     def _on_controls(self, msg: Any) -> None:
         try:

@@ -35,8 +35,9 @@ from std_srvs.srv import SetBool, Trigger
 
 from vehcal_ros.estimation.sensing.input_guard import InputGuard
 from vehcal_ros.nodes import conversions
-from vehcal_ros.nodes.common import ERROR, OK, WARN, ParamSpec, diag_status
+from vehcal_ros.nodes.common import ERROR, OK, WARN, diag_status
 from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder, max_stretch_for
+from vehcal_ros.parameters import ParamSpec, plain
 
 CPU_BUDGET = ParamSpec(
     "cpu_budget", 0.0, f"CPU budget of the node process, percent of one core (all its threads; rolling "
@@ -137,13 +138,22 @@ class WorkerNode(Node):
         self._periodic.append((Periodic(period, self._now()), work))
 
     def _post_set(self, params: list) -> None:
-        """Post-set (the values were validated by the nodes' on-set callback): a new ``cpu_budget`` takes effect at
+        """Post-set: the values were validated by the node's on-set callback (:func:`~vehcal_ros.nodes.common.
+        make_set_callback`) and are applied here. The node's own parameters update :attr:`values`, then the
+        subclass reconfigures its pipeline from them (:meth:`_reconfigure`); a new ``cpu_budget`` takes effect at
         the next due cycle; ``use_sim_time`` switches :meth:`_now` between the ROS clock and the system time."""
+        changed = {p.name: plain(p.value) for p in params if p.name in getattr(self, "values", {})}
         for p in params:
             if p.name == CPU_BUDGET.name:
                 self.shedder.budget = float(p.value)
             elif p.name == "use_sim_time":
                 self._sim_time = bool(p.value)
+        if changed:
+            self.values.update(changed)
+            self._reconfigure(changed)
+
+    def _reconfigure(self, changed: dict[str, Any]) -> None:
+        """Apply accepted parameter changes (``changed``, already in :attr:`values`) to the pipeline."""
 
     def _on_timer(self, work: Callable[[], None]) -> None:
         """A timer's work, unless the node is going down: an external shutdown of the context can come while the

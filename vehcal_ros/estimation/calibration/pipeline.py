@@ -405,6 +405,11 @@ class CalibrationPipeline:
         """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
         enough free rolling yet"""
 
+    def reconfigure(self, values: Mapping[str, Any]) -> None:
+        """Apply the model_calibrator's parameters from ``values`` (:func:`config_from`); buffers, accepted results
+        and counters are kept."""
+        self.config = config_from(values)
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("cancel", None)   # a threading.Event does not pickle (a parallel replay returns the pipeline)

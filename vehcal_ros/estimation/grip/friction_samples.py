@@ -24,7 +24,7 @@ With ``combined_slip = "ellipse"`` each sample also carries its slip angle alpha
 wheel's heading, as ``lat`` = |sin alpha| / lateral_ratio (block-averaged signed per wheel, then its modulus):
 the grip fit then models the sample's friction as the friction ellipse's longitudinal share of the pure-slip
 curve (models/pacejka.py ``combined``). On Chrono's sedan (toe-in 0.5-4 deg while driving) these angles match
-the simulator's true slip angles to ~0.05 deg (test/test_combined_slip.py).
+the simulator's true slip angles to ~0.05 deg (test/unit/models/test_combined_slip.py).
 With ``combined_slip = "mf"`` (a tire with MF2002 combined-slip coefficients, the HMMWV's Pac02) the friction
 of each raw sample is divided by the tire's longitudinal weighting at its slip angle and slip ratio,
 G_xa = cos(C_xa atan(B_xa (alpha + S_Hxa) - E_xa (...))) / cos(C_xa atan(B_xa S_Hxa - E_xa (...))),

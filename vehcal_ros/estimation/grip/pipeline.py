@@ -780,6 +780,22 @@ class GripPipeline:
             return math.inf
         return mu_span(data.mu[data.t > st.estimate_stamp])
 
+    def reconfigure(self, values: Mapping[str, Any]) -> None:
+        """Apply the grip_estimator's parameters that may change while it runs (the fit's settings, the schedule's
+        gates and the convergence rule) from ``values``, as :func:`pipeline_from_params` reads them; buffers,
+        estimates and beliefs are kept."""
+        self.fit_config = fit_config_from(values, self.fit_config)
+        self.warm_start = bool(values["warm_start"])
+        self.warm_steps = int(values["warm_steps"])
+        self.min_new_points = int(values["min_new_points"])
+        self.max_fit_points = int(values["max_fit_points"])
+        self.max_r_hat = float(values["max_r_hat"])
+        self.min_ess = float(values["min_ess"])
+        self.min_ess_tail = float(values["min_ess_tail"])
+        self.shape_prior = bool(values["shape_prior"])
+        self.min_excitation = float(values["min_excitation"])
+        self.require_new_excitation = bool(values["require_new_excitation"])
+
     def warm_start_of(self, scope: str) -> GripEstimate | None:
         """The fit a new fit of ``scope`` starts from (``warm_start`` on): its last sampled one if its chains met
         the convergence rule (published, or withheld only for excitation or a prior-dominated maximum: its chains
