@@ -18,6 +18,7 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/config/scenarios", glob("config/scenarios/*.yaml")),
         (f"share/{PACKAGE}/config/vehicles", glob("config/vehicles/*.yaml")),
+        (f"share/{PACKAGE}/config/foxglove", glob("config/foxglove/*.json")),
     ],
     install_requires=["setuptools"],
     zip_safe=False,

@@ -46,7 +46,7 @@ import yaml
 from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS, holdout_rmse, records_to_table
 from vehcal_ros.io.bags import read_bag
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 ROOT = Path(__file__).resolve().parents[1]
 FOREIGN = ROOT / "benchmarks" / "foreign"
@@ -160,7 +160,7 @@ def main() -> None:
             table = records_to_table(rec for _, rec in read_bag(str(heldout_bag(name, seed, args.work))))
             params = {**prior, **{k: v for k, v in cal["parameters"].items() if k in prior and v is not None}}
             cal_constants = constants if cal["rolling_radius"] is None else VehicleConstants.from_description(
-                load_vehicle(VEHICLES[name][2]).with_rolling_radius(cal["rolling_radius"]))
+                load_description(VEHICLES[name][2]).with_rolling_radius(cal["rolling_radius"]))
             rows.append({"seed": seed, "stages": cal["stages"],
                          "prior": holdout_rmse(table, prior, t_start=1.0, constants=constants),
                          "calibrated": holdout_rmse(table, params, t_start=1.0, constants=cal_constants),

@@ -30,7 +30,7 @@ from vehcal_ros.io.bags import read_bag, write_bag
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.records import Controls, GnssVelocity, ImuSample, WheelSpeeds
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 SCALES = (1.0, 0.99, 1.01)
 TOLERANCE = 0.002
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-bag", type=Path, default=None, help="write the bag here (default: a temp dir)")
     args = ap.parse_args(argv)
 
-    desc = load_vehicle("hmmwv")
+    desc = load_description("hmmwv")
     with tempfile.TemporaryDirectory(prefix="vehcal_rr_") as tmp:
         bag = args.keep_bag or Path(tmp) / "daily_gnss"
         w0 = time.perf_counter()

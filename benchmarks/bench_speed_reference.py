@@ -24,14 +24,14 @@ from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.records import GroundTruth
 from vehcal_ros.replay.params import resolve_params
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 VEHICLES = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}   # simulated vehicle -> its shipped description
 
 
 def slip_errors(vehicle: str, reference: str, duration: float) -> list[tuple[str, int, float, float, float]]:
     """(wheel, blocks, mean error, SD of the error, RMS of the standardised error) per wheel."""
-    desc = load_vehicle(VEHICLES[vehicle])
+    desc = load_description(VEHICLES[vehicle])
     values = {**resolve_params(None)["grip_estimator"], "speed_reference": reference, "braking": "keep",
               "scope": "wheel"}
     collector = GripDataCollector(vehicle_signal_config(signal_config_from(values, desc), desc))

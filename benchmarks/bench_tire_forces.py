@@ -119,11 +119,11 @@ def description_file(vehicle: str, out: Path) -> tuple[Path, TireForceVehicle, d
     import yaml
 
     from vehcal_ros.io.describe import describe_vehicle
-    from vehcal_ros.models.vehicle14.params import load_vehicle_params
+    from vehcal_ros.models.vehicle14.params import load_simulator_params
     from vehcal_ros.vehicle.description import to_document
 
     desc = describe_vehicle(vehicle)
-    tire = load_vehicle_params(vehicle).tire
+    tire = load_simulator_params(vehicle).tire
     desc = dataclasses.replace(desc, nominal={**desc.nominal, "rr": tire.qsy1 * tire.r0})
     out.write_text(yaml.safe_dump(to_document(desc), sort_keys=False))
     # the force estimator's lever base r0 - rolling_minus_loaded is the tire's unloaded radius R0 (describe writes

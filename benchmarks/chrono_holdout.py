@@ -26,7 +26,7 @@ import numpy as np
 from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, stage_spec
 from vehcal_ros.estimation.calibration.holdout import TABLE9_CHANNELS, holdout_rmse
 from vehcal_ros.models.vehicle_8dof import VehicleConstants
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
 PAPER_TABLE9 = {"u": 0.319, "v": 0.020, "psi": 0.026, "yaw_rate": 0.021, "roll": 0.006, "roll_rate": 0.016,
@@ -41,7 +41,7 @@ def prior_means(vehicle: str | None = None) -> dict[str, float]:
     """The model before calibration: the prior means (uniform midpoints) of the parameters the stages sample
     (calibration.stage_spec: the paper's ranges, or ``vehicle``'s; bphi split equally), with ``vehicle``'s nominal
     values for the rest (a ``Jd`` the stages do not sample stays at its nominal value)."""
-    desc = None if vehicle is None else load_vehicle(vehicle)
+    desc = None if vehicle is None else load_description(vehicle)
     out = {} if desc is None else dict(desc.nominal)
     for stage in STAGE_NAMES:
         out.update({name: 0.5 * (prior.low + prior.high) for name, prior in stage_spec(stage, vehicle=desc).priors})

@@ -200,9 +200,9 @@ def main() -> None:
 
 def steering_section(tab: dict[str, np.ndarray], experiment: bool) -> list[str]:
     """Section 5: Chrono's road-wheel angle per unit steering input against the lateral acceleration."""
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    ratio = load_vehicle("hmmwv_chrono").steer_gain
+    ratio = load_description("hmmwv_chrono").steer_gain
     out = ["", "## 5. Held-out test 2: the yaw angle and the steering ratio", "",
            f"Road-wheel angle per unit steering input recorded by Chrono (-toe_in_avg / Steering_input, rad) against "
            f"the description's fixed {ratio:.4f}; lateral acceleration u x yaw rate:", "",

@@ -17,7 +17,7 @@ import argparse
 
 import numpy as np
 
-from vehcal_ros.models.vehicle14.params import load_vehicle_params
+from vehcal_ros.models.vehicle14.params import load_simulator_params
 from vehcal_ros.models.vehicle14.road import RoadMap
 from vehcal_ros.models.vehicle14.simulator import Hmmwv14
 
@@ -28,7 +28,7 @@ DURATION = 24.0
 
 def samples(vehicle: str) -> np.ndarray:
     """Rows (m (f_x + g sin pitch), sum fx, sum of body-x components, u) every 0.1 s of the program."""
-    params = load_vehicle_params(vehicle)
+    params = load_simulator_params(vehicle)
     sim = Hmmwv14(params, RoadMap.uniform(0.9))
     sim.reset(speed=8.0)
     m, g = params.total_mass, params.gravity

@@ -55,7 +55,7 @@ from vehcal_ros.io import bags  # noqa: E402
 from vehcal_ros.io.scenarios import Scenario, load_scenario  # noqa: E402
 from vehcal_ros.io.simulate import ScenarioRun  # noqa: E402
 from vehcal_ros.records import Controls, WheelSpeeds  # noqa: E402
-from vehcal_ros.vehicle.description import load_vehicle, vehicle_path  # noqa: E402
+from vehcal_ros.vehicle.description import load_description, vehicle_path  # noqa: E402
 
 DESCRIPTIONS = {"hmmwv": "hmmwv_sim", "sedan": "sedan"}
 """Shipped description of each simulated vehicle."""
@@ -110,7 +110,7 @@ def _rolling_radius(fraction: float, desc_name: str) -> DocEdit:
         if tire.get("rolling_radius") is not None:
             tire["rolling_radius"] = float(tire["rolling_radius"]) * (1.0 + fraction)
             return
-        desc = load_vehicle(desc_name)
+        desc = load_description(desc_name)
         rf, rr = desc.rolling_radius_at(*desc.static_wheel_loads())
         tire["unloaded_radius"] = float(tire["unloaded_radius"]) + fraction * 0.5 * (rf + rr)
     return edit
@@ -192,7 +192,7 @@ def simulate(scenario: Scenario, out: Path, probe: bool = False) -> tuple[float,
 def radius_scale(bag: Path, description: str) -> dict[str, list[float]]:
     """The online rolling-radius scale k and its SD per axle (front, rear) at the end of the bag, for the
     description (the estimator's RollingRadiusEstimator over the bag's records in stamp order)."""
-    est = RollingRadiusEstimator(RollingRadiusConfig.from_description(load_vehicle(description)))
+    est = RollingRadiusEstimator(RollingRadiusConfig.from_description(load_description(description)))
     for _, rec in bags.read_bag(bag):
         est.add(rec)
     est.flush()
@@ -204,7 +204,7 @@ def write_description(desc_name: str, edit: DocEdit, out: Path) -> Path:
     doc = yaml.safe_load(vehicle_path(desc_name).read_text(encoding="utf-8"))
     edit(doc)
     out.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    load_vehicle(out)
+    load_description(out)
     return out
 
 

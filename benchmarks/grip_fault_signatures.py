@@ -40,7 +40,7 @@ from grip_fault_matrix import DESCRIPTIONS, ROW_ORDER  # noqa: E402
 
 from vehcal_ros.io import bags  # noqa: E402
 from vehcal_ros.records import Controls, GnssVelocity, ImuSample, WheelSpeeds  # noqa: E402
-from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
+from vehcal_ros.vehicle.description import load_description  # noqa: E402
 
 
 def _series(bag: Path) -> dict[str, np.ndarray]:
@@ -70,7 +70,7 @@ def _slope(x: np.ndarray, y: np.ndarray) -> float:
 
 def signatures(series: dict[str, np.ndarray], description: str) -> dict[str, float]:
     """The consistency figures of the module docstring for a bag's ``series`` read with ``description``."""
-    d = load_vehicle(description)
+    d = load_description(description)
     s = series
     rf, rr = d.rolling_radius_at(*d.static_wheel_loads())
     radius = np.array([rf, rf, rr, rr])

@@ -42,7 +42,7 @@ from vehcal_ros.io import bags
 from vehcal_ros.io.scenarios import load_scenario
 from vehcal_ros.io.simulate import ScenarioRun
 from vehcal_ros.models.pacejka import mf_curve
-from vehcal_ros.models.vehicle14.params import load_vehicle_params
+from vehcal_ros.models.vehicle14.params import load_simulator_params
 from vehcal_ros.models.vehicle14.tires import mu_curve, pack_tire
 from vehcal_ros.records import WHEELS, GroundTruth, OdomSample
 from vehcal_ros.replay.params import GRIP_NODE, resolve_params
@@ -68,7 +68,7 @@ def drive_samples(bag: Path, max_slip_angle: float) -> tuple[np.ndarray, ...]:
 def tire_shape(vehicle: str, fz: float, mu_road: float) -> tuple[float, float, float]:
     """(B C D, C, E) of the magic formula closest (least squares over slip -0.3..0.3) to the simulated tire's
     pure-longitudinal Fx / Fz at load ``fz`` on a road of ``mu_road``."""
-    p = load_vehicle_params(vehicle)
+    p = load_simulator_params(vehicle)
     tp = pack_tire(p.tire, p.tire.fz_mu_ref if p.tire.fz_mu_ref is not None else p.total_mass * p.gravity / 4.0)
     s = np.linspace(-0.3, 0.3, 601)
     target = mu_curve(tp, fz, mu_road, s)

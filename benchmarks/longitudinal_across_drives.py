@@ -35,7 +35,7 @@ from bench_holdout_vehicles import VEHICLES, daily_bag  # noqa: E402
 from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, stage_setup  # noqa: E402
 from vehcal_ros.replay.params import resolve_params  # noqa: E402
 from vehcal_ros.replay.serial import replay_bag  # noqa: E402
-from vehcal_ros.vehicle.description import load_vehicle  # noqa: E402
+from vehcal_ros.vehicle.description import load_description  # noqa: E402
 
 STAGE = "longitudinal"
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             if fit is None:
                 print(f"{name} seed {seed}: no accepted longitudinal fit")
                 continue
-            fits[seed] = sandwich_sds(*fit, load_vehicle(description), args.lags)
+            fits[seed] = sandwich_sds(*fit, load_description(description), args.lags)
             f = fits[seed]
             print(f"{name} seed {seed}: residual rho " + ", ".join(f"{r:.3f}" for r in f["rho"]) + "; " + "; ".join(
                 f"{n} {f['mean'][k]:.5g} sd {f['post'][k]:.3g} sandwich "

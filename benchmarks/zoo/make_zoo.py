@@ -4,7 +4,7 @@
 ``zoo_NN``, a directory with
 
 * ``zoo_NN.yaml``   - a simulator model file in the layout of ``vehcal_ros/data/hmmwv.yaml`` (loaded by
-  ``vehcal_ros.models.vehicle14.params.load_vehicle_params``), scaled from the package's sedan (cars, < ``HEAVY_KG``)
+  ``vehcal_ros.models.vehicle14.params.load_simulator_params``), scaled from the package's sedan (cars, < ``HEAVY_KG``)
   or HMMWV (heavy ones) model file;
 * ``scenario.yaml`` - a random everyday drive (120-160 s, low excitation like ``config/scenarios/
   sedan_daily_driving.yaml``) over 3-4 road sections with 2-3 friction changes drawn from ``ROAD_MUS`` (the

@@ -25,10 +25,10 @@ from vehcal_ros.estimation.sensing.tire_forces import TireForceVehicle
 from vehcal_ros.io.scenarios import can_description
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
 from vehcal_ros.records import WHEELS
-from vehcal_ros.vehicle.description import load_vehicle, to_document
+from vehcal_ros.vehicle.description import load_description, to_document
 
 pytestmark = pytest.mark.ros
-VEH = TireForceVehicle.from_description(load_vehicle("hmmwv"))   # the node's default `vehicle`
+VEH = TireForceVehicle.from_description(load_description("hmmwv"))   # the node's default `vehicle`
 FX_TRUE = 450.0   # N on every wheel, steady: omega constant, torque = r Fx + rr Fz
 
 

@@ -31,7 +31,7 @@ from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import latched_qos
 from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
 from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 pytestmark = pytest.mark.ros
 
@@ -197,7 +197,7 @@ def test_parameters_out_of_range_are_rejected(graph) -> None:
     # prior ranges: [lower, upper], named in the rejection; a valid one reaches the pipeline's stages
     # unset by default: the vehicle description's range and nominal values, published as the model in use
     assert list(node.get_parameter("prior.rr").value) == [] and node.pipeline.config.priors is None
-    desc = load_vehicle(node.values["vehicle"])
+    desc = load_description(node.values["vehicle"])
     assert node.get_parameter("model.rr").value == desc.nominal["rr"]
     assert node.get_parameter("model.kphi_f").value == desc.nominal["kphi_f"]
     for bad in ([0.03, 0.005], [0.001]):

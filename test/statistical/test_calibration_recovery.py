@@ -86,9 +86,9 @@ def test_longitudinal_stage_recovers_a_driveline_inertia_the_description_leaves_
     from vehcal_ros.estimation.calibration.fit import CHANNELS as CH
     from vehcal_ros.estimation.calibration.fit import Segment
     from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    desc = replace(load_vehicle("hmmwv"), inertia_in_wheels=False)
+    desc = replace(load_description("hmmwv"), inertia_in_wheels=False)
     truth = {**TRUTH, "Jd": 5.0}
     csv, drv, a, b, dt = MANEUVERS["longitudinal"]
     base = require_chrono()

@@ -772,9 +772,9 @@ def run(args: argparse.Namespace) -> int:
     if args.vehicle:
         import functools
 
-        from vehcal_ros.vehicle.description import load_vehicle
+        from vehcal_ros.vehicle.description import load_description
 
-        load_vehicle(args.vehicle)   # a bad name or file: one line before any task starts
+        load_description(args.vehicle)   # a bad name or file: one line before any task starts
         extra["task"] = functools.partial(calibrate_input, vehicle=args.vehicle)
     summary = run_batch(args.inputs, args.out, executor=args.executor, workers=args.workers, stage=args.stage,
                         seed=args.seed, chains=args.chains, draws=args.draws, resume=args.resume, **extra)

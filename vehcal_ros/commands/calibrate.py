@@ -193,8 +193,8 @@ def run(args: argparse.Namespace) -> int:
     stages = cal.STAGE_NAMES if args.stage == "all" else (args.stage,)
     vehicle = None
     if args.vehicle:
-        from vehcal_ros.vehicle.description import load_vehicle
-        vehicle = load_vehicle(args.vehicle)
+        from vehcal_ros.vehicle.description import load_description
+        vehicle = load_description(args.vehicle)
     previous = None
     if args.model:
         from vehcal_ros.io.model_file import load_model_file

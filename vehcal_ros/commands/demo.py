@@ -293,9 +293,9 @@ def prior_means(vehicle: str) -> dict[str, float]:
     """Midpoints of the vehicle description's uniform priors (the 'prior mean' model of the paper's Tables 3, 5,
     7), bphi split equally; the description's nominal values elsewhere."""
     from vehcal_ros.estimation.calibration.pipeline import full_parameters
-    from vehcal_ros.vehicle.description import derived_nominal, load_vehicle
+    from vehcal_ros.vehicle.description import derived_nominal, load_description
 
-    return {**full_parameters(None, vehicle), **derived_nominal(load_vehicle(vehicle).priors)}
+    return {**full_parameters(None, vehicle), **derived_nominal(load_description(vehicle).priors)}
 
 
 def holdout(model: dict[str, float], seed: int, vehicle: str) -> dict[str, dict[str, float]]:

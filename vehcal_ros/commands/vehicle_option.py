@@ -23,9 +23,9 @@ def apply_vehicle(params: dict[str, dict[str, Any]], vehicle: str | None,
     """``params`` with ``vehicle`` set on ``nodes`` (validated first: a bad name or file is one InputError)."""
     if not vehicle:
         return params
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    load_vehicle(vehicle)
+    load_description(vehicle)
     out = {k: dict(v) for k, v in params.items()}
     for node in nodes:
         out.setdefault(node, {})["vehicle"] = str(vehicle)

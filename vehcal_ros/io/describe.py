@@ -41,11 +41,11 @@ def describe_model(model: str | Path | None = None) -> dict[str, Any]:
     """The description document (a dict in the vehicle-description schema) of a vehicle model file or shipped
     vehicle name (``hmmwv``, ``sedan``; None = hmmwv). Raises InputError on an unreadable model file."""
     from vehcal_ros.models.powertrain import GEAR_RATIO, MAX_MOTOR_SPEED, MAX_MOTOR_TORQUE
-    from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
+    from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_simulator_params
     from vehcal_ros.models.vehicle14 import dynamics as dyn
     from vehcal_ros.models.vehicle14.kinematics import B_KN, B_LCA, B_UCA, B_WH, corner_state
 
-    params = load_vehicle_params(model)
+    params = load_simulator_params(model)
     sim = Hmmwv14(params, RoadMap.uniform(DRY_MU))
     sim.reset(speed=0.0)
     y = sim.state

@@ -179,12 +179,12 @@ def _file_field(value: Any, base: Path, label: str, must_exist: bool = True) -> 
 def vehicle_ref(value: str, base: Path, label: str) -> str:
     """A vehicle description reference: a file relative to ``base`` when one exists there, else the name as
     given (a shipped name or a path); validated by loading it (InputError naming ``label``)."""
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
     p = _resolve(base, value)
     ref = os.fspath(p) if p.is_file() else value
     try:
-        load_vehicle(ref)
+        load_description(ref)
     except InputError as exc:
         raise InputError(f"{label} = {value!r}: {exc}") from None
     return ref

@@ -83,7 +83,7 @@ from vehcal_ros.vehicle.description import (
     CAN_TORQUE_SOURCES,
     VehicleDescription,
     description_from_dict,
-    load_vehicle,
+    load_description,
     simulated_vehicle_description,
 )
 
@@ -848,7 +848,7 @@ def can_description(vehicle: str | os.PathLike | VehicleDescription, drive: str)
     with_can_torque`): ``torque_source`` ``drive`` (``engine`` or ``axle``) and the brake gains of the simulated
     brakes, their torque at full pedal over :data:`~vehcal_ros.models.sensors.FULL_PEDAL_PRESSURE` (N m per
     bar). InputError for another ``drive`` or one the vehicle lacks the data for (``engine`` without gears)."""
-    desc = load_vehicle(vehicle)
+    desc = load_description(vehicle)
     if drive not in CAN_TORQUE_SOURCES:
         raise InputError(f"drive = {drive!r}: expected {' or '.join(CAN_TORQUE_SOURCES)}")
     doc = desc.to_dict()

@@ -48,9 +48,9 @@ class SimulationSummary:
 def make_model(scenario: Scenario, vehicle: str | None = None):
     """The 14-DOF model of ``vehicle`` (default: the scenario's, else the HMMWV; a shipped name or a model
     file) on the scenario's road, reset to its initial speed and pose."""
-    from vehcal_ros.models.vehicle14 import Hmmwv14, load_vehicle_params
+    from vehcal_ros.models.vehicle14 import Hmmwv14, load_simulator_params
 
-    params = load_vehicle_params(vehicle or scenario.vehicle or None)
+    params = load_simulator_params(vehicle or scenario.vehicle or None)
     sim = Hmmwv14(params=params, road=scenario.road.to_road_map(), dt=scenario.dt)
     ini = scenario.initial
     sim.reset(speed=ini.speed, x=ini.x, y=ini.y, yaw=ini.yaw)

@@ -187,7 +187,7 @@ class VehicleConstants:
 
     @classmethod
     def from_description(cls, vehicle=None) -> VehicleConstants:
-        """Constants of a vehicle description (:func:`vehcal_ros.vehicle.description.load_vehicle`: a name,
+        """Constants of a vehicle description (:func:`vehcal_ros.vehicle.description.load_description`: a name,
         a file or a description; None = the default ``hmmwv``, whose constants equal ``VehicleConstants()``).
 
         A description with ``tire.rolling_radius`` (> 0; the load-independent effective rolling radius, m) rolls
@@ -197,9 +197,9 @@ class VehicleConstants:
         m/s^2 of acceleration the ~1 kN per wheel moved onto the HMMWV's rear axle (kt 204 kN/m) shrinks that
         radius by 1 %, which the longitudinal stage reads as 1 % of slip (about half the slip of the tire force)
         and answers with rear slip stiffnesses at their prior's upper bound and front ones below the data's."""
-        from vehcal_ros.vehicle.description import load_vehicle
+        from vehcal_ros.vehicle.description import load_description
 
-        d = load_vehicle(vehicle)
+        d = load_description(vehicle)
         fixed = d.rolling_radius > 0.0
         return cls(m=d.m, muf=d.muf, mur=d.mur, a=d.a, b=d.b, h=d.h, cf=d.cf, cr=d.cr, Jx=d.Jx, Jz=d.Jz, Jxz=d.Jxz,
                    r0=d.rolling_radius if fixed else d.r0, ktf=RIGID_RADIUS_KT if fixed else d.ktf,

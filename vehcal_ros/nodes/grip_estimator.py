@@ -59,7 +59,7 @@ from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
 from vehcal_ros.parameters import ParamSpec
 from vehcal_ros.records import WHEELS
 from vehcal_ros.replay.guards import grip_guard
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 NODE_NAME = "grip_estimator"
 
@@ -167,7 +167,7 @@ class GripEstimatorNode(WorkerNode):
 
     def _build_pipeline(self) -> Any:
         """The pipeline from the current parameters (start-up and ``~/reset``)."""
-        pipeline = pipeline_from_params(self.values, load_vehicle(self.values["vehicle"]))
+        pipeline = pipeline_from_params(self.values, load_description(self.values["vehicle"]))
         for warning in pipeline.config_warnings:
             self.get_logger().warning(warning)
         return pipeline

@@ -81,6 +81,9 @@ MODEL_SPECS: tuple[ParamSpec, ...] = tuple(
 calibrated yet; a start-up value other than 0 overrides the nominal value (with a WARN naming both; only ``Jd``
 may be negative: the description's wheel inertia was too high)."""
 
+OUTPUTS = frozenset(spec.name for spec in MODEL_SPECS)
+"""Parameters the node writes (the model it publishes): read at start-up only, never applied on a later set."""
+
 
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wheel_speeds_topic", "vehicle/wheel_speeds", "sensor_msgs/JointState, rad/s", read_only=True),
@@ -121,6 +124,8 @@ MANEUVERS = {"longitudinal": "straight throttle ramp", "lateral": "steering at s
 class ModelCalibratorNode(WorkerNode):
     """Thin adapter: messages -> records -> CalibrationPipeline; worker-thread fits; publish model and health."""
 
+    outputs = OUTPUTS
+
     def __init__(self, node_name: str = NODE_NAME, **kwargs: Any) -> None:
         super().__init__(node_name, worker_name="calibration_fit", **kwargs)
         self.values = declare_params(self, PARAMS)
@@ -129,7 +134,6 @@ class ModelCalibratorNode(WorkerNode):
         except InputError as exc:
             raise ValueError(str(exc)) from None
         self.n_published = 0
-        self._setting_model = False
         self.add_on_set_parameters_callback(make_set_callback(PARAMS, self._check_params))
         self._set_model_parameters(self._model_values())   # the start-up model: the description's nominal values
         v = self.values
@@ -287,9 +291,13 @@ class ModelCalibratorNode(WorkerNode):
         return self.pipeline.add, self.pipeline.reject
 
     def _check_params(self, changed: dict[str, Any]) -> None:
-        """On-set: refuse (ValueError) a change whose combination with the other values is inconsistent."""
+        """On-set: refuse (ValueError) a change whose combination with the other values is inconsistent. The
+        ``model.*`` parameters are outputs after start-up (:data:`OUTPUTS`): setting them checks nothing."""
+        inputs = {k: v for k, v in changed.items() if k not in OUTPUTS}
+        if not inputs:
+            return
         try:
-            config_from({**self.values, **changed})
+            config_from({**self.values, **inputs})
         except InputError as exc:
             raise ValueError(str(exc)) from None
 
@@ -335,11 +343,7 @@ class ModelCalibratorNode(WorkerNode):
         return {f"model.{k.lower()}": v for k, v in self.pipeline.model_parameters().items()}
 
     def _set_model_parameters(self, values: dict[str, float]) -> None:
-        self._setting_model = True
-        try:
-            results = self.set_parameters([Parameter(k, value=float(v)) for k, v in values.items()])
-        finally:
-            self._setting_model = False
+        results = self.set_parameters([Parameter(k, value=float(v)) for k, v in values.items()])
         bad = [r.reason for r in results if not r.successful]
         if bad:
             self.get_logger().warning(f"model parameters not set: {bad[0]}")

@@ -78,6 +78,9 @@ class WorkerNode(Node):
     commit), implement :meth:`_publish`, :meth:`_cycle_failed` and :meth:`_publish_diagnostics`, and feed
     records with :meth:`_convert_and_feed`."""
 
+    outputs: frozenset[str] = frozenset()
+    """Parameters the node writes itself (its published results): never applied by :meth:`_post_set`."""
+
     def __init__(self, node_name: str, *, worker_name: str, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         # ROS time without /clock is the system time (rcl's fallback, CLOCK_REALTIME): _now() then reads it directly
@@ -139,10 +142,12 @@ class WorkerNode(Node):
 
     def _post_set(self, params: list) -> None:
         """Post-set: the values were validated by the node's on-set callback (:func:`~vehcal_ros.nodes.common.
-        make_set_callback`) and are applied here. The node's own parameters update :attr:`values`, then the
-        subclass reconfigures its pipeline from them (:meth:`_reconfigure`); a new ``cpu_budget`` takes effect at
-        the next due cycle; ``use_sim_time`` switches :meth:`_now` between the ROS clock and the system time."""
-        changed = {p.name: plain(p.value) for p in params if p.name in getattr(self, "values", {})}
+        make_set_callback`) and are applied here. The node's own parameters (:attr:`outputs` excepted) update
+        :attr:`values`, then the subclass reconfigures its pipeline from them (:meth:`_reconfigure`); a new
+        ``cpu_budget`` takes effect at the next due cycle; ``use_sim_time`` switches :meth:`_now` between the ROS
+        clock and the system time."""
+        changed = {p.name: plain(p.value) for p in params
+                   if p.name in getattr(self, "values", {}) and p.name not in self.outputs}
         for p in params:
             if p.name == CPU_BUDGET.name:
                 self.shedder.budget = float(p.value)

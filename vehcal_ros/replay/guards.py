@@ -20,11 +20,10 @@ from vehcal_ros.estimation.grip.pipeline import signal_config_from
 from vehcal_ros.estimation.sensing.input_guard import REASONS, InputGuard
 from vehcal_ros.io import bags
 from vehcal_ros.records import GroundTruth
-from vehcal_ros.vehicle.description import CAN_TORQUE_SOURCES, load_vehicle
+from vehcal_ros.vehicle.description import CAN_TORQUE_SOURCES, load_description
 
 CALIBRATOR_TOPICS = ("wheel_speeds", "imu", "odom", "controls")
 """Sensor keys the ``model_calibrator`` always subscribes to (:func:`calibrator_topics`)."""
-
 
 CAN_TOPIC_KEYS = ("drive_torque", "brake_pressure")
 """Sensor keys of a production car's CAN torque signals (estimation/sensing/can_torque.py)."""
@@ -33,7 +32,7 @@ CAN_TOPIC_KEYS = ("drive_torque", "brake_pressure")
 def can_topics(values: Mapping[str, Any]) -> tuple[str, ...]:
     """:data:`CAN_TOPIC_KEYS` when the node's vehicle description (``vehicle``) takes the wheel torque from them
     (``torque_source`` engine or axle), as the nodes subscribe; else none."""
-    vehicle = load_vehicle(values.get("vehicle") or None)
+    vehicle = load_description(values.get("vehicle") or None)
     return CAN_TOPIC_KEYS if vehicle.torque_source in CAN_TORQUE_SOURCES else ()
 
 

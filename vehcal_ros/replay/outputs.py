@@ -1,25 +1,30 @@
-"""What the nodes would have published during a replay, written to a new bag for later comparison:
-``<prefix>/grip/<scope>`` Vector3Stamped, ``<prefix>/grip_curve/<scope>`` Float64MultiArray and
-``/vehcal/model_parameters`` DiagnosticArray.
+"""What the nodes would have published during a replay, written to a new bag for later comparison and viewing:
+``<prefix>/grip/<scope>`` Vector3Stamped (each published fit: x mean, y lower, z upper of mu_max),
+``<prefix>/grip_curve/<scope>`` Float64MultiArray and ``/vehcal/model_parameters`` DiagnosticArray; and, as a
+planner lives with it, ``<prefix>/grip_in_force/<scope>`` Vector3Stamped (the belief in force every
+``TRUTH_PERIOD`` s: x mean, NaN when unknown, y lower, z upper) and ``<prefix>/grip_truth/<scope>`` Vector3Stamped
+(x = y = z = the true mu_max under the scope's wheels, where the bag has ground truth). The shipped Foxglove
+layout (config/foxglove/replay.json) plots these.
 """
-
-
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.io import bags
+from vehcal_ros.replay.params import GRIP_NODE, output_prefix
 from vehcal_ros.replay.results import ReplayResult
 
 MODEL_PARAMETERS_TOPIC = "/vehcal/model_parameters"
 
 
 def output_messages(result: ReplayResult) -> list[tuple[str, str, Any, int]]:
-    """The publications of a replay as ``(topic, msgtype, rosbags_msg, stamp_ns)`` in publication order."""
+    """The publications of a replay as ``(topic, msgtype, rosbags_msg, stamp_ns)``: the nodes' in publication
+    order, then per scope the belief in force and the truth in time order."""
     T = bags.rosbags_types()
     msgs: list[tuple[str, str, Any, int]] = []
     for prefix, key, kind, t, payload in result.outputs:
@@ -33,6 +38,18 @@ def output_messages(result: ReplayResult) -> list[tuple[str, str, Any, int]]:
         else:
             msgs.append((MODEL_PARAMETERS_TOPIC, "diagnostic_msgs/msg/DiagnosticArray",
                          bags.diagnostic_array(T, t, payload), ns))
+    prefix = output_prefix(result.params.get(GRIP_NODE, {}))
+    for scope, series in result.grip.items():
+        f = series.in_force
+        for i in range(f["t"].size if f else 0):
+            t, ns = float(f["t"][i]), bags.sec_to_ns(float(f["t"][i]))
+            msgs.append((f"{prefix}/grip_in_force/{scope}", "geometry_msgs/msg/Vector3Stamped",
+                         bags.vector3_stamped(T, t, scope, float(f["mean"][i]), float(f["lower"][i]),
+                                              float(f["upper"][i])), ns))
+            truth = float(f["truth"][i])
+            if math.isfinite(truth):
+                msgs.append((f"{prefix}/grip_truth/{scope}", "geometry_msgs/msg/Vector3Stamped",
+                             bags.vector3_stamped(T, t, scope, truth, truth, truth), ns))
     return msgs
 
 

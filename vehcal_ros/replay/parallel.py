@@ -57,7 +57,6 @@ from vehcal_ros.replay.stream import ReplayJob, StreamStats, Timer, stream_bag
 POLL_S = 0.5
 """s between progress reports while waiting for fits after the bag has been read."""
 
-
 # ------------------------------------------------------------------------------------------ worker tasks
 def task_threads(cores: int, others_running: int) -> int:
     """Threads for a task's numba kernels when ``others_running`` tasks already run on ``cores`` cores: the cores

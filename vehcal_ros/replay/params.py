@@ -6,8 +6,6 @@ the one params parser). The pipelines are built by the nodes' own functions from
 the estimators the nodes would run.
 """
 
-
-
 from __future__ import annotations
 
 import os
@@ -21,7 +19,7 @@ from vehcal_ros.estimation.grip.pipeline import GripPipeline, pipeline_from_para
 from vehcal_ros.io import bags
 from vehcal_ros.io.params_yaml import absolute_topic, node_sections
 from vehcal_ros.resources import find_resource, searched
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 GRIP_NODE = "grip_estimator"
 
@@ -77,7 +75,7 @@ def node_values(params: Mapping[str, Mapping] | str | os.PathLike | None, seed: 
 def grip_pipeline_from(values: Mapping[str, Any]) -> GripPipeline:
     """The GripPipeline the ``grip_estimator`` node builds from these parameter values (the same function)."""
     try:
-        return pipeline_from_params(values, load_vehicle(values.get("vehicle") or None))
+        return pipeline_from_params(values, load_description(values.get("vehicle") or None))
     except KeyError as exc:
         raise InputError(f"{GRIP_NODE}: parameter {exc.args[0]!r} missing (and no package default)") from None
     except (TypeError, ValueError) as exc:
@@ -98,6 +96,12 @@ def calibration_pipeline_from(values: Mapping[str, Any]) -> CalibrationPipeline:
 def calibration_period(values: Mapping[str, Any]) -> float:
     """The node's timer period (``calibration_period``; 5 s, its declared default, when absent)."""
     return float(values.get("calibration_period", 5.0))
+
+
+def output_prefix(values: Mapping[str, Any]) -> str:
+    """The grip estimator's absolute output prefix (``output_prefix`` resolved in the root namespace, as a bag
+    replay resolves the nodes' relative names): ``/vehcal`` by default."""
+    return absolute_topic(str(values.get("output_prefix", "vehcal"))).rstrip("/")
 
 
 def topic_map_from(node_values: Mapping[str, Mapping[str, Any]],

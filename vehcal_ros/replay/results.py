@@ -4,8 +4,6 @@ with the field names of docs/cli.md), recorded as the nodes would have published
 Memory is bounded by one entry per published estimate (and a 10 Hz decimated ground-truth trace).
 """
 
-
-
 from __future__ import annotations
 
 import inspect
@@ -21,11 +19,10 @@ from vehcal_ros.estimation.grip.fit import GripEstimate
 from vehcal_ros.estimation.grip.friction_samples import ScopeData
 from vehcal_ros.estimation.grip.pipeline import GripPipeline
 from vehcal_ros.estimation.sensing.position import PositionTracker, grip_by_place
-from vehcal_ros.io.params_yaml import absolute_topic
 from vehcal_ros.json_values import finite_or_none as _f
 from vehcal_ros.json_values import jsonable
 from vehcal_ros.records import GnssFix, GroundTruth, OdomSample
-from vehcal_ros.replay.params import CALIBRATOR_NODE
+from vehcal_ros.replay.params import CALIBRATOR_NODE, output_prefix
 from vehcal_ros.replay.stream import ReplayJob, StreamStats
 
 TRUTH_PERIOD = 0.1
@@ -425,7 +422,7 @@ def replay_result(job: ReplayJob, node_values: dict, seed: int | None, grip: Gri
         counter_doc["calibration_rolling_radius"] = cal_rec.cal.rolling_radius_report()
         outputs += cal_rec.outputs
     outputs.sort(key=lambda o: (o[0], o[1]))   # stable: cycle time, then grip before calibration (the timers' order)
-    prefix = absolute_topic(str(job.grip_values.get("output_prefix", "vehcal"))).rstrip("/")
+    prefix = output_prefix(job.grip_values)
     return ReplayResult(
         bag=job.path, seed=seed, params=node_values, topic_map=job.tmap,
         grip={s: recorder.tracks[s].series(grip.status[s], prob, in_force[s]) for s in scopes},

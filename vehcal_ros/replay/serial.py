@@ -14,8 +14,6 @@ and the numbers of a live run whose timers fired at the same bag times (docs/rep
 The bag is never loaded whole. Nothing here imports rclpy.
 """
 
-
-
 from __future__ import annotations
 
 import math

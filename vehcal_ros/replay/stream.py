@@ -2,8 +2,6 @@
 bag's clock (:func:`stream_bag`), and where a replay is (:class:`ReplayProgress`).
 """
 
-
-
 from __future__ import annotations
 
 import math

@@ -1,7 +1,7 @@
 """Vehicle description: everything the estimators take as known about one vehicle.
 
 One YAML file per vehicle, ``config/vehicles/<name>.yaml`` (schema, field by field: docs/vehicle_description.md),
-loaded into a frozen :class:`VehicleDescription` by :func:`load_vehicle`. The package ships ``hmmwv`` (the 8-DOF
+loaded into a frozen :class:`VehicleDescription` by :func:`load_description`. The package ships ``hmmwv`` (the 8-DOF
 paper's numbers, the default) and ``sedan`` (Project Chrono's Sedan). The 8-DOF model
 (:mod:`vehcal_ros.models.vehicle_8dof`) and the calibration stages take their constants, powertrain, brake and
 steering maps, prior ranges and nominal parameter values from it.
@@ -301,8 +301,10 @@ def vehicle_path(name_or_path: str | os.PathLike) -> Path:
     return found
 
 
-def load_vehicle(name_or_path: str | os.PathLike | VehicleDescription | None = None) -> VehicleDescription:
-    """Load and validate a description by name (``hmmwv``, ``sedan``) or file path; None = ``hmmwv``.
+def load_description(name_or_path: str | os.PathLike | VehicleDescription | None = None) -> VehicleDescription:
+    """Load and validate the estimators' vehicle description (what the user knows of their car: geometry, tires,
+    powertrain, priors) by name (``hmmwv``, ``sedan``) or file path; None = ``hmmwv``. Not the simulator's model
+    file (:func:`vehcal_ros.models.vehicle14.params.load_simulator_params`).
 
     Raises :class:`InputError` (one line naming the field, unit and range) on a missing or invalid field.
     """
@@ -690,7 +692,7 @@ def _put(doc: dict, dotted: str, value: Any) -> None:
 
 FIELD_NAMES = tuple(f.name for f in fields(VehicleDescription))
 
-__all__ = ["VehicleDescription", "load_vehicle", "vehicle_names", "vehicle_path", "simulated_vehicle_description",
+__all__ = ["VehicleDescription", "load_description", "vehicle_names", "vehicle_path", "simulated_vehicle_description",
            "description_from_dict",
            "derived_priors", "derived_nominal", "check_driveline_inertia_range", "to_document", "DEFAULT_VEHICLE",
            "CALIBRATED"]

@@ -15,7 +15,7 @@ from vehcal_ros.estimation.calibration.pipeline import (
     vehicle_overrides,
 )
 from vehcal_ros.replay.params import resolve_params
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 VEHICLES = ("hmmwv", "hmmwv_sim", "sedan")
 
@@ -27,7 +27,7 @@ def _shipped(vehicle: str) -> dict:
 
 @pytest.mark.parametrize("vehicle", VEHICLES)
 def test_shipped_parameters_take_every_vehicle_fact_from_the_description(vehicle: str) -> None:
-    desc = load_vehicle(vehicle)
+    desc = load_description(vehicle)
     values = _shipped(vehicle)
     cfg = config_from(values)
     assert cfg.priors is None and cfg.defaults is None and cfg.vehicle == vehicle
@@ -43,7 +43,7 @@ def test_shipped_parameters_take_every_vehicle_fact_from_the_description(vehicle
 
 @pytest.mark.parametrize("vehicle", VEHICLES)
 def test_a_set_value_overrides_the_description_for_any_vehicle_and_says_so(vehicle: str) -> None:
-    desc = load_vehicle(vehicle)
+    desc = load_description(vehicle)
     values = {**_shipped(vehicle), "prior.kphi_f": [5000.0, 150000.0], "model.rr": 0.004, "r0": 0.5}
     cfg = config_from(values)
     assert cfg.priors == {"kphi_f": (5000.0, 150000.0)} and cfg.defaults == {"rr": 0.004} and cfg.r0 == 0.5

@@ -23,7 +23,7 @@ from vehcal_ros.estimation.calibration.segments import (
 from vehcal_ros.io.scenarios import DriverProgram, load_scenario
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof
 from vehcal_ros.records import ImuSample, OdomSample, WheelSpeeds
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_drive_windows_and_segment_state(sources) -> None:
     # ends where the steering ramp's road-wheel angle passes straight_max_road_wheel_angle
     assert 100.15 <= lon.t_start <= 100.3 and 104.8 <= lon.t_end <= 105.0 and lon.score > 0.5  # m/s^2
     t_bend = T_STEER[0] + (T_STEER[1] - T_STEER[0]) * SegmentConfig().straight_max_road_wheel_angle / (
-        STEER * load_vehicle("hmmwv").steer_gain)
+        STEER * load_description("hmmwv").steer_gain)
     assert rr.t_start == pytest.approx(105.46, abs=0.05) and rr.t_end == pytest.approx(100.0 + t_bend, abs=0.02)
     assert 109.0 <= lat.t_start <= 109.5 and lat.t_end == pytest.approx(114.5) and lat.score > 0.3
     seg = build_segment(r, rr.t_start, rr.t_end)

@@ -26,10 +26,10 @@ from vehcal_ros.estimation.calibration.fit import check_segment, stage_spec
 from vehcal_ros.estimation.calibration.qualification import StageThresholds, declared, lateral_acceleration
 from vehcal_ros.estimation.calibration.segments import SegmentConfig, build_segment, find_windows, resample
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
-from vehcal_ros.vehicle.description import description_from_dict, load_vehicle
+from vehcal_ros.vehicle.description import description_from_dict, load_description
 
 ROOT = Path(__file__).resolve().parents[3]
-HMMWV = load_vehicle("hmmwv")   # the 8-DOF model's own constants (steering gain 0.6525 rad per unit input)
+HMMWV = load_description("hmmwv")   # the 8-DOF model's own constants (steering gain 0.6525 rad per unit input)
 
 
 def _with_steering(source: str, ratio: float | None = None):

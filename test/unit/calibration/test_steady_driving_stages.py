@@ -18,7 +18,7 @@ from vehcal_ros.estimation.calibration.segments import (
     resample,
 )
 from vehcal_ros.models.vehicle_8dof import RIGID_RADIUS_KT, Simulator8Dof, VehicleConstants
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 RADIUS = 0.4652   # m, the effective rolling radius of the synthetic wheels
 
@@ -26,7 +26,7 @@ RADIUS = 0.4652   # m, the effective rolling radius of the synthetic wheels
 def _measured_torque_vehicle(rolling_radius: float = 0.0, cx: float = 1.0e5):
     """The shipped hmmwv description with ``torque_source: measured`` (and a ``tire.rolling_radius``), nominal
     slip stiffnesses ``cx`` N (a passenger-car or light-truck tire's ~15 x its load; the paper's 10300 N)."""
-    d = load_vehicle("hmmwv")
+    d = load_description("hmmwv")
     return dataclasses.replace(d, torque_source="measured", rolling_radius=rolling_radius,
                                nominal={**d.nominal, "Cxf": cx, "Cxr": cx})
 
@@ -80,7 +80,7 @@ def test_steady_driving_qualifies_rr_only_with_a_measured_torque() -> None:
     c = SegmentConfig()
     assert wins[0].duration == pytest.approx(c.max_duration, abs=0.011)
     assert wins[0].score == pytest.approx(rr_sensitivity(wins[0].duration, desc.static_rolling_radius(), desc.g))
-    none, why = find_windows(r, "rolling_resistance", SegmentConfig(), load_vehicle("hmmwv"))
+    none, why = find_windows(r, "rolling_resistance", SegmentConfig(), load_description("hmmwv"))
     assert none == [] and "throttle is never released" in why
     # the brake still keeps a stretch out
     braked = resample({**_sources(t, u, thr, torque=30.0),
@@ -122,7 +122,7 @@ def test_free_rolling_needs_free_rolling() -> None:
     # for the paper's Cx = 10300 N (0.6 %, above FREE_ROLLING_MAX_SLIP): its limit is 4 x 0.002 x 10300 / m_t
     coast = resample(_sources(t, 15.0 - 0.1 * t, np.zeros_like(t), torque=None))
     assert free_rolling_radius(coast, vehicle=maps) is not None
-    assert free_rolling_radius(coast, vehicle=load_vehicle("hmmwv")) is None
+    assert free_rolling_radius(coast, vehicle=load_description("hmmwv")) is None
 
 
 def test_description_rolling_radius_is_load_independent_in_the_8dof() -> None:
@@ -134,7 +134,7 @@ def test_description_rolling_radius_is_load_independent_in_the_8dof() -> None:
     for fz in (3000.0, 6000.0, 12000.0):
         assert k.r0 - fz / k.ktf == pytest.approx(0.46, abs=1e-7)
     assert desc.with_rolling_radius(0.47).static_rolling_radius() == pytest.approx(0.47)
-    plain = load_vehicle("hmmwv")   # r0 - Fz/kt: r0 shifted, the load dependence kept
+    plain = load_description("hmmwv")   # r0 - Fz/kt: r0 shifted, the load dependence kept
     moved = plain.with_rolling_radius(plain.static_rolling_radius() + 0.005)
     assert moved.static_rolling_radius() == pytest.approx(plain.static_rolling_radius() + 0.005)
     assert moved.ktf == plain.ktf and moved.r0 == pytest.approx(plain.r0 + 0.005)

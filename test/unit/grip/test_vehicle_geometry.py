@@ -13,7 +13,7 @@ from vehcal_ros.estimation.grip.friction_samples import ScopeData
 from vehcal_ros.estimation.grip.pipeline import FitOutcome, observed_floor, pipeline_from_params
 from vehcal_ros.estimation.sensing.tire_forces import TireForceVehicle
 from vehcal_ros.replay.params import default_params_file, grip_pipeline_from, resolve_params
-from vehcal_ros.vehicle.description import load_vehicle, to_document
+from vehcal_ros.vehicle.description import load_description, to_document
 
 # config/vehicles/sedan.yaml, as written there
 SEDAN = {"a": 1.4153, "b": 1.3588, "cf": 1.5943, "cr": 1.6056, "r0": 0.3538, "kt": 280835.3, "steer": 0.5896}
@@ -33,13 +33,13 @@ def test_geometry_comes_from_the_description() -> None:
     # axles), falling by a third of the deflection Fz/kt as the load changes (R_e ~ R0 - deflection/3)
     assert c.radius_mode == "load"
     assert (c.kt, c.kt_rear) == pytest.approx((3.0 * SEDAN["kt"], 3.0 * SEDAN["kt"]))
-    loads = load_vehicle("sedan").static_wheel_loads()
+    loads = load_description("sedan").static_wheel_loads()
     static = [SEDAN["r0"] - fz / SEDAN["kt"] for fz in loads]
     assert np.mean([c.r0 - fz / c.kt for fz in loads]) == pytest.approx(np.mean(static), abs=1e-12)
     veh = p.force_estimator.config.vehicle if p.force_estimator is not None else None
     assert veh is None   # measured forces: no force estimator
     p = pipeline_from_params(grip_values(vehicle="sedan", force_source="estimated"))
-    assert p.force_estimator.config.vehicle == TireForceVehicle.from_description(load_vehicle("sedan"))
+    assert p.force_estimator.config.vehicle == TireForceVehicle.from_description(load_description("sedan"))
     assert p.config_warnings == []
 
 
@@ -54,7 +54,7 @@ def test_a_parameter_overrides_the_description_with_a_warning() -> None:
 
 
 def test_load_independent_rolling_radius(tmp_path) -> None:
-    doc = to_document(load_vehicle("sedan"))
+    doc = to_document(load_description("sedan"))
     doc["tire"]["rolling_radius"] = 0.339
     doc["torque_source"] = "measured"
     del doc["powertrain"]                           # optional with measured torque
@@ -66,7 +66,7 @@ def test_load_independent_rolling_radius(tmp_path) -> None:
 
 def test_replay_takes_every_vehicle_fact_from_vehicle_file(tmp_path) -> None:
     """`vehcal replay BAG --vehicle FILE` with the shipped params file: the pipeline's geometry is the file's."""
-    doc = to_document(load_vehicle("sedan"))
+    doc = to_document(load_description("sedan"))
     doc["cg"]["to_front_axle"] = 1.2
     doc["track"]["front"] = 1.45
     doc["steering"]["ratio"] = 0.07
@@ -129,7 +129,7 @@ def test_only_a_well_conditioned_combined_slip_law_reaches_the_fit() -> None:
     pure slip (grip_pipeline.vehicle_signal_config: the ellipse's share at everyday slips is set by the slip
     angle's error and overstated the sedan's grip)."""
     assert pipeline_from_params(grip_values(vehicle="hmmwv_sim")).signal_config.combined_slip == "mf"
-    assert load_vehicle("sedan").combined_slip == "ellipse"
+    assert load_description("sedan").combined_slip == "ellipse"
     assert pipeline_from_params(grip_values(vehicle="sedan")).signal_config.combined_slip == "none"
 
 

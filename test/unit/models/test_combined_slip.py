@@ -27,7 +27,7 @@ from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripS
 from vehcal_ros.estimation.grip.pipeline import PIPELINE_FIT_CONFIG, vehicle_signal_config
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
-from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
+from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_simulator_params
 from vehcal_ros.models.vehicle14 import dynamics as dyn
 from vehcal_ros.models.vehicle14.tires import combined_forces, fx_pure, peak_mu
 from vehcal_ros.records import GroundTruth
@@ -39,7 +39,7 @@ def description():
 
 
 def test_friction_ellipse_equals_the_simulators_tire(description):
-    sim = Hmmwv14(load_vehicle_params("sedan"), RoadMap.uniform(0.9))
+    sim = Hmmwv14(load_simulator_params("sedan"), RoadMap.uniform(0.9))
     sim.reset(speed=0.0)
     tp = sim.tire_pack
     fz = float(sim._work[12][0, dyn.W_FZ])   # the load describe took the lateral/longitudinal ratio at
@@ -146,7 +146,7 @@ def test_mf2002_weighting_equals_the_simulators_tire():
 
     desc = describe_vehicle("hmmwv")
     assert desc.combined_slip == "mf" and len(desc.combined_coefficients) == 5
-    sim = Hmmwv14(load_vehicle_params("hmmwv"), RoadMap.uniform(0.9))
+    sim = Hmmwv14(load_simulator_params("hmmwv"), RoadMap.uniform(0.9))
     sim.reset(speed=0.0)
     tp = sim.tire_pack
     fz0 = float(sim._work[12][0, dyn.W_FZ])
@@ -165,9 +165,9 @@ def test_mf2002_weighting_equals_the_simulators_tire():
 def test_shipped_toe_and_tire_fields_are_describes(vehicle):
     """The shipped descriptions' suspension section and combined-slip fields come from `vehcal vehicle describe`
     (to its 7 significant digits), not typed by hand."""
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    shipped, described = load_vehicle(vehicle), describe_vehicle(vehicle)
+    shipped, described = load_description(vehicle), describe_vehicle(vehicle)
     for name in ("combined_slip", "lateral_ratio", "pitch_at_rest", "wheel_rate_f", "wheel_rate_r"):
         assert getattr(shipped, name) == getattr(described, name), name
     for name in ("toe_front", "toe_rear"):

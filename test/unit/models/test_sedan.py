@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from vehcal_ros.cli import main
-from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_vehicle_params
+from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_simulator_params
 from vehcal_ros.models.vehicle14 import dynamics as dyn
 from vehcal_ros.models.vehicle14 import kinematics as K
 from vehcal_ros.models.vehicle14.tires import combined_forces, fx_pure, fy_pure, peak_mu
@@ -178,7 +178,7 @@ def test_engine_map_gearbox_and_fwd_torque():
 
 
 def _energy_drift(dt: float) -> float:
-    p = load_vehicle_params("sedan")
+    p = load_simulator_params("sedan")
     p = replace(p, powertrain=None, tire=replace(p.tire, qsy1=0.0, cz=0.0),
                 front=replace(p.front, stop_min=0.0, stop_max=10.0))
     s = Hmmwv14(p, RoadMap.uniform(0.0), dt=dt)
@@ -211,19 +211,19 @@ def test_sedan_energy_conserved_to_first_order():
 def test_described_static_axle_loads_equal_the_settled_wheel_loads(vehicle, tmp_path, capsys):
     """``vehcal vehicle describe``: the description's static loads (from the model's masses and CG, by the 8-DOF
     formula) against the simulator's settled wheel loads (from the full dynamics), within 1 %."""
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
     out = tmp_path / f"{vehicle}.yaml"
     assert main(["vehicle", "describe", vehicle, "-o", str(out)]) == 0
-    desc = load_vehicle(out)
+    desc = load_description(out)
     fz = Hmmwv14(vehicle).outputs()["fz"]
     front, rear = desc.static_axle_loads()
     assert front == pytest.approx(fz[0] + fz[1], rel=0.01)
     assert rear == pytest.approx(fz[2] + fz[3], rel=0.01)
-    assert desc.total_mass == pytest.approx(load_vehicle_params(vehicle).total_mass, rel=1e-6)
+    assert desc.total_mass == pytest.approx(load_simulator_params(vehicle).total_mass, rel=1e-6)
     assert desc.steer_gain == pytest.approx(Hmmwv14(vehicle).steering_gain, rel=1e-6)
     assert 0.2 < desc.h < 1.0
-    tire = load_vehicle_params(vehicle).tire
+    tire = load_simulator_params(vehicle).tire
     assert desc.nominal["rr"] == pytest.approx(tire.qsy1 * tire.r0, abs=1e-9)  # the model's rolling-resistance lever
     if vehicle == "hmmwv":  # roll centres from the geometry vs the 8-DOF paper's (Table 2): within 2 cm
         assert desc.hrcf == pytest.approx(0.379, abs=0.02) and desc.hrcr == pytest.approx(0.327, abs=0.02)

@@ -194,6 +194,36 @@ def test_cli_outputs_report_record_and_remap(work, first, capsys):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporaries left
 
 
+def test_recorded_outputs_carry_every_topic_of_the_foxglove_layout(work, first, tmp_path):
+    """The shipped Foxglove layout (config/foxglove/replay.json) plots only topics and fields a recorded replay
+    has: the belief in force (each grid time of the replay's in-force timeline, mean/lower/upper), the truth
+    where the bag has it, the published fits and the model parameters topic."""
+    import re
+
+    from rosbags.highlevel import AnyReader
+
+    layout = json.loads((Path(__file__).resolve().parents[3] / "config" / "foxglove" / "replay.json").read_text())
+    record_outputs(first, tmp_path / "rec")
+    topics = bags.bag_topics(tmp_path / "rec")
+    f = first.grip["front_axle"].in_force
+    assert topics["/vehcal/grip_in_force/front_axle"] == ("geometry_msgs/msg/Vector3Stamped", f["t"].size)
+    assert topics["/vehcal/grip_truth/front_axle"][1] == int(np.isfinite(f["truth"]).sum()) > 0
+    paths = [p["value"] for c in layout["configById"].values() for p in c.get("paths", ())]
+    paths += [c["topicPath"] for c in layout["configById"].values() if "topicPath" in c]
+    with AnyReader([tmp_path / "rec"], default_typestore=bags.typestore()) as reader:
+        for path in paths:
+            topic, _, fields = re.match(r"(/[\w/]+)(\.?)(.*)", path).groups()
+            conns = [c for c in reader.connections if c.topic == topic]
+            if topic == "/vehcal/model_parameters" and not conns:
+                continue   # no calibration in this replay (--no-calibration)
+            assert conns, path
+            msg = reader.deserialize(next(reader.messages(connections=conns))[2], conns[0].msgtype)
+            for name in filter(None, fields.split(".")):
+                msg = getattr(msg, name)
+    in_force = [m for m in paths if "grip_in_force/front_axle" in m]
+    assert len(in_force) == 3
+
+
 def numbers_of(doc: dict) -> dict:
     class _R:
         def to_dict(self):

@@ -13,7 +13,7 @@ Synthetic data for speed: a known magic-formula curve (friction paper Section 4.
 from __future__ import annotations
 
 import json
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -225,40 +225,50 @@ def test_parallel_calibration_stream_equals_serial(tmp_path):
     assert b.counters["calibration_fits"] == a.counters["calibration_fits"]
 
 
-class _SlowCalibrationFits(ThreadPoolExecutor):
-    """A real thread pool whose calibration fits start 1 s late: longer than the rest of the bag takes to read,
-    so the calibrator's next tick finds its fit still running."""
+class _HeldCalibrationFits(ThreadPoolExecutor):
+    """A real thread pool whose calibration fits are held until ``release`` is set (at most ``HOLD_S``): the
+    calibrator's next ticks then find its fit still running, however fast or slow the machine reads the bag."""
+
+    HOLD_S = 60.0
+
+    def __init__(self, release: threading.Event, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.release = release
 
     def submit(self, fn, /, *args, **kwargs):
         from vehcal_ros.replay.parallel import fit_calibration_jobs
 
         if fn is fit_calibration_jobs:
-            def late(*a, **k):
-                time.sleep(1.0)
+            def held(*a, **k):
+                self.release.wait(timeout=self.HOLD_S)
                 return fn(*a, **k)
-            return super().submit(late, *args, **kwargs)
+            return super().submit(held, *args, **kwargs)
         return super().submit(fn, *args, **kwargs)
 
 
 @pytest.mark.slow
 def test_calibrator_waiting_for_its_fit_does_not_stop_the_read(tmp_path, monkeypatch):
     """A calibrator tick whose previous fit still runs is deferred with the records after it: the read goes on,
-    and the calibration equals the serial replay's."""
+    and the calibration equals the serial replay's. The fit is held until two ticks wait behind it; a scheduler
+    that stopped the read to wait for it would never defer them (the hold then times out and the check fails)."""
     from vehcal_ros.replay.parallel import CalibrationScheduler
 
     bag, params = _calibration_bag(tmp_path)
     deferred = []
+    release = threading.Event()
     drain = CalibrationScheduler.drain
 
     def watched(self, wait_for, block=False):
         deferred.append(sum(kind == "tick" for kind, _ in self.deferred))
+        if deferred[-1] >= 2:
+            release.set()
         return drain(self, wait_for, block)
 
     monkeypatch.setattr(CalibrationScheduler, "drain", watched)
     a = replay_bag(bag, params, seed=4, workers=1)
-    with _SlowCalibrationFits(max_workers=3) as ex:
+    with _HeldCalibrationFits(release, max_workers=3) as ex:
         b = replay_bag(bag, params, seed=4, executor=ex)
-    assert max(deferred) >= 2          # a tick waited behind the running fit while the read went on
+    assert release.is_set() and max(deferred) >= 2   # two ticks waited behind the running fit while the read went on
     assert numbers(b) == numbers(a)
     assert [o[:4] for o in b.outputs] == [o[:4] for o in a.outputs]
     assert b.counters["calibration_fits"] == a.counters["calibration_fits"]

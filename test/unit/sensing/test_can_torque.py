@@ -22,7 +22,7 @@ from vehcal_ros.nodes.grip_estimator import PARAMS as GRIP_PARAMS
 from vehcal_ros.records import BrakePressure, DriveTorque, TireForce, WheelSpeeds
 from vehcal_ros.replay.guards import calibrator_topics, grip_topics
 from vehcal_ros.vehicle.description import BAR_PA as BAR
-from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, to_document
+from vehcal_ros.vehicle.description import description_from_dict, load_description, to_document
 
 ENGINE = CanTorqueConfig(drive="engine", gear_ratios=(0.3, 0.5), final_drive=0.25, efficiency=0.9,
                          front_share=1.0, brake_gain=(25.0 / BAR, 10.0 / BAR))
@@ -157,7 +157,7 @@ def test_the_grip_pipeline_estimates_forces_from_can_on_a_car_without_wheel_torq
     values.update(force_source="estimated", vehicle="sedan")
     desc = can_description("sedan", "engine")
     fx = []
-    for recs, vehicle in ((records, load_vehicle("sedan")), (production, desc)):
+    for recs, vehicle in ((records, load_description("sedan")), (production, desc)):
         pipeline = pipeline_from_params(values, vehicle)
         assert (pipeline.can is None) == (vehicle.torque_source == "map")
         forces: dict[tuple[float, int], float] = {}
@@ -168,7 +168,7 @@ def test_the_grip_pipeline_estimates_forces_from_can_on_a_car_without_wheel_torq
         fx.append(forces)
         assert pipeline.force_estimator.counters["no_torque"] <= 1
     # the production drive through the description that expects JointState.effort: no force, and it says why
-    pipeline = pipeline_from_params(values, load_vehicle("sedan"))
+    pipeline = pipeline_from_params(values, load_description("sedan"))
     for _, rec in production:
         pipeline.add(rec)
     assert pipeline.force_estimator.counters["estimated"] == 0

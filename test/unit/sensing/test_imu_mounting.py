@@ -91,11 +91,11 @@ def test_the_grip_pipeline_names_the_mounting():
     description status (doubtful_assumptions); the aligned one does not."""
     from vehcal_ros.estimation.grip.pipeline import pipeline_from_params
     from vehcal_ros.nodes.grip_estimator import PARAMS
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
     values = {p.name: p.default for p in PARAMS}
     for psi, named in ((1.0, True), (0.0, False)):
-        pipeline = pipeline_from_params(values, load_vehicle("hmmwv"))
+        pipeline = pipeline_from_params(values, load_description("hmmwv"))
         for rec in synthetic_drive(0, psi):
             pipeline.add(rec)
         doubts = [d for d in pipeline.doubtful_assumptions() if d.startswith("IMU mounting yaw")]

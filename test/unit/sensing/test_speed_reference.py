@@ -133,9 +133,9 @@ def test_slips_on_the_simulated_hmmwv_match_the_true_slips_within_their_stated_n
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.replay.params import resolve_params
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    desc = load_vehicle("hmmwv_sim")
+    desc = load_description("hmmwv_sim")
     values = {**resolve_params(None)["grip_estimator"], "braking": "keep", "scope": "wheel"}
     collector = GripDataCollector(vehicle_signal_config(signal_config_from(values, desc), desc))
     assert collector.config.speed_reference == "gnss_imu"   # the shipped auto on an all-wheel-drive vehicle
@@ -198,9 +198,9 @@ def test_undriven_wheels_reference_on_the_simulated_sedan() -> None:
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.replay.params import resolve_params
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    desc = load_vehicle("sedan")
+    desc = load_description("sedan")
     assert desc.driven_axles == ("front",)
     values = {**resolve_params(None)["grip_estimator"], "braking": "keep", "scope": "wheel"}
     config = vehicle_signal_config(signal_config_from(values, desc), desc)
@@ -246,4 +246,4 @@ def test_undriven_wheels_reference_on_the_simulated_sedan() -> None:
     # with GNSS only the rear samples before its first estimate lack a reference
     assert no_gnss.counters.dropped["reference_wheel"] > 20 * collector.counters.dropped["reference_wheel"]
     with pytest.raises(ValueError, match="speed_reference undriven_wheels needs an undriven axle.*driven_axles"):
-        signal_config_from({**values, "speed_reference": "undriven_wheels"}, load_vehicle("hmmwv_sim")).validate()
+        signal_config_from({**values, "speed_reference": "undriven_wheels"}, load_description("hmmwv_sim")).validate()

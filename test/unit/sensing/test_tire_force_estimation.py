@@ -32,9 +32,9 @@ def sim_config() -> TireForceConfig:
     prior midpoint, not the tire's: the rolling-resistance lever is the tire's QSY1 R0 (data sheet / coast-down;
     the calibrator refines it), read from the same model file."""
     from vehcal_ros.io.describe import describe_vehicle
-    from vehcal_ros.models.vehicle14.params import load_vehicle_params
+    from vehcal_ros.models.vehicle14.params import load_simulator_params
 
-    tire = load_vehicle_params("hmmwv").tire
+    tire = load_simulator_params("hmmwv").tire
     veh = replace(TireForceVehicle.from_description(describe_vehicle("hmmwv")), rr=tire.qsy1 * tire.r0)
     return TireForceConfig(vehicle=veh)
 
@@ -295,9 +295,9 @@ def test_lever_is_the_loaded_radius_of_the_description():
     radius r0 - Fz/kt to the loaded radius: r0 - rolling_excess is the lever base."""
     import dataclasses
 
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    desc = load_vehicle("sedan")
+    desc = load_description("sedan")
     plain = TireForceVehicle.from_description(dataclasses.replace(desc, rolling_excess=0.0))
     moved = TireForceVehicle.from_description(dataclasses.replace(desc, rolling_excess=0.01))
     assert moved.r0 == pytest.approx(plain.r0 - 0.01, abs=1e-12)

@@ -79,9 +79,9 @@ def test_a_torque_sensor_reading_5_percent_high_is_found_on_the_simulator() -> N
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.records import GnssVelocity, GroundTruth, ImuSample, WheelSpeeds
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
-    config = force_config_from({"torque_scale_learning": True}, load_vehicle("hmmwv_sim"))
+    config = force_config_from({"torque_scale_learning": True}, load_description("hmmwv_sim"))
     base = load_scenario("daily_driving", vehicle="hmmwv").with_seed(0)
     scales, slopes = [], []
     for scenario in (base, base.with_sensor_fault("wheel_speeds", torque_scale=1.05)):
@@ -149,12 +149,12 @@ def test_the_sedans_clean_drive_names_no_torque_or_mass_error() -> None:
     from vehcal_ros.io.scenarios import load_scenario
     from vehcal_ros.io.simulate import ScenarioRun
     from vehcal_ros.nodes.grip_estimator import PARAMS
-    from vehcal_ros.vehicle.description import load_vehicle
+    from vehcal_ros.vehicle.description import load_description
 
     values = {p.name: p.default for p in PARAMS}
     values.update(force_source="estimated", vehicle="sedan")
     records = [rec for _, rec, _ in ScenarioRun(load_scenario("daily_driving", vehicle="sedan").with_seed(0))]
-    sedan = load_vehicle("sedan")
+    sedan = load_description("sedan")
     for desc, named in ((sedan, False), (dataclasses.replace(sedan, m=0.9 * sedan.m), True)):
         pipeline = pipeline_from_params(values, desc)
         for rec in records:

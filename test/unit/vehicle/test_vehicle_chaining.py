@@ -20,7 +20,7 @@ from calibration_synthetic import synthetic_segment, write_csv
 from vehcal_ros.cli import main
 from vehcal_ros.estimation.calibration.fit import Segment
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_measured_wheel_torque_momentum_balance() -> None:
 
 
 def test_sedan_upshift_changes_the_wheel_torque_by_the_gear_ratio() -> None:
-    d = load_vehicle("sedan")
+    d = load_description("sedan")
     c = VehicleConstants.from_description(d)
     t = np.arange(0.0, 8.0001, 0.01)
     x0, _, _ = _rolling(c, 4.0)

@@ -16,22 +16,22 @@ import yaml
 import vehcal_ros
 from vehcal_ros.errors import InputError
 from vehcal_ros.inference.smc import Uniform
-from vehcal_ros.vehicle.description import description_from_dict, load_vehicle, vehicle_names
+from vehcal_ros.vehicle.description import description_from_dict, load_description, vehicle_names
 
 REFERENCE = Path(vehcal_ros.__file__).resolve().parent / "data"   # the vendored Chrono / paper reference files
 
 
 def test_shipped_vehicles_load():
     assert {"hmmwv", "sedan"} <= set(vehicle_names())
-    assert load_vehicle().name == "hmmwv"          # the default
-    sedan = load_vehicle("sedan")
+    assert load_description().name == "hmmwv"          # the default
+    sedan = load_description("sedan")
     assert sedan.driven_axles == ("front",) and sedan.front_share == 1.0
     assert sedan.powertrain == "engine_map" and len(sedan.gear_ratios) == 6
 
 
 def test_hmmwv_matches_the_papers_constants():
     ref = yaml.safe_load((REFERENCE / "vehicle_8dof.yaml").read_text())
-    d = load_vehicle("hmmwv")
+    d = load_description("hmmwv")
     for name, value in ref["known_parameters"].items():
         attr = {"Jw": "Jw_f"}.get(name, name)
         assert getattr(d, attr) == pytest.approx(float(value), rel=0, abs=0), name
@@ -50,22 +50,22 @@ def test_hmmwv_matches_the_papers_constants():
 
 def test_sedan_static_loads_match_the_reference():
     ref = yaml.safe_load((REFERENCE / "sedan.yaml").read_text())["vehicle_layout"]["static_wheel_loads_derived"]
-    f, r = load_vehicle("sedan").static_wheel_loads()
+    f, r = load_description("sedan").static_wheel_loads()
     assert f == pytest.approx(ref["front"], rel=2e-3)
     assert r == pytest.approx(ref["rear"], rel=2e-3)
 
 
 @pytest.mark.parametrize("name", ["hmmwv", "sedan"])
 def test_round_trip_through_a_file(tmp_path, name):
-    d = load_vehicle(name)
+    d = load_description(name)
     path = tmp_path / f"{name}_copy.yaml"
     path.write_text(yaml.safe_dump(d.to_dict(), sort_keys=False))
-    back = load_vehicle(path)
+    back = load_description(path)
     assert replace(back, source="") == replace(d, source="")
 
 
 def _hmmwv_doc() -> dict:
-    return copy.deepcopy(load_vehicle("hmmwv").to_dict())
+    return copy.deepcopy(load_description("hmmwv").to_dict())
 
 
 @pytest.mark.parametrize("path, value, expect", [
@@ -119,9 +119,9 @@ def test_a_negative_driveline_inertia_range_is_allowed_above_minus_the_wheels():
 
 def test_unknown_name_lists_the_known_vehicles():
     with pytest.raises(InputError, match="known: hmmwv, hmmwv_chrono, hmmwv_sim, sedan"):
-        load_vehicle("tractor")
+        load_description("tractor")
     with pytest.raises(InputError, match="no such file"):
-        load_vehicle("/nonexistent/car.yaml")
+        load_description("/nonexistent/car.yaml")
 
 
 def test_vehicle_option_sets_the_grip_estimators_force_constants():

@@ -104,7 +104,7 @@ from vehcal_ros.vehicle.description import (
     CALIBRATED,
     VehicleDescription,
     check_driveline_inertia_range,
-    load_vehicle,
+    load_description,
 )
 
 STAGE_NAMES: tuple[str, ...] = ("longitudinal", "lateral", "rolling_resistance")
@@ -388,7 +388,7 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
     priors_out: list[tuple[str, Distribution]] = []
     desc = None
     if vehicle is not None:
-        desc = load_vehicle(vehicle)
+        desc = load_description(vehicle)
     for pname, (lo, hi) in cfg["priors"].items():
         if desc is not None and not _identified(pname, name, desc):
             continue   # held at the description's nominal value
@@ -430,7 +430,7 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=
     ``vehicle``: vehicle description (name, file or description; None: the default vehicle) whose steering map
     converts the steering input to the road-wheel angle; ``thresholds``: the stage thresholds (None: their
     declared defaults; the calibrator passes its configured ones)."""
-    desc = vehicle if isinstance(vehicle, VehicleDescription) else load_vehicle(vehicle)
+    desc = vehicle if isinstance(vehicle, VehicleDescription) else load_description(vehicle)
     src = segment.source
     t = segment.time
     missing = [c for c in stage.channels if c not in segment.measured]

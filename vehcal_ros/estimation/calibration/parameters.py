@@ -18,7 +18,7 @@ from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, 
 from vehcal_ros.estimation.calibration.qualification import declared
 from vehcal_ros.estimation.calibration.segments import SegmentConfig
 from vehcal_ros.parameters import ParamSpec
-from vehcal_ros.vehicle.description import CALIBRATED, load_vehicle
+from vehcal_ros.vehicle.description import CALIBRATED, load_description
 
 
 def _stages_check(v: Any) -> str | None:
@@ -29,7 +29,7 @@ def _stages_check(v: Any) -> str | None:
 
 def _vehicle_check(v: Any) -> str | None:
     try:
-        load_vehicle(str(v))
+        load_description(str(v))
     except InputError as exc:
         return f"parameter 'vehicle': {exc}"
     return None

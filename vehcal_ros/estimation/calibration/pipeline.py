@@ -86,7 +86,7 @@ from vehcal_ros.estimation.calibration.segments import (
 from vehcal_ros.estimation.sensing.buffers import RollingBuffer
 from vehcal_ros.estimation.sensing.can_torque import CanTorqueConfig, CanWheelTorque
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 MODEL_PARAMETERS: tuple[str, ...] = ("Cxf", "Cxr", "Cyf", "Cyr", "kphi_f", "kphi_r", "bphi", "rr", "Jd")
 """Published model parameters (``bphi`` = bphi_f + bphi_r, the paper's identifiable total roll damping; ``Jd``
@@ -370,7 +370,7 @@ class CalibrationPipeline:
         self.config = config or CalibrationPipelineConfig()
         self.config.validate()
         c = self.config
-        self.vehicle = load_vehicle(c.vehicle)
+        self.vehicle = load_description(c.vehicle)
         """the vehicle description (None in the config: the default vehicle): its steering map gives the
         road-wheel angle of the stage thresholds"""
         self.buffers = {name: RollingBuffer(cols, c.buffer_size, c.window, max_gap=c.clock_jump)
@@ -1126,7 +1126,7 @@ def _prior_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
 def vehicle_overrides(values: Mapping[str, Any]) -> list[str]:
     """One warning per model_calibrator parameter that overrides a fact of the vehicle description (``vehicle``),
     naming both values: ``prior.<name>`` ranges, ``model.<name>`` start-up values and the tire radius ``r0``."""
-    desc = load_vehicle(str(values.get("vehicle") or "") or None)
+    desc = load_description(str(values.get("vehicle") or "") or None)
     where = desc.source or desc.name
     nominal = full_parameters(None, str(values.get("vehicle") or "") or None)
     nominal["bphi"] = nominal["bphi_f"] + nominal["bphi_r"]
@@ -1161,7 +1161,7 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
         extra["stages"] = tuple(values["stages"])
     vehicle = str(values.get("vehicle") or "") or None
     r0 = float(values.get("r0") or 0.0)
-    extra["r0"] = r0 if r0 > 0.0 else load_vehicle(vehicle).r0
+    extra["r0"] = r0 if r0 > 0.0 else load_description(vehicle).r0
     priors = _prior_overrides(values)
     if priors:
         extra["priors"] = check_prior_ranges(priors)

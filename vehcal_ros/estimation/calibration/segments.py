@@ -74,7 +74,7 @@ from vehcal_ros.estimation.calibration.qualification import (
     validate_declared,
 )
 from vehcal_ros.models.vehicle_8dof import STATE_INDEX, STATE_NAMES, VehicleConstants
-from vehcal_ros.vehicle.description import VehicleDescription, load_vehicle
+from vehcal_ros.vehicle.description import VehicleDescription, load_description
 
 SOURCE_COLUMNS: dict[str, tuple[str, ...]] = {
     "wheel_speeds": ("w_lf", "w_rf", "w_lr", "w_rr"),            # WHEELS order FL, FR, RL, RR
@@ -245,7 +245,7 @@ def _best_subwindow(r: Resampled, i0: int, i1: int, n_max: int, score) -> tuple[
 
 def _description(vehicle: Any) -> VehicleDescription:
     """The vehicle description of a name, file or description (None: the default vehicle)."""
-    return vehicle if isinstance(vehicle, VehicleDescription) else load_vehicle(vehicle)
+    return vehicle if isinstance(vehicle, VehicleDescription) else load_description(vehicle)
 
 
 def find_windows(r: Resampled, stage: str, config: SegmentConfig = SegmentConfig(),

@@ -69,7 +69,7 @@ from vehcal_ros.records import (
     TireForce,
     WheelSpeeds,
 )
-from vehcal_ros.vehicle.description import load_vehicle
+from vehcal_ros.vehicle.description import load_description
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
 
@@ -1059,7 +1059,7 @@ def signal_config_from(values: Mapping[str, Any], vehicle: Any = None) -> GripSi
     description ``vehicle`` (:func:`vehicle_geometry`; its warnings are dropped here, see
     :func:`pipeline_from_params`). Without ``vehicle``: the package's default description."""
     if vehicle is None:
-        vehicle = load_vehicle(None)
+        vehicle = load_description(None)
     geometry, _ = vehicle_geometry(vehicle, values)
     return GripSignalConfig(
         scope=values["scope"], wheel_names=tuple(values["wheel_names"]), **geometry,
@@ -1133,7 +1133,7 @@ def pipeline_from_params(values: Mapping[str, Any], vehicle: Any = None) -> Grip
     toe, load transfer, the force estimator's constants) comes from it; a geometry parameter that overrides it
     leaves a warning in the pipeline's ``config_warnings``."""
     if vehicle is None:
-        vehicle = load_vehicle(values.get("vehicle") or None)
+        vehicle = load_description(values.get("vehicle") or None)
     signal_config = vehicle_signal_config(signal_config_from(values, vehicle), vehicle)
     force_source = str(values.get("force_source", "measured"))
     force_config = force_config_from(values, vehicle)

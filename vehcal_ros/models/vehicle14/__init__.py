@@ -2,11 +2,11 @@
 
 It simulates the HMMWV (default) and any vehicle model file in the layout of ``data/hmmwv.yaml`` (the shipped
 ``sedan``). Public API: :class:`Hmmwv14` (alias
-:class:`Vehicle14`), :class:`HmmwvParams`, :func:`load_vehicle_params`, :class:`RoadMap`, :class:`RoadPatch`.
+:class:`Vehicle14`), :class:`HmmwvParams`, :func:`load_simulator_params`, :class:`RoadMap`, :class:`RoadPatch`.
 Wheel arrays are ordered FL, FR, RL, RR (``vehcal_ros.records.WHEELS``).
 """
 
-from .params import VEHICLE_NAMES, HmmwvParams, load_vehicle_params, vehicle_model_file
+from .params import VEHICLE_NAMES, HmmwvParams, load_simulator_params, vehicle_model_file
 from .road import RoadMap, RoadPatch
 from .simulator import Hmmwv14, Vehicle14
 
@@ -17,6 +17,6 @@ __all__ = [
     "RoadPatch",
     "VEHICLE_NAMES",
     "Vehicle14",
-    "load_vehicle_params",
+    "load_simulator_params",
     "vehicle_model_file",
 ]

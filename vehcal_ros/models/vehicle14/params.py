@@ -2,7 +2,7 @@
 "Simulator").
 
 A vehicle MODEL FILE has the layout of the shipped ``data/hmmwv.yaml``
-(Project Chrono's HMMWV, the default) and ``data/sedan.yaml`` (Chrono's Sedan). :func:`load_vehicle_params`
+(Project Chrono's HMMWV, the default) and ``data/sedan.yaml`` (Chrono's Sedan). :func:`load_simulator_params`
 takes a name (``hmmwv``, ``sedan``) or a file path. Geometry, inertias, springs, dampers, steering, driveline
 and Pac02 tire data all come from the file. Everything is in the chassis reference frame (x forward, y left,
 z up); suspension hardpoints are the LEFT side with the suspension location added (right side = mirror).
@@ -195,7 +195,7 @@ class TireParams:
 @dataclass(frozen=True)
 class HmmwvParams:
     """Complete 14-DOF vehicle parameter set (the HMMWV's by default); build with :meth:`from_yaml` or
-    :func:`load_vehicle_params`. ``lca_rear``..``wheel_rear`` = the rear axle's bodies when they differ from
+    :func:`load_simulator_params`. ``lca_rear``..``wheel_rear`` = the rear axle's bodies when they differ from
     the front's; ``powertrain`` None = the 8-DOF paper's shared drive map; ``brake_max_torque`` N m per wheel
     at full pedal."""
 
@@ -529,8 +529,10 @@ def vehicle_model_file(vehicle: str | Path | None) -> Path:
                      "nor an existing model file")
 
 
-def load_vehicle_params(vehicle: str | Path | None = None) -> HmmwvParams:
-    """Parameters of a shipped vehicle (name) or of a model file in the layout of ``hmmwv.yaml``."""
+def load_simulator_params(vehicle: str | Path | None = None) -> HmmwvParams:
+    """The 14-DOF simulator's parameters of a shipped vehicle (name) or of a model file in the layout of
+    ``hmmwv.yaml`` (the vehicle as the simulator builds it). Not the estimators' description
+    (:func:`vehcal_ros.vehicle.description.load_description`)."""
     from dataclasses import replace
 
     path = vehicle_model_file(vehicle)

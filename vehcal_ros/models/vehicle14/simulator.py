@@ -1,7 +1,7 @@
 """The 14-DOF vehicle simulator object (docs/simulator_model.md; constraint-embedding paper Sections 2-5).
 
 ``Hmmwv14`` (alias ``Vehicle14``) owns the state and runs the numba integration loop of dynamics.py for any
-vehicle model file (params.load_vehicle_params; the HMMWV by default). Driver inputs are the normalised
+vehicle model file (params.load_simulator_params; the HMMWV by default). Driver inputs are the normalised
 controls of the 8-DOF paper: throttle and brake 0..1 (HMMWV: the shared powertrain/brake maps; a map-engine
 vehicle: its engine map, automatic gearbox and brake gain), and steering -1..1 whose MEAN front road-wheel
 angle at static ride height is ``steering.gain`` x input (HMMWV: the shared ``road_wheel_angle`` map): the
@@ -19,7 +19,7 @@ from scipy.optimize import root
 
 from . import dynamics as dyn
 from .kinematics import B_WH, MI_AX, MI_LSP, pack_geometry
-from .params import HmmwvParams, load_vehicle_params
+from .params import HmmwvParams, load_simulator_params
 from .road import RoadMap
 from .tires import mu_curve, pack_tire
 
@@ -29,7 +29,7 @@ INTEGRATORS = {"semi_implicit": 0, "rk4": 1}
 class Hmmwv14:
     """14-DOF constraint-embedded vehicle on a flat road with spatially varying friction.
 
-    params: a parameter set, or a vehicle name / model file (``load_vehicle_params``); None = the HMMWV.
+    params: a parameter set, or a vehicle name / model file (``load_simulator_params``); None = the HMMWV.
     dt: fixed step (s); integrator: "semi_implicit" (default, symplectic Euler, first order) or "rk4".
     """
 
@@ -47,7 +47,7 @@ class Hmmwv14:
         if params is None:
             params = HmmwvParams.from_yaml()
         elif not isinstance(params, HmmwvParams):
-            params = load_vehicle_params(params)
+            params = load_simulator_params(params)
         self.params = params
         self.road = road if road is not None else RoadMap()
         self.dt = float(dt)
