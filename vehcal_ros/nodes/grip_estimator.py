@@ -55,9 +55,8 @@ from vehcal_ros.nodes.common import (
     sensor_qos,
     spin_node,
 )
-from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.nodes.worker_node import CAN_TOPICS, FRAMES, HEALTH, WorkerNode
 from vehcal_ros.parameters import ParamSpec
-from vehcal_ros.records import WHEELS
 from vehcal_ros.replay.guards import grip_guard
 from vehcal_ros.vehicle.description import load_description
 
@@ -73,15 +72,11 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("output_prefix", "vehcal", "prefix of the grip and grip_curve output topics (relative: under the "
               "namespace)", read_only=True),
-    ParamSpec("wheel_names", list(WHEELS), "JointState / frame_id names of the FL, FR, RL, RR wheels",
-              read_only=True, check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
-    ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
-              check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
+    *FRAMES,
     *ESTIMATION_PARAMS,
     ParamSpec("fit_period", 5.0, "time between estimation cycles, s (ROS clock)", 0.05, 3600.0, read_only=True),
     ParamSpec("belief_period", 0.5, "period of the grip belief in force on grip/<scope> and grip_age/<scope>, s "
               "(ROS clock; published while data arrive)", 0.01, 60.0, read_only=True),
-    ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
     ParamSpec("gnss_topic", "vehicle/gnss/vel", "geometry_msgs/TwistWithCovarianceStamped, ENU velocity of a GNSS "
               "receiver: the speed reference of the slips (speed_reference gnss_imu) and of the online rolling "
               "radius", read_only=True),
@@ -93,13 +88,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               read_only=True),
     ParamSpec("estimated_forces_topic", "vehcal/tire_forces_estimated", "topic of the estimated forces",
               read_only=True),
-    ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
-    ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
-              " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
-              read_only=True),
-    CPU_BUDGET,
+    *HEALTH,
     *CAN_TOPICS,
 )
+
 
 class GripEstimatorNode(WorkerNode):
     """Thin adapter: messages -> records -> GripPipeline; worker-thread fits; publish estimates and health."""
@@ -319,26 +311,7 @@ class GripEstimatorNode(WorkerNode):
                  "wheel_speed_scatter": (self.pipeline.radius.wheel_speed_scatter()
                                          if self.pipeline.radius is not None else math.nan)}))
             for scope, st in self.pipeline.status.items():
-                kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
-                                      "n_not_converged": st.n_not_converged,
-                                      "n_prior_dominated": st.n_prior_dominated,
-                                      "n_skipped_unexcited": st.n_skipped_unexcited, "last_fit_s": st.last_fit_s,
-                                      "excitation": st.excitation, "surface_changes": st.surface_changes,
-                                      "last_surface_change": st.last_surface_change, "n_withdrawn": st.n_withdrawn,
-                                      "n_floor": st.n_floor}
-                if st.estimate is not None:
-                    e = st.estimate
-                    kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower,
-                               "mu_max_upper": e.mu_max_upper, "r_hat_max": e.r_hat_max,
-                               "ess_bulk_min": e.ess_bulk_min, "ess_tail_min": e.ess_tail_min,
-                               "converged": e.converged, "prior_dominated": e.prior_dominated,
-                               "n_steps_used": e.n_steps_used, "mu_max_r_hat": e.mu_max_r_hat,
-                               "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
-                b = self.pipeline.belief(scope, self.pipeline.data_time())
-                kv.update({"in_force_mean": b.mean, "in_force_lower": b.lower, "in_force_upper": b.upper,
-                           "in_force_known": b.known, "in_force_floor": b.floor, "age_s": b.age,
-                           "distance_m": b.distance,
-                           "p_road_change": b.p_change})
+                kv = self.pipeline.scope_report(scope)
                 statuses.append(diag_status(f"{NODE_NAME}: {scope}", hw, st.level, st.message, kv))
         statuses.append(self._cpu_status(NODE_NAME, hw))
         self._diag_pub.publish(diag_array(self, statuses))

@@ -40,7 +40,6 @@ from vehcal_ros.estimation.calibration.pipeline import (
     CalibrationPipeline,
     config_from,
     vehicle_overrides,
-    worst_diagnostics,
     write_atomic,
 )
 from vehcal_ros.io import calibration_state
@@ -57,9 +56,8 @@ from vehcal_ros.nodes.common import (
     sensor_qos,
     spin_node,
 )
-from vehcal_ros.nodes.worker_node import CAN_TOPICS, CPU_BUDGET, WorkerNode
+from vehcal_ros.nodes.worker_node import CAN_TOPICS, FRAMES, HEALTH, WorkerNode
 from vehcal_ros.parameters import ParamSpec
-from vehcal_ros.records import WHEELS
 from vehcal_ros.replay.guards import calibration_guard
 
 NODE_NAME = "model_calibrator"
@@ -92,10 +90,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("controls_topic", "vehicle/controls", "sensor_msgs/Joy [throttle, brake, steering]", read_only=True),
     ParamSpec("output_topic", "vehcal/model_parameters", "diagnostic_msgs/DiagnosticArray of the calibrated model",
               read_only=True),
-    ParamSpec("wheel_names", list(WHEELS), "JointState names of the FL, FR, RL, RR wheels", read_only=True,
-              check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
-    ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
-              check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
+    *FRAMES,
     *ESTIMATION_PARAMS,
     ParamSpec("params_out", "", "path of the params YAML written on each recalibration ('' = none)"),
     ParamSpec("params_node_name", "model_calibrator", "node name at the top of the params YAML"),
@@ -106,12 +101,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               check=lambda v: None if str(v).strip() else "parameter 'vehicle_id' must not be empty"),
     ParamSpec("calibration_period", 5.0, "time between calibration cycles, s (ROS clock)", 0.05, 86400.0,
               read_only=True),
-    ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
-    ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
-    ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as ended"
-              " (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
-              read_only=True),
-    CPU_BUDGET,
+    *HEALTH,
     *CAN_TOPICS,
     *MODEL_SPECS,
 )
@@ -403,40 +393,10 @@ class ModelCalibratorNode(WorkerNode):
             statuses.append(self._calibration_status(hw))
             for stage in self.pipeline.config.stages:
                 st = self.pipeline.status[stage]
-                kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed,
-                                      "n_not_converged": st.n_not_converged, "n_rejected": st.n_rejected,
-                                      "n_confirmed": st.n_confirmed, "last_check": st.last_check,
-                                      "last_fit_s": st.last_fit_s, "excitation": st.excitation,
-                                      "last_reason": st.last_reason,
-                                      "n_refused_holdout": st.n_refused_holdout,
-                                      "last_holdout": (st.last_holdout or {}).get("message", "")}
-                if st.segment:
-                    kv.update({"segment_t0": st.segment[0], "segment_t1": st.segment[1]})
-                if st.result is not None:
-                    r_hat, ess, tail = worst_diagnostics(st.result)
-                    kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "ess_tail_min": tail,
-                               "converged": st.result.converged})
-                    kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
-                    kv.update(holdout_values(st.result_holdout))
-                statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message, kv))
+                statuses.append(diag_status(f"{NODE_NAME}: {stage}", hw, st.level, st.message,
+                                            self.pipeline.stage_report(stage)))
         statuses.append(self._cpu_status(NODE_NAME, hw))
         self._diag_pub.publish(diag_array(self, statuses))
-
-
-def holdout_values(holdout: dict | None) -> dict[str, Any]:
-    """The /diagnostics keys of an accepted fit's predictive check (estimation/calibration/acceptance.py), next to its
-    parameters: ``holdout_rmse_<channel>`` (the fit's held-back RMSE, channel units), ``holdout_rmse_replaced_
-    <channel>`` (the model it replaced), ``holdout_coverage_<channel>`` (share in its 90 % band),
-    ``holdout_replaced`` (accepted | nominal), ``holdout_t0``/``holdout_t1`` (s); none without a check."""
-    if not holdout or not holdout.get("rmse_candidate"):
-        return {}
-    out: dict[str, Any] = {"holdout_replaced": holdout.get("replaced", ""),
-                           "holdout_t0": holdout["segment"][0], "holdout_t1": holdout["segment"][1]}
-    for c, v in holdout["rmse_candidate"].items():
-        out[f"holdout_rmse_{c}"] = v
-        out[f"holdout_rmse_replaced_{c}"] = holdout["rmse_replaced"][c]
-        out[f"holdout_coverage_{c}"] = holdout["coverage"][c]
-    return out
 
 
 def build_node(context: Any = None, **overrides: Any) -> ModelCalibratorNode:

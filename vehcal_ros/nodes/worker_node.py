@@ -38,6 +38,7 @@ from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import ERROR, OK, WARN, diag_status
 from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder, max_stretch_for
 from vehcal_ros.parameters import ParamSpec, plain
+from vehcal_ros.records import WHEELS
 
 CPU_BUDGET = ParamSpec(
     "cpu_budget", 0.0, f"CPU budget of the node process, percent of one core (all its threads; rolling "
@@ -54,6 +55,24 @@ CAN_TOPICS = (
               "torque_source engine or axle", read_only=True),
 )
 """The one declaration of the CAN torque topics; both estimator nodes list them in their ``PARAMS``."""
+
+FRAMES = (
+    ParamSpec("wheel_names", list(WHEELS), "JointState / frame_id names of the FL, FR, RL, RR wheels",
+              read_only=True, check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
+    ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
+              check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
+)
+"""The one declaration of the input conventions (wheel names, Joy axes); both estimator nodes list them."""
+
+HEALTH = (
+    ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
+    ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
+    ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as "
+              "ended (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
+              read_only=True),
+    CPU_BUDGET,
+)
+"""The one declaration of the health and timing parameters both estimator nodes list (with ``cpu_budget``)."""
 
 
 class Periodic:

@@ -405,6 +405,27 @@ class CalibrationPipeline:
         """the rolling radius the newest snapshot's free rolling shows (segments.free_rolling_radius), None: not
         enough free rolling yet"""
 
+    def stage_report(self, stage: str) -> dict[str, Any]:
+        """The state of ``stage`` as /diagnostics key values: fit counts, the last check and segment, and, once a
+        fit is accepted, its convergence diagnostics, parameter means and predictive check
+        (:func:`holdout_values`)."""
+        st = self.status[stage]
+        kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed, "n_not_converged": st.n_not_converged,
+                              "n_rejected": st.n_rejected, "n_confirmed": st.n_confirmed,
+                              "last_check": st.last_check, "last_fit_s": st.last_fit_s,
+                              "excitation": st.excitation, "last_reason": st.last_reason,
+                              "n_refused_holdout": st.n_refused_holdout,
+                              "last_holdout": (st.last_holdout or {}).get("message", "")}
+        if st.segment:
+            kv.update({"segment_t0": st.segment[0], "segment_t1": st.segment[1]})
+        if st.result is not None:
+            r_hat, ess, tail = worst_diagnostics(st.result)
+            kv.update({"r_hat_max": r_hat, "ess_bulk_min": ess, "ess_tail_min": tail,
+                       "converged": st.result.converged})
+            kv.update({k: v["mean"] for k, v in st.result.parameters.items()})
+            kv.update(holdout_values(st.result_holdout))
+        return kv
+
     def reconfigure(self, values: Mapping[str, Any]) -> None:
         """Apply the model_calibrator's parameters from ``values`` (:func:`config_from`); buffers, accepted results
         and counters are kept."""
@@ -1169,3 +1190,19 @@ def config_from(values: Mapping[str, Any]) -> CalibrationPipelineConfig:
     cfg = CalibrationPipelineConfig(segments=seg, defaults=defaults or None, vehicle=vehicle, **extra)
     cfg.validate()
     return cfg
+
+
+def holdout_values(holdout: dict | None) -> dict[str, Any]:
+    """The /diagnostics keys of an accepted fit's predictive check (estimation/calibration/acceptance.py), next to its
+    parameters: ``holdout_rmse_<channel>`` (the fit's held-back RMSE, channel units), ``holdout_rmse_replaced_
+    <channel>`` (the model it replaced), ``holdout_coverage_<channel>`` (share in its 90 % band),
+    ``holdout_replaced`` (accepted | nominal), ``holdout_t0``/``holdout_t1`` (s); none without a check."""
+    if not holdout or not holdout.get("rmse_candidate"):
+        return {}
+    out: dict[str, Any] = {"holdout_replaced": holdout.get("replaced", ""),
+                           "holdout_t0": holdout["segment"][0], "holdout_t1": holdout["segment"][1]}
+    for c, v in holdout["rmse_candidate"].items():
+        out[f"holdout_rmse_{c}"] = v
+        out[f"holdout_rmse_replaced_{c}"] = holdout["rmse_replaced"][c]
+        out[f"holdout_coverage_{c}"] = holdout["coverage"][c]
+    return out

@@ -780,6 +780,30 @@ class GripPipeline:
             return math.inf
         return mu_span(data.mu[data.t > st.estimate_stamp])
 
+    def scope_report(self, scope: str) -> dict[str, Any]:
+        """The state of ``scope`` as /diagnostics key values: fit counts, excitation and road changes, the last
+        published estimate's mu_max and convergence diagnostics, and the belief in force at the newest data
+        time."""
+        st = self.status[scope]
+        kv: dict[str, Any] = {"n_fits": st.n_fits, "n_failed": st.n_failed, "n_not_converged": st.n_not_converged,
+                              "n_prior_dominated": st.n_prior_dominated,
+                              "n_skipped_unexcited": st.n_skipped_unexcited, "last_fit_s": st.last_fit_s,
+                              "excitation": st.excitation, "surface_changes": st.surface_changes,
+                              "last_surface_change": st.last_surface_change, "n_withdrawn": st.n_withdrawn,
+                              "n_floor": st.n_floor}
+        if st.estimate is not None:
+            e = st.estimate
+            kv.update({"mu_max": e.mu_max_mean, "mu_max_lower": e.mu_max_lower, "mu_max_upper": e.mu_max_upper,
+                       "r_hat_max": e.r_hat_max, "ess_bulk_min": e.ess_bulk_min, "ess_tail_min": e.ess_tail_min,
+                       "converged": e.converged, "prior_dominated": e.prior_dominated,
+                       "n_steps_used": e.n_steps_used, "mu_max_r_hat": e.mu_max_r_hat,
+                       "mu_max_ess_bulk": e.mu_max_ess_bulk, "n_points": e.n_points})
+        b = self.belief(scope, self.data_time())
+        kv.update({"in_force_mean": b.mean, "in_force_lower": b.lower, "in_force_upper": b.upper,
+                   "in_force_known": b.known, "in_force_floor": b.floor, "age_s": b.age, "distance_m": b.distance,
+                   "p_road_change": b.p_change})
+        return kv
+
     def reconfigure(self, values: Mapping[str, Any]) -> None:
         """Apply the grip_estimator's parameters that may change while it runs (the fit's settings, the schedule's
         gates and the convergence rule) from ``values``, as :func:`pipeline_from_params` reads them; buffers,
