@@ -164,6 +164,9 @@ def main() -> None:
                 continue
             dur = args.hmmwv_duration if sim == "hmmwv" else args.duration
             state4 = chain / vid / "state.json"
+            if not state4.is_file():
+                sys.exit(f"bench_carry_forward: {state4} not found: run benchmarks/bench_fleet.py --cache {cache} "
+                         "first (its 1-worker fleet chain is this benchmark's input), or give --chain-dir")
             st = json.loads(state4.read_text())
             d5 = _sim(cache, "daily_driving", sim, seed5, dur, f"{sim}_s{seed5}_d{dur:g}")
             scen = ROOT / "config" / "scenarios" / ("sedan_daily_driving.yaml" if sim.startswith("sedan")
