@@ -140,7 +140,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vehicles", nargs="+", default=list(VEHICLES), choices=list(VEHICLES))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    ap.add_argument("--work", required=True, type=Path)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/vehcal-bench-holdout"),
+                    help="bags and fits (kept between runs; default /tmp/vehcal-bench-holdout)")
     ap.add_argument("--out", type=Path, default=None, help="also write the tables here (markdown)")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     ap.add_argument("--set", action="append", default=[], metavar="NODE.KEY=VALUE",

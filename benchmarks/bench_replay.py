@@ -265,9 +265,11 @@ def chains(bag: Path, params: dict) -> dict:
 
 
 def add_bag_arguments(ap: argparse.ArgumentParser) -> None:
-    """The bag source options shared by the replay benchmarks: a scenario simulated into the cache, or a bag."""
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--scenario", help="built-in scenario to simulate (daily_driving, long_drive, ...)")
+    """The bag source options shared by the replay benchmarks: a scenario simulated into the cache (default
+    daily_driving), or a bag."""
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--scenario", default="daily_driving",
+                     help="built-in scenario to simulate (daily_driving, the default; long_drive, ...)")
     src.add_argument("--bag", type=Path, help="an existing bag")
     ap.add_argument("--duration", type=float, default=None, help="s, cut the scenario (default: its duration)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/vehcal-bench-bags"))

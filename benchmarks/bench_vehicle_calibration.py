@@ -64,7 +64,8 @@ def run(argv: list[str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--vehicle", default="sedan")
-    ap.add_argument("--work", required=True)
+    ap.add_argument("--work", default="/tmp/vehcal-bench-vehicle-calibration",
+                    help="bags and fits (default /tmp/vehcal-bench-vehicle-calibration)")
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=500)
     ap.add_argument("--draws-lateral", type=int, default=None,
