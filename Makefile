@@ -50,7 +50,7 @@ $(BENCH_STAMP): benchmarks/requirements-peers.txt setup.py
 	touch $(BENCH_STAMP)
 
 bench-peers: $(BENCH_STAMP)
-	$(BENCH_VENV)/bin/python benchmarks/bench_vs_pymc.py --json benchmarks/vs_pymc.json
+	$(BENCH_VENV)/bin/python benchmarks/bench_vs_pymc.py --json benchmarks/results/vs_pymc.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check vehcal_ros test benchmarks launch tools

@@ -19,7 +19,7 @@ Checks printed: (a) the calibrated summed ratio within 10 % of the paper's means
 
 Run: ``PYTHONPATH=. NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_chrono_holdout_seeds.py
 [--vehicle hmmwv_chrono] [--order chain|paper] [--noise-model ar1|discrepancy|white]
-[--seeds 0 1 2 3 4] [--out benchmarks/chrono_holdout_seeds.md]``.
+[--seeds 0 1 2 3 4] [--out benchmarks/results/chrono_holdout_seeds.md]``.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=1000)
     ap.add_argument("--noise-model", choices=NOISE_MODEL_CHOICES, default=None,
                     help="the likelihood's residual model (vehcal calibrate --noise-model; default: the CLI's)")
-    ap.add_argument("--out", default=str(Path(__file__).with_name("chrono_holdout_seeds.md")))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "chrono_holdout_seeds.md"))
     args = ap.parse_args()
     order = CHAIN_ORDER if args.order == "chain" else STAGE_NAMES
     work = Path(tempfile.mkdtemp(prefix="vehcal_holdout_"))

@@ -14,8 +14,8 @@ parameters at their defaults: what the CLI did before ``--model``). Each chain's
 held-out test 2 (benchmarks/chrono_holdout.py: RMSE per Table 9 channel, noise-free Chrono data, and the summed
 ratio to the paper's published Table 9), beside the paper's own posterior means and the prior means.
 
-Run: cd benchmarks && PYTHONPATH=.. ../.venv/bin/python bench_chrono_table.py --test-dir DIR [--out chrono_table.md]
-     [--vehicle hmmwv_chrono --order rr-first]   (the chain that closes the test-2 gap)
+Run: cd benchmarks && PYTHONPATH=.. ../.venv/bin/python bench_chrono_table.py --test-dir DIR
+     [--out results/chrono_table.md] [--vehicle hmmwv_chrono --order rr-first]   (the chain that closes the test-2 gap)
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--order", choices=("paper", "rr-first"), default="paper",
                     help="chain order: the paper's (default), or rolling resistance -> longitudinal -> lateral")
     ap.add_argument("--work", default=None, help="folder for the CSV and JSON files (default: a temp folder)")
-    ap.add_argument("--out", default=str(Path(__file__).with_name("chrono_table.md")))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "chrono_table.md"))
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="vehcal_chrono_"))
     work.mkdir(parents=True, exist_ok=True)

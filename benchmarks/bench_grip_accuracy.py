@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--limits", default="0.3,0.45,0.6,all", help="comma list of mu limits, 'all' = whole curve")
     ap.add_argument("--modes", default="posthoc,truncated")
     ap.add_argument("--max-steps", type=int, default=120_000)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "figures"))
     args = ap.parse_args()
     limits = [None if x == "all" else float(x) for x in args.limits.split(",")]
     modes = tuple(args.modes.split(","))

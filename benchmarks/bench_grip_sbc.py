@@ -301,7 +301,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2018)
     ap.add_argument("--steps", type=int, default=40_000, help="n_steps (live setting)")
     ap.add_argument("--max-steps", type=int, default=120_000, help="max_steps (live setting)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "figures"))
     ap.add_argument("--shift-bounds", type=float, nargs=2, default=None, metavar=("SH", "SV"),
                     help="prior |s_h| <= SH, |s_v| <= SV in simulation AND fit (default: Table 3, 0.05 / 0.3)")
     ap.add_argument("--e-upper", type=float, default=None,

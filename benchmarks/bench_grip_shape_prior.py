@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "figures"))
     args = ap.parse_args()
     t0 = time.perf_counter()
     load0 = os.getloadavg()

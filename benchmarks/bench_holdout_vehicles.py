@@ -25,7 +25,7 @@ RMSE_prior,c`` is below the priors' (= number of channels), and on no channel is
 ``RMSE_cal - RMSE_prior`` above one standard error of that mean (``sd / sqrt(n_seeds)``).
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_holdout_vehicles.py --work /tmp/holdout_vehicles \\
-        --seeds 0 1 2 3 4 --out benchmarks/holdout_vehicles.md
+        --seeds 0 1 2 3 4 --out benchmarks/results/holdout_vehicles.md
 
 Bags and replay JSONs are kept under ``--work`` and reused, so a re-run only recomputes the table.
 """

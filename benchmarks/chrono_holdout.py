@@ -11,7 +11,7 @@ Wheel speeds: the CSV's ``wlf .. wrr`` columns are the Y component, in the fixed
 angular velocity (Chrono's ``GetSpindleAngVel``), i.e. the spin speed times cos(psi) for a yaw angle psi (roll and
 pitch below 0.02 rad add < 0.02 %). On the straight calibration runs psi = 0 and the two agree; on test 2 the
 vehicle ends 0.354 rad off its start heading and the column is 6.2 % below the spin speed
-(benchmarks/diag_rr_holdout.md, section 4). :func:`test2_table` returns the spin speed, ``w / cos(psi - psi0)``,
+(benchmarks/results/diag_rr_holdout.md, section 4). :func:`test2_table` returns the spin speed, ``w / cos(psi - psi0)``,
 which is what the 8-DOF state ``w_ij`` is (Eq. 9); ``spin=False`` gives the raw columns (the paper's Table 9 was
 computed on those).
 """

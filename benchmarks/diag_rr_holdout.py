@@ -19,7 +19,7 @@ Each candidate cause is measured on the noise-free Chrono data (benchmarks/chron
    road-wheel angle (4 x 500, a description with ``steering.source: measured``) and test 2 run on it.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/diag_rr_holdout.py [--steer-experiment]
-[--out benchmarks/diag_rr_holdout.md]``.
+[--out benchmarks/results/diag_rr_holdout.md]``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ CALIBRATED_HMMWV = {"Cxf": 11079.0, "Cxr": 10624.0, "Cyf": 43442.0, "Cyr": 51720
 """The default path's calibrated means (``hmmwv``, the paper's stage order, chained with ``--model``)."""
 CALIBRATED_CHRONO = {"Cxf": 12326.0, "Cxr": 11822.0, "Cyf": 43827.0, "Cyr": 53190.0, "kphi_f": 37639.0,
                      "kphi_r": 25994.0, "bphi_f": 3806.5, "bphi_r": 3806.5, "rr": 0.012301}
-"""``hmmwv_chrono``, coast-down first, chained (benchmarks/chrono_table_issue11.md)."""
+"""``hmmwv_chrono``, coast-down first, chained (benchmarks/results/chrono_table_rr_first.md)."""
 
 
 def coast_window(first: int = 560, last: int = 1059) -> dict[str, np.ndarray]:
@@ -86,7 +86,7 @@ def best_rr(sim: Simulator8Dof, u: np.ndarray, params: dict[str, float]) -> floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default=str(Path(__file__).with_name("diag_rr_holdout.md")))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "diag_rr_holdout.md"))
     ap.add_argument("--steer-experiment", action="store_true",
                     help="also calibrate the lateral stage on the recorded road-wheel angle (~1 CPU min)")
     args = ap.parse_args()

@@ -200,7 +200,7 @@ def main() -> None:
     ap.add_argument("--oracle-prior", type=float, default=0.0, metavar="BIN",
                     help="take the posteriors under the design's TRUE slip distribution (binned to BIN) instead of "
                          "the deconvolved one: what the fit would do if it knew it")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "figures"))
     args = ap.parse_args()
     bag = Path(args.bag)
     out = Path(args.out)

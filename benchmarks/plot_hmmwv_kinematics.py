@@ -1,6 +1,6 @@
 """Suspension kinematics curves of the 14-DOF HMMWV (constraint-embedding paper Section 5) as PNG figures.
 
-Writes benchmarks/figures/hmmwv_travel.png (wheel-centre travel and spring/shock lengths vs LCA angle),
+Writes benchmarks/results/figures/hmmwv_travel.png (wheel-centre travel and spring/shock lengths vs LCA angle),
 hmmwv_camber_toe.png (camber and bump steer vs wheel travel, front and rear) and hmmwv_steering.png
 (road-wheel
 angles of the Pitman linkage vs Pitman-arm angle at static ride height).
@@ -25,7 +25,7 @@ from vehcal_ros.models.vehicle14.kinematics import corner_state  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(Path(__file__).parent / "figures"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "figures"))
     out = Path(ap.parse_args().out)
     out.mkdir(parents=True, exist_ok=True)
     sim = Hmmwv14()

@@ -20,7 +20,7 @@ A kernel's arithmetic per step is counted dynamically, not estimated from source
   did not get through the Python start-up within 45 min on the loaded machine (2026-11-24); the 14-DOF row
   has the measured time per step and the memory floor only.
 
-The counts are stored in ``roofline_counts.json``; the benchmarks read them.
+The counts are stored in ``results/roofline_counts.json``; the benchmarks read them.
 
 Run: ``.venv/bin/python benchmarks/roofline.py [--count-8dof]`` prints the probes (and stores the count).
 """
@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 HERE = Path(__file__).resolve().parent
-COUNTS = HERE / "roofline_counts.json"
+COUNTS = HERE / "results" / "roofline_counts.json"
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 

@@ -9,7 +9,7 @@ longest gap) and the fits published.
 
 Run::
 
-    ROS_DOMAIN_ID=28 .venv/bin/python benchmarks/soak_live.py --minutes 15 --json benchmarks/soak_live.json
+    ROS_DOMAIN_ID=28 .venv/bin/python benchmarks/soak_live.py --minutes 15 --json benchmarks/results/soak_live.json
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ RR_TIRE = 0.008 * 0.4699   # the simulator's tire: rolling-resistance lever QSY1
 #: wheel radius and masses of the richer model, so its posterior (a few 1e-5 wide) concentrates on the
 #: model's pseudo-true value, not on the tire's QSY1 R0, and that value depends on the description's constants.
 #: With the simulated HMMWV's description (hmmwv_sim, what `run --sim` gives the estimators) it is 0.0044-0.0045
-#: (+17 to +20 %) on the fleet benchmark's daily drives (benchmarks/carry_forward.md) and 0.0045 here; with the
+#: (+17 to +20 %) on the fleet benchmark's daily drives (benchmarks/results/carry_forward.md) and 0.0045 here; with the
 #: 8-DOF paper's HMMWV constants 0.0039-0.0041 (+4 to +9 %). The test asks the published HDI to lie within this
 #: model-form band around QSY1 R0.
 RR_MODEL_FORM = 0.25

@@ -3,7 +3,7 @@
 The live nodes subscribe to their sensor topics with ``raw=True`` and read the few fields they use straight
 from the bytes: rclpy's deserialisation builds every field of a message as Python objects (Odometry's two
 36-element covariances as numpy arrays) and was the largest part of a message's cost in the nodes
-(benchmarks/ingestion_profile.md). The bytes are read into light attribute views with the field names of the
+(benchmarks/results/ingestion_profile.md). The bytes are read into light attribute views with the field names of the
 ROS message (only the fields :func:`vehcal_ros.io.bags.msg_to_records` reads), and that same function makes the
 record, so a live node, the typed conversion (``conversions.msg_to_*``) and bag replay give identical records.
 

@@ -10,7 +10,7 @@ measured: no coast-down needed), lateral on [16.3, 21.7] s and then [73.3, 78.7]
 not config/estimate.yaml's of the default vehicle), longitudinal on the gentle launch [87.2, 93.3] s with the
 driveline inertia the spec sheet leaves out (the later throttle step [119.1, 122.6] s does not converge: R-hat
 1.016), the fits running at the rolling radius the drive's free rolling shows (0.4652 m against the description's
-0.4575 m; segments.free_rolling_radius). benchmarks/holdout_vehicles.md has the held-out prediction."""
+0.4575 m; segments.free_rolling_radius). benchmarks/results/holdout_vehicles.md has the held-out prediction."""
 
 from __future__ import annotations
 

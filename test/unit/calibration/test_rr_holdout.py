@@ -3,7 +3,7 @@
 The coast-down identifies ``rr`` only together with the rotating inertia per wheel ``Jw``: while coasting,
 ``(m + 4 Jw / r^2) du/dt = -4 rr Fz_mean / r`` (Eqs. 1 and 9 with Fx = (T_rr - Jw w_dot) / r, w = u / r), so a
 description whose Jw is too small returns rr too small by the factor (m + 4 Jw / r^2) / (m + 4 Jw_true / r^2),
-and the same small Jw then over-accelerates every launch (benchmarks/diag_rr_holdout.md). The Chrono HMMWV that
+and the same small Jw then over-accelerates every launch (benchmarks/results/diag_rr_holdout.md). The Chrono HMMWV that
 made the paper's data has 17.46 kg m^2 per wheel (description ``hmmwv_chrono``), the paper's 8-DOF 11.
 
 * synthetic (8-DOF, Jw 17.46): the rolling-resistance stage with ``hmmwv_chrono`` recovers the true rr within 3
@@ -15,7 +15,7 @@ made the paper's data has 17.46 kg m^2 per wheel (description ``hmmwv_chrono``),
 * Chrono (the paper's data, its noise): rolling resistance -> longitudinal chained as ``calibrate_all`` runs
   them, with ``hmmwv_chrono``, predicts test 2's u (held out) with RMSE <= 0.10 m/s and better than the
   paper's means in the same code (0.161). Power: over 5 noise seeds at 8 x 1000 the full chain gives u RMSE
-  0.052 with a seed-to-seed SD of 0.008 (benchmarks/chrono_holdout_seeds.md; 0.058 here at 4 x 300): the bound
+  0.052 with a seed-to-seed SD of 0.008 (benchmarks/results/chrono_holdout_seeds.md; 0.058 here at 4 x 300): the bound
   is 6 SD above, a false alarm has probability < 1e-6. With the cause back u RMSE is 0.22 (Jw 11, chain order)
   or 0.125 (``hmmwv_chrono`` in the paper's order: the longitudinal stage fits Cx 7 900 with rr held at 0.0175),
   >= 3 SD above the bound: missed with probability < 1e-3.

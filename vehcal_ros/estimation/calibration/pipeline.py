@@ -149,7 +149,7 @@ class CalibrationPipelineConfig:
     """True: a stage waits until the stages before it have an accepted result (the paper's chain). False
     (default): each stage is fitted when a segment qualifies, holding the other stages' latest accepted values
     (the nominal ones until then), so a stage a drive cannot qualify does not block the others (measured:
-    benchmarks/holdout_vehicles.md, 19 of 20 daily drives calibrate some stage against 7 of 20 with True)."""
+    benchmarks/results/holdout_vehicles.md, 19 of 20 daily drives calibrate some stage against 7 of 20 with True)."""
     defaults: Mapping[str, float] | None = None
     """values of not-yet-calibrated parameters (8-DOF names; ``bphi`` = total); None: the model's defaults."""
     kernel: str = "imh"                #: SMC mutation kernel (imh | rw)

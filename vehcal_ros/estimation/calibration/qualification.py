@@ -41,7 +41,7 @@ ordinary car on an ordinary road, not from one vehicle's drives:
   forward acceleration spanning 1.0 m/s^2 is 1.25-2 x that. A passenger car's everyday launches span 1-1.5
   m/s^2 (the simulated sedan's daily drive: none reaches 1.5), and with the driveline inertia sampled beside Cx
   (calibration.py, ``stage_spec``) they converge and predict their held-back part (benchmarks/
-  holdout_vehicles.md); the wrong slip stiffnesses the gentler windows gave before were fitted with the
+  results/holdout_vehicles.md); the wrong slip stiffnesses the gentler windows gave before were fitted with the
   description's incomplete spin inertia.
 * **Coast-down: speed >= 5 m/s and >= 0.2 m/s lost.** Rolling resistance decelerates a car by ~0.1-0.2 m/s^2
   (lever 0.0035-0.01 m on a 0.3-0.5 m radius); 0.2 m/s lost is 4 x the 0.05 m/s speed noise. Below ~5 m/s the

@@ -6,7 +6,7 @@ biased by it, and the bias travels to every later stage and to every prediction:
 
 * ``rolling_resistance`` (a straight coast-down, u only) depends on nothing it does not calibrate: its
   least-squares rr moves by < 0.1 % when the held Cx move from 10 300 to 11 079 or the paper's 10 659
-  (benchmarks/diag_rr_holdout.md, section 1). It runs first.
+  (benchmarks/results/diag_rr_holdout.md, section 1). It runs first.
 * ``longitudinal`` (a throttle ramp from rest; u, front and rear wheel speeds) depends on rr: the wheel-spin
   balance ``Jw w_dot = T_d - rr Fz - r Fx`` (Eq. 9) carries rr next to the tire force, and a held rr 0.0175 where
   the vehicle has 0.0123 makes the stage's Cx absorb the difference (on the Chrono HMMWV with its rotating inertia
