@@ -48,10 +48,10 @@ def one(args: tuple) -> dict:
 
     s, mu = make_data(limit, seed)
     out = {"limit": limit, "seed": seed}
-    out["ml"] = float(peak(multistart_fit(s, mu, n_starts=GripConfig().n_ml_starts, rng=seed).theta)[0])
+    out["ml"] = float(peak(multistart_fit(s, mu, n_starts=GripConfig.paper_case().n_ml_starts, rng=seed).theta)[0])
     for mode in modes:
         try:
-            e = GripEstimator(GripConfig(prior_mode=mode, seed=seed, max_steps=max_steps)).fit(s, mu)
+            e = GripEstimator(GripConfig.paper_case(prior_mode=mode, seed=seed, max_steps=max_steps)).fit(s, mu)
         except EstimationError as exc:  # e.g. the post-hoc prior removed every draw: counted as a failure
             out[mode] = {"mean": float("nan"), "lower": float("nan"), "upper": float("nan"), "r_hat_max": float("nan"),
                          "mu_max_r_hat": float("nan"), "converged": False, "removed": 1.0, "elapsed_s": float("nan"),

@@ -118,11 +118,11 @@ def one(args: tuple) -> dict:
     case, k, seed, n_steps, max_steps, *rest = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
-    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.grip.ml_fit import TABLE3_BOUNDS
     from vehcal_ros.models.pacejka import peak
 
     rng = np.random.default_rng([seed, k])
-    b = np.asarray(DEFAULT_BOUNDS, dtype=float)
+    b = np.asarray(TABLE3_BOUNDS, dtype=float)
     if len(rest) > 1 and rest[1] is not None:
         b[4:6] = [[-rest[1][0], rest[1][0]], [-rest[1][1], rest[1][1]]]
     if len(rest) > 2 and rest[2] is not None:
@@ -144,7 +144,7 @@ def one(args: tuple) -> dict:
         data = {"slip": chosen.slip, "mu": chosen.mu, "slip_var": chosen.slip_var}
         slip_prior = "flat" if chosen.slip_is_latent else slip_prior
     true_mu_max = float(peak(theta)[0])
-    cfg = GripConfig(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
+    cfg = GripConfig.paper_case(seed=k, n_steps=n_steps, max_steps=max_steps, max_peak_slip=MAX_PEAK_SLIP,
                      keep_negative_slip=True, n_chains=int(rest[0]) if rest and rest[0] else GripConfig.n_chains,
                      bounds=tuple(map(tuple, b.tolist())),
                      slip_prior=slip_prior)

@@ -55,11 +55,11 @@ def one(args: tuple) -> dict:
     case, k, seed = args
     from vehcal_ros.errors import EstimationError
     from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
-    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.grip.ml_fit import TABLE3_BOUNDS
     from vehcal_ros.models.pacejka import mf_curve, peak
 
     rng = np.random.default_rng([seed, k])
-    b = np.asarray(DEFAULT_BOUNDS, dtype=float)
+    b = np.asarray(TABLE3_BOUNDS, dtype=float)
     while True:
         th1 = draw_theta(rng, b)
         th2 = surface2(th1, case, rng, b)
@@ -70,10 +70,10 @@ def one(args: tuple) -> dict:
     d2 = simulate("paper", th2, rng)
     out = {"k": k, "case": case, "theta1": th1.tolist(), "theta2": th2.tolist(), "mu_max2": float(peak(th2)[0])}
     try:
-        e1 = GripEstimator(GripConfig(seed=k)).fit(s1, mu1)
+        e1 = GripEstimator(GripConfig.paper_case(seed=k)).fit(s1, mu1)
         prior = (tuple(e1.shape_mean), tuple(map(tuple, INFLATION * e1.shape_cov)))
         for label, sp in (("without", None), ("with", prior)):
-            e = GripEstimator(GripConfig(seed=k + 1, shape_prior=sp)).fit(d2["slip"], d2["mu"])
+            e = GripEstimator(GripConfig.paper_case(seed=k + 1, shape_prior=sp)).fit(d2["slip"], d2["mu"])
             out[label] = {"mean": e.mu_max.mean, "lower": e.mu_max.lower, "upper": e.mu_max.upper,
                           "converged": e.converged, "n_steps_used": e.n_steps_used}
     except EstimationError as exc:

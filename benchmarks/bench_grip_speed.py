@@ -58,16 +58,16 @@ def main() -> None:
 
     load0 = os.getloadavg()
     data = datasets()
-    cpu_fit(GripConfig(n_steps=400, max_steps=400), data["paper mu<=0.3 #0"])  # compile / load the caches
+    cpu_fit(GripConfig.paper_case(n_steps=400, max_steps=400), data["paper mu<=0.3 #0"])  # compile / load the caches
     rows = []
     for name, d in data.items():
         cold, warm, worst = [], [], []
         for r in range(args.repeats):
-            c, w, e = cpu_fit(GripConfig(seed=r, **LIVE), d)
+            c, w, e = cpu_fit(GripConfig.paper_case(seed=r, **LIVE), d)
             cold.append((c, w, e.n_steps_used, e.converged, e.elapsed_ml_s))
-            c2, w2, e2 = cpu_fit(GripConfig(seed=100 + r, **LIVE), d, warm=e)
+            c2, w2, e2 = cpu_fit(GripConfig.paper_case(seed=100 + r, **LIVE), d, warm=e)
             warm.append((c2, w2, e2.n_steps_used, e2.converged, e2.elapsed_ml_s))
-            c3, w3, _ = cpu_fit(GripConfig(seed=r, **{**LIVE, "n_steps": 120_000}), d)
+            c3, w3, _ = cpu_fit(GripConfig.paper_case(seed=r, **{**LIVE, "n_steps": 120_000}), d)
             worst.append((c3, w3))
         rows.append((name, cold, warm, worst))
     print(f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']}; live settings {LIVE}; {args.repeats} repeats; "

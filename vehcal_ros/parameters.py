@@ -4,7 +4,7 @@ flag and an extra check, with the validation every node and file reader applies 
 The estimators' parameters are declared next to the configurations they fill
 (:mod:`vehcal_ros.estimation.grip.parameters`, :mod:`vehcal_ros.estimation.calibration.parameters`); the nodes
 add their topics and scheduling, declare them all with descriptors built from these specs
-(:mod:`vehcal_ros.nodes.common`), and docs/nodes.md's tables are generated from them (tools/param_table.py).
+(:mod:`vehcal_ros.nodes.common`), and docs/nodes.md's tables are generated from them (tools/param_reference.py).
 """
 
 from __future__ import annotations

@@ -18,18 +18,19 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", metavar="OUT", help="write the estimate as JSON")
     p.add_argument("--plot", metavar="PNG", help="write a figure of data, ML curve and posterior band")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--max-peak-slip", type=float, default=0.1,
-                   help="physical prior: largest slip at the curve maximum (default 0.1)")
-    p.add_argument("--chains", type=int, default=8, help="adaptive Metropolis chains (default 8)")
-    p.add_argument("--steps", type=int, default=40_000,
-                   help="steps per chain before the first convergence check (default 40000)")
-    p.add_argument("--max-steps", type=int, default=400_000,
+    p.add_argument("--max-peak-slip", type=float, default=None,
+                   help="physical prior: largest slip at the curve maximum (default: the grip_estimator's, 0.25)")
+    p.add_argument("--chains", type=int, default=None, help="adaptive Metropolis chains (default: the node's, 8)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps per chain before the first convergence check (default: the node's, 40000)")
+    p.add_argument("--max-steps", type=int, default=None,
                    help="chains failing the convergence rule (split R-hat <= 1.01, bulk and tail ESS >= 400) are "
-                        "extended up to this many steps (default 400000)")
+                        "extended up to this many steps (default: the node's, 120000)")
     p.add_argument("--prior", choices=("truncated", "posthoc"), default="truncated",
                    help="physical prior inside the posterior (truncated) or applied to the draws (posthoc)")
-    p.add_argument("--mirror-braking", action="store_true",
-                   help="map braking samples (slip < 0) to (-slip, -mu) instead of dropping them")
+    p.add_argument("--braking", choices=("keep", "mirror", "drop"), default="keep",
+                   help="samples with slip < 0: keep them (one odd curve through traction and braking, as the node "
+                        "fits), mirror them to (-slip, -mu), or drop them (default keep)")
     p.set_defaults(func=run)
 
 
@@ -72,25 +73,29 @@ def read_slip_mu(path: str | Path) -> tuple[list[float], list[float]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not (0.0 < args.max_peak_slip < 1.0) or not math.isfinite(args.max_peak_slip):
+    if args.max_peak_slip is not None and not (0.0 < args.max_peak_slip < 1.0 and math.isfinite(args.max_peak_slip)):
         raise InputError(f"--max-peak-slip must be in (0, 1), got {args.max_peak_slip}")
-    if args.chains < 1 or args.chains > 1024:
+    if args.chains is not None and not 1 <= args.chains <= 1024:
         raise InputError(f"--chains must be in [1, 1024], got {args.chains}")
-    if args.steps < 100:
+    if args.steps is not None and args.steps < 100:
         raise InputError(f"--steps must be >= 100, got {args.steps}")
-    if args.max_steps < args.steps:
-        raise InputError(f"--max-steps must be >= --steps ({args.steps}), got {args.max_steps}")
     slip, mu = read_slip_mu(args.data)  # before the heavy imports: bad input fails fast
     import numpy as np
 
     from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
 
+    shipped = GripConfig()   # the grip_estimator node's fit settings, unless a flag says otherwise
+    steps = args.steps if args.steps is not None else shipped.n_steps
+    max_steps = args.max_steps if args.max_steps is not None else max(shipped.max_steps, steps)
+    if max_steps < steps:
+        raise InputError(f"--max-steps must be >= --steps ({steps}), got {max_steps}")
     finite_s = [abs(x) for x in slip if math.isfinite(x)]
     s_top = min(1.0, max([0.3, *finite_s]))
-    cfg = GripConfig(slip_grid=(0.0, s_top, 61), seed=args.seed,
-                     max_peak_slip=args.max_peak_slip, n_chains=args.chains, n_steps=args.steps,
-                     max_steps=args.max_steps, thin=max(1, min(20, args.steps // 200)), prior_mode=args.prior,
-                     mirror_braking=args.mirror_braking)
+    given = {"max_peak_slip": args.max_peak_slip, "n_chains": args.chains}
+    cfg = GripConfig(slip_grid=(0.0, s_top, 61), seed=args.seed, n_steps=steps, max_steps=max_steps,
+                     thin=max(1, min(20, steps // 200)), prior_mode=args.prior,
+                     keep_negative_slip=args.braking == "keep", mirror_braking=args.braking == "mirror",
+                     **{k: v for k, v in given.items() if v is not None})
     est = GripEstimator(cfg).fit(np.asarray(slip), np.asarray(mu))
     d = est.to_dict()
     m = est.mu_max
@@ -98,9 +103,10 @@ def run(args: argparse.Namespace) -> int:
           f"[{m.lower:.4f}, {m.upper:.4f}])")
     print(f"slip at peak = {est.slip_at_peak_mean:.4f} +- {est.slip_at_peak_std:.4f};  ML mu_max = "
           f"{est.mu_max_ml:.4f};  sigma = {est.sigma:.4g}")
-    print(f"points {est.n_points} (removed non-finite {est.n_removed_nonfinite}, braking {est.n_braking}); "
+    braking = {"keep": "kept", "mirror": "mirrored", "drop": "dropped"}[args.braking]
+    print(f"points {est.n_points} (removed non-finite {est.n_removed_nonfinite}; braking {est.n_braking} {braking}); "
           f"R-hat max {est.r_hat_max:.4f}, ESS min bulk {est.ess_bulk_min:.0f} / tail {est.ess_tail_min:.0f} "
-          f"after {est.n_steps_used} steps x {args.chains} chains; {est.elapsed_s:.2f} s")
+          f"after {est.n_steps_used} steps x {cfg.n_chains} chains; {est.elapsed_s:.2f} s")
     print("converged (split R-hat <= 1.01, bulk and tail ESS >= 400 on B, C, D, E, s_h, s_v, sigma, mu_max): "
           + ("yes" if est.converged else "NO - the interval above is not a converged posterior summary"))
     if est.prior_dominated:

@@ -113,14 +113,15 @@ PARAMS: tuple[ParamSpec, ...] = (
 
 
 SHIPPED_DIFFERENT = {
-    "wait_for_subscribers": "config/estimate.yaml ships 2: launched with the two estimators, the simulator waits for "
-                            "them to subscribe, so no sensor message is published before they listen; in a test or "
-                            "a script that builds the node alone, 0 starts at once",
-    "wait_timeout": "config/estimate.yaml ships 120 s: the estimators' first import compiles numba kernels on a "
-                    "fresh install (about a minute); 30 s is enough where they are warm",
+    "wait_for_subscribers": (2, "launched with the two estimators, the simulator waits for them to subscribe, so no "
+                                "sensor message is published before they listen; a test or a script that builds "
+                                "the node alone starts at once with the default"),
+    "wait_timeout": (120.0, "the estimators' first import compiles numba kernels on a fresh install (about a "
+                            "minute); the default is enough where they are warm"),
 }
-"""Parameters whose value in config/estimate.yaml differs from the declared default, with the reason (the
-parameter-drift test, test/install/test_param_docs.py, checks every other shipped value equals its default)."""
+"""Parameters whose value in config/estimate.yaml differs from the declared default: ``{name: (shipped value,
+reason)}``. tools/param_reference.py writes these values with their reasons into the file; the parameter-drift
+test (test/install/test_param_docs.py) checks every other shipped value equals its default."""
 
 SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.VOLATILE)

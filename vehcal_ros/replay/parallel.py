@@ -119,14 +119,14 @@ def warm_worker() -> None:
     import numpy as np
 
     from vehcal_ros.estimation.calibration import pipeline as calibration_pipeline  # noqa: F401
-    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS
+    from vehcal_ros.estimation.grip.ml_fit import TABLE3_BOUNDS
     from vehcal_ros.estimation.grip.posterior import run_grip_chains
 
     s = np.linspace(0.001, 0.03, 16)
     theta = np.array([10.0, 1.9, 0.9, 0.5, 0.0, 0.0])
     with kernel_threads(1):
         run_grip_chains(s, 0.3 * s / 0.03, np.tile(theta, (2, 1)), np.diag(np.full(6, 1e-3)),
-                        np.asarray(DEFAULT_BOUNDS, dtype=float), 0.01, 40, 20, 2, max_peak_slip=0.1,
+                        np.asarray(TABLE3_BOUNDS, dtype=float), 0.01, 40, 20, 2, max_peak_slip=0.1,
                         slip_var=np.full(16, 1e-6), mu_var=np.full(16, 1e-4), slope_coords=True, seed=0)
 
 

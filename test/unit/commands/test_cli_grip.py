@@ -44,6 +44,11 @@ def test_cli_main_json_and_plot(csv_file, tmp_path, capsys):
     assert "mu_max" in capsys.readouterr().out
 
 
+def _declared(name: str):
+    from vehcal_ros.nodes.grip_estimator import PARAMS
+    return next(p.default for p in PARAMS if p.name == name)
+
+
 def _bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "nocol.csv").write_text("slip,force\n0.01,1\n")
@@ -82,7 +87,10 @@ def test_cli_subprocess(csv_file, tmp_path):
                         "--chains", "2"], capture_output=True, text=True, timeout=240, env=env)
     assert p.returncode == 0, p.stderr
     assert "grip potential mu_max" in p.stdout
-    assert json.loads(out.read_text())["n_points"] == 100
+    d = json.loads(out.read_text())
+    assert d["n_points"] == 100
+    # no flag: the grip_estimator node's declared prior (the shipped fit settings, not the paper's 0.1)
+    assert d["max_peak_slip"] == _declared("max_peak_slip") == 0.25
     bad = subprocess.run([sys.executable, "-c", code, "grip", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True, timeout=120, env=env)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr

@@ -151,7 +151,8 @@ def dry_fit():
     theta = np.array([12.0, 1.6, 0.9, 0.3, 0.0, 0.0])
     slip = rng.uniform(0.0, 0.06, 300)
     mu = mf_curve(slip, theta) + 0.01 * rng.standard_normal(300)
-    est = GripEstimator(GripConfig(n_chains=4, n_steps=3000, max_steps=3000, n_ml_starts=6, seed=2)).fit(slip, mu)
+    cfg = GripConfig.paper_case(n_chains=4, n_steps=3000, max_steps=3000, n_ml_starts=6, seed=2)
+    est = GripEstimator(cfg).fit(slip, mu)
     return est, theta
 
 

@@ -29,27 +29,27 @@ def test_input_validation_and_cleaning():
     s, mu = _data(None, 0, n=60)
     s2 = np.concatenate([s, [np.nan, 0.1, np.inf], -s[:10]])
     mu2 = np.concatenate([mu, [0.5, np.nan, 0.2], -mu[:10]])
-    est = GripEstimator(GripConfig(**FAST)).prepare(s2, mu2)
+    est = GripEstimator(GripConfig.paper_case(**FAST)).prepare(s2, mu2)
     assert est[2] == 3 and est[3] == 10 and est[0].size == 60  # braking dropped by default
-    s3, mu3, _, nb = GripEstimator(GripConfig(mirror_braking=True, **FAST)).prepare(s2, mu2)
+    s3, mu3, _, nb = GripEstimator(GripConfig.paper_case(mirror_braking=True, **FAST)).prepare(s2, mu2)
     assert nb == 10 and s3.size == 70 and np.all(s3 >= 0)
     np.testing.assert_allclose(s3[-10:], s[:10])
     np.testing.assert_allclose(mu3[-10:], mu[:10])
     with pytest.raises(EstimationError, match="too few"):
-        GripEstimator(GripConfig(min_points=20, **FAST)).fit(s[:10], mu[:10])
+        GripEstimator(GripConfig.paper_case(min_points=20, **FAST)).fit(s[:10], mu[:10])
     with pytest.raises(EstimationError, match="unexcited"):
-        GripEstimator(GripConfig(**FAST)).fit(s, 0.01 * np.sin(s))
+        GripEstimator(GripConfig.paper_case(**FAST)).fit(s, 0.01 * np.sin(s))
     with pytest.raises(EstimationError, match="slip spread"):
-        GripEstimator(GripConfig(**FAST)).fit(np.full(40, 0.02), mu[:40])
+        GripEstimator(GripConfig.paper_case(**FAST)).fit(np.full(40, 0.02), mu[:40])
     with pytest.raises(InputError):
-        GripConfig(prior_mode="bogus")
+        GripConfig.paper_case(prior_mode="bogus")
     with pytest.raises(InputError):
-        GripConfig(max_peak_slip=0.0)
+        GripConfig.paper_case(max_peak_slip=0.0)
 
 
 def test_full_curve_fit_fields_and_warm_start():
     s, mu = _data(None, 1)
-    est = GripEstimator(GripConfig(seed=3)).fit(s, mu)
+    est = GripEstimator(GripConfig.paper_case(seed=3)).fit(s, mu)
     # whole curve: the 90 % interval contains the truth and is narrow. One interval at one seed: a regression
     # check, not a coverage test (over seeds it would fail a calibrated fit 10 % of the time and pass an estimate
     # biased by 2 posterior SDs 36 % of the time; test_sbc_paper_case_fast tests coverage)
@@ -68,12 +68,12 @@ def test_full_curve_fit_fields_and_warm_start():
     # a sigma off by 36 %
     assert est.sigma == pytest.approx(SIGMA, rel=0.3)
     # same seed -> same numbers
-    again = GripEstimator(GripConfig(seed=3)).fit(s, mu)
+    again = GripEstimator(GripConfig.paper_case(seed=3)).fit(s, mu)
     assert again.mu_max == est.mu_max
     # warm start from the previous estimate on fresh data of the same curve
     s2, mu2 = _data(None, 2)
-    warm = GripEstimator(GripConfig(seed=4, n_steps=10_000)).fit(s2, mu2, warm_start=est)
-    cold = GripEstimator(GripConfig(seed=4, n_steps=10_000)).fit(s2, mu2)
+    warm = GripEstimator(GripConfig.paper_case(seed=4, n_steps=10_000)).fit(s2, mu2, warm_start=est)
+    cold = GripEstimator(GripConfig.paper_case(seed=4, n_steps=10_000)).fit(s2, mu2)
     assert warm.warm_started and not cold.warm_started
     # same posterior whether warm or cold started: means agree within half a posterior std (MC error ~ std/10
     # each, so the difference has SD ~0.14 std and the bound is 3.5 SDs: false alarm 4e-4, 80 % power against a
@@ -86,7 +86,7 @@ def test_full_curve_fit_fields_and_warm_start():
 
 def test_posthoc_prior_reports_removed_share():
     s, mu = _data(0.3, 0)
-    est = GripEstimator(GripConfig(prior_mode="posthoc", **FAST)).fit(s, mu)
+    est = GripEstimator(GripConfig.paper_case(prior_mode="posthoc", **FAST)).fit(s, mu)
     assert 0.0 < est.share_removed_by_prior < 1.0
     assert est.slip_at_peak_mean <= 0.1
 
@@ -119,7 +119,7 @@ def test_low_mu_coverage_paper_case() -> None:
     covered, errs = 0, []
     for seed in range(n):
         s, mu = _data(0.3, seed)
-        est = GripEstimator(GripConfig(seed=seed, **cheap)).fit(s, mu)
+        est = GripEstimator(GripConfig.paper_case(seed=seed, **cheap)).fit(s, mu)
         covered += est.mu_max.lower <= MU_MAX <= est.mu_max.upper
         errs.append(abs(est.mu_max.mean / MU_MAX - 1))
     assert covered >= 37, covered
@@ -141,7 +141,7 @@ def test_errors_in_variables_fit_takes_slip_and_mu_variances():
     vm = np.where(np.arange(s.size) % 2 == 0, 0.0, 0.01**2)
     sd = np.sqrt(0.005**2 + vm + slope(s, TRUE) ** 2 * vs)
     mu = mf_curve(s, TRUE) + sd * rng.standard_normal(s.size)
-    cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True, slip_prior="flat")
+    cfg = GripConfig.paper_case(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True, slip_prior="flat")
     est = GripEstimator(cfg).fit(s, mu, slip_var=vs, mu_var=vm)
     assert est.converged and est.r_hat_max <= 1.01 and min(est.ess_bulk_min, est.ess_tail_min) >= 400
     assert est.mu_max.lower <= MU_MAX <= est.mu_max.upper
@@ -174,7 +174,7 @@ def test_clustered_true_slips_flat_prior_is_confidently_low_deconvolved_is_not()
     each cluster as evidence of a flat curve there and converges to an interval below the true mu_max; with the
     deconvolved true-slip distribution (default) the interval contains it."""
     t, s, mu, vs = _clustered_design()
-    cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True)
+    cfg = GripConfig.paper_case(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True)
     flat = GripEstimator(dataclasses.replace(cfg, slip_prior="flat")).fit(s, mu, slip_var=vs)
     assert flat.mu_max.upper < MU_MAX, flat.mu_max
     est = GripEstimator(cfg).fit(s, mu, slip_var=vs)
@@ -192,14 +192,15 @@ def test_posterior_slices_take_a_given_slip_distribution():
     t, s, mu, vs = _clustered_design()
     values, counts = np.unique(np.round(t, 6), return_counts=True)
     truth = SlipMixture(counts / counts.sum(), values, np.full(values.size, 1e-12), 0.0)
-    cfg = GripConfig(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True, slip_posterior="slices")
+    cfg = GripConfig.paper_case(n_ml_starts=8, max_peak_slip=0.15, seed=3, keep_negative_slip=True,
+                                slip_posterior="slices")
     est = GripEstimator(cfg).fit(s, mu, slip_var=vs, slip_distribution=truth)
     assert est.slip_components == values.size and est.n_points == t.size and est.converged
     assert est.mu_max.lower <= MU_MAX <= est.mu_max.upper, est.mu_max
     with pytest.raises(InputError, match="slip_mean_error"):
-        GripConfig(slip_posterior="slices", slip_mean_error=True)
+        GripConfig.paper_case(slip_posterior="slices", slip_mean_error=True)
     with pytest.raises(InputError, match="slip_posterior"):
-        GripConfig(slip_posterior="exact")
+        GripConfig.paper_case(slip_posterior="exact")
 
 
 def test_converged_means_exactly_the_rule():
@@ -210,7 +211,7 @@ def test_converged_means_exactly_the_rule():
     from vehcal_ros.models.pacejka import peak_batch
 
     s, mu = _data(0.3, 0)
-    for cfg in (GripConfig(seed=1), GripConfig(seed=1, n_steps=2000, max_steps=2000, thin=2)):
+    for cfg in (GripConfig.paper_case(seed=1), GripConfig.paper_case(seed=1, n_steps=2000, max_steps=2000, thin=2)):
         est = GripEstimator(cfg).fit(s, mu)
         dr = est.chains.draws
         mm = peak_batch(np.ascontiguousarray(dr[..., :6].reshape(-1, 6)))[0].reshape(dr.shape[:2])
@@ -227,7 +228,7 @@ def test_pipeline_withholds_estimates_below_the_excitation_gate():
     from vehcal_ros.estimation.grip.pipeline import FitOutcome, GripPipeline, fit_config_from
 
     s, mu = _data(0.3, 1)
-    est = GripEstimator(GripConfig(**FAST)).fit(s, mu)
+    est = GripEstimator(GripConfig.paper_case(**FAST)).fit(s, mu)
     p = GripPipeline(GripSignalConfig(scope="vehicle"), min_excitation=0.15, max_r_hat=2.0, min_ess=0.0,
                      min_ess_tail=0.0)
     assert p.commit([FitOutcome(scope="vehicle", stamp=1.0, n_points=100, excitation=0.1, estimate=est)]) == []

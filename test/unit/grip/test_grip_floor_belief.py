@@ -153,7 +153,7 @@ def test_a_common_friction_scale_error_widens_the_interval_as_its_monte_carlo() 
 
     m, sd, s = 0.62, 0.03, 0.04
     slip = np.linspace(0.0, 0.05, 60)
-    fit = GripEstimator(GripConfig(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1)).fit(
+    fit = GripEstimator(GripConfig.paper_case(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1)).fit(
         slip, mf_curve(slip, np.array([12.0, 1.6, 0.6, 0.3, 0.0, 0.0])))
     est = dataclasses.replace(fit, mu_max=MuMax(mean=m, std=sd, lower=m - 1.6449 * sd, upper=m + 1.6449 * sd,
                                                 prob=0.9))

@@ -103,14 +103,14 @@ def test_extension_by_the_rules_shortfall():
     """steps_needed: ESS grows and R-hat - 1 shrinks in proportion to the chain length, so the chains need the
     factor f = max(400 / ESS, (R-hat - 1) / 0.01) of their length, + 25 %; the sampler clamps each extension to
     [n_steps / 4, its fixed block] and asks the rule after each."""
-    est = GripEstimator(GripConfig())
+    est = GripEstimator(GripConfig.paper_case())
     diag = {"r_hat_max": 1.02, "ess_bulk_min": 800.0, "ess_tail_min": 600.0}
     assert est.steps_needed(diag, 10_000) == 12_500                   # R-hat: f = 2 -> 1.25 x 10 000
     assert est.steps_needed({**diag, "r_hat_max": 1.005, "ess_tail_min": 200.0}, 10_000) == 12_500   # tail ESS
     assert est.steps_needed({**diag, "r_hat_max": 1.011}, 40_000) == 5_000   # f = 1.1
     assert est.steps_needed({**diag, "r_hat_max": float("nan")}, 10_000) >= 1 << 40
     # the sampler: asked with a shortfall of 1 step -> n_steps/4; of 10^9 -> the block (n_steps/2 here)
-    from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS, multistart_fit
+    from vehcal_ros.estimation.grip.ml_fit import TABLE3_BOUNDS, multistart_fit
     from vehcal_ros.estimation.grip.posterior import run_grip_chains
 
     w = _window(0.0, 0.15, seed=3)
@@ -119,7 +119,7 @@ def test_extension_by_the_rules_shortfall():
     S0 = np.linalg.cholesky(ml.proposal_cov)
     for ask, expect in ((1, [4000, 5000, 6000, 7000]), (10**9, [4000, 6000])):
         calls = []
-        r = run_grip_chains(s, mu, np.tile(THETA, (4, 1)), S0, np.asarray(DEFAULT_BOUNDS), ml.sigma, n_steps=4000,
+        r = run_grip_chains(s, mu, np.tile(THETA, (4, 1)), S0, np.asarray(TABLE3_BOUNDS), ml.sigma, n_steps=4000,
                             burn_in=2000, thin=5, seed=7, max_steps=8000,
                             until=lambda res, c=calls: c.append(res.n_steps) is not None, extend=lambda res, a=ask: a)
         assert calls == expect and r.n_steps == 8000

@@ -105,7 +105,7 @@ def test_no_interval_published_that_its_data_contradict() -> None:
     rng = np.random.default_rng(3)
     slip = -rng.uniform(0.0, 0.02, 120)
     mu = mf_curve(slip, np.array([12.0, 1.6, 0.6, 0.3, 0.0, 0.0])) + 0.01 * rng.standard_normal(120)
-    est = GripEstimator(GripConfig(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
+    est = GripEstimator(GripConfig.paper_case(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
                                    keep_negative_slip=True, r_hat_threshold=2.0, ess_threshold=10.0,
                                    ess_tail_threshold=10.0)).fit(slip, mu)
     floor = observed_floor(window(mu), sigma=0.01)
@@ -147,7 +147,7 @@ def test_a_prior_dominated_estimate_is_published_with_the_datas_floor_as_its_low
     theta = np.array([20.0, 1.6, 0.3, 0.5, 0.0, 0.0])   # a snowy road, mu_max 0.3
     slip = rng.uniform(0.0, 0.015, 120)
     mu = mf_curve(slip, theta) + 0.01 * rng.standard_normal(120)
-    est = GripEstimator(GripConfig(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
+    est = GripEstimator(GripConfig.paper_case(n_chains=4, n_steps=2000, max_steps=2000, n_ml_starts=4, seed=1,
                                    r_hat_threshold=2.0, ess_threshold=10.0, ess_tail_threshold=10.0)).fit(slip, mu)
     est = dataclasses.replace(est, prior_dominated=True)
     floor = observed_floor(ScopeData("rear_axle", np.arange(120.0), slip, mu, np.zeros(120), np.zeros(120),

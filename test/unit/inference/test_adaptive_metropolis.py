@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS, multistart_fit
+from vehcal_ros.estimation.grip.ml_fit import TABLE3_BOUNDS, multistart_fit
 from vehcal_ros.estimation.grip.posterior import run_grip_chains
 from vehcal_ros.inference.adaptive_metropolis import ram_adapt, run_ram
 from vehcal_ros.inference.diagnostics import summarize_draws
@@ -69,7 +69,7 @@ def _grip_data(limit, seed, n=100):
 def test_grip_chains_deterministic_in_bounds_and_truncated():
     s, mu = _grip_data(0.3, 3)
     ml = multistart_fit(s, mu, n_starts=4, rng=0)
-    b = np.asarray(DEFAULT_BOUNDS)
+    b = np.asarray(TABLE3_BOUNDS)
     S0 = np.linalg.cholesky(ml.proposal_cov)
     kw = dict(n_steps=4000, burn_in=2000, thin=5, seed=7)
     r1 = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), S0, b, ml.sigma, max_peak_slip=0.1, pilot_steps=1000, **kw)
@@ -93,7 +93,7 @@ def test_grip_chains_stop_between_pieces_same_draws():
     """stop() is asked every stop_check_steps; never true = the uninterrupted run's draws; true = ends there."""
     s, mu = _grip_data(0.3, 3)
     ml = multistart_fit(s, mu, n_starts=4, rng=0)
-    b = np.asarray(DEFAULT_BOUNDS)
+    b = np.asarray(TABLE3_BOUNDS)
     S0 = np.linalg.cholesky(ml.proposal_cov)
     kw = dict(n_steps=4000, burn_in=2000, thin=5, seed=7, max_peak_slip=0.1, pilot_steps=1000)
     ref = run_grip_chains(s, mu, np.tile(TRUE, (4, 1)), S0, b, ml.sigma, **kw)
@@ -117,7 +117,7 @@ def test_grip_chains_full_curve_converge_to_ml_region():
     s, mu = _grip_data(None, 5, n=100)
     ml = multistart_fit(s, mu, n_starts=6, rng=0)
     res = run_grip_chains(s, mu, np.tile(ml.theta, (4, 1)), np.linalg.cholesky(ml.proposal_cov),
-                          np.asarray(DEFAULT_BOUNDS), ml.sigma, n_steps=100_000, burn_in=20_000, thin=20,
+                          np.asarray(TABLE3_BOUNDS), ml.sigma, n_steps=100_000, burn_in=20_000, thin=20,
                           pilot_steps=10_000, seed=1)
     summ = res.summary()
     mm = peak_batch(np.ascontiguousarray(res.draws[..., :6].reshape(-1, 6)))[0]
@@ -135,14 +135,14 @@ def test_slope_coordinates_sample_the_same_posterior():
     ml = multistart_fit(s, mu, n_starts=6, rng=0)
     # reference: long chains in theta (R-hat ~1.01 at 300k steps); slope coordinates get there in 60k
     runs = [run_grip_chains(s, mu, np.tile(ml.theta, (4, 1)), np.linalg.cholesky(ml.proposal_cov),
-                            np.asarray(DEFAULT_BOUNDS), ml.sigma, seed=7, slope_coords=sc, n_steps=n,
+                            np.asarray(TABLE3_BOUNDS), ml.sigma, seed=7, slope_coords=sc, n_steps=n,
                             burn_in=n // 3, thin=20, pilot_steps=n // 6, max_peak_slip=0.15)
             for sc, n in ((False, 300_000), (True, 60_000))]
     mm = [peak_batch(np.ascontiguousarray(r.draws[..., :6].reshape(-1, 6)))[0] for r in runs]
     for q in (0.1, 0.5, 0.9):
         a, b = (np.quantile(m, q) for m in mm)
         assert abs(a - b) < 0.25 * np.std(mm[0]) + 0.01, (q, a, b)
-    assert np.all(runs[1].draws[..., 0] >= DEFAULT_BOUNDS[0][0]) and np.all(runs[1].draws[..., 0] <= 30.0)
+    assert np.all(runs[1].draws[..., 0] >= TABLE3_BOUNDS[0][0]) and np.all(runs[1].draws[..., 0] <= 30.0)
 
 
 def _eiv_case():
@@ -172,7 +172,7 @@ def test_chain_log_target_is_the_exact_gaussian_density():
     from vehcal_ros.estimation.grip.posterior import from_slope_coords, grip_log_target, to_slope_coords
 
     s, mu, vs, vm = _eiv_case()
-    b = np.asarray(DEFAULT_BOUNDS)
+    b = np.asarray(TABLE3_BOUNDS)
     rng = np.random.default_rng(5)
     for theta in (TRUE, TRUE * [1.5, 1, 1, 1, 1, 1], *(b[:, 0] + (b[:, 1] - b[:, 0]) * rng.random((5, 6)))):
         for sigma in (0.003, 0.02):
@@ -349,7 +349,7 @@ def test_shape_prior_adds_a_gaussian_on_slope_shape_and_curvature():
     from vehcal_ros.estimation.grip.posterior import grip_log_target, to_slope_coords
 
     s, mu, vs, vm = _eiv_case()
-    b = np.asarray(DEFAULT_BOUNDS)
+    b = np.asarray(TABLE3_BOUNDS)
     mean = np.array([21.0, 1.5, -1.0])
     cov = np.array([[4.0, 0.1, 0.2], [0.1, 0.04, 0.01], [0.2, 0.01, 0.25]])
     mvn = multivariate_normal(mean, cov)

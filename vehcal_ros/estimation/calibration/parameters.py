@@ -4,7 +4,7 @@ order, the window and the schedule of refits, predictive acceptance, the spread 
 its convergence rule, the segment finder's thresholds (declared with their units in
 :class:`~vehcal_ros.estimation.calibration.segments.SegmentConfig`) and the priors. The model_calibrator node adds
 its topics, outputs, state file and timing (vehcal_ros/nodes/model_calibrator.py); docs/nodes.md's table is
-generated from both (tools/param_table.py).
+generated from both (tools/param_reference.py).
 """
 
 from __future__ import annotations

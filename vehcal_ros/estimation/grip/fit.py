@@ -25,7 +25,7 @@ import numpy as np
 
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.estimation.grip.latent_slip import SlipMixture, true_slip_distribution
-from vehcal_ros.estimation.grip.ml_fit import DEFAULT_BOUNDS, FALLBACK_PROPOSAL_COV, MLFit, multistart_fit
+from vehcal_ros.estimation.grip.ml_fit import FALLBACK_PROPOSAL_COV, TABLE3_BOUNDS, MLFit, multistart_fit
 from vehcal_ros.estimation.grip.posterior import carried_log_ratio, run_grip_chains
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, tempered_weights
 from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
@@ -40,21 +40,29 @@ from vehcal_ros.models.pacejka import (
     sse_batch,
 )
 
+#: Prior / ML bounds of B, C, D, E, s_h, s_v from published tire data (docs/grip.md, "Prior ranges from published
+#: tire data"; vehcal_ros/data/tire_coefficients.yaml): passenger, light-truck and truck magic-formula sets over
+#: 0.4-1.6 x their nominal load and road scales 0.1-1.2, with margins; E up to 1.
+PUBLISHED_TIRE_BOUNDS: tuple[tuple[float, float], ...] = (
+    (4.0, 210.0), (1.2, 2.1), (0.05, 1.7), (-2.7, 1.0), (-0.01, 0.01), (-0.05, 0.1),
+)
+
 
 @dataclass(frozen=True)
 class GripConfig:
-    """Settings of :class:`GripEstimator` (defaults: the in-vehicle settings of docs/grip.md, the friction paper's
-    Table 3 bounds)."""
+    """Settings of :class:`GripEstimator`. The defaults are what the grip_estimator node ships (its parameters take
+    their defaults from here: vehcal_ros/estimation/grip/parameters.py); :meth:`paper_case` gives the friction
+    paper's simulated-case settings (Table 3 bounds)."""
 
-    bounds: tuple[tuple[float, float], ...] = DEFAULT_BOUNDS
-    """Uniform prior / ML bounds per parameter B, C, D, E, s_h, s_v (Table 3)."""
-    n_ml_starts: int = 8
+    bounds: tuple[tuple[float, float], ...] = PUBLISHED_TIRE_BOUNDS
+    """Uniform prior / ML bounds per parameter B, C, D, E, s_h, s_v."""
+    n_ml_starts: int = 20
     """n_ML uniform starts of the ML fit (Algorithm 1, step 1)."""
     n_chains: int = 8
     """n_mc adaptive Metropolis chains (step 4)."""
     n_steps: int = 40_000
     """M, steps per chain (step 6) before the first convergence check."""
-    max_steps: int = 160_000
+    max_steps: int = 120_000
     """Chains that fail the convergence rule after ``n_steps`` continue (in blocks of max(n_steps/2,
     (max_steps - n_steps)/10)) up to this many steps; ``converged`` is then judged on the longer chains (burn-in
     the same fraction)."""
@@ -76,8 +84,9 @@ class GripConfig:
     friction sample is known: a force transducer's resolution and the road's texture are coarser. Without that
     floor a window whose samples sit on a plateau (steady acceleration, the slip's error along it) let sigma fall
     to 1e-5 with the curve's peak on the plateau, a posterior of mu_max with sd 5e-4."""
-    max_peak_slip: float = 0.1
-    """Physical prior: largest admissible slip at the curve maximum (Section 4.2.2)."""
+    max_peak_slip: float = 0.25
+    """Physical prior: largest admissible slip at the curve maximum (Section 4.2.2; published tires: 0.07-0.21 on
+    a dry road)."""
     prior_mode: str = "truncated"
     """"truncated" (zero prior density in the chain; default, same target, no draws wasted) or "posthoc"
     (drop draws after sampling, as the paper)."""
@@ -87,7 +96,7 @@ class GripConfig:
     """(start, stop, n) of the slip grid for the curve quantiles q05/q50/q95."""
     seed: int | None = 0
     """Seed of the ML starts and of the chains (same seed and data -> same numbers)."""
-    min_points: int = 20
+    min_points: int = 30
     """Fewer usable points than this raise EstimationError (must exceed 6 for Eq. 17)."""
     min_mu_excitation: float = 0.05
     """max |mu| below this raises EstimationError (no information on the curve)."""
@@ -98,7 +107,7 @@ class GripConfig:
     slope_coords: bool = True
     """Chains move in (B C D, C, D, E, s_h, s_v): the same posterior, far better mixing at low excitation, where
     the data fix the initial slope B C D and leave a curved ridge in (B, C, D) (see run_grip_chains)."""
-    keep_negative_slip: bool = False
+    keep_negative_slip: bool = True
     """Keep samples with s < 0 as they are (overrides ``mirror_braking``): for data whose braking samples were
     already mirrored by the sign of the force (:mod:`grip_signals`), a small negative slip is noise around zero
     and dropping or mirroring it would bias the curve near the origin."""
@@ -189,6 +198,13 @@ class GripConfig:
     with the design's true slip distribution it centres the intervals (88.0 %, ranks uniform; moments 86.0 %,
     leaning low)."""
 
+    @classmethod
+    def paper_case(cls, **changes: object) -> GripConfig:
+        """The settings of the friction paper's simulated case as this project reproduces it (the paper-case
+        benchmarks and tests): Table 3 bounds, the peak within slip 0.1 (Section 4.2.2), 8 ML starts, at least 20
+        points, samples with s < 0 dropped, chains extended up to 160 000 steps; ``changes`` on top."""
+        return cls(**{**PAPER_CASE, **changes})
+
     def __post_init__(self) -> None:
         b = np.asarray(self.bounds, dtype=float)
         checks = [
@@ -234,6 +250,12 @@ class GripConfig:
     def burn_steps(self) -> int:
         """Burn-in in steps."""
         return int(self.burn_in * self.n_steps)
+
+
+PAPER_CASE: dict[str, object] = {"bounds": TABLE3_BOUNDS, "max_peak_slip": 0.1, "n_ml_starts": 8, "min_points": 20,
+                                 "keep_negative_slip": False, "max_steps": 160_000}
+"""The friction paper's simulated-case settings that differ from the shipped defaults
+(:meth:`GripConfig.paper_case`)."""
 
 
 @dataclass(frozen=True)
@@ -325,7 +347,7 @@ class GripEstimate:
     n_removed_nonfinite: int
     """Non-finite (slip, mu) pairs removed."""
     n_braking: int
-    """Samples with negative slip (mirrored or dropped, see ``mirror_braking``)."""
+    """Samples with negative slip (kept, mirrored or dropped: ``keep_negative_slip``, ``mirror_braking``)."""
     n_draws: int
     """Retained draws (all chains)."""
     warm_started: bool

@@ -122,9 +122,9 @@ class GripSignalConfig:
     #: this is the gate that sees a toe-in wheel. At 1.5 deg the MF2002 weighting G_xa of the HMMWV's Pac02 (r_Bx1
     #: 11.1, r_Cx1 0.975) is 0.96: the pure-slip fit of such samples reads the peak at most ~4 % low.
     max_slip_angle: float = 0.026
-    braking: str = "mirror"               #: "mirror", "separate", "drop" or "keep" samples with Fx < 0
+    braking: str = "keep"                 #: "keep", "mirror", "separate" or "drop" samples with Fx < 0
     sync_tolerance: float = 0.05          #: max distance from a wheel-speed / odometry sample to interpolate
-    window: float = 60.0                  #: friction samples older than this (vs the newest) are forgotten
+    window: float = 30.0                  #: friction samples older than this (vs the newest) are forgotten
     capacity: int = 4000                  #: size bound of each scope's sample buffer
     max_gap: float = 5.0                  #: a jump in stamps larger than this restarts the buffers
     average_window: float = 0.1           #: s, per-wheel block averaging of the friction samples (0 = none)

@@ -21,7 +21,7 @@ from scipy.optimize import least_squares
 from vehcal_ros.models.pacejka import N_THETA, THETA_NAMES, jacobian, residuals
 
 #: Table 3 bounds, rows (lower, upper) per parameter B, C, D, E, s_h, s_v
-DEFAULT_BOUNDS: tuple[tuple[float, float], ...] = (
+TABLE3_BOUNDS: tuple[tuple[float, float], ...] = (
     (5.0, 30.0), (0.5, 2.0), (0.2, 2.0), (-2.0, 0.0), (-0.05, 0.05), (-0.3, 0.3),
 )
 #: Eq. (27): fallback diagonal proposal covariance (units: B^2, 1, 1, 1, slip^2, 1)
@@ -82,7 +82,7 @@ def _bounds_array(bounds) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ml_covariance(
-    s: np.ndarray, theta: np.ndarray, sigma: float, bounds=DEFAULT_BOUNDS, cond_max: float = 1e7,
+    s: np.ndarray, theta: np.ndarray, sigma: float, bounds=TABLE3_BOUNDS, cond_max: float = 1e7,
     absurd_frac: float = 0.5, fallback_cov=FALLBACK_PROPOSAL_COV,
 ) -> tuple[np.ndarray, np.ndarray, float, bool]:
     """(Sigma_ML, proposal covariance, cond(F), fallback used) at ``theta`` (Eqs. 15-16, Remark 3, Eq. 27)."""
@@ -108,7 +108,7 @@ def ml_covariance(
 
 
 def multistart_fit(
-    s: np.ndarray, mu: np.ndarray, bounds=DEFAULT_BOUNDS, n_starts: int = 16,
+    s: np.ndarray, mu: np.ndarray, bounds=TABLE3_BOUNDS, n_starts: int = 16,
     rng: np.random.Generator | int | None = None, extra_starts: np.ndarray | None = None,
     cond_max: float = 1e7, absurd_frac: float = 0.5, fallback_cov=FALLBACK_PROPOSAL_COV,
     keep_starts: bool = False, max_nfev: int = 100,

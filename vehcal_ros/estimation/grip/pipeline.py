@@ -121,7 +121,7 @@ class FitOutcome:
     scale_error: float = 0.0
 
 
-PIPELINE_FIT_CONFIG = GripConfig(keep_negative_slip=True)
+PIPELINE_FIT_CONFIG = GripConfig()
 """The collector has already mirrored braking samples by the sign of their force; the fit keeps the rest."""
 
 
