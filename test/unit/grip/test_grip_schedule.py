@@ -148,13 +148,13 @@ def test_carried_draws_are_reweighted_by_the_new_windows_likelihood():
     one of its own previous draws and still meets the rule."""
     from scipy.stats import norm
 
-    from vehcal_ros.estimation.grip.posterior import carried_log_ratio
+    from vehcal_ros.estimation.grip.posterior import carried_log_ratio, grip_problem
 
     old, new = _window(0.0, 0.15, seed=7), _window(5.0, 0.12, seed=8)
     prev = GripEstimator(FAST).fit(old.slip, old.mu)
     ch = prev.chains
-    lr = carried_log_ratio(ch.draws, ch.logp, new.slip, new.mu, np.asarray(FAST.bounds), max_peak_slip=0.1,
-                           slope_coords=True)
+    lr = carried_log_ratio(ch.draws, ch.logp, grip_problem(new.slip, new.mu, np.asarray(FAST.bounds),
+                                                           max_peak_slip=0.1, slope_coords=True))
     x = ch.draws.reshape(-1, 7)
     ref = np.array([norm.logpdf(new.mu, mf_curve(new.slip, t[:6]), t[6]).sum()
                     - norm.logpdf(old.mu, mf_curve(old.slip, t[:6]), t[6]).sum() for t in x])

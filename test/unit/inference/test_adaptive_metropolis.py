@@ -169,7 +169,12 @@ def test_chain_log_target_is_the_exact_gaussian_density():
     """The chains' log target equals an independent evaluation of the errors-in-variables density (log-variance
     term included), in theta and in the slope coordinates (plus the log Jacobian, by finite differences); the old
     target (-1/2 sum r^2/Var, no log term) differs between two points by tens of nats."""
-    from vehcal_ros.estimation.grip.posterior import from_slope_coords, grip_log_target, to_slope_coords
+    from vehcal_ros.estimation.grip.posterior import (
+        from_slope_coords,
+        grip_log_target,
+        grip_problem,
+        to_slope_coords,
+    )
 
     s, mu, vs, vm = _eiv_case()
     b = np.asarray(TABLE3_BOUNDS)
@@ -178,9 +183,10 @@ def test_chain_log_target_is_the_exact_gaussian_density():
         for sigma in (0.003, 0.02):
             ref = _independent_log_density(s, mu, theta, sigma, vs, vm)
             x = np.append(theta, np.log(sigma))
-            got = grip_log_target(s, mu, x, b, sigma_mode="sampled", slip_var=vs, mu_var=vm)
+            got = grip_log_target(grip_problem(s, mu, b, sigma_mode="sampled", slip_var=vs, mu_var=vm), x)
             assert got == pytest.approx(ref, rel=1e-9, abs=1e-9)
-            fixed = grip_log_target(s, mu, theta, b, sigma_mode="fixed", sigma=sigma, slip_var=vs, mu_var=vm)
+            fixed = grip_log_target(grip_problem(s, mu, b, sigma_mode="fixed", sigma=sigma, slip_var=vs, mu_var=vm),
+                                    theta)
             assert fixed == pytest.approx(ref, rel=1e-9, abs=1e-9)
             # slope coordinates: density in x = density in theta x |d theta / d x| (finite-difference Jacobian)
             xs = to_slope_coords(theta)
@@ -190,8 +196,8 @@ def test_chain_log_target_is_the_exact_gaussian_density():
                 e = np.zeros(6)
                 e[j] = h
                 J[:, j] = (from_slope_coords(xs + e) - from_slope_coords(xs - e)) / (2 * h)
-            got_x = grip_log_target(s, mu, np.append(xs, np.log(sigma)), b, slip_var=vs, mu_var=vm,
-                                    slope_coords=True)
+            got_x = grip_log_target(grip_problem(s, mu, b, slip_var=vs, mu_var=vm, slope_coords=True),
+                                    np.append(xs, np.log(sigma)))
             assert got_x == pytest.approx(ref + np.log(abs(np.linalg.det(J))), rel=1e-7, abs=1e-6)
     # the old target (no log-variance term) is a different function of theta: B x1.5 moves it by another amount
     def old(theta):
@@ -346,7 +352,7 @@ def test_shape_prior_adds_a_gaussian_on_slope_shape_and_curvature():
     up to its constant), in theta and in the slope coordinates alike."""
     from scipy.stats import multivariate_normal
 
-    from vehcal_ros.estimation.grip.posterior import grip_log_target, to_slope_coords
+    from vehcal_ros.estimation.grip.posterior import grip_log_target, grip_problem, to_slope_coords
 
     s, mu, vs, vm = _eiv_case()
     b = np.asarray(TABLE3_BOUNDS)
@@ -358,7 +364,7 @@ def test_shape_prior_adds_a_gaussian_on_slope_shape_and_curvature():
         y = [theta[0] * theta[1] * theta[2], theta[1], theta[3]]
         for sc in (False, True):
             x = np.append(to_slope_coords(theta) if sc else theta, np.log(0.01))
-            base = grip_log_target(s, mu, x, b, slip_var=vs, mu_var=vm, slope_coords=sc)
-            with_prior = grip_log_target(s, mu, x, b, slip_var=vs, mu_var=vm, slope_coords=sc,
-                                         shape_prior=(mean, cov))
+            base = grip_log_target(grip_problem(s, mu, b, slip_var=vs, mu_var=vm, slope_coords=sc), x)
+            with_prior = grip_log_target(grip_problem(s, mu, b, slip_var=vs, mu_var=vm, slope_coords=sc,
+                                                      shape_prior=(mean, cov)), x)
             assert with_prior - base == pytest.approx(mvn.logpdf(y) - mvn.logpdf(mean), rel=1e-9, abs=1e-9)

@@ -26,7 +26,7 @@ import numpy as np
 from vehcal_ros.errors import EstimationError, InputError
 from vehcal_ros.estimation.grip.latent_slip import SlipMixture, true_slip_distribution
 from vehcal_ros.estimation.grip.ml_fit import FALLBACK_PROPOSAL_COV, TABLE3_BOUNDS, MLFit, multistart_fit
-from vehcal_ros.estimation.grip.posterior import carried_log_ratio, run_grip_chains
+from vehcal_ros.estimation.grip.posterior import carried_log_ratio, grip_problem, run_grip_chains
 from vehcal_ros.inference.adaptive_metropolis import ChainResult, tempered_weights
 from vehcal_ros.inference.rank_diagnostics import rank_rhat_ess
 from vehcal_ros.models.pacejka import (
@@ -822,11 +822,12 @@ class GripEstimator:
         n_c, n_d = logp.shape
         idx = np.unique(np.round(np.linspace(0, n_d - 1, min(n_d, cfg.carry_draws))).astype(int))
         draws = np.ascontiguousarray(draws[:, idx])
-        lr = carried_log_ratio(
-            draws, logp[:, idx], s, m, b, sigma_mode=cfg.sigma_mode, sigma=sigma_ml,
-            log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
-            max_peak_slip=cfg.max_peak_slip, slip_var=vs, mu_var=vm, slope_coords=cfg.slope_coords,
-            shape_prior=cfg.shape_prior, lateral=la, shared=shared, groups=groups)
+        problem = grip_problem(s, m, b, sigma_mode=cfg.sigma_mode, sigma=sigma_ml,
+                               log_sigma_bounds=tuple(math.log(x) for x in cfg.sigma_bounds),
+                               max_peak_slip=cfg.max_peak_slip, slip_var=vs, mu_var=vm,
+                               slope_coords=cfg.slope_coords, shape_prior=cfg.shape_prior, lateral=la,
+                               shared=shared, groups=groups)
+        lr = carried_log_ratio(draws, logp[:, idx], problem)
         w, lam = tempered_weights(lr)
         if n_c != cfg.n_chains or draws.shape[2] != N_THETA + int(cfg.sigma_mode == "sampled"):
             return draws, w, lam, starts

@@ -273,50 +273,33 @@ def _grip_log_target_rows(p, X, out):
         out[i] = _grip_log_target(p, X[i], th, lw)
 
 
-def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, s: np.ndarray, mu: np.ndarray, bounds: np.ndarray, *,
-                      sigma_mode: str = "sampled", sigma: float = float("nan"),
-                      log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
-                      max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
-                      mu_var: np.ndarray | None = None, slope_coords: bool = False,
-                      shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
-                      lateral: np.ndarray | None = None, shared: np.ndarray | None = None,
-                      groups: np.ndarray | None = None) -> np.ndarray:
+def carried_log_ratio(draws: np.ndarray, logp: np.ndarray, problem: GripProblem) -> np.ndarray:
     """log p_new(x_i) - logp_i for draws ``x_i`` of an earlier fit (``draws[..., d]`` in the returned convention
-    (theta, sigma), ``logp[...]`` their log target under that fit, as :class:`ChainResult` holds them): the log
-    importance weights that turn them into draws of this target (the data of the new window; sequential Monte
-    Carlo's reweighting step, Del Moral, Doucet & Jasra 2006). Both log targets are in the sampler's coordinates
-    (their Jacobians cancel); -inf where the new target is zero (outside the bounds or the physical prior)."""
-    sampled = sigma_mode == "sampled"
+    (theta, sigma), ``logp[...]`` their log target under that fit, as :class:`ChainResult` holds them), p_new the
+    target of ``problem`` (:func:`grip_problem`: the data of the new window): the log importance weights that turn
+    them into draws of this target (sequential Monte Carlo's reweighting step, Del Moral, Doucet & Jasra 2006).
+    Both log targets are in the sampler's coordinates (their Jacobians cancel); -inf where the new target is zero
+    (outside the bounds or the physical prior)."""
+    sampled = problem.sigma_mode == SIGMA_MODES.index("sampled")
     d = N_THETA + int(sampled)
-    x = _sampler_coords(draws, d, bool(slope_coords), sampled)
+    x = _sampler_coords(draws, d, bool(problem.reparam), sampled)
     if x is None:
         raise ValueError(f"draws must have {d} columns")
-    p = grip_problem(s, mu, bounds, sigma_mode=sigma_mode, sigma=sigma, log_sigma_bounds=log_sigma_bounds,
-                     max_peak_slip=max_peak_slip, slip_var=slip_var, mu_var=mu_var, slope_coords=slope_coords,
-                     shape_prior=shape_prior, lateral=lateral, shared=shared, groups=groups)
     out = np.empty(x.shape[0])
     with np.errstate(invalid="ignore"):
-        _grip_log_target_rows(p, np.ascontiguousarray(x), out)
+        _grip_log_target_rows(problem, np.ascontiguousarray(x), out)
         lr = out - np.asarray(logp, dtype=float).reshape(-1)
     lr[~np.isfinite(lr)] = -math.inf
     return lr.reshape(np.shape(logp))
 
 
-def grip_log_target(s: np.ndarray, mu: np.ndarray, x: np.ndarray, bounds: np.ndarray, *,
-                    sigma_mode: str = "sampled", sigma: float = float("nan"),
-                    log_sigma_bounds: tuple[float, float] = (math.log(1e-5), 0.0),
-                    max_peak_slip: float | None = None, slip_var: np.ndarray | None = None,
-                    mu_var: np.ndarray | None = None, slope_coords: bool = False,
-                    shape_prior: tuple[np.ndarray, np.ndarray] | None = None,
-                    lateral: np.ndarray | None = None, shared: np.ndarray | None = None,
-                    groups: np.ndarray | None = None) -> float:
-    """The chains' log target at one point ``x`` (theta[6], plus log sigma with ``sigma_mode="sampled"``;
-    slope coordinates with ``slope_coords``), up to the constant of the uniform prior (for tests and tools)."""
-    p = grip_problem(s, mu, bounds, sigma_mode=sigma_mode, sigma=sigma, log_sigma_bounds=log_sigma_bounds,
-                     max_peak_slip=max_peak_slip, slip_var=slip_var, mu_var=mu_var, slope_coords=slope_coords,
-                     shape_prior=shape_prior, lateral=lateral, shared=shared, groups=groups)
+def grip_log_target(problem: GripProblem, x: np.ndarray) -> float:
+    """The chains' log target of ``problem`` (:func:`grip_problem`) at one point ``x`` (theta[6], plus log sigma
+    with ``sigma_mode="sampled"``; slope coordinates with ``slope_coords``), up to the constant of the uniform
+    prior (for tests and tools)."""
     x = np.ascontiguousarray(x, dtype=float)
-    return float(_grip_log_target(p, x, np.empty(N_THETA), likelihood_work(len(p.s), p.sh.shape[0])))
+    return float(_grip_log_target(problem, x, np.empty(N_THETA),
+                                  likelihood_work(len(problem.s), problem.sh.shape[0])))
 
 
 def grip_problem(s: np.ndarray, mu: np.ndarray, bounds: np.ndarray, *, sigma_mode: str = "sampled",
