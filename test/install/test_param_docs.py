@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = ("grip_estimator", "model_calibrator", "vehicle_simulator")
 
 
-def _param_table():
-    spec = importlib.util.spec_from_file_location("param_table", ROOT / "tools" / "param_reference.py")
+def _param_reference():
+    spec = importlib.util.spec_from_file_location("param_reference", ROOT / "tools" / "param_reference.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -25,7 +25,7 @@ def test_docs_tables_are_the_generated_ones() -> None:
     """docs/nodes.md's parameter tables are exactly what tools/param_reference.py generates from the declarations (a
     row added, dropped, reordered or edited by hand fails)."""
     doc = (ROOT / "docs" / "nodes.md").read_text()
-    generated = _param_table().with_tables(doc)
+    generated = _param_reference().with_tables(doc)
     changed = [(a, b) for a, b in zip(doc.splitlines(), generated.splitlines()) if a != b]
     assert doc == generated, f"docs/nodes.md: regenerate with tools/param_reference.py --write: {changed[:2]}"
 
@@ -34,7 +34,7 @@ def test_params_file_is_the_generated_one() -> None:
     """config/estimate.yaml is exactly what tools/param_reference.py generates (a default, range or description
     changed in the declaration without regenerating, or a value edited in the file by hand, fails)."""
     shipped = (ROOT / "config" / "estimate.yaml").read_text()
-    generated = _param_table().params_yaml()
+    generated = _param_reference().params_yaml()
     changed = [(a, b) for a, b in zip(shipped.splitlines(), generated.splitlines()) if a != b]
     assert shipped == generated, f"config/estimate.yaml: regenerate with tools/param_reference.py --write: {changed[:2]}"
 

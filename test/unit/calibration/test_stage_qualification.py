@@ -185,10 +185,10 @@ def test_thresholds_are_declared_once() -> None:
     has the generated row."""
     from vehcal_ros.nodes.model_calibrator import PARAMS
 
-    spec = importlib.util.spec_from_file_location("param_table", ROOT / "tools" / "param_reference.py")
-    param_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(param_table)
-    table = param_table.table
+    spec = importlib.util.spec_from_file_location("param_reference", ROOT / "tools" / "param_reference.py")
+    param_reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(param_reference)
+    table = param_reference.table
 
     specs = {p.name: p for p in PARAMS}
     decl = declared(SegmentConfig)
