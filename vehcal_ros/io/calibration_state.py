@@ -4,9 +4,10 @@ drive, kept across restarts and shared by the live ``model_calibrator`` and ``ve
 ``model_calibrator`` writes it (atomically: temp file + rename, so a kill -9 leaves the old or the new file, never
 half of one) after every accepted fit and on ``~/save``; at start it reads it back, publishes the restored model at
 once and carries each stage forward (:func:`restore_into`: the stage's priors become the accepted posterior
-widened by the drift model of :mod:`vehcal_ros.estimation.calibration.carry_forward`). ``vehcal batch --fleet`` and
-``vehcal replay --state`` do the same around each replayed bag of a vehicle. JSON by default; a ``.yaml``/``.yml``
-path is written as YAML (either is read). Layout (version 2)::
+widened by the drift model of :mod:`vehcal_ros.estimation.calibration.carry_forward`); :class:`StateFile` keeps
+the file's side of such a run. ``vehcal batch --fleet`` and ``vehcal replay --state`` do the same around each
+replayed bag of a vehicle. JSON by default; a ``.yaml``/``.yml`` path is written as YAML (either is read). Layout
+(version 2)::
 
     format: vehcal_ros/calibration_state
     version: 2
@@ -64,15 +65,16 @@ import datetime as _dt
 import json
 import math
 import os
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-from vehcal_ros.atomic_files import write_atomic
+from vehcal_ros.atomic_files import remove_stale_temps, write_atomic
 from vehcal_ros.estimation.calibration.carry_forward import DEFAULT_DRIFT, DriftModel, window_spread
 from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, CalibrationResult
 from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline
@@ -402,10 +404,83 @@ def with_entry(history: list[dict[str, Any]], entry: dict[str, Any]) -> list[dic
     return out + [entry]
 
 
+def live_drive() -> str:
+    """The history's name of a live run starting now: ``live <UTC start time>``."""
+    return "live " + _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class StateFile:
+    """The state file of one live calibrator run: read back into the pipeline at start (:meth:`restore`),
+    rewritten with the run's drive entry after each accepted fit and on ``~/save`` (:meth:`save`), emptied by
+    ``~/reset`` (:meth:`start_over`). An empty ``path`` keeps no file."""
+
+    path: str
+    vehicle_id: str
+    vehicle: str | None = None                  #: the vehicle description the file must have been written for
+    drive: str = field(default_factory=live_drive)   #: this run's name in the history
+    note: str = ""                              #: what happened to the file at start (shown on /diagnostics)
+    refused: str = ""                           #: why the file was refused at start ('' = not refused)
+    before: dict[str, StageState] = field(default_factory=dict)   #: the stages restored at start
+    history: list[dict[str, Any]] = field(default_factory=list)   #: the file's drives before this run
+
+    def restore(self, pipeline: CalibrationPipeline) -> bool:
+        """Read the file back into ``pipeline`` (:func:`restore_into`: each stage carried forward), once the temp
+        files of a writer killed mid-write are removed, and say what happened in :attr:`note`: no file yet, the
+        stages restored, or (with :attr:`refused`) why a file that cannot be used was refused, the pipeline then
+        starting from the priors. Returns True when a file was read."""
+        if not self.path:
+            return False
+        remove_stale_temps(self.path)   # the file itself is whole: write_atomic
+        try:
+            doc = read_state_document(self.path, self.vehicle_id, vehicle=self.vehicle)
+        except FileNotFoundError:
+            self.note = f"no state file at {self.path} yet: starting from the priors"
+            return False
+        except (StateRefused, OSError) as exc:
+            self.refused = getattr(exc, "reason", str(exc))
+            self.note = f"state file {self.path} refused: {self.refused}; starting from the priors"
+            return False
+        self.before, self.history = dict(doc.stages), list(doc.history)
+        stages = restore_into(pipeline, doc.stages, note=f"restored from {self.path}", history=doc.history)
+        self.note = (f"restored {', '.join(stages)} from {self.path}" if stages else
+                     f"state file {self.path} holds no accepted stage: starting from the priors")
+        return True
+
+    def save(self, current: Callable[[], CalibrationPipeline],
+             lock: AbstractContextManager | None = None) -> str | None:
+        """Write the accepted results of the pipeline ``current()`` gives (:func:`stages_from`) and the history,
+        with this run's drive entry (:func:`pipeline_drive_entry`) once there is a result, atomically
+        (:func:`write_state`). ``current`` is called and the pipeline read under ``lock`` (the caller's: a live
+        node's ``~/reset`` replaces its pipeline under it); the file is written outside it. Returns the path
+        written, None without a path; OSError when the file cannot be written."""
+        if not self.path:
+            return None
+        with lock or nullcontext():
+            pipeline = current()
+            stages = stages_from(pipeline, self.drive, self.before)
+            entry = pipeline_drive_entry(pipeline, self.drive, self.before, stages)
+        history = with_entry(self.history, entry) if stages else self.history
+        write_state(self.path, self.vehicle_id, stages, vehicle=self.vehicle, history=history)
+        return self.path
+
+    def start_over(self, current: Callable[[], CalibrationPipeline],
+                   lock: AbstractContextManager | None = None) -> str | None:
+        """Drop the restored stages and the file's history, then :meth:`save` (a new pipeline: the file is
+        emptied). Returns the path written, None without a path; OSError when the file cannot be written."""
+        self.before, self.history = {}, []
+        return self.save(current, lock)
+
+    def report_values(self) -> dict[str, str]:
+        """What the calibration status shows of the file: ``vehicle_id``, ``state_file`` (its path) and ``state``
+        (:attr:`note`)."""
+        return {"vehicle_id": self.vehicle_id, "state_file": self.path, "state": self.note}
+
+
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 __all__ = ["FORMAT", "VERSION", "READABLE_VERSIONS", "StageState", "StateDocument", "StateRefused", "read_state",
            "read_state_document", "parse_state", "write_state", "state_text", "stages_from", "windows_of",
-           "restore_into", "drive_entry", "pipeline_drive_entry", "with_entry", "date_of"]
+           "restore_into", "drive_entry", "pipeline_drive_entry", "with_entry", "date_of", "StateFile", "live_drive"]

@@ -10,6 +10,11 @@ clock read and a comparison. A clock that goes back (simulation restart, bag loo
 A cycle hands its snapshot to the single worker thread; while a fit runs, further due cycles are skipped and
 counted, never queued.
 
+Diagnostics. Every ``diagnostics_period`` the node publishes ``<node>: inputs`` (per-topic rates, the stamp
+accounting of the input guard, the scheduling counts, then the pipeline's ``inputs_report``), the statuses of the
+pipeline's ``reports`` (``<node>: <name>``) and ``<node>: cpu``. The pipelines build their statuses as plain data
+(:class:`~vehcal_ros.diagnostic_levels.HealthReport`); the node converts them to ``diagnostic_msgs``.
+
 CPU budget (``cpu_budget``, percent of one core; 0 = off). The node measures its process's CPU share (rolling
 10 s and 60 s means, all threads of the process: :mod:`vehcal_ros.nodes.cpu_budget`) and reports it on the
 ``<node>: cpu`` status of /diagnostics, WARN while the 10 s share exceeds the budget. Over the budget, or after
@@ -21,58 +26,28 @@ cycle on its data time (a starvation-free live run).
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import Odometry
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import FluidPressure, Imu, JointState, Joy
 from std_srvs.srv import SetBool, Trigger
 
+from vehcal_ros.diagnostic_levels import HealthReport
 from vehcal_ros.estimation.sensing.input_guard import InputGuard
 from vehcal_ros.nodes import conversions
-from vehcal_ros.nodes.common import ERROR, OK, WARN, diag_status
-from vehcal_ros.nodes.cpu_budget import MAX_STRETCH, PRESSURE_WINDOW, CpuMeter, FitShedder, max_stretch_for
-from vehcal_ros.parameters import ParamSpec, plain
-from vehcal_ros.records import WHEELS
-
-CPU_BUDGET = ParamSpec(
-    "cpu_budget", 0.0, f"CPU budget of the node process, percent of one core (all its threads; rolling "
-    f"{PRESSURE_WINDOW:g} s mean): above it /diagnostics WARNs and fit cycles are postponed (period stretched up to "
-    f"{MAX_STRETCH} x, shorter than the data window), never inputs; 0 = no budget", 0.0, 800.0)
-"""The one declaration of ``cpu_budget``; both estimator nodes list it in their ``PARAMS``."""
-
-CAN_TOPICS = (
-    ParamSpec("drive_torque_topic", "vehicle/drive_torque", "sensor_msgs/JointState of the CAN drive torque (joints "
-              "engine, gear, axle_front, axle_rear); subscribed when the vehicle description's torque_source is "
-              "engine or axle", read_only=True),
-    ParamSpec("brake_pressure_topic", "vehicle/brake_pressure", "sensor_msgs/FluidPressure of the brake line "
-              "pressure, Pa (frame_id front_axle, rear_axle, or any other for the master cylinder); subscribed with "
-              "torque_source engine or axle", read_only=True),
-)
-"""The one declaration of the CAN torque topics; both estimator nodes list them in their ``PARAMS``."""
-
-FRAMES = (
-    ParamSpec("wheel_names", list(WHEELS), "JointState / frame_id names of the FL, FR, RL, RR wheels",
-              read_only=True, check=lambda v: None if len(v) == 4 else "parameter 'wheel_names' needs 4 names"),
-    ParamSpec("controls_axes", [0, 1, 2], "Joy axes of throttle, brake and steering", read_only=True,
-              check=lambda v: None if len(v) == 3 else "parameter 'controls_axes' needs 3 indices"),
-)
-"""The one declaration of the input conventions (wheel names, Joy axes); both estimator nodes list them."""
-
-HEALTH = (
-    ParamSpec("stale_timeout", 1.0, "an input topic silent for longer is reported WARN, s", 0.01, 3600.0),
-    ParamSpec("diagnostics_period", 1.0, "period of the /diagnostics status, s", 0.05, 60.0, read_only=True),
-    ParamSpec("clock_stall_timeout", 0.0, "wall time, s, the ROS clock must stand still before the data count as "
-              "ended (one last cycle on data since the last cycle); 0 = 2 diagnostics periods", 0.0, 3600.0,
-              read_only=True),
-    CPU_BUDGET,
-)
-"""The one declaration of the health and timing parameters both estimator nodes list (with ``cpu_budget``)."""
+from vehcal_ros.nodes.common import ERROR, OK, WARN, diag_array, diag_status, sensor_qos
+from vehcal_ros.nodes.cpu_budget import PRESSURE_WINDOW, CpuMeter, FitShedder, max_stretch_for
+from vehcal_ros.nodes.parameters import CPU_BUDGET
+from vehcal_ros.parameters import plain
 
 
 class Periodic:
@@ -93,12 +68,19 @@ class Periodic:
 
 
 class WorkerNode(Node):
-    """Base of the estimator nodes (see the module docstring). Subclasses set ``pipeline`` (snapshot / fit /
-    commit), implement :meth:`_publish`, :meth:`_cycle_failed` and :meth:`_publish_diagnostics`, and feed
-    records with :meth:`_convert_and_feed`."""
+    """Base of the estimator nodes (see the module docstring). Subclasses set ``pipeline`` (add / reject,
+    snapshot / fit / commit, reconfigure, cycle_failed and the health reports), :attr:`diagnostics_prefix` and
+    ``values`` (their parameters), implement :meth:`_publish` and :meth:`_new_pipeline`, and feed records with
+    :meth:`_feed`."""
 
     outputs: frozenset[str] = frozenset()
     """Parameters the node writes itself (its published results): never applied by :meth:`_post_set`."""
+
+    diagnostics_prefix: str = ""
+    """The node's name at the head of its ``/diagnostics`` status names (``<prefix>: inputs``)."""
+
+    reset_message: str = "buffers and estimates cleared; estimation starts over"
+    """The answer of a successful ``~/reset``."""
 
     def __init__(self, node_name: str, *, worker_name: str, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
@@ -130,14 +112,17 @@ class WorkerNode(Node):
         self.services_group = MutuallyExclusiveCallbackGroup()
         self.cpu = CpuMeter()                   # the process's CPU share (nodes.cpu_budget)
         self.shedder = FitShedder()             # budget set from the parameter in _start_schedule
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
 
     # ------------------------------------------------------------ scheduling
-    def _start_schedule(self, cycle_period: float, diagnostics_period: float, stall_timeout: float = 0.0,
-                        data_window: float = math.inf) -> None:
-        """Cycle and diagnostics clocks, checked by ROS timers and by every message (module docstring).
-        ``stall_timeout`` (s of wall time; 0 = 2 diagnostics periods): a ROS clock standing still this long means
-        the data ended (the end of a simulated scenario or a bag). ``data_window`` (s): how long the node's buffers
-        keep a sample; a shed cycle period stays shorter (:func:`~vehcal_ros.nodes.cpu_budget.max_stretch_for`)."""
+    def _start_schedule(self, cycle_period: float) -> None:
+        """Cycle (every ``cycle_period`` s) and diagnostics (``diagnostics_period``) clocks, checked by ROS timers
+        and by every message (module docstring). ``clock_stall_timeout`` (s of wall time; 0 = 2 diagnostics
+        periods): a ROS clock standing still this long means the data ended (the end of a simulated scenario or a
+        bag). ``window`` (s): how long the node's buffers keep a sample; a shed cycle period stays shorter
+        (:func:`~vehcal_ros.nodes.cpu_budget.max_stretch_for`)."""
+        diagnostics_period, stall_timeout = self.values["diagnostics_period"], self.values["clock_stall_timeout"]
+        data_window = self.values["window"]
         now = self._now()
         self.shedder.budget = float(self.values["cpu_budget"])
         self.shedder.max_stretch = max_stretch_for(data_window, cycle_period)
@@ -159,6 +144,17 @@ class WorkerNode(Node):
         message: a clock that jumps back restarts the period, and a late timer does not delay it)."""
         self._periodic.append((Periodic(period, self._now()), work))
 
+    def _check_params(self, changed: dict[str, Any]) -> None:
+        """On-set (:func:`~vehcal_ros.nodes.common.make_set_callback`): refuse (ValueError) a change whose
+        combination with the other values is inconsistent (:meth:`_check_combination`). The :attr:`outputs` are
+        written by the node after start-up: setting them checks nothing."""
+        inputs = {k: v for k, v in changed.items() if k not in self.outputs}
+        if inputs:
+            self._check_combination({**self.values, **inputs})
+
+    def _check_combination(self, values: dict[str, Any]) -> None:
+        """Raise ValueError naming the problem when ``values`` (all the node's parameters) do not go together."""
+
     def _post_set(self, params: list) -> None:
         """Post-set: the values were validated by the node's on-set callback (:func:`~vehcal_ros.nodes.common.
         make_set_callback`) and are applied here. The node's own parameters (:attr:`outputs` excepted) update
@@ -178,6 +174,8 @@ class WorkerNode(Node):
 
     def _reconfigure(self, changed: dict[str, Any]) -> None:
         """Apply accepted parameter changes (``changed``, already in :attr:`values`) to the pipeline."""
+        with self._lock:
+            self.pipeline.reconfigure(self.values)
 
     def _on_timer(self, work: Callable[[], None]) -> None:
         """A timer's work, unless the node is going down: an external shutdown of the context can come while the
@@ -239,7 +237,7 @@ class WorkerNode(Node):
     # ------------------------------------------------------------------ inputs
     def _inputs(self) -> tuple[Callable[[Any], None], Callable[[str, str], None]]:
         """(feed, reject) of the node's pipeline: where an accepted record goes, where a refused one is counted."""
-        raise NotImplementedError
+        return self.pipeline.add, self.pipeline.reject
 
     def _feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any) -> None:
         """One serialised message of ``topic``: counted and ignored while paused (~/enable false: nothing
@@ -269,16 +267,24 @@ class WorkerNode(Node):
     def _on_brake_pressure(self, data: bytes) -> None:
         self._feed("brake_pressure", conversions.raw_to_brake_pressure, data)
 
-    def _subscribe_can(self, values: Mapping[str, Any], qos: Any, pressure_qos: Any) -> None:
-        """The CAN drive-torque and brake-pressure topics (serialised, like the other sensor topics), for a
-        pipeline that turns them into wheel torque (the description's ``torque_source`` engine or axle);
-        ``pressure_qos`` holds two messages per time step (one per axle)."""
-        from sensor_msgs.msg import FluidPressure, JointState
-
-        self.create_subscription(JointState, values["drive_torque_topic"], self._on_drive_torque, qos,
-                                 callback_group=self.inputs_group, raw=True)
-        self.create_subscription(FluidPressure, values["brake_pressure_topic"], self._on_brake_pressure,
-                                 pressure_qos, callback_group=self.inputs_group, raw=True)
+    def _subscribe_sensors(self, extra: Iterable[tuple[type, str, Callable[[bytes], None], QoSProfile]] = ()) -> None:
+        """Subscribe to the vehicle topics both estimators read (``wheel_speeds_topic``, ``imu_topic``,
+        ``odom_topic``, ``controls_topic``), to the node's ``extra`` ones ((message type, topic, callback, QoS) each)
+        and, for a pipeline that takes the wheel torque from CAN signals (the description's ``torque_source`` engine
+        or axle), to the drive-torque and brake-pressure topics (the pressure's queue holds two messages per time
+        step, one per axle): as serialised bytes (``raw=True``: nodes/raw_messages.py reads them without rclpy's
+        message objects) in the inputs group, read with the input conventions of the parameters (wheel names, Joy
+        axes)."""
+        v, qos = self.values, sensor_qos()
+        self._frames = conversions.frames(v["wheel_names"], v["controls_axes"])
+        topics = [(JointState, v["wheel_speeds_topic"], self._on_wheels, qos), (Imu, v["imu_topic"], self._on_imu, qos),
+                  (Odometry, v["odom_topic"], self._on_odom, qos), (Joy, v["controls_topic"], self._on_controls, qos),
+                  *extra]
+        if self.pipeline.can is not None:
+            topics += [(JointState, v["drive_torque_topic"], self._on_drive_torque, qos),
+                       (FluidPressure, v["brake_pressure_topic"], self._on_brake_pressure, sensor_qos(2 * 2000))]
+        for cls, topic, callback, depth in topics:
+            self.create_subscription(cls, topic, callback, depth, callback_group=self.inputs_group, raw=True)
 
     def _convert_and_feed(self, topic: str, convert: Callable[[Any, Any], Any], msg: Any,
                           feed: Callable[[Any], None], reject: Callable[[str, str], None]) -> None:
@@ -318,7 +324,7 @@ class WorkerNode(Node):
         except Exception as exc:  # never take the node down on odd data; say so on /diagnostics
             self.get_logger().error(f"snapshot failed: {exc!r}")
             with self._lock:
-                self._cycle_failed(None, f"snapshot failed: {exc!r}")
+                self.pipeline.cycle_failed(None, f"snapshot failed: {exc!r}")
             return
         if jobs:
             try:
@@ -334,7 +340,7 @@ class WorkerNode(Node):
                 return   # the node is going down under a fit: nothing to report to
             self.get_logger().error(f"cycle failed: {exc!r}")
             with self._lock:
-                self._cycle_failed(jobs, f"cycle failed: {exc!r}")
+                self.pipeline.cycle_failed(jobs, f"cycle failed: {exc!r}")
 
     def _snapshot(self) -> list:
         """Copies of the data worth a fit (called under the lock): the pipeline's ``snapshot()``."""
@@ -358,18 +364,30 @@ class WorkerNode(Node):
         """Publish the results the last commit changed (scopes or stages)."""
         raise NotImplementedError
 
-    def _cycle_failed(self, jobs: list | None, message: str) -> None:
-        """Mark the jobs' (or all, if None) statuses ERROR with ``message`` (called under the lock)."""
-        raise NotImplementedError
-
     def _publish_diagnostics(self) -> None:
-        raise NotImplementedError
+        """One ``/diagnostics`` array (module docstring): the inputs status (:meth:`_inputs_status`), the
+        pipeline's statuses (:meth:`_reports`) and the CPU status (:meth:`_cpu_status`)."""
+        now = self._now()
+        hw = self.get_fully_qualified_name()
+        prefix = self.diagnostics_prefix
+        with self._lock:
+            statuses = [self._inputs_status(prefix, hw, now)]
+            statuses += [diag_status(f"{prefix}: {name}", hw, *report) for name, report in self._reports().items()]
+        statuses.append(self._cpu_status(prefix, hw))
+        self._diag_pub.publish(diag_array(self, statuses))
+
+    def _reports(self) -> dict[str, HealthReport]:
+        """The pipeline's statuses after the inputs status, by name (called under the lock)."""
+        return self.pipeline.reports()
 
     # ---------------------------------------------------------------- services
-    def _create_services(self) -> None:
-        """``~/reset`` (std_srvs/Trigger) and ``~/enable`` (std_srvs/SetBool), shared by both estimators."""
+    def _create_services(self, triggers: Mapping[str, Callable[[Any, Any], Any]] | None = None) -> None:
+        """``~/reset`` (std_srvs/Trigger) and ``~/enable`` (std_srvs/SetBool), shared by both estimators, and the
+        node's own std_srvs/Trigger services (``triggers``: name -> handler)."""
         self.create_service(Trigger, "~/reset", self._on_reset, callback_group=self.services_group)
         self.create_service(SetBool, "~/enable", self._on_enable, callback_group=self.services_group)
+        for name, handler in (triggers or {}).items():
+            self.create_service(Trigger, name, handler, callback_group=self.services_group)
 
     def _on_reset(self, request: Any, response: Any) -> Any:
         with self._lock:
@@ -377,7 +395,7 @@ class WorkerNode(Node):
             self.pipeline = self._new_pipeline()
             self.skipped_cycles = 0
         old.cancel.set()   # a fit running on the old pipeline would be dropped anyway: stop it
-        response.success, response.message = True, self._reset_message()
+        response.success, response.message = True, self.reset_message
         self.get_logger().info(f"reset: {response.message}")
         self._publish_diagnostics()
         return response
@@ -395,10 +413,22 @@ class WorkerNode(Node):
         """A fresh pipeline from the current parameters (``~/reset``; called under the lock)."""
         raise NotImplementedError
 
-    def _reset_message(self) -> str:
-        return "buffers and estimates cleared; estimation starts over"
-
     # ------------------------------------------------------------- diagnostics
+    def _inputs_status(self, prefix: str, hw: str, now: float) -> Any:
+        """The ``<prefix>: inputs`` status (called under the lock): per-topic rates (Hz), the stamp accounting
+        (:meth:`_input_health`), ``skipped_cycles``, ``busy`` and ``enabled``, then the pipeline's own values
+        (``inputs_report``). Its level and message are the pipeline's unless the node is paused or a watched topic
+        is silent or losing data (:meth:`_input_status`)."""
+        pipeline = self.pipeline
+        rates, stale, accounting, losing = self._input_health(pipeline.received, pipeline.watched_inputs, now)
+        report = pipeline.inputs_report()
+        values = {f"rate_{topic}_hz": rate for topic, rate in rates.items()}
+        values.update(accounting)
+        values.update({"skipped_cycles": self.skipped_cycles, "busy": self.busy, "enabled": self.enabled})
+        values.update(report.values)
+        level, message = self._input_status(stale, losing) or (report.level, report.message)
+        return diag_status(f"{prefix}: inputs", hw, level, message, values)
+
     def _cpu_status(self, node_name: str, hw: str) -> Any:
         """The ``<node>: cpu`` status: the process's CPU share (percent of one core, rolling means over 10 s and
         60 s), the budget, the fit cycles shed and the effective cycle period; WARN while the 10 s share exceeds the

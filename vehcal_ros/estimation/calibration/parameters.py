@@ -2,19 +2,22 @@
 configuration they fill (:func:`~vehcal_ros.estimation.calibration.pipeline.config_from`): the stages and their
 order, the window and the schedule of refits, predictive acceptance, the spread within a window, the sampler and
 its convergence rule, the segment finder's thresholds (declared with their units in
-:class:`~vehcal_ros.estimation.calibration.segments.SegmentConfig`) and the priors. The model_calibrator node adds
-its topics, outputs, state file and timing (vehcal_ros/nodes/model_calibrator.py); docs/nodes.md's table is
-generated from both (tools/param_reference.py).
+:class:`~vehcal_ros.estimation.calibration.segments.SegmentConfig`) and the priors; and the ``model.<name>``
+parameters (:data:`MODEL_SPECS`) that carry the model the calibrator publishes. The model_calibrator node adds its
+topics, outputs, state file and timing (vehcal_ros/nodes/parameters.py); docs/nodes.md's table and
+config/estimate.yaml are generated from both (tools/param_reference.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from vehcal_ros.errors import InputError
 from vehcal_ros.estimation.calibration.fit import STAGE_NAMES, check_prior_ranges
 from vehcal_ros.estimation.calibration.maneuver_spread import DEFAULT_MIN_PART_S, DEFAULT_PARTS, MIN_PARTS
 from vehcal_ros.estimation.calibration.noise_models import DEFAULT_NOISE_MODEL, NOISE_MODEL_CHOICES
+from vehcal_ros.estimation.calibration.pipeline import MODEL_PARAMETERS, config_from
 from vehcal_ros.estimation.calibration.qualification import declared
 from vehcal_ros.estimation.calibration.segments import SegmentConfig
 from vehcal_ros.parameters import ParamSpec
@@ -125,3 +128,31 @@ PARAMS: tuple[ParamSpec, ...] = (
     *PRIOR_SPECS,
 )
 """The model calibrator's estimation parameters in declaration order."""
+
+_MODEL_UNITS = {"Cxf": "front longitudinal tire stiffness, N", "Cxr": "rear longitudinal tire stiffness, N",
+                "Cyf": "front cornering stiffness, N/rad", "Cyr": "rear cornering stiffness, N/rad",
+                "kphi_f": "front roll stiffness, N m/rad", "kphi_r": "rear roll stiffness, N m/rad",
+                "bphi": "total roll damping (bphi_f = bphi_r = bphi/2), N m s/rad",
+                "rr": "rolling resistance lever, m (T = -rr |Fz| sign(omega))",
+                "Jd": "driveline spin inertia added to each driven wheel's (negative: the description's wheel "
+                      "inertia was too high), kg m^2"}
+MODEL_SPECS: tuple[ParamSpec, ...] = tuple(
+    ParamSpec(f"model.{name.lower()}", 0.0, f"{_MODEL_UNITS[name]}: the latest accepted model (published); a "
+              "start-up value other than 0 overrides the vehicle description's nominal value (0 = the description's)",
+              -1e4 if name == "Jd" else 0.0, 1.0 if name == "rr" else 1e7)
+    for name in MODEL_PARAMETERS)
+"""Output parameters (read_only=False): the latest accepted model, the description's nominal values where not
+calibrated yet; a start-up value other than 0 overrides the nominal value (with a WARN naming both; only ``Jd``
+may be negative: the description's wheel inertia was too high)."""
+
+OUTPUTS = frozenset(spec.name for spec in MODEL_SPECS)
+"""Parameters the node writes (the model it publishes): read at start-up only, never applied on a later set."""
+
+
+def check_combination(values: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the problem when the model_calibrator parameter values ``values``, each valid alone,
+    do not go together (:func:`~vehcal_ros.estimation.calibration.pipeline.config_from` refuses them)."""
+    try:
+        config_from(values)
+    except InputError as exc:
+        raise ValueError(str(exc)) from None

@@ -16,6 +16,11 @@ A cycle is split in three, as :class:`~vehcal_ros.estimation.grip.pipeline.GripP
 (fast, under the caller's lock: copies of the segments to fit), :meth:`fit` (slow, worker thread, touches no
 shared state; seeds ``seed + 1000 * cycle + k``) and :meth:`commit` (fast). Segment freshness is judged on data
 stamps, never wall time, so a replayed bag gives the numbers of a live run with the same cycle times.
+
+Health and outputs: :meth:`CalibrationPipeline.inputs_report` and :meth:`CalibrationPipeline.reports` give the
+statuses a live node publishes on ``/diagnostics`` as plain :class:`~vehcal_ros.diagnostic_levels.HealthReport`
+data (level, message, key/values); :meth:`CalibrationPipeline.model_statuses` what ``vehcal/model_parameters``
+carries.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import yaml
 from scipy.stats import halfnorm
 
 from vehcal_ros.atomic_files import write_atomic
-from vehcal_ros.diagnostic_levels import ERROR, OK, WARN
+from vehcal_ros.diagnostic_levels import ERROR, OK, WARN, HealthReport
 from vehcal_ros.errors import Cancelled, EstimationError, InputError
 from vehcal_ros.estimation.calibration.acceptance import (
     BAND_POLICIES,
@@ -104,6 +109,10 @@ EXCITATION: dict[str, tuple[str, str]] = {
     "longitudinal": ("peak forward acceleration", "m/s^2"), "lateral": ("peak lateral acceleration", "m/s^2"),
     "rolling_resistance": ("speed lost (coast-down) or rolling-resistance sensitivity (measured torque)", "m/s")}
 """What a stage's window score (segments.Window.score) measures, and its unit (named in the status)."""
+
+MANEUVERS: dict[str, str] = {"longitudinal": "straight throttle ramp", "lateral": "steering at speed",
+                             "rolling_resistance": "coast-down"}
+"""What a driver does to give each stage its data (named in the ``calibration required`` status)."""
 
 
 def full_parameters(defaults: Mapping[str, float] | None, vehicle: str | None = None) -> dict[str, float]:
@@ -514,6 +523,64 @@ class CalibrationPipeline:
     def fill(self) -> dict[str, int]:
         """Rows buffered per topic."""
         return {k: len(b) for k, b in self.buffers.items()}
+
+    # ------------------------------------------------------------------ health
+    @property
+    def received(self) -> dict[str, int]:
+        """Records received per input topic, refused ones included."""
+        return dict(self._received)
+
+    @property
+    def watched_inputs(self) -> tuple[str, ...]:
+        """The input topics that must not fall silent: every topic received (each stage needs all of them)."""
+        return tuple(self._received)
+
+    def inputs_report(self) -> HealthReport:
+        """The pipeline's part of the inputs status: records dropped by reason, rows buffered per topic, buffer
+        restarts (clock jumps) and the CAN torque's counts. WARN when more than half the records were dropped."""
+        c = self.counters
+        values: dict[str, Any] = {f"dropped_{k}": n for k, n in c.dropped.items()}
+        values.update({f"fill_{k}": n for k, n in self.fill().items()})
+        values["buffer_restarts"] = c.clock_jumps
+        if self.can is not None:   # the wheel torque from CAN signals (estimation/sensing/can_torque.py)
+            values.update({f"can_{k}": n for k, n in self.can.counters.items()})
+        if c.n_dropped > 0.5 * max(c.n_received, 1):
+            return HealthReport(WARN, f"most samples dropped ({c.n_dropped} of {c.n_received})", values)
+        return HealthReport(OK, f"receiving; {c.n_received} samples, {c.n_dropped} dropped", values)
+
+    def calibration_report(self, state: Mapping[str, Any] | None = None, refused: str = "") -> HealthReport:
+        """``calibration required`` (WARN) while no stage has an accepted result, naming for each stage the
+        maneuver it needs (:data:`MANEUVERS`) and what the newest data gave (``seen_<stage>``); once one has, OK
+        naming the calibrated stages and the maneuvers still needed. ``state``: the state file's key/values
+        (published after ``calibrated_stages``); ``refused``: why the state file was refused at start ('' = it
+        was not): then named in the message, as ``state_refused``, and the status is WARN."""
+        stages = self.config.stages
+        done = [s for s in stages if self.status[s].result is not None]
+        needed = [s for s in stages if s not in done]
+        values: dict[str, Any] = {"calibrated_stages": ",".join(done), **(state or {})}
+        if refused:
+            values["state_refused"] = refused
+        for s in needed:
+            values[f"seen_{s}"] = self.status[s].last_reason or self.status[s].message
+        if not done:
+            message = "calibration required: " + "; ".join(f"{MANEUVERS[s]} ({s}: {values[f'seen_{s}']})"
+                                                           for s in needed)
+            return HealthReport(WARN, f"state file refused ({refused}); {message}" if refused else message, values)
+        message = f"calibrated: {', '.join(done)}"
+        if needed:
+            message += f"; still needed: {', '.join(MANEUVERS[s] for s in needed)}"
+        if refused:
+            message += f"; state file refused at start ({refused})"
+        return HealthReport(WARN if refused else OK, message, values)
+
+    def reports(self, state: Mapping[str, Any] | None = None, refused: str = "") -> dict[str, HealthReport]:
+        """The statuses that follow the inputs status, by name: ``calibration`` (:meth:`calibration_report` with
+        ``state`` and ``refused``), then each configured stage's status with :meth:`stage_report`."""
+        out = {"calibration": self.calibration_report(state, refused)}
+        for stage in self.config.stages:
+            st = self.status[stage]
+            out[stage] = HealthReport(st.level, st.message, self.stage_report(stage))
+        return out
 
     # ------------------------------------------------------------------ cycle
     def accepted_values(self, exclude: str | None = None) -> dict[str, float]:
@@ -935,6 +1002,24 @@ class CalibrationPipeline:
         """snapshot + fit + commit in the caller's thread (bag replay, tests); ``final``: see :meth:`snapshot`."""
         return self.commit(self.fit(self.snapshot(final)))
 
+    def cycle_failed(self, jobs: list[StageJob] | None, message: str) -> None:
+        """A cycle that raised: the stages of ``jobs`` (every configured stage when None) go to ERROR with
+        ``message``; their accepted results are kept."""
+        for stage in [job.stage for job in jobs] if jobs is not None else list(self.config.stages):
+            st = self.status[stage]
+            st.level, st.message = ERROR, message
+
+    def calibrate_outcome(self, jobs: list[StageJob],
+                          before: Mapping[str, CalibrationResult | None]) -> tuple[bool, str]:
+        """(success, message) of a calibrate-now request once ``jobs`` (possibly none) were fitted and committed;
+        ``before``: each stage's accepted result before the fit. A stage counts as accepted when its result changed;
+        success when there were jobs and every fitted stage was accepted. The message names each fitted stage
+        (every configured one when nothing was fitted): accepted or not, with its status message."""
+        stages = [job.stage for job in jobs] or list(self.config.stages)
+        accepted = {s for s in stages if self.status[s].result is not before[s]}
+        lines = [f"{s}: {'accepted' if s in accepted else 'not accepted'}: {self.status[s].message}" for s in stages]
+        return bool(jobs) and accepted == set(stages), ("fitted " if jobs else "nothing to fit; ") + " | ".join(lines)
+
     # ------------------------------------------------------------------ outputs
     def model_parameters(self) -> dict[str, float]:
         """Latest accepted values (defaults where not yet calibrated) of :data:`MODEL_PARAMETERS`."""
@@ -942,6 +1027,10 @@ class CalibrationPipeline:
         out = {k: float(p[k]) for k in MODEL_PARAMETERS if k != "bphi"}
         out["bphi"] = float(p["bphi_f"] + p["bphi_r"])
         return {k: out[k] for k in MODEL_PARAMETERS}
+
+    def model_values(self) -> dict[str, float]:
+        """:meth:`model_parameters` named as the calibrator's output parameters, ``model.<name>`` (lower case)."""
+        return {f"model.{k.lower()}": v for k, v in self.model_parameters().items()}
 
     def calibrated(self) -> dict[str, str]:
         """Model parameter -> stage, for the parameters with an accepted result."""
@@ -984,8 +1073,7 @@ class CalibrationPipeline:
                         "free-rolling radius the data show (m); used by the fits: " + str(bool(radius["used"])).lower(),
                         {k: (float(v) if not isinstance(v, bool) else v) for k, v in radius.items()}))
         out.append(("model", hardware_id, 0, "latest accepted 8-DOF model (defaults where not calibrated)",
-                    {**{f"model.{k.lower()}": val for k, val in self.model_parameters().items()},
-                     "calibrated": ",".join(self.calibrated())}))
+                    {**self.model_values(), "calibrated": ",".join(self.calibrated())}))
         return out
 
     def params_yaml(self, node_name: str = "model_calibrator") -> str:

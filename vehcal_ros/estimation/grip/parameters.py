@@ -2,11 +2,13 @@
 configurations they fill (:func:`~vehcal_ros.estimation.grip.pipeline.pipeline_from_params`): the signal
 conditioning, the fit (friction paper, Algorithm 1), the schedule's gates, the road-change test, the belief in
 force and the forces from production sensors. The grip_estimator node adds its topics and timing
-(vehcal_ros/nodes/grip_estimator.py); docs/nodes.md's table is generated from both (tools/param_reference.py).
+(vehcal_ros/nodes/parameters.py); docs/nodes.md's table and config/estimate.yaml are generated from both
+(tools/param_reference.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -14,7 +16,7 @@ import numpy as np
 from vehcal_ros.estimation.grip.belief import HazardModel
 from vehcal_ros.estimation.grip.fit import GripConfig
 from vehcal_ros.estimation.grip.friction_samples import BRAKING_MODES, SCOPE_MODES, GripSignalConfig
-from vehcal_ros.estimation.grip.pipeline import FORCE_SOURCES, GripPipeline
+from vehcal_ros.estimation.grip.pipeline import FORCE_SOURCES, GripPipeline, fit_config_from
 from vehcal_ros.estimation.grip.surface_change import SurfaceChangeConfig
 from vehcal_ros.estimation.sensing.speed_reference import SPEED_REFERENCE_CHOICES
 from vehcal_ros.estimation.sensing.tire_forces import TireForceConfig
@@ -36,13 +38,24 @@ def _bounds_check(name: str, v: Any) -> str | None:
     return None
 
 
-def theta_order_problem(values: dict[str, Any]) -> str | None:
+def theta_order_problem(values: Mapping[str, Any]) -> str | None:
     """A message when some prior lower bound is not below its upper bound (a combination of two parameters)."""
     lo, hi = values["theta_lower"], values["theta_upper"]
     bad = [f"{n}: {a} >= {b}" for n, a, b in zip(THETA_NAMES, lo, hi) if not a < b]
     if bad:
         return f"parameters 'theta_lower' < 'theta_upper' required per element; not so for {', '.join(bad)}"
     return None
+
+
+def check_combination(values: Mapping[str, Any], base: GripConfig | None = None) -> None:
+    """Raise ValueError naming the problem when the grip_estimator parameter values ``values``, each valid alone,
+    do not go together: prior bounds out of order (:func:`theta_order_problem`) or sampler settings
+    :func:`~vehcal_ros.estimation.grip.pipeline.fit_config_from` refuses (``base``: the fit configuration they
+    would change)."""
+    problem = theta_order_problem(values)
+    if problem:
+        raise ValueError(problem)
+    fit_config_from(values, base)
 
 
 PARAMS: tuple[ParamSpec, ...] = (

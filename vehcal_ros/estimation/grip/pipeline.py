@@ -19,6 +19,10 @@ Road changes (``surface_change``): each fit first tests its samples newer than t
 against that estimate's posterior predictive (:mod:`~vehcal_ros.estimation.grip.surface_change`); from a detected
 change on, the scope's fits use only the samples after the estimated change time (and, of the older ones, those
 in pure longitudinal slip below the change's friction level: :meth:`GripPipeline.current_surface`).
+
+Health: :meth:`GripPipeline.inputs_report` and :meth:`GripPipeline.reports` give the statuses a live node
+publishes on ``/diagnostics`` as plain :class:`~vehcal_ros.diagnostic_levels.HealthReport` data (level, message,
+key/values).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from vehcal_ros.diagnostic_levels import ERROR, OK, WARN
+from vehcal_ros.diagnostic_levels import ERROR, OK, WARN, HealthReport
 from vehcal_ros.errors import EstimationError
 from vehcal_ros.estimation.grip.belief import (
     Belief,
@@ -72,6 +76,11 @@ from vehcal_ros.records import (
 from vehcal_ros.vehicle.description import load_description
 
 FORCE_SOURCES = ("measured", "estimated", "auto")
+
+WATCHED_INPUTS: dict[str, tuple[str, ...]] = {"measured": ("wheel_speeds", "tire_forces", "odom"),
+                                              "estimated": ("wheel_speeds", "imu", "odom"),
+                                              "auto": ("wheel_speeds", "odom")}
+"""Per force source, the input topics a live node reports as silent (WARN) after its ``stale_timeout``."""
 
 
 @dataclass
@@ -469,6 +478,10 @@ class GripPipeline:
                 self.collector.add_tire_force(f, estimated=True)
         return forces
 
+    def reject(self, topic: str, reason: str) -> None:
+        """Count a message of ``topic`` refused before it became a record (malformed, implausible, bad stamp)."""
+        self.collector.reject(topic, reason)
+
     def use_odometer(self, odometer: Odometer) -> None:
         """Age the beliefs by ``odometer`` (a parallel replay's committing pipeline, which is fed no records, takes
         its planner's)."""
@@ -803,6 +816,82 @@ class GripPipeline:
                    "in_force_known": b.known, "in_force_floor": b.floor, "age_s": b.age, "distance_m": b.distance,
                    "p_road_change": b.p_change})
         return kv
+
+    @property
+    def received(self) -> dict[str, int]:
+        """Messages received per input topic, refused ones included."""
+        return self.collector.counters.received
+
+    @property
+    def watched_inputs(self) -> tuple[str, ...]:
+        """The input topics that must not fall silent with this ``force_source`` (:data:`WATCHED_INPUTS`)."""
+        return WATCHED_INPUTS[self.force_source]
+
+    def inputs_report(self) -> HealthReport:
+        """The pipeline's part of the inputs status: samples dropped by reason, samples buffered per scope and
+        kept in all; with estimated forces the force estimator's counts, roll split and learnt torque scale; the
+        CAN torque's counts; the online rolling radius's scales; the slips' speed reference (what ``auto``
+        chose) and the GNSS/IMU speed filter's counts. WARN when more samples were dropped than kept."""
+        collector = self.collector
+        counters = collector.counters
+        values: dict[str, Any] = {f"dropped_{k}": n for k, n in counters.dropped.items()}
+        values.update({f"fill_{s}": n for s, n in collector.fill().items()})
+        values["accepted"] = counters.accepted
+        est = self.force_estimator
+        if est is not None:
+            values["force_source"] = self.active_force_source
+            values.update({f"forces_{k}": n for k, n in est.counters.items()})
+            values["roll_split"] = "calibrated" if est.kphi is not None else "vehicle"
+            ts = est.torque_scale
+            if ts is not None:
+                values.update({"torque_scale": ts.scale, "torque_scale_sd": ts.scale_sd,
+                               "torque_scale_applied": ts.learnt and ts.config.apply,
+                               "torque_offset_force": ts.offset, "toe_drag": ts.toe_drag})
+        if self.can is not None:   # the wheel torque from CAN signals (estimation/sensing/can_torque.py)
+            values.update({f"can_{k}": n for k, n in self.can.counters.items()})
+        radius = self.radius
+        if radius is not None:
+            (kf, kr), (sf, sr) = radius.k, radius.sd
+            values.update({"radius_scale_front": kf, "radius_scale_rear": kr, "radius_scale_sd_front": sf,
+                           "radius_scale_sd_rear": sr, "radius_gate": collector.radius_gate,
+                           "radius_gnss_used": radius.used.get("gnss", 0)})
+        values["speed_reference"] = collector.config.speed_reference
+        if collector.speed is not None:   # estimation/sensing/speed_reference.py
+            values.update({f"speed_{k}": n for k, n in collector.speed.counters.items()})
+        dropped, kept = counters.n_dropped, counters.accepted
+        if dropped and dropped > kept:
+            return HealthReport(WARN, f"most samples dropped ({dropped} dropped, {kept} kept)", values)
+        return HealthReport(OK, f"receiving; {kept} samples kept, {dropped} dropped", values)
+
+    def description_report(self) -> HealthReport:
+        """The vehicle-description status: WARN naming every assumption the data contradict
+        (:meth:`doubtful_assumptions`), OK when none is; with the speed filter's accelerometer offset and its SD
+        (m/s^2; NaN without the GNSS/IMU speed reference), the road grade (rad), the IMU's mounting yaw (deg) and
+        the free-rolling wheel-speed scatter (rad/s; NaN without the online rolling radius)."""
+        doubts = self.doubtful_assumptions()
+        offset = self.collector.speed.offset if self.collector.speed is not None else None
+        values = {"doubtful": len(doubts), "accel_offset": offset[0] if offset else math.nan,
+                  "accel_offset_sd": offset[1] if offset else math.nan, "road_grade": self.collector.grade,
+                  "imu_mount_yaw_deg": self.imu_mount.angle_deg,
+                  "wheel_speed_scatter": self.radius.wheel_speed_scatter() if self.radius is not None else math.nan}
+        if doubts:
+            return HealthReport(WARN, "; ".join(doubts), values)
+        return HealthReport(OK, "no fact of the description and no sensor assumption is in doubt", values)
+
+    def reports(self) -> dict[str, HealthReport]:
+        """The statuses that follow the inputs status, by name: ``vehicle description``
+        (:meth:`description_report`), then each scope's fit status with :meth:`scope_report`."""
+        out = {"vehicle description": self.description_report()}
+        for scope, st in self.status.items():
+            out[scope] = HealthReport(st.level, st.message, self.scope_report(scope))
+        return out
+
+    def cycle_failed(self, snapshots: list[ScopeData] | None, message: str) -> None:
+        """A cycle that raised: the scopes of ``snapshots`` (every scope when None) go to ERROR with ``message``;
+        their estimates are kept."""
+        for scope in [d.scope for d in snapshots] if snapshots is not None else list(self.status):
+            st = self.status[scope]
+            st.level, st.message = ERROR, message
 
     def reconfigure(self, values: Mapping[str, Any]) -> None:
         """Apply the grip_estimator's parameters that may change while it runs (the fit's settings, the schedule's
