@@ -26,13 +26,13 @@ from test_model_calibrator_node import CalibratorProbe, _closed, _publish
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-BOUND_S = 8.0
-"""Exit bound after SIGINT (s) of the calibrator: one SMC round (~1-2 s at load 7-10 on the shared 2 cores) plus
-teardown; measured 3.2 s."""
-GRIP_BOUND_S = 12.0
-"""... of the grip estimator: the chains ask stop() every 5000 steps (inference/adaptive_metropolis.py); the ML
-starts and one piece cannot be interrupted; measured exit 5.4 s at load 15 (8.3-9.0 s at load 8-10 when the stop
-was asked only between 40000-step blocks)."""
+BOUND_S = 20.0
+"""Exit bound after SIGINT (s) of the calibrator: generous against the machine's load (one SMC round plus
+teardown: 3.2 s measured on a quiet machine, 9.3 s at load 5 with the suite on both cores), far below the fit's
+minutes, so an exit within it still means the fit was cancelled. The exit time is printed."""
+GRIP_BOUND_S = 20.0
+"""... of the grip estimator: the chains ask stop() every 5000 steps (estimation/grip/posterior.py); the ML
+starts and one piece cannot be interrupted; measured exit 5.4 s at load 15."""
 BAD_LOG = ("Traceback", "cannot schedule new futures", "context is invalid", "Error")
 
 
@@ -98,7 +98,7 @@ def _compile_grip_kernels(items: list, tmp_path) -> None:
     compile cannot be stopped, so on a cold cache the node's exit waited for it (measured 15.7 s). Replaying the
     same records in-process once, with short chains, leaves the kernels in the cache the node loads them from, and
     the bound measures what it is for: cancelling a fit."""
-    from test_replay_parallel import GRIP
+    from grip_sweep import GRIP
 
     from vehcal_ros.io import bags
     from vehcal_ros.replay.serial import replay_bag
@@ -108,7 +108,7 @@ def _compile_grip_kernels(items: list, tmp_path) -> None:
 
 
 def test_grip_estimator_cancels_fit_on_sigint(rclpy_context, tmp_path) -> None:
-    from test_replay_parallel import records
+    from grip_sweep import records
 
     from vehcal_ros.nodes.conversions import to_msg
 

@@ -18,7 +18,7 @@ import io
 
 import numpy as np
 import pytest
-from test_replay_parallel import GRIP, RATE, live_grip_run, numbers, published, records
+from grip_sweep import GRIP, RATE, live_grip_run, numbers, published, records
 
 from vehcal_ros.commands.replay import print_summary
 from vehcal_ros.io import bags
