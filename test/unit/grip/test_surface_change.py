@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pytest
 
+from vehcal_ros.estimation.grip.fit import GripConfig
 from vehcal_ros.estimation.grip.friction_samples import ScopeData
 from vehcal_ros.estimation.grip.pipeline import GripPipeline, surface_change_config_from
 from vehcal_ros.estimation.grip.surface_change import (
@@ -184,7 +185,8 @@ def test_config_ranges_named():
 @pytest.mark.slow
 def test_pipeline_drops_the_previous_surface():
     """Dry data, a published dry estimate; then a window of dry + snow samples: the fit keeps the snow samples
-    only and its interval contains the snow peak (0.3); without the test the mixed window's does not."""
+    only and its interval contains the snow peak (0.3); without the test the mixed window's does not. The fits use
+    the paper case's settings, as the fit's own unit tests (the data are a car tire's curves like the paper's)."""
     rng = np.random.default_rng(3)
 
     def scope_data(parts):
@@ -197,7 +199,7 @@ def test_pipeline_drops_the_previous_surface():
     snow = (30.0 + np.arange(40) * 0.25, snow_s, pacejka.mf_curve(snow_s, SNOW) + NOISE * rng.standard_normal(40))
     results = {}
     for label, config in (("on", SurfaceChangeConfig()), ("off", SurfaceChangeConfig(threshold=0.0))):
-        p = GripPipeline(surface_change=config)
+        p = GripPipeline(fit_config=GripConfig.paper_case(keep_negative_slip=True), surface_change=config)
         assert p.commit(p.fit([scope_data([dry])])) == ["front_axle"]
         dry_est = p.status["front_axle"].estimate
         assert dry_est.mu_max_lower <= 0.9 <= dry_est.mu_max_upper
