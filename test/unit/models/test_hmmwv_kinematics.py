@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from corner_kinematics import check_axes_and_velocity_products
 
 from vehcal_ros.models.vehicle14 import HmmwvParams
 from vehcal_ros.models.vehicle14 import kinematics as K
@@ -110,24 +111,8 @@ def test_x_s_equals_finite_difference(geo, i):
 def test_body_axes_and_velocity_product_terms_equal_finite_difference(geo, i):
     """Columns of H*(S) = H_S^* X_S (spatial axes about O) from differentiated body poses; the Eq. 11/14
     velocity-product term from differentiated relative spatial velocities along the motion."""
-    h = 1e-6
-    thd, sgd = 0.7, -0.4
     for q, sig in [(-0.21, 0.0), (0.1, 0.3), (-0.38, -0.6)]:
-        s0 = K.corner_state(geo, i, q, thd, sig, sgd)
-        sp = K.corner_state(geo, i, q + h * thd, 0.0, sig + h * sgd, 0.0)
-        sm = K.corner_state(geo, i, q - h * thd, 0.0, sig - h * sgd, 0.0)
-        vcom = (sp["pos"] - sm["pos"]) / (2 * h)
-        dR = (sp["rot"] - sm["rot"]) / (2 * h)
-        V0 = s0["sth"] * thd + s0["ssg"] * sgd
-        for j in range(4):
-            W = dR[j] @ s0["rot"][j].T
-            w = np.array([W[2, 1], W[0, 2], W[1, 0]])
-            np.testing.assert_allclose(np.r_[w, vcom[j] + np.cross(s0["pos"][j], w)], V0[j], atol=5e-9)
-        vp = K.corner_state(geo, i, q + h * thd, thd, sig + h * sgd, sgd)
-        vm = K.corner_state(geo, i, q - h * thd, thd, sig - h * sgd, sgd)
-        Vp = vp["sth"] * thd + vp["ssg"] * sgd
-        Vm = vm["sth"] * thd + vm["ssg"] * sgd
-        np.testing.assert_allclose((Vp - Vm) / (2 * h), s0["acc"], atol=2e-8)
+        check_axes_and_velocity_products(geo, i, q, sig, thd=0.7, sgd=-0.4)
 
 
 def test_fourbar_second_derivatives(geo):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from corner_kinematics import check_axes_and_velocity_products
 
 from vehcal_ros.cli import main
 from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_simulator_params
@@ -53,21 +54,7 @@ def test_general_hinge_kinematics_equal_finite_differences(sedan, i):
     assert geo.cg[i, K.LX] == 0.0
     h, thd, sgd = 1e-6, 0.7, -0.3
     for q, sig in [(0.0, 0.0), (0.06, 0.03), (-0.1, -0.05)]:
-        s0 = K.corner_state(geo, i, q, thd, sig, sgd)
-        sp = K.corner_state(geo, i, q + h * thd, 0.0, sig + h * sgd, 0.0)
-        sm = K.corner_state(geo, i, q - h * thd, 0.0, sig - h * sgd, 0.0)
-        vcom = (sp["pos"] - sm["pos"]) / (2 * h)
-        dR = (sp["rot"] - sm["rot"]) / (2 * h)
-        V0 = s0["sth"] * thd + s0["ssg"] * sgd
-        for j in range(4):
-            W = dR[j] @ s0["rot"][j].T
-            w = np.array([W[2, 1], W[0, 2], W[1, 0]])
-            np.testing.assert_allclose(np.r_[w, vcom[j] + np.cross(s0["pos"][j], w)], V0[j], atol=5e-9)
-        vp = K.corner_state(geo, i, q + h * thd, thd, sig + h * sgd, sgd)
-        vm = K.corner_state(geo, i, q - h * thd, thd, sig - h * sgd, sgd)
-        Vp = vp["sth"] * thd + vp["ssg"] * sgd
-        Vm = vm["sth"] * thd + vm["ssg"] * sgd
-        np.testing.assert_allclose((Vp - Vm) / (2 * h), s0["acc"], atol=2e-8)
+        s0 = check_axes_and_velocity_products(geo, i, q, sig, thd, sgd, h)
         # spring and shock lengths: closed 3-D loop |J - B(q)| and the rate dL/dq
         pts = K.loop_points(geo, i, q, sig)
         assert abs(np.linalg.norm(pts["J_spring"] - pts["B_spring"]) - pts["spring_length"]) < 1e-14
