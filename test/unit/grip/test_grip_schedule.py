@@ -13,11 +13,11 @@ import numpy as np
 from vehcal_ros.diagnostic_levels import WARN
 from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator, chain_ends
 from vehcal_ros.estimation.grip.friction_samples import ScopeData
-from vehcal_ros.estimation.grip.pipeline import PIPELINE_FIT_CONFIG, GripPipeline, excitation_of
+from vehcal_ros.estimation.grip.pipeline import GripPipeline, excitation_of
 from vehcal_ros.models.pacejka import mf_curve
 
 THETA = np.array([15.4, 1.60, 0.871, -1.09, 0.0, 0.0])
-FAST = dataclasses.replace(PIPELINE_FIT_CONFIG, n_chains=4, n_steps=4000, max_steps=8000, n_ml_starts=4,
+FAST = dataclasses.replace(GripConfig(), n_chains=4, n_steps=4000, max_steps=8000, n_ml_starts=4,
                            r_hat_threshold=1.5, ess_threshold=10.0, ess_tail_threshold=10.0)
 
 

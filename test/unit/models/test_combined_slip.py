@@ -22,9 +22,9 @@ import math
 import numpy as np
 import pytest
 
-from vehcal_ros.estimation.grip.fit import GripEstimator
+from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
 from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
-from vehcal_ros.estimation.grip.pipeline import PIPELINE_FIT_CONFIG, vehicle_signal_config
+from vehcal_ros.estimation.grip.pipeline import vehicle_signal_config
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
 from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_simulator_params
@@ -128,7 +128,7 @@ def test_fit_with_slip_angles_contains_the_true_mu_max(dry_drive):
     collector, truth = dry_drive
     data = collector.snapshot("front_axle")
     mu_max = float(np.mean([g.mu_max[:2] for g in truth if g.fz is not None]))   # ~0.90 (dry)
-    cfg = PIPELINE_FIT_CONFIG
+    cfg = GripConfig()
     idx = np.unique(np.round(np.linspace(0, data.t.size - 1, 100)).astype(int))   # as GripPipeline.max_fit_points
     args = (data.slip[idx], data.mu[idx])
     new = GripEstimator(cfg).fit(*args, slip_var=data.slip_var[idx], lateral=data.lat[idx]).mu_max

@@ -130,10 +130,6 @@ class FitOutcome:
     scale_error: float = 0.0
 
 
-PIPELINE_FIT_CONFIG = GripConfig()
-"""The collector has already mirrored braking samples by the sign of their force; the fit keeps the rest."""
-
-
 SUBSAMPLE_RULES = ("even", "excitation")
 
 RADIUS_DOUBT = 0.005
@@ -365,7 +361,7 @@ class GripPipeline:
     """Signals in, per-scope grip estimates out; see the module docstring for the cycle."""
 
     signal_config: GripSignalConfig = field(default_factory=GripSignalConfig)
-    fit_config: GripConfig = field(default_factory=lambda: PIPELINE_FIT_CONFIG)
+    fit_config: GripConfig = field(default_factory=GripConfig)
     warm_start: bool = True
     warm_steps: int = 10_000     #: steps per chain before the first convergence check of a warm-started fit
     warm_burn_in: float = 0.2    #: burn-in fraction of a warm-started fit's chains (they start in the posterior)
@@ -1098,7 +1094,7 @@ GATE_PARAMS = {"max_r_hat": "r_hat_threshold", "min_ess": "ess_threshold", "min_
 def fit_config_from(values: Mapping[str, Any], base: GripConfig | None = None) -> GripConfig:
     """The sampler settings among the grip_estimator parameters (others keep ``base``'s values);
     ``theta_lower``/``theta_upper`` (6 values each, B C D E s_h s_v) give the prior bounds."""
-    base = base or PIPELINE_FIT_CONFIG
+    base = base or GripConfig()
     names = {f.name for f in dataclasses.fields(base)}
     changes = {k: values[k] for k in FIT_PARAMS if k in values and k in names}
     changes.update({f: float(values[k]) for k, f in GATE_PARAMS.items() if k in values})
