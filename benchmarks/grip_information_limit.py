@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if bag is None:
             bag = Path(tmp) / "drive"
             bags.write_bag(bag, ScenarioRun(load_scenario(a.scenario, vehicle=a.vehicle).with_seed(a.seed)))
-        slip, mu, fz, mu_max, pure = drive_samples(bag, GripSignalConfig().max_slip_angle)
+        slip, mu, fz, mu_max, pure = drive_samples(bag, GripSignalConfig.max_slip_angle)
     base = fit_config_from(resolve_params()[GRIP_NODE])   # the grip node's shipped fit settings
     rows = []
     for w, name in enumerate(WHEELS):

@@ -45,6 +45,7 @@ Many parameter sets (particles) are simulated at once in parallel (``prange``); 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -69,6 +70,7 @@ from vehcal_ros.models.powertrain import (
     pack_powertrain,
     shift_gear,
 )
+from vehcal_ros.vehicle.description import load_description
 
 STATE_NAMES: tuple[str, ...] = ("x", "y", "u", "v", "psi", "phi", "wx", "wz", "w_lf", "w_lr", "w_rf", "w_rr")
 """State order."""
@@ -115,30 +117,34 @@ RIGID_RADIUS_KT = 1.0e12
 
 @dataclass(frozen=True)
 class VehicleConstants:
-    """Known 8-DOF constants (paper Table 2, the code's digits; data/vehicle_8dof.yaml). SI units."""
+    """Known 8-DOF constants of one vehicle (paper Table 2's quantities). SI units.
 
-    m: float = 2097.85          # sprung mass, kg
-    muf: float = 127.866        # unsprung mass of one front corner, kg
-    mur: float = 129.98         # unsprung mass of one rear corner, kg
-    a: float = 1.6889           # CM to front axle, m
-    b: float = 1.6889           # CM to rear axle, m
-    h: float = 0.713            # sprung CM height, m
-    cf: float = 1.82            # front track, m
-    cr: float = 1.82            # rear track, m
-    Jx: float = 1289.0          # roll inertia, kg m^2
-    Jz: float = 4519.0          # yaw inertia, kg m^2
-    Jxz: float = 3.265          # product of inertia, kg m^2
-    r0: float = 0.47            # unloaded tire radius, m
-    ktf: float = 326332.0       # front tire vertical stiffness, N/m
-    ktr: float = 326332.0       # rear tire vertical stiffness, N/m
-    hrcf: float = 0.379         # front roll centre below sprung CM, m
-    hrcr: float = 0.327         # rear roll centre below sprung CM, m
-    Jw: float = 11.0            # wheel spin inertia, kg m^2
+    The vehicle's own quantities have no defaults: they come from its description
+    (:meth:`from_description`, :func:`default_vehicle_constants` for the package's default vehicle). The fields
+    from ``g`` on default to the paper's model (its gravity, Fiala friction, steering gain, DC motor and brakes)."""
+
+    m: float                   # sprung mass, kg
+    muf: float                 # unsprung mass of one front corner, kg
+    mur: float                 # unsprung mass of one rear corner, kg
+    a: float                   # CM to front axle, m
+    b: float                   # CM to rear axle, m
+    h: float                   # sprung CM height, m
+    cf: float                  # front track, m
+    cr: float                  # rear track, m
+    Jx: float                  # roll inertia, kg m^2
+    Jz: float                  # yaw inertia, kg m^2
+    Jxz: float                 # product of inertia, kg m^2
+    r0: float                  # unloaded tire radius, m
+    ktf: float                 # front tire vertical stiffness, N/m
+    ktr: float                 # rear tire vertical stiffness, N/m
+    hrcf: float                # front roll centre below sprung CM, m
+    hrcr: float                # rear roll centre below sprung CM, m
+    Jw: float                  # front wheel spin inertia, kg m^2
+    Jw_r: float                # rear wheel spin inertia, kg m^2
     g: float = 9.8              # m/s^2 (the code's value)
     mu_max: float = MU_MAX      # Fiala friction at zero slip (-)
     mu_min: float = MU_MIN      # Fiala friction at full slip (-)
     steer_gain: float = STEERING_GAIN  # rad of road-wheel angle per unit steering input
-    Jw_r: float = 11.0          # rear wheel spin inertia, kg m^2 (Jw is the front one)
     powertrain: str = "dc_motor"  # dc_motor | engine_map (models/powertrain.py)
     max_torque: float = MAX_MOTOR_TORQUE  # dc_motor: N m at zero motor speed
     max_speed: float = MAX_MOTOR_SPEED    # dc_motor: rad/s at zero torque
@@ -175,6 +181,7 @@ class VehicleConstants:
         known = doc["known_parameters"]
         names = {f.name for f in fields(cls)}
         kw = {k: float(v) for k, v in known.items() if k in names}
+        kw.setdefault("Jw_r", kw["Jw"])   # the paper's model has one wheel inertia
         fiala = doc.get("fiala_as_coded", {})
         if "mu_max_coefficient" in fiala:
             kw["mu_max"] = float(fiala["mu_max_coefficient"])
@@ -188,7 +195,7 @@ class VehicleConstants:
     @classmethod
     def from_description(cls, vehicle=None) -> VehicleConstants:
         """Constants of a vehicle description (:func:`vehcal_ros.vehicle.description.load_description`: a name,
-        a file or a description; None = the default ``hmmwv``, whose constants equal ``VehicleConstants()``).
+        a file or a description; None = the package's default vehicle, ``hmmwv``).
 
         A description with ``tire.rolling_radius`` (> 0; the load-independent effective rolling radius, m) rolls
         at that radius whatever the load: ``r0`` = rolling_radius and ``ktf`` = ``ktr`` = :data:`RIGID_RADIUS_KT`.
@@ -197,8 +204,6 @@ class VehicleConstants:
         m/s^2 of acceleration the ~1 kN per wheel moved onto the HMMWV's rear axle (kt 204 kN/m) shrinks that
         radius by 1 %, which the longitudinal stage reads as 1 % of slip (about half the slip of the tire force)
         and answers with rear slip stiffnesses at their prior's upper bound and front ones below the data's."""
-        from vehcal_ros.vehicle.description import load_description
-
         d = load_description(vehicle)
         fixed = d.rolling_radius > 0.0
         return cls(m=d.m, muf=d.muf, mur=d.mur, a=d.a, b=d.b, h=d.h, cf=d.cf, cr=d.cr, Jx=d.Jx, Jz=d.Jz, Jxz=d.Jxz,
@@ -281,6 +286,12 @@ _Q_MH = 12             # m h
 _Q_INV_RATIO = 13      # 1 / motor gear ratio (dc_motor)
 _Q_INV_MAX_SPEED = 14  # 1 / motor no-load speed (dc_motor)
 N_DERIVED = 15
+
+
+@functools.cache
+def default_vehicle_constants() -> VehicleConstants:
+    """The constants of the package's default vehicle description (``hmmwv``: the 8-DOF paper's HMMWV)."""
+    return VehicleConstants.from_description(None)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -813,7 +824,7 @@ def _loads_batch(k: np.ndarray, params: np.ndarray, states: np.ndarray, ax: np.n
 def normal_loads(params: Mapping[str, float] | np.ndarray, state: np.ndarray, ax: float = 0.0, ay: float = 0.0,
                  constants: VehicleConstants | None = None) -> np.ndarray:
     """Normal loads [lf, lr, rf, rr] (N) for one state and body accelerations ``ax``, ``ay`` (m/s^2)."""
-    constants = constants or VehicleConstants()
+    constants = constants or default_vehicle_constants()
     k = constants.as_array()
     p = parameter_vector(params, constants.default_parameters())[None, :]
     out = np.empty((1, 4))
@@ -877,7 +888,7 @@ class Simulator8Dof:
             raise ValueError(f"output_dt {output_dt} must be a positive multiple of dt {dt}")
         if n_out is None:
             n_out = int(math.floor((time[-1] - time[0]) / output_dt + 1e-9)) + 1
-        self.constants = constants or VehicleConstants()
+        self.constants = constants or default_vehicle_constants()
         self.k = self.constants.as_array()
         self.defaults = self.constants.default_parameters()
         self.x0 = state_vector(initial_state)

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from vehcal_ros.estimation.calibration.holdout import holdout_rmse, records_to_table
-from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants, default_vehicle_constants
 from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
 
@@ -43,7 +43,7 @@ def _records(constants: VehicleConstants) -> list:
 
 
 def test_measured_torque_drives_the_held_out_model_only_when_the_description_says_so() -> None:
-    hmmwv = VehicleConstants()
+    hmmwv = default_vehicle_constants()
     measured = replace(hmmwv, torque_source="measured")
     recs = _records(measured)
     table = records_to_table(recs)
@@ -57,7 +57,7 @@ def test_measured_torque_drives_the_held_out_model_only_when_the_description_say
 
 
 def test_a_wheel_speed_record_without_torque_gives_no_torque_column() -> None:
-    recs = _records(replace(VehicleConstants(), torque_source="measured"))
+    recs = _records(replace(default_vehicle_constants(), torque_source="measured"))
     first = next(k for k, r in enumerate(recs) if isinstance(r, WheelSpeeds))
     recs[first] = WheelSpeeds(t=recs[first].t, omega=recs[first].omega)
     assert "wheel_torque" not in records_to_table(recs)

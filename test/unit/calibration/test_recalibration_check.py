@@ -31,7 +31,7 @@ from vehcal_ros.estimation.calibration.recalibration_check import (
     updated_result,
 )
 from vehcal_ros.estimation.calibration.segments import Window
-from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants
+from vehcal_ros.models.vehicle_8dof import Simulator8Dof, VehicleConstants, default_vehicle_constants
 
 HELD = {k: v for k, v in TRUTH.items() if k not in ("Cxf", "Cxr")}
 
@@ -71,7 +71,8 @@ def test_changed_vehicle_window_triggers_refit(accepted, change: str) -> None:
         f = 1.25 if "+" in change else 0.75
         window = longitudinal_window(2, {"Cxf": TRUTH["Cxf"] * f, "Cxr": TRUTH["Cxr"] * f})
     else:
-        window = longitudinal_window(2, constants=dataclasses.replace(VehicleConstants(), m=VehicleConstants().m * 1.2))
+        hmmwv = default_vehicle_constants()
+        window = longitudinal_window(2, constants=dataclasses.replace(hmmwv, m=hmmwv.m * 1.2))
     c = check_window(window, accepted, HELD, DEFAULT_THRESHOLD)
     assert not c.consistent, c.describe()
     if change.startswith("Cx"):   # the best fit moves towards the new vehicle's Cx

@@ -229,8 +229,8 @@ def test_pipeline_withholds_estimates_below_the_excitation_gate():
 
     s, mu = _data(0.3, 1)
     est = GripEstimator(GripConfig.paper_case(**FAST)).fit(s, mu)
-    p = GripPipeline(GripSignalConfig(scope="vehicle"), min_excitation=0.15, max_r_hat=2.0, min_ess=0.0,
-                     min_ess_tail=0.0)
+    p = GripPipeline(GripSignalConfig.from_description(scope="vehicle"), min_excitation=0.15, max_r_hat=2.0,
+                     min_ess=0.0, min_ess_tail=0.0)
     assert p.commit([FitOutcome(scope="vehicle", stamp=1.0, n_points=100, excitation=0.1, estimate=est)]) == []
     assert p.status["vehicle"].estimate is None and "min_excitation" in p.status["vehicle"].message
     assert p.commit([FitOutcome(scope="vehicle", stamp=2.0, n_points=100, excitation=0.3, estimate=est)]) == [

@@ -6,19 +6,18 @@ import math
 
 import numpy as np
 import pytest
+from slip_geometry import KT, R0, SYNTHETIC_GEOMETRY, Y
 
 from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
 from vehcal_ros.records import Controls, OdomSample, TireForce, WheelSpeeds
 
-R0, KT, FZ = 0.47, 326332.0, 5000.0
+FZ = 5000.0
 R_EFF = R0 - FZ / KT
-X = (1.6889, 1.6889, -1.6889, -1.6889)
-Y = (0.91, -0.91, 0.91, -0.91)
 
 
 def raw_config(**kw) -> GripSignalConfig:
     """Every sample as it comes (no block averaging): the per-sample slip and mu are checked exactly."""
-    return GripSignalConfig(**{"average_window": 0.0, **kw})
+    return GripSignalConfig(**{**SYNTHETIC_GEOMETRY, "average_window": 0.0, **kw})
 
 
 def wheel_speed_for(slip: float, v_wheel: float) -> float:
@@ -171,9 +170,9 @@ def test_clock_jump_restarts_buffers_and_window_bounds_memory() -> None:
 
 def test_invalid_config_names_the_field() -> None:
     with pytest.raises(ValueError, match="scope"):
-        GripDataCollector(GripSignalConfig(scope="axel"))
+        GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY, scope="axel"))
     with pytest.raises(ValueError, match="r0"):
-        GripDataCollector(GripSignalConfig(r0=-1.0))
+        GripDataCollector(GripSignalConfig(**{**SYNTHETIC_GEOMETRY, "r0": -1.0}))
 
 
 def test_pipeline_refits_after_a_clock_restart() -> None:
@@ -193,7 +192,7 @@ def test_block_averaging_cuts_slip_noise_and_keeps_the_mean() -> None:
     n = 1000
     slip = 0.01 + 0.003 * rng.standard_normal((n, 4))
     raw = GripDataCollector(raw_config(scope="wheel"))
-    avg = GripDataCollector(GripSignalConfig(scope="wheel", average_window=0.1))
+    avg = GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY, scope="wheel", average_window=0.1))
     drive(raw, n, slip)
     drive(avg, n, slip)
     avg.flush()                                            # close the open block (end of data)
@@ -207,7 +206,7 @@ def test_block_averaging_cuts_slip_noise_and_keeps_the_mean() -> None:
 
 
 def test_partial_blocks_at_the_edge_of_a_gated_stretch_are_dropped() -> None:
-    c = GripDataCollector(GripSignalConfig(scope="vehicle", average_window=0.1, max_steer=0.05))
+    c = GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY, scope="vehicle", average_window=0.1, max_steer=0.05))
     for k in range(100):
         t = 10.0 + 0.01 * k
         steer = 0.5 if 0.23 <= (t - 10.0) % 1.0 < 0.97 else 0.0   # front wheels gated most of each block run
@@ -251,7 +250,7 @@ def test_block_slip_variance_follows_the_speed_noise() -> None:
     relative sd ~0.08-0.11 after the first 20 blocks; tolerance 0.35)."""
     rng = np.random.default_rng(7)
     sigma_v = 0.03
-    c = GripDataCollector(GripSignalConfig(scope="wheel", average_window=0.1))
+    c = GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY, scope="wheel", average_window=0.1))
     for u, t0 in ((8.0, 10.0), (20.0, 20.0)):
         for k in range(1000):
             t = t0 + 0.01 * k
@@ -276,7 +275,7 @@ def test_block_slip_variance_follows_the_speed_noise() -> None:
 def test_samples_held_back_by_the_radius_gate_keep_their_friction_for_floors() -> None:
     """While the rolling radius is being learnt no slip is trusted: the samples enter no fit, but their block
     means of |mu| (the friction the road transmitted) are kept for floor beliefs, within the window."""
-    c = GripDataCollector(GripSignalConfig())          # block averaging on, axle scopes
+    c = GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY))   # block averaging on, axle scopes
     c.radius_gate = True
     mu = np.full((200, 4), 0.2)
     mu[100:, 2:] = -0.3                                  # the rear wheels brake in the second second

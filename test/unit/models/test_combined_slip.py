@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimator
-from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
+from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig, slip_geometry
 from vehcal_ros.estimation.grip.pipeline import vehicle_signal_config
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
@@ -66,9 +66,8 @@ def _signal_config(description) -> GripSignalConfig:
     model themselves, against the odometry's true lateral velocity)."""
     d = description
     r0 = d.r0 - d.rolling_excess                 # the tire's R0; it rolls at R0 - deflection / 3
-    cfg = GripSignalConfig(wheel_x=(d.a, d.a, -d.b, -d.b),
-                           wheel_y=(d.cf / 2, -d.cf / 2, d.cr / 2, -d.cr / 2), steering_gain=d.steer_gain,
-                           r0=r0, kt=3.0 * d.ktf, max_lateral_mu=10.0)
+    cfg = GripSignalConfig(**{**slip_geometry(d), "radius_mode": "load", "r0": r0, "kt": 3.0 * d.ktf,
+                              "kt_rear": 0.0}, max_lateral_mu=10.0)
     return dataclasses.replace(vehicle_signal_config(cfg, d), combined_slip="ellipse")
 
 

@@ -18,11 +18,13 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from slip_geometry import KT, R0
 
 from vehcal_ros.estimation.sensing.rolling_radius import RollingRadiusConfig, RollingRadiusEstimator
+from vehcal_ros.models.powertrain import STEERING_GAIN
 from vehcal_ros.records import GnssVelocity, ImuSample, WheelSpeeds
 
-R0, KT, FZ = 0.47, 326332.0, 6860.0
+FZ = 6860.0
 R_DESC = R0 - FZ / KT
 MASS = 2600.0
 RHO = 0.008 * R_DESC   # m, rolling-resistance lever
@@ -87,7 +89,8 @@ def synthetic_drive(seed: int, k_true=(1.015, 1.015), driven=(True, True), durat
 
 
 def _config(driven=(True, True), **kw) -> RollingRadiusConfig:
-    return RollingRadiusConfig(r0=R0, kt=(KT, KT), fz_static=(FZ, FZ), driven=driven, rr_lever=RHO, **kw)
+    return RollingRadiusConfig(r0=R0, kt=(KT, KT), radius_mode="load", fz_static=(FZ, FZ), driven=driven,
+                               steering_gain=STEERING_GAIN, rr_lever=RHO, **kw)
 
 
 def _run(records, config):

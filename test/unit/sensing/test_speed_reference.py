@@ -96,7 +96,7 @@ def test_late_gnss_gives_the_on_time_answer() -> None:
 
 
 def test_bad_records_are_counted_not_fatal() -> None:
-    f = GnssImuSpeed()
+    f = GnssImuSpeed(SpeedReferenceConfig(rear_distance=1.5))
     f.add_imu(ImuSample(t=0.0, roll=0.0, roll_rate=0.0, yaw_rate=0.0, ax=math.nan, ay=0.0))
     f.add_gnss(GnssVelocity(t=0.0, ve=math.inf, vn=0.0))
     f.add_imu(ImuSample(t=0.01, roll=0.0, roll_rate=0.0, yaw_rate=0.0, ax=0.0, ay=0.0))
@@ -104,7 +104,7 @@ def test_bad_records_are_counted_not_fatal() -> None:
     assert f.counters["imu_nonfinite"] == 1 and f.counters["gnss_nonfinite"] == 1
     assert f.counters["imu_out_of_order"] == 1
     with pytest.raises(ValueError, match="gnss_std"):
-        SpeedReferenceConfig(gnss_std=0.0).validate()
+        SpeedReferenceConfig(gnss_std=0.0, rear_distance=1.5).validate()
 
 
 def test_a_clock_that_goes_back_restarts_the_filter() -> None:

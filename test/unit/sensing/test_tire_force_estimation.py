@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from slip_geometry import KT, R0, SYNTHETIC_GEOMETRY
 
 from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig
 from vehcal_ros.estimation.grip.pipeline import GripPipeline
@@ -146,8 +147,8 @@ def test_block_mean_mu_variance_matches_correlated_errors() -> None:
     e[0] = sd * rng.standard_normal()
     for k in range(1, n):
         e[k] = rho * e[k - 1] + sd * math.sqrt(1 - rho ** 2) * rng.standard_normal()
-    c = GripDataCollector(GripSignalConfig(scope="wheel", window=3600.0, capacity=100000))
-    u, r_eff = 15.0, 0.47 - fz / 326332.0
+    c = GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY, scope="wheel", window=3600.0, capacity=100000))
+    u, r_eff = 15.0, R0 - fz / KT
     for k in range(n):
         t = 10.0 + 0.01 * k
         c.add(WheelSpeeds(t, np.full(4, u / (1 - 0.01) / r_eff)))
@@ -160,7 +161,7 @@ def test_block_mean_mu_variance_matches_correlated_errors() -> None:
     z = (d.mu - mu_true) / np.sqrt(d.mu_var)
     assert 0.85 < np.std(z) < 1.15
     # transducer samples: no mu variance
-    c2 = GripDataCollector(GripSignalConfig(scope="wheel", average_window=0.0))
+    c2 = GripDataCollector(GripSignalConfig(**SYNTHETIC_GEOMETRY, scope="wheel", average_window=0.0))
     c2.add(WheelSpeeds(10.0, np.full(4, 32.0)))
     c2.add(OdomSample(10.0, 15.0, 0.0, 0.0))
     c2.add(TireForce(10.0, 0, 600.0, 0.0, 6000.0))

@@ -19,7 +19,7 @@ from calibration_synthetic import synthetic_segment, write_csv
 
 from vehcal_ros.cli import main
 from vehcal_ros.estimation.calibration.fit import Segment
-from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants, default_vehicle_constants
 from vehcal_ros.vehicle.description import load_description
 
 
@@ -87,7 +87,7 @@ def _rolling(c: VehicleConstants, u0: float) -> tuple[dict[str, float], float, f
 def test_measured_wheel_torque_momentum_balance() -> None:
     """Straight line, 150 N m on every wheel, rr = 0: m_t du/dt = sum (T - Jw dw/dt) / r (closed form with the
     wheels rolling, dw/dt = du/dt / r)."""
-    c = VehicleConstants()
+    c = default_vehicle_constants()
     t = np.arange(0.0, 3.0001, 0.01)
     x0, r_f, r_r = _rolling(c, 10.0)
     torque = np.full((t.size, 4), 150.0)

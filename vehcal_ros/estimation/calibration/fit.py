@@ -97,6 +97,7 @@ from vehcal_ros.models.vehicle_8dof import (
     STATE_NAMES,
     Simulator8Dof,
     VehicleConstants,
+    default_vehicle_constants,
     kf_log_det,
     parameter_vector,
 )
@@ -420,7 +421,7 @@ def stage_spec(name: str, *, separate_bphi: bool = False,
 
 
 # --------------------------------------------------------------------------------------------------- checks
-def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=None,
+def check_segment(segment: Segment, stage: StageSpec, r0: float | None = None, vehicle=None,
                   thresholds: StageThresholds | None = None) -> None:
     """Plausibility of a segment for a stage: raises :class:`InputError` (units, NaN, gaps, too short, missing
     channels, a steering input the description's steering map turns into an impossible road-wheel angle) or
@@ -428,9 +429,11 @@ def check_segment(segment: Segment, stage: StageSpec, r0: float = 0.47, vehicle=
     quantity with its value and threshold in physical units, :mod:`~vehcal_ros.estimation.calibration.qualification`).
 
     ``vehicle``: vehicle description (name, file or description; None: the default vehicle) whose steering map
-    converts the steering input to the road-wheel angle; ``thresholds``: the stage thresholds (None: their
+    converts the steering input to the road-wheel angle; ``r0``: the tire radius (m) of the wheel-speed unit check
+    w r0 / u ~ 1 (None: the description's unloaded radius); ``thresholds``: the stage thresholds (None: their
     declared defaults; the calibrator passes its configured ones)."""
     desc = vehicle if isinstance(vehicle, VehicleDescription) else load_description(vehicle)
+    r0 = desc.r0 if r0 is None else r0
     src = segment.source
     t = segment.time
     missing = [c for c in stage.channels if c not in segment.measured]
@@ -879,7 +882,8 @@ def stage_setup(segment: Segment, stage: str, *, separate_bphi: bool = False, pr
     spec = stage_spec(stage, separate_bphi=separate_bphi, priors=priors, vehicle=vehicle)
     if dt is not None:
         spec = replace(spec, dt=float(dt))
-    constants = constants or (VehicleConstants() if vehicle is None else VehicleConstants.from_description(vehicle))
+    constants = constants or (default_vehicle_constants() if vehicle is None
+                              else VehicleConstants.from_description(vehicle))
     if constants.torque_source != "measured" and segment.wheel_torque is not None:
         segment = replace(segment, wheel_torque=None)
     return spec, constants, segment

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants
+from vehcal_ros.models.vehicle_8dof import STATE_INDEX, Simulator8Dof, VehicleConstants, default_vehicle_constants
 from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 
 TABLE9_CHANNELS = ("u", "v", "psi", "yaw_rate", "roll", "roll_rate", "w_lf", "w_rr")
@@ -81,7 +81,7 @@ def holdout_rmse(table: Mapping[str, np.ndarray], params: Mapping[str, float], t
     (FL, FR, RL, RR, N m) in ``table`` drives the wheels instead of the maps when the description's
     ``torque_source`` is ``measured`` (the description decides, as in the calibration's stage set-up).
     """
-    constants = constants or VehicleConstants()
+    constants = constants or default_vehicle_constants()
     measured = constants.torque_source == "measured" and table.get("wheel_torque") is not None
     t = np.asarray(table["t"], dtype=float)
     keep = t >= t[0] + t_start - 1e-9

@@ -169,8 +169,8 @@ class CalibrationPipelineConfig:
     refit_proposal: bool = True        #: refit the IMH proposal before every mutation step (inference.smc): with
     #: one fit per stage and 5 steps, a run of the lateral stage could stay biased (steering ramp: R-hat 1.01-1.9)
     predictive_draws: int = 20         #: draws of the posterior-predictive RMSE check
-    r0: float = 0.47                   #: [m] tire radius of the wheel-speed unit check (w r0 / u ~ 1; config_from
-    #: takes the description's unloaded radius)
+    r0: float | None = None            #: [m] tire radius of the wheel-speed unit check (w r0 / u ~ 1); None: the
+    #: description's unloaded radius
     dt: float | None = None            #: [s] 8-DOF integration step; None: the paper's (5 ms long., 10 ms others)
     noise_prior_factor: float = 10.0   #: x the paper's half-normal noise scales: live data carry model-form
     #: error (the sigma must be free to grow well above the sensor noise; calibration.calibrate_stage)
@@ -234,6 +234,8 @@ class CalibrationPipelineConfig:
                              ("recalibration_period", 0.0, 86400.0), ("min_new_data", 0.0, 86400.0),
                              ("clock_jump", 0.01, 3600.0), ("r0", 0.1, 2.0)):
             v = getattr(self, name)
+            if name == "r0" and v is None:   # the description's
+                continue
             if not (isinstance(v, (int, float)) and lo <= v <= hi):
                 raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo}, {hi}]")
         if not (isinstance(self.noise_prior_factor, (int, float)) and 0.1 <= self.noise_prior_factor <= 1000.0):

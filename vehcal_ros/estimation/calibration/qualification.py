@@ -219,14 +219,14 @@ def rr_sensitivity(duration: float, radius: float, gravity: float = 9.81) -> flo
 def excitation_failures(stage: str, time: np.ndarray, throttle: np.ndarray, brake: np.ndarray,
                         road_wheel_angle: np.ndarray, measured: Mapping[str, np.ndarray],
                         thresholds: StageThresholds = StageThresholds(), *,
-                        torque_measured: bool = False, radius: float = 0.47, gravity: float = 9.81) -> list[str]:
+                        torque_measured: bool = False, radius: float = 0.0, gravity: float = 9.81) -> list[str]:
     """What a whole segment lacks for ``stage``: one message per failing quantity (value and threshold in
     physical units), [] when it qualifies. ``road_wheel_angle`` rad (the description's steering map applied);
     ``measured``: u, v, yaw_rate (m/s, m/s, rad/s) as the calibration segment carries them.
     ``torque_measured``: the segment carries the measured per-wheel torque and the description drives the model
     with it; the rolling-resistance stage then needs no released throttle and no speed lost, but a
-    rolling-resistance sensitivity (:func:`rr_sensitivity` on the tire's rolling ``radius`` m) of at least
-    ``rr_min_speed_drop`` (module docstring)."""
+    rolling-resistance sensitivity (:func:`rr_sensitivity` on the tire's rolling ``radius`` m, which it then
+    needs: 0 gives no sensitivity) of at least ``rr_min_speed_drop`` (module docstring)."""
     c = thresholds
     t = np.asarray(time, dtype=float)
     u = np.asarray(measured["u"], dtype=float)

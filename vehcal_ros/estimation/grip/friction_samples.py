@@ -68,6 +68,7 @@ import bisect
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,6 @@ from vehcal_ros.estimation.sensing.speed_reference import (
     undriven_axle_speed,
 )
 from vehcal_ros.estimation.sensing.tire_forces import block_variance_factor
-from vehcal_ros.models.powertrain import STEERING_GAIN
 from vehcal_ros.records import (
     WHEELS,
     Controls,
@@ -90,10 +90,26 @@ from vehcal_ros.records import (
     TireForce,
     WheelSpeeds,
 )
+from vehcal_ros.vehicle.description import VehicleDescription, load_description
 
 SCOPE_MODES = ("axle", "wheel", "vehicle")
 BRAKING_MODES = ("mirror", "separate", "drop", "keep")
 RADIUS_MODES = ("fixed", "load")
+SLIP_GEOMETRY = ("wheel_x", "wheel_y", "driven", "steering_gain", "radius_mode", "r0", "kt", "kt_rear")
+"""The :class:`GripSignalConfig` fields that are vehicle facts: no defaults, from the vehicle description."""
+
+
+def slip_geometry(vehicle: VehicleDescription) -> dict[str, Any]:
+    """The slip geometry (:data:`SLIP_GEOMETRY`) of the vehicle description ``vehicle``: wheel positions from the
+    CM (``cg``, ``track``), the driven axles, the steering gain and the effective rolling radius of the slips
+    (:meth:`~vehcal_ros.vehicle.description.VehicleDescription.slip_radius_law`: ``tire.rolling_radius`` when
+    given, load-independent; else the description's ``r0 - Fz/kt`` at the static loads, falling by a third of the
+    deflection as the load changes)."""
+    v = vehicle
+    mode, r0_slip, kt_f, kt_r = v.slip_radius_law()
+    return {"wheel_x": (v.a, v.a, -v.b, -v.b), "wheel_y": (v.cf / 2, -v.cf / 2, v.cr / 2, -v.cr / 2),
+            "driven": ("front" in v.driven_axles, "rear" in v.driven_axles), "steering_gain": float(v.steer_gain),
+            "radius_mode": mode, "r0": r0_slip, "kt": kt_f, "kt_rear": kt_r}
 
 
 @dataclass(frozen=True)
@@ -102,15 +118,17 @@ class GripSignalConfig:
 
     scope: str = "axle"                  #: "axle" (front_axle, rear_axle), "wheel" (one per wheel) or "vehicle"
     wheel_names: tuple[str, ...] = WHEELS
-    wheel_x: tuple[float, ...] = (1.6889, 1.6889, -1.6889, -1.6889)   #: longitudinal position from the CM
-    wheel_y: tuple[float, ...] = (0.91, -0.91, 0.91, -0.91)           #: lateral position (left positive)
     steered: tuple[bool, ...] = (True, True, False, False)
-    driven: tuple[bool, bool] = (True, True)   #: (front, rear) axle driven (the description's driveline)
-    steering_gain: float = STEERING_GAIN  #: rad of road-wheel angle per unit steering input
-    radius_mode: str = "load"             #: "fixed" (R = r0) or "load" (R = r0 - Fz / kt)
-    r0: float = 0.47                      #: unloaded (or fixed effective) rolling radius
-    kt: float = 326332.0                  #: tire vertical stiffness, N/m (front wheels)
-    kt_rear: float = 0.0                  #: tire vertical stiffness of the rear wheels, N/m (0 = kt)
+    # the slip geometry (SLIP_GEOMETRY): vehicle facts with no defaults, from the vehicle description
+    # (from_description; estimation/grip/pipeline.py's vehicle_geometry with the node's overrides)
+    wheel_x: tuple[float, ...] = field(kw_only=True)     #: longitudinal wheel positions from the CM
+    wheel_y: tuple[float, ...] = field(kw_only=True)     #: lateral wheel positions (left positive)
+    driven: tuple[bool, bool] = field(kw_only=True)      #: (front, rear) axle driven (the description's driveline)
+    steering_gain: float = field(kw_only=True)           #: rad of road-wheel angle per unit steering input
+    radius_mode: str = field(kw_only=True)               #: "fixed" (R = r0) or "load" (R = r0 - Fz / kt)
+    r0: float = field(kw_only=True)                      #: unloaded (or fixed effective) rolling radius
+    kt: float = field(kw_only=True)                      #: tire vertical stiffness, N/m (front wheels)
+    kt_rear: float = field(kw_only=True)                 #: tire vertical stiffness of the rear wheels, N/m (0 = kt)
     min_speed: float = 3.0                #: slower samples are dropped (slip is ill-defined near standstill)
     min_fz: float = 500.0                 #: lighter-loaded samples are dropped (mu = Fx/Fz blows up)
     max_abs_slip: float = 0.3
@@ -137,6 +155,12 @@ class GripSignalConfig:
     lateral_ratio: float = 1.0            #: the tire's lateral / longitudinal friction peak
     speed_reference: str = "odometry"     #: "odometry" (its twist), "gnss_imu" or "undriven_wheels" (speed_reference)
     accel_std: float = 0.05               #: m/s^2, IMU a_x white noise (the gnss_imu speed filter)
+
+    @classmethod
+    def from_description(cls, vehicle: str | VehicleDescription | None = None, **settings: Any) -> GripSignalConfig:
+        """The settings ``settings`` (the defaults for the rest) with the slip geometry of the vehicle description
+        ``vehicle`` (a name, a file or a description; None: the package's default vehicle)."""
+        return cls(**slip_geometry(load_description(vehicle)), **settings)
 
     def validate(self) -> None:
         """Raise ValueError naming the field and its allowed range."""
@@ -394,8 +418,8 @@ class _Block:
 class GripDataCollector:
     """Turns wheel-speed, tire-force, odometry (and optionally control) records into per-scope (s, mu) buffers."""
 
-    def __init__(self, config: GripSignalConfig | None = None) -> None:
-        self.config = config or GripSignalConfig()
+    def __init__(self, config: GripSignalConfig) -> None:
+        self.config = config
         self.config.validate()
         c = self.config
         self.counters = CollectorCounters()

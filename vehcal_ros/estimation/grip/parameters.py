@@ -25,7 +25,7 @@ from vehcal_ros.parameters import ParamSpec
 THETA_NAMES = ("B", "C", "D", "E", "s_h", "s_v")
 
 # the configurations the parameters fill: each parameter's default is its field's (one source per value)
-_SIGNAL = GripSignalConfig()
+_SIGNAL = GripSignalConfig   # its settings' defaults (the slip geometry has none: the vehicle description's)
 _FIT = GripConfig()
 _SURFACE = SurfaceChangeConfig()
 _HAZARD = HazardModel()

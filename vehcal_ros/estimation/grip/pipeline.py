@@ -51,7 +51,12 @@ from vehcal_ros.estimation.grip.belief import (
     sample_floors,
 )
 from vehcal_ros.estimation.grip.fit import GripConfig, GripEstimate, GripEstimator, MuMax
-from vehcal_ros.estimation.grip.friction_samples import GripDataCollector, GripSignalConfig, ScopeData
+from vehcal_ros.estimation.grip.friction_samples import (
+    GripDataCollector,
+    GripSignalConfig,
+    ScopeData,
+    slip_geometry,
+)
 from vehcal_ros.estimation.grip.latent_slip import latent_slip
 from vehcal_ros.estimation.grip.surface_change import (
     PredictiveReference,
@@ -360,7 +365,8 @@ def pure_slip(data: ScopeData) -> np.ndarray:
 class GripPipeline:
     """Signals in, per-scope grip estimates out; see the module docstring for the cycle."""
 
-    signal_config: GripSignalConfig = field(default_factory=GripSignalConfig)
+    #: the friction-sample settings; default: the shipped ones on the package's default vehicle description
+    signal_config: GripSignalConfig = field(default_factory=GripSignalConfig.from_description)
     fit_config: GripConfig = field(default_factory=GripConfig)
     warm_start: bool = True
     warm_steps: int = 10_000     #: steps per chain before the first convergence check of a warm-started fit
@@ -1113,21 +1119,14 @@ another value overrides it, with a warning naming both (:func:`vehicle_geometry`
 
 def vehicle_geometry(vehicle: Any, values: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The slip geometry the friction samples need, from the vehicle description ``vehicle``
-    (:class:`~vehcal_ros.vehicle.description.VehicleDescription`): wheel positions from the CM (``cg``, ``track``),
-    the steering gain, and the effective rolling radius of the slips
-    (:meth:`~vehcal_ros.vehicle.description.VehicleDescription.slip_radius_law`: ``tire.rolling_radius`` when
-    given, load-independent; else the description's ``r0 - Fz/kt`` at the static loads, falling by a third of the
-    deflection as the load changes). The parameters ``r0`` and ``kt`` set the slip radius law ``r0 - Fz/kt``
+    (:class:`~vehcal_ros.vehicle.description.VehicleDescription`; :func:`~vehcal_ros.estimation.grip.
+    friction_samples.slip_geometry`). The parameters ``r0`` and ``kt`` set the slip radius law ``r0 - Fz/kt``
     themselves.
 
     ``values``: grip_estimator parameters; one of :data:`GEOMETRY_PARAMS` set to a non-zero value overrides the
     description's. Returns (the GripSignalConfig fields, one warning per override naming both values)."""
     v = vehicle
-    mode, r0_slip, kt_f, kt_r = v.slip_radius_law()
-    geometry: dict[str, Any] = {
-        "wheel_x": (v.a, v.a, -v.b, -v.b), "wheel_y": (v.cf / 2, -v.cf / 2, v.cr / 2, -v.cr / 2),
-        "steering_gain": float(v.steer_gain), "radius_mode": mode, "r0": r0_slip, "kt": kt_f, "kt_rear": kt_r,
-        "driven": ("front" in v.driven_axles, "rear" in v.driven_axles)}
+    geometry = slip_geometry(v)
     warnings: list[str] = []
     values = values or {}
 
@@ -1155,7 +1154,7 @@ def vehicle_geometry(vehicle: Any, values: Mapping[str, Any] | None = None) -> t
         geometry["steering_gain"] = gain
     r0, kt = given("r0"), given("kt")
     if r0 is not None:   # alone: a load-independent radius; with kt: r0 - Fz/kt
-        warn("r0", r0, v.rolling_radius if mode == "fixed" else v.r0)
+        warn("r0", r0, v.rolling_radius if geometry["radius_mode"] == "fixed" else v.r0)
         geometry.update(r0=r0, radius_mode="fixed" if kt is None else "load")
     if kt is not None:
         warn("kt", kt, v.ktf)

@@ -86,12 +86,13 @@ _NCOL = 8
 class RollingRadiusConfig:
     """Settings of :class:`RollingRadiusEstimator` (SI units; index 0 = front axle, 1 = rear axle)."""
 
-    r0: float = 0.47                                   #: m, unloaded radius of the description
-    kt: tuple[float, float] = (326332.0, 326332.0)     #: N/m, tire vertical stiffness (front, rear)
-    radius_mode: str = "load"                          #: "load" (R = r0 - Fz/kt) or "fixed" (R = r0)
-    fz_static: tuple[float, float] = (6860.0, 6860.0)  #: N per wheel, static normal load (front, rear)
-    driven: tuple[bool, bool] = (True, True)           #: which axles carry drive torque
-    steering_gain: float = 0.6525249                   #: rad road-wheel angle per unit steering input
+    # the vehicle's quantities have no defaults: from_description, or the slip's own law (grip pipeline)
+    r0: float = field(kw_only=True)                    #: m, unloaded (or fixed effective) radius
+    kt: tuple[float, float] = field(kw_only=True)      #: N/m, tire vertical stiffness (front, rear)
+    radius_mode: str = field(kw_only=True)             #: "load" (R = r0 - Fz/kt) or "fixed" (R = r0)
+    fz_static: tuple[float, float] = field(kw_only=True)  #: N per wheel, static normal load (front, rear)
+    driven: tuple[bool, bool] = field(kw_only=True)    #: which axles carry drive torque
+    steering_gain: float = field(kw_only=True)         #: rad road-wheel angle per unit steering input
     min_speed: float = 5.0        #: m/s; slower samples are rejected (wheel-speed resolution)
     max_mu: float = 0.02          #: |net axle torque| / (Fz_axle R) above this is not free rolling
     max_yaw_rate: float = 0.03    #: rad/s
@@ -201,8 +202,8 @@ class RollingRadiusEstimator:
     record whose stamp the wheel-speed history does not yet reach waits (up to 32 of them).
     """
 
-    def __init__(self, config: RollingRadiusConfig | None = None) -> None:
-        self.config = c = config or RollingRadiusConfig()
+    def __init__(self, config: RollingRadiusConfig) -> None:
+        self.config = c = config
         c.validate()
         self._cap = int(math.ceil(c.buffer_seconds * c.buffer_rate)) + 2
         self._buf = array("d", bytes(8 * self._cap * _NCOL))   # ring of wheel rows (flat, C doubles), preallocated

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vehcal_ros.records import GnssVelocity, ImuSample
 
@@ -90,7 +90,7 @@ class SpeedReferenceConfig:
     gravity: float = 9.81          #: m/s^2
     bias_prior_std: float = 0.5    #: m/s^2, the offset's SD before any GNSS data
     gnss_std: float = 0.05         #: m/s per axis, used when a GNSS record reports no accuracy
-    rear_distance: float = 1.6889  #: m, centre of mass to the rear axle (v = r l_r)
+    rear_distance: float = field(kw_only=True)  #: m, centre of mass to the rear axle (v = r l_r; the vehicle's)
     history: float = 1.0           #: s of IMU steps kept for delayed GNSS updates (must exceed the latency)
     max_step: float = 0.1          #: s; a larger gap between IMU samples, or a stamp this much older than the
     #: newest (the clock went back), restarts the filter
@@ -138,8 +138,8 @@ class _Step:
 class GnssImuSpeed:
     """Longitudinal speed over ground from IMU a_x and delayed GNSS velocity (module docstring)."""
 
-    def __init__(self, config: SpeedReferenceConfig | None = None) -> None:
-        self.config = config or SpeedReferenceConfig()
+    def __init__(self, config: SpeedReferenceConfig) -> None:
+        self.config = config
         self.config.validate()
         self._steps: deque[_Step] = deque()
         self._released_t = -math.inf    # newest stamp released
