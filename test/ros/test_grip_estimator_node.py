@@ -266,7 +266,7 @@ def test_grip_estimate_over_dds_contains_truth(tmp_path, rclpy_context) -> None:
                        "-p", "speed_reference:=odometry",
                        "-p", "n_ml_starts:=10", "-p", "interval_prob:=0.99", "-p", "average_window:=0.0"],
                       log_path=str(tmp_path / "node.log"))
-    veh_proc = spawn([str(HERE / "synthetic_grip_publisher.py"), "--duration", "90", "--mu-limit", "0.6"],
+    veh_proc = spawn([str(HERE / "synthetic_grip_publisher.py"), "--duration", "60", "--mu-limit", "0.6"],
                      log_path=str(tmp_path / "vehicle.log"))
     try:
         probe = Node("probe_dds", context=rclpy_context)

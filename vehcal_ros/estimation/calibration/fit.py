@@ -66,6 +66,7 @@ model responses against the data for prior and posterior draws (Tables 3, 5, 7).
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import time
@@ -308,7 +309,9 @@ class StageSpec:
         return tuple(n for n, _ in self.priors)
 
 
+@functools.cache
 def _load_stage_config() -> dict:
+    """The package's vehicle_8dof.yaml, parsed once per process (read-only: callers never change it)."""
     text = resources.files("vehcal_ros").joinpath("data/vehicle_8dof.yaml").read_text()
     return yaml.safe_load(text)
 
