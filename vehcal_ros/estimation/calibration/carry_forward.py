@@ -73,9 +73,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from scipy.stats import chi2
-
 from vehcal_ros.errors import InputError
+from vehcal_ros.inference.quantiles import chi2_upper_quantile
 
 SECONDS_PER_DAY = 86400.0
 DRIFT_Z = 3.0
@@ -152,7 +151,7 @@ def window_spread(windows: Iterable[Mapping[str, Sequence[float]]]) -> dict[str,
     for name, dv in acc.items():
         q = math.fsum(d * d / v for d, v in dv)
         moment = math.fsum(d * d - v for d, v in dv) / len(dv)
-        out[name] = max(0.0, moment) if q > chi2.isf(SPREAD_ALPHA, len(dv)) else 0.0
+        out[name] = max(0.0, moment) if q > chi2_upper_quantile(SPREAD_ALPHA, len(dv)) else 0.0
     return out
 
 

@@ -58,12 +58,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.stats import chi2
 
 from vehcal_ros.estimation.calibration.carry_forward import SPREAD_ALPHA, touches_bound
 from vehcal_ros.estimation.calibration.fit import CHANNELS, CalibrationResult, Segment
 from vehcal_ros.estimation.calibration.recalibration_check import posterior_moments, whitened_residuals, window_problem
 from vehcal_ros.inference.diagnostics import summarize_draws
+from vehcal_ros.inference.quantiles import chi2_upper_quantile
 
 MIN_PARTS = 3
 """[-] fewest parts a spread is estimated from (Cochran's Q with 2 dof)."""
@@ -101,7 +101,7 @@ class PartSpread:
     @property
     def heterogeneous(self) -> bool:
         """Q exceeds its chi^2(parts - 1) quantile at :data:`SPREAD_ALPHA`."""
-        return self.parts >= MIN_PARTS and self.q > chi2.isf(SPREAD_ALPHA, self.parts - 1)
+        return self.parts >= MIN_PARTS and self.q > chi2_upper_quantile(SPREAD_ALPHA, self.parts - 1)
 
     def to_dict(self) -> dict[str, float | int | bool]:
         return {"tau": math.sqrt(self.tau2), "q": self.q, "parts": self.parts, "inflation": self.inflation,

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from scipy.stats import halfnorm
 
 from vehcal_ros.atomic_files import write_atomic
 from vehcal_ros.diagnostic_levels import ERROR, OK, WARN, HealthReport
@@ -90,6 +89,7 @@ from vehcal_ros.estimation.calibration.segments import (
 )
 from vehcal_ros.estimation.sensing.buffers import RollingBuffer
 from vehcal_ros.estimation.sensing.can_torque import CanTorqueConfig, CanWheelTorque
+from vehcal_ros.inference.quantiles import halfnormal_quantile
 from vehcal_ros.models.vehicle_8dof import DEFAULT_PARAMETERS
 from vehcal_ros.vehicle.description import load_description
 
@@ -1186,7 +1186,7 @@ def noise_beyond_prior(stage: str, result: CalibrationResult, noise_prior_factor
         s = result.noise.get(channel)
         if s is None:
             continue
-        limit = float(halfnorm.ppf(quantile, scale=scale * noise_prior_factor))
+        limit = halfnormal_quantile(quantile, scale * noise_prior_factor)
         if float(s["mean"]) > limit:
             return (f"its residual sigma of {channel} = {float(s['mean']):.4g} is beyond the {100 * quantile:g} % "
                     f"quantile {limit:.4g} of its prior: the 8-DOF model does not describe this segment")

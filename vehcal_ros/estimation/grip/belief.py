@@ -77,10 +77,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from vehcal_ros.estimation.grip.fit import GripEstimate, MuMax
 from vehcal_ros.estimation.sensing.buffers import RollingBuffer
+from vehcal_ros.inference.quantiles import normal_quantile
 from vehcal_ros.models import pacejka
 
 
@@ -192,7 +192,7 @@ def sample_floors(data: Any, sigma: float, level: float = 0.01, since: float = -
         return np.empty(0), np.empty(0)
     var = getattr(data, "mu_var", None)
     var = np.zeros(n) if var is None else np.nan_to_num(np.asarray(var, dtype=float)[recent], nan=np.inf)
-    z = -float(norm.ppf(level / (family or n)))
+    z = -normal_quantile(level / (family or n))
     floor = np.abs(np.asarray(data.mu, dtype=float)[recent]) - z * np.sqrt(var + float(sigma) ** 2)
     ok = np.isfinite(floor)
     return t[recent][ok], floor[ok]

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from vehcal_ros.diagnostic_levels import ERROR, OK, WARN, HealthReport
 from vehcal_ros.errors import EstimationError
@@ -71,6 +70,7 @@ from vehcal_ros.estimation.sensing.speed_reference import resolve_speed_referenc
 from vehcal_ros.estimation.sensing.tire_forces import TireForceConfig, TireForceEstimator, TireForceVehicle
 from vehcal_ros.estimation.sensing.torque_scale import TorqueScaleConfig, TorqueScaleEstimator
 from vehcal_ros.inference.blas import BlasThreads
+from vehcal_ros.inference.quantiles import normal_quantile
 from vehcal_ros.records import (
     Controls,
     GnssVelocity,
@@ -327,7 +327,7 @@ def with_scale_error(estimate: GripEstimate, rel_sd: float) -> GripEstimate:
     if not rel_sd > 0.0:
         return estimate
     m = float(mu.mean)
-    z = float(norm.ppf(0.5 + 0.5 * float(mu.prob)))
+    z = normal_quantile(0.5 + 0.5 * float(mu.prob))
     d = z * m * rel_sd
     widened = dataclasses.replace(mu, std=math.hypot(float(mu.std), m * rel_sd),
                                   lower=max(m - math.hypot(m - float(mu.lower), d), 0.0),
@@ -666,7 +666,7 @@ class GripPipeline:
         prob = self.fit_config.interval_prob
         now = self.beliefs[o.scope].belief(o.stamp, kept=True)
         best, best_lower = None, now.lower if now.known else 0.0
-        shrink = max(0.0, 1.0 - float(norm.ppf(0.5 + 0.5 * prob)) * o.scale_error)   # a doubted force scale
+        shrink = max(0.0, 1.0 - normal_quantile(0.5 + 0.5 * prob) * o.scale_error)   # a doubted force scale
         for t_i, f_i in zip(*cands):
             mu = floor_mu_max(float(f_i) * shrink, self.hazard, prob)
             self._scratch.set_estimate(mu, float(t_i), floor=True)

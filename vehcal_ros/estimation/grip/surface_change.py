@@ -68,8 +68,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
 
+from vehcal_ros.inference.quantiles import chi2_quantile
 from vehcal_ros.models import pacejka
 
 
@@ -189,7 +189,7 @@ def batch_inflation(r: np.ndarray, w: np.ndarray, batch: int) -> float:
     means = (c[batch:] - c[:-batch]) / batch
     phi_hat = batch * float(np.mean(means * means))
     dof = 1.5 * n / batch
-    return max(1.0, phi_hat * dof / float(chi2.ppf(1.0 - PHI_CONFIDENCE, dof)))
+    return max(1.0, phi_hat * dof / chi2_quantile(1.0 - PHI_CONFIDENCE, dof))
 
 
 @dataclass(frozen=True)

@@ -63,11 +63,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from scipy import stats
 from scipy.optimize import least_squares
 
 from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.inference.executors import executor_workers
+from vehcal_ros.inference.quantiles import student_t_quantile
 
 __all__ = ["ParallelFit", "SegmentedResidual", "fd_jacobian", "parallel_least_squares"]
 
@@ -522,7 +522,7 @@ def _statistics(J: np.ndarray, r: np.ndarray, ci_level: float, cond_max: float) 
     else:
         cov = np.full((n, n), math.inf)
     stderr = np.sqrt(np.where(np.diag(cov) >= 0, np.diag(cov), math.inf))
-    q = float(stats.t.ppf(0.5 + ci_level / 2.0, dof)) if dof > 0 else math.inf
+    q = student_t_quantile(0.5 + ci_level / 2.0, dof) if dof > 0 else math.inf
     return {"sigma2": sigma2, "cov": cov, "stderr": stderr, "q": q, "cond": cond, "cond_scaled": cond_scaled,
             "ill": bool(rank_def or not math.isfinite(cond_scaled) or cond_scaled > cond_max)}
 
