@@ -103,7 +103,7 @@ def live_grip_run(rclpy_context, items: list, replayed, name: str) -> tuple[dict
         for topic, rec, arrival in items:
             if arrival >= tick:   # the replay's rule: the cycle runs before the first record at or after its time
                 clock.publish(to_msg(ClockTick(tick)))
-                assert spin_until(ex, lambda t=tick: node._cycle_clock.last >= t - 1e-9 and not node.busy, 60.0), tick
+                assert spin_until(ex, lambda t=tick: node.last_cycle_time >= t - 1e-9 and not node.busy, 60.0), tick
                 tick += PERIOD
             key, pub = pubs[topic]
             pub.publish(to_msg(rec))

@@ -103,6 +103,7 @@ def test_namespace_and_per_vehicle_clock(package_index) -> None:
     for sim, clock in (("true", "clock"), ("false", "/clock")):
         ld, context = _description(params_file=str(ROOT / "config" / "estimate.yaml"), namespace="truck7", sim=sim)
         for exe, node in _nodes(ld, context).items():
+            # launch_ros (0.28) expands a Node's substitutions only here or in execute(), which starts the process
             node._perform_substitutions(context)
             assert node.expanded_node_namespace == "/truck7", exe
             assert node.expanded_remapping_rules == [("/clock", clock)], exe

@@ -46,7 +46,7 @@ def test_share_is_process_cpu_over_wall_time_per_window() -> None:
         meter.sample()
     assert meter.share(10.0) == pytest.approx(80.0)
     assert meter.share(60.0) == pytest.approx((50 * 0.2 + 10 * 0.8) / 60 * 100)
-    assert len(meter._samples) <= 60.0 / 0.25 + 2   # bounded by the longest window
+    assert meter.n_samples <= 60.0 / 0.25 + 2   # bounded by the longest window
 
 
 def test_shedder_stretches_to_the_maximum_and_back() -> None:
@@ -139,7 +139,7 @@ def test_grip_node_budget_warns_and_sheds_fits_never_inputs(rclpy_context) -> No
     try:
         assert wait_for_match(ex, pw) and wait_for_match(ex, po) and wait_for_match(ex, pf)
         # without use_sim_time the node reads its ROS time as the system time (no rclpy Time per message)
-        assert abs(node._now() - node.get_clock().now().nanoseconds * 1e-9) < 0.05
+        assert abs(node.ros_time() - node.get_clock().now().nanoseconds * 1e-9) < 0.05
         feed(100.0, 150)
         # a large budget: the share is reported, nothing shed, OK
         assert spin_until(ex, lambda: all_received() and _status(diags, "grip_estimator: cpu")[0] is not None

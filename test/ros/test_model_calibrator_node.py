@@ -112,9 +112,11 @@ def _stage_status(received: dict, stage: str = "rolling_resistance"):
     return None
 
 
-def _received_total(node) -> int:
-    with node._lock:
-        return node.pipeline.counters.n_received
+def _received_total(received: dict) -> int | None:
+    """The input messages the node says it has received: the sum of the ``received_<topic>`` values of its newest
+    ``inputs`` status on /diagnostics (None before one)."""
+    st = _stage_status(received, "inputs")
+    return None if st is None else sum(int(kv.value) for kv in st.values if kv.key.startswith("received_"))
 
 
 def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> None:
@@ -148,7 +150,7 @@ def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> N
     _publish(pubs, ex, _closed(drive_records(seed=2, t0=200.0, duration=10.0, wheel_scale=30.0 / math.pi)),
              counts)
     total = sum(counts.values())
-    assert spin_until(ex, lambda: _received_total(node) == total, timeout=20.0), (total, node.pipeline.counters)
+    assert spin_until(ex, lambda: _received_total(received) == total, timeout=20.0), (total, node.pipeline.counters)
 
     # rpm wheel speeds: rejected by the plausibility check, model kept, reason on /diagnostics
     assert spin_until(ex, lambda: (s := _stage_status(received)) is not None and "rpm" in s.message, 30.0), \

@@ -145,20 +145,41 @@ def test_grip_estimator_cancels_fit_on_sigint(rclpy_context, tmp_path) -> None:
 
 
 def test_a_timer_error_surfaces_while_the_node_runs(rclpy_context) -> None:
-    """The timers' entry point hides nothing while the node runs (a real error in the work reaches the executor),
-    and runs no work once the node is closing (a stop signal's shutdown, see the test below)."""
+    """The node's timers hide nothing while it runs (a real error in their work reaches the executor), and run no
+    work once the node is closing (a stop signal's shutdown, see the test below)."""
+    from rclpy.parameter import Parameter
+
     from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
 
-    node = ModelCalibratorNode(context=rclpy_context, node_name="cal_error_in_timer")
-    ran: list[bool] = []
+    node = ModelCalibratorNode(context=rclpy_context, node_name="cal_error_in_timer",
+                               parameter_overrides=[Parameter("diagnostics_period", value=0.1)])
+    ex = SingleThreadedExecutor(context=rclpy_context)
+    ex.add_node(node)
+
+    def broken(*_args, **_kwargs):
+        raise ZeroDivisionError("the diagnostics work failed")
+
+    # every /diagnostics now fails: the ROS-clock schedule's and the steady-clock fallback's alike
+    node.pipeline.reports = broken
+    fired: list[bool] = []
+
+    def counted(callback):
+        def run():
+            fired.append(True)
+            callback()
+        return run
+
     try:
         with pytest.raises(ZeroDivisionError):    # a real error in the work still surfaces while the node runs
-            node._on_timer(lambda: 1 / 0)
+            spin_until(ex, lambda: False, timeout=10.0)
         node.shutdown()
-        node._on_timer(lambda: ran.append(True))
-        assert not ran                            # closing: the work is not run
+        for timer in node.timers:                 # rclpy reads Timer.callback at each firing
+            timer.callback = counted(timer.callback)
+        spin_until(ex, lambda: False, timeout=1.0)   # closing: the timers fire, their work is not run (no raise)
+        assert len(fired) >= 5, fired
     finally:
         node.shutdown()
+        ex.shutdown()
         node.destroy_node()
 
 

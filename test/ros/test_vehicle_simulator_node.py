@@ -235,7 +235,9 @@ def test_controls_from_topic_and_runtime_parameters(tmp_path, rclpy_context):
     pub = node.create_publisher(Joy, "/vehicle/controls", 10)
     try:
         assert wait_for_match(ex, pub, timeout=20.0)
-        assert "/vehicle/controls" not in sim._pubs  # subscribed to, not published, in topic mode
+        # subscribed to, not published, in topic mode
+        assert "/vehicle/controls" not in {p.topic_name for p in sim.publishers}
+        assert "/vehicle/controls" in {s.topic_name for s in sim.subscriptions}
 
         def level_seen(level):
             return any(s.level == level for d in diags for s in d.status)

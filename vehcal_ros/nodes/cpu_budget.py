@@ -99,6 +99,13 @@ class CpuMeter:
             return math.nan
         return 100.0 * (cpu - start[1]) / span
 
+    @property
+    def n_samples(self) -> int:
+        """How many (wall s, process CPU s) samples the meter holds: at most the longest window over
+        ``min_interval``, plus the one at or beyond it and the newest."""
+        with self._lock:
+            return len(self._samples)
+
     def shares(self) -> dict[float, float]:
         """``{window: share}`` for every reported window."""
         return {w: self.share(w) for w in self.windows}

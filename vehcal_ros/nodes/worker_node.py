@@ -229,6 +229,19 @@ class WorkerNode(Node):
             return time.time_ns() * 1e-9
         return self.get_clock().now().nanoseconds * 1e-9
 
+    def ros_time(self) -> float:
+        """The node's ROS time, s, as its schedule and input arrivals read it: sim time under ``use_sim_time``,
+        else the system time (seconds since the epoch)."""
+        return self._now()
+
+    @property
+    def last_cycle_time(self) -> float:
+        """ROS time, s, at which the newest estimation cycle came due: the schedule's start until the first one
+        does, the time the schedule restarted from after the clock went back, NaN before the schedule starts. A
+        due cycle may still be skipped (a fit running) or shed (CPU budget): see ``skipped_cycles`` and
+        ``shedder``."""
+        return self._cycle_clock.last if self._cycle_clock is not None else float("nan")
+
     @property
     def busy(self) -> bool:
         """True while a fit runs in the worker thread."""

@@ -302,6 +302,6 @@ def test_accepted_stages_predicted_their_heldback_tail(calibrated) -> None:
         assert job.segment.time[-1] < job.held.time[0] == h["segment"][0]
         assert job.held.time[-1] == pytest.approx(job.window.t_end)
         assert set(h["rmse_candidate"]) == set(st.result.noise), job.stage
-        assert h["replaced"] == "nominal" and "held-out RMSE" in p._summary(job.stage)
+        assert h["replaced"] == "nominal" and "held-out RMSE" in p.result_summary(job.stage)
     lat = p.status["lateral"].result_holdout
     assert all(lat["rmse_candidate"][c] < lat["rmse_replaced"][c] for c in lat["rmse_candidate"]), lat

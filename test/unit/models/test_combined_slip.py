@@ -28,7 +28,6 @@ from vehcal_ros.estimation.grip.pipeline import vehicle_signal_config
 from vehcal_ros.io.describe import describe_vehicle
 from vehcal_ros.models import pacejka
 from vehcal_ros.models.vehicle14 import Hmmwv14, RoadMap, load_simulator_params
-from vehcal_ros.models.vehicle14 import dynamics as dyn
 from vehcal_ros.models.vehicle14.tires import combined_forces, fx_pure, peak_mu
 from vehcal_ros.records import GroundTruth
 
@@ -42,7 +41,7 @@ def test_friction_ellipse_equals_the_simulators_tire(description):
     sim = Hmmwv14(load_simulator_params("sedan"), RoadMap.uniform(0.9))
     sim.reset(speed=0.0)
     tp = sim.tire_pack
-    fz = float(sim._work[12][0, dyn.W_FZ])   # the load describe took the lateral/longitudinal ratio at
+    fz = float(sim.outputs()["fz"][0])   # the load describe took the lateral/longitudinal ratio at
     for mu_road in (0.3, 0.6, 0.9):
         d = peak_mu(tp, fz, mu_road)
         for kappa in (-0.01, 0.001, 0.005, 0.02, 0.05, 0.12):
@@ -148,7 +147,7 @@ def test_mf2002_weighting_equals_the_simulators_tire():
     sim = Hmmwv14(load_simulator_params("hmmwv"), RoadMap.uniform(0.9))
     sim.reset(speed=0.0)
     tp = sim.tire_pack
-    fz0 = float(sim._work[12][0, dyn.W_FZ])
+    fz0 = float(sim.outputs()["fz"][0])
     for fz in (0.7 * fz0, fz0):   # REX2 dfz (0.0017 dfz) is left out: within 1e-3 at +-30 % load
         for mu_road in (0.3, 0.9):
             for kappa in (-0.02, 0.001, 0.01, 0.04):

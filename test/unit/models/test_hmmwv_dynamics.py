@@ -33,7 +33,7 @@ def test_aba_equals_dense_mass_matrix_solution(sim):
         y[dyn.Y_Q : dyn.Y_Q + 4] /= np.linalg.norm(y[dyn.Y_Q : dyn.Y_Q + 4])
         y[dyn.Y_W :] += rng.normal(0.0, 1.0, dyn.NDOF) * np.r_[0.5 * np.ones(6), 2.0 * np.ones(4), 5 * np.ones(4)]
         sim.set_state(y)
-        sim._u[:] = (rng.uniform(0, 1), rng.uniform(0, 0.3), rng.uniform(-0.7, 0.7), 1.0)  # steering moving
+        sim.set_inputs((rng.uniform(0, 1), rng.uniform(0, 0.3), rng.uniform(-0.7, 0.7), 1.0))  # steering moving
         a_ab = sim.accelerations()
         a_dense = sim.accelerations(dense=True)
         scale = max(1.0, np.abs(a_dense).max())
@@ -113,7 +113,7 @@ def _steady_turn(sim: Hmmwv14, speed: float, steering: float, seconds: float = 6
 def _static_wheelbase(sim: Hmmwv14) -> float:
     """Distance between the front and rear wheel centres at static ride height (3.310 m; Chrono's 3.378 m is
     the distance between the suspension frames, the spindles sit 40/36 mm inboard of them)."""
-    th = sim._eq[3:]
+    th = sim.equilibrium[3:]
     x = [corner_state(sim.geometry, i, th[i])["wheel_centre"][0] for i in range(4)]
     return 0.5 * (x[0] + x[1]) - 0.5 * (x[2] + x[3])
 
@@ -213,21 +213,30 @@ def test_outputs_contract(sim):
         Hmmwv14(integrator="euler")
 
 
+def _attitude_step(e: np.ndarray, w: np.ndarray, dt: float) -> np.ndarray:
+    """The unit quaternion e (scalar first) after dt s at the constant body rate w (rad/s): e (x) exp(0.5 w dt)
+    (Hamilton product), renormalised."""
+    wn = float(np.linalg.norm(w))
+    h = 0.5 * wn * dt
+    qv = w * (np.sin(h) / wn if wn > 1e-14 else 0.5 * dt)
+    q0 = np.cos(h)
+    n = np.r_[e[0] * q0 - e[1:] @ qv, e[0] * qv + q0 * e[1:] + np.cross(e[1:], qv)]
+    return n / np.linalg.norm(n)
+
+
 def test_fused_semi_implicit_step_equals_the_generic_derivative():
     """The fused semi-implicit step of ``integrate`` (body terms + AB recursion without the kinematic-rate
     pass) reproduces a step built from ``derivative`` to round-off over 1 s of a mixed maneuver."""
     s = Hmmwv14()
     s.reset(speed=5.0)
-    s._u[:] = (0.4, 0.0, s.pitman_angle(0.2), 1.0)
+    s.set_inputs((0.4, 0.0, s.pitman_angle(0.2), 1.0))
     y_ref = s.state
-    ydot = np.zeros(dyn.NY)
-    args = s._args()
     for _ in range(1000):
-        dyn.derivative(y_ref, s._u, *args, ydot)
+        ydot = s.state_derivative(y_ref)
         y_ref[dyn.Y_W :] += 1e-3 * ydot[dyn.Y_W :]
         R = dyn.quat_to_rot(*y_ref[dyn.Y_Q : dyn.Y_Q + 4])
         y_ref[dyn.Y_R : dyn.Y_R + 3] += 1e-3 * np.array(R) @ y_ref[dyn.Y_V : dyn.Y_V + 3]
-        dyn._quat_step(y_ref, 1e-3)
+        y_ref[dyn.Y_Q : dyn.Y_Q + 4] = _attitude_step(y_ref[dyn.Y_Q : dyn.Y_Q + 4], y_ref[dyn.Y_W : dyn.Y_W + 3], 1e-3)
         y_ref[dyn.Y_TH : dyn.Y_TH + 4] += 1e-3 * y_ref[dyn.Y_THD : dyn.Y_THD + 4]
         y_ref[dyn.Y_SIG] += 1e-3 * ydot[dyn.Y_SIG]
     s.step(0.4, 0.0, 0.2, 1000)

@@ -149,7 +149,7 @@ def test_engine_map_gearbox_and_fwd_torque():
         g = int(o["gear"])
         we = abs(0.5 * (w[0] + w[1])) / (gears[g - 1] * 0.2)
         te = 0.7 * np.interp(we, zero[:, 0], zero[:, 1]) + 0.3 * np.interp(we, full[:, 0], full[:, 1])
-        tq = s._work[12][:, dyn.W_TQ]
+        tq = o["wheel_torque"]
         assert o["engine_speed"] == pytest.approx(we, rel=1e-9)
         np.testing.assert_allclose(tq, [0.5 * te / (gears[g - 1] * 0.2)] * 2 + [0.0, 0.0], rtol=1e-9, atol=1e-9)
     # first gear from rest: shifts to second once the engine passes 4000 rpm
@@ -339,7 +339,7 @@ def test_sedan_aba_equals_dense_mass_matrix_with_drive_and_brake(sedan):
         y[dyn.Y_SIG] = rng.uniform(-0.05, 0.05)
         y[dyn.Y_W :] += rng.normal(0.0, 1.0, dyn.NDOF) * np.r_[0.3 * np.ones(6), 1.0 * np.ones(4), 3 * np.ones(4)]
         sedan.set_state(y)
-        sedan._u[:] = (float(rng.uniform(0, 1)), float(rng.uniform(0, 0.5)), float(rng.uniform(-0.05, 0.05)), 1.0)
+        sedan.set_inputs((float(rng.uniform(0, 1)), float(rng.uniform(0, 0.5)), float(rng.uniform(-0.05, 0.05)), 1.0))
         a_ab = sedan.accelerations()
         a_dense = sedan.accelerations(dense=True)
         assert np.abs(a_ab - a_dense).max() < 1e-9 * max(1.0, np.abs(a_dense).max()), trial
@@ -350,7 +350,7 @@ def _front_scrub_under_throttle(vehicle: str) -> tuple[float, float]:
     """|Fy/Fz| of the front wheels after 3 s at part throttle from 8 m/s, and the front toe slope (deg per 50 mm
     of wheel travel) at the static ride height."""
     s = Hmmwv14(vehicle)
-    th = s._eq[3]
+    th = s.equilibrium[3]
     a, b = K.corner_state(s.geometry, 0, th + 0.01), K.corner_state(s.geometry, 0, th - 0.01)
     slope = math.degrees((a["toe"] - b["toe"]) / (a["wheel_centre"][2] - b["wheel_centre"][2])) * 0.05
     s.reset(speed=8.0)

@@ -280,7 +280,7 @@ def test_the_measured_radius_moves_the_force_estimators_lever() -> None:
     for rec in records:
         pipe.add(rec)
     k, sd = pipe.radius.k, pipe.radius.sd
-    for axle, index in ((0, 2), (1, 9)):
-        shift = pipe.force_estimator._k[index] - base
+    for axle in (0, 1):
+        shift = pipe.force_estimator.lever_base[axle] - base
         assert shift == pytest.approx((k[axle] - 1.0) * R_DESC, rel=1e-9)
         assert abs(shift - 0.015 * R_DESC) < 3.0 * sd[axle] * R_DESC

@@ -116,7 +116,7 @@ def test_a_measured_radius_moves_the_lever_to_the_tire_it_measured() -> None:
     # a shift beyond a quarter of the radius is refused and changes nothing
     est = TireForceEstimator(CFG)
     assert not est.set_lever_shift(0.3 * VEH.r0, 0.0)
-    assert est._k[2] == VEH.r0 and est._k[9] == VEH.r0
+    assert est.lever_base == (VEH.r0, VEH.r0)
 
 
 def test_bad_samples_are_skipped_and_counted() -> None:

@@ -713,7 +713,7 @@ class CalibrationPipeline:
         if st.result is None:
             st.level, st.message = max(level, WARN), reason
         else:
-            st.message = f"{self._summary(stage)}; newest data: {reason}"
+            st.message = f"{self.result_summary(stage)}; newest data: {reason}"
 
     def acceptable(self, result: CalibrationResult) -> bool:
         """The convergence rule: every parameter, noise sigma and residual AR(1) coefficient has a finite mean,
@@ -868,7 +868,7 @@ class CalibrationPipeline:
                     st.result = updated_result(st.result, o.check)
                     if st.result is not before:
                         updated.append(o.stage)
-                st.message = (f"{self._summary(o.stage)}; confirmed by [{o.window.t_start:.2f}, "
+                st.message = (f"{self.result_summary(o.stage)}; confirmed by [{o.window.t_start:.2f}, "
                               f"{o.window.t_end:.2f}] s (its best fit {o.check.shift:.3g} sd from the model <= "
                               f"{o.check.threshold:g}; {st.n_confirmed} confirmations, each added to the "
                               "posterior)")
@@ -918,7 +918,7 @@ class CalibrationPipeline:
                 st.result_holdout = o.holdout
                 st.level = OK
                 st.last_reason = ""
-                st.message = self._summary(o.stage)
+                st.message = self.result_summary(o.stage)
                 if o.holdout and o.holdout.get("warnings"):   # holdout_band warn: accepted, its band too narrow
                     st.level = WARN
                     st.message += f"; its 90 % band is too narrow: {'; '.join(o.holdout['warnings'])}"
@@ -936,7 +936,7 @@ class CalibrationPipeline:
         st.result_holdout = holdout
         st.result_restored = True
         st.level, st.last_reason = OK, ""
-        st.message = f"{self._summary(stage)} ({note})"
+        st.message = f"{self.result_summary(stage)} ({note})"
 
     def carry_forward(self, stage: str, result: CalibrationResult, segment: tuple[float, float] | None,
                       score: float, *, data_time: float | None, drift: DriftModel | None = DEFAULT_DRIFT,
@@ -984,7 +984,11 @@ class CalibrationPipeline:
         check's best fit."""
         return self._base_priors if self._priors_carried else self.config.priors
 
-    def _summary(self, stage: str) -> str:
+    def result_summary(self, stage: str) -> str:
+        """``stage``'s accepted result in one line, as its status message opens with it: the parameter means, the
+        segment it was fitted on (s), its worst convergence diagnostics (R-hat, bulk and tail ESS) and, with a
+        predictive check, the held-out RMSE per channel (channel units) against the model it replaced; "no model
+        yet" without an accepted result."""
         st = self.status[stage]
         res = st.result
         if res is None:

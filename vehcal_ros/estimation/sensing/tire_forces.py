@@ -350,6 +350,13 @@ class TireForceEstimator:
         #: toe_squares`; None: no toe)
         self.toe_squares: Callable[[float], float] | None = None
 
+    @property
+    def lever_base(self) -> tuple[float, float]:
+        """The unloaded radius (front, rear), m, that the spin equation's lever r0 - Fz/kz starts from, as the
+        filter uses it: the description's ``r0``, moved by :meth:`set_lever_shift` once the rolling radius is
+        measured."""
+        return float(self._k[2]), float(self._k[9])
+
     def set_roll_stiffness(self, kphi_front: float, kphi_rear: float) -> bool:
         """Use calibrated roll stiffnesses (N m/rad) for the lateral load split; False (ignored) if not valid."""
         if not (math.isfinite(kphi_front) and math.isfinite(kphi_rear) and kphi_front > 0 and kphi_rear > 0):

@@ -267,6 +267,32 @@ class Hmmwv14:
         self._y[:] = y
 
     @property
+    def inputs(self) -> np.ndarray:
+        """Copy of the kernel inputs in force: [throttle 0..1, brake 0..1, Pitman-arm angle (rad) or rack
+        position (m) commanded to the steering servo, damper scale]. :meth:`step` sets them from the driver's
+        controls; :meth:`outputs`, :meth:`accelerations`, :meth:`state_derivative` and :meth:`total_energy`
+        read them."""
+        return self._u.copy()
+
+    def set_inputs(self, u: np.ndarray | tuple[float, float, float, float]) -> None:
+        """Set the kernel inputs (layout of :attr:`inputs`; the steering entry is the Pitman-arm angle or rack
+        position itself, see :meth:`pitman_angle`) without stepping: to evaluate the model at given inputs.
+        :meth:`step` and :meth:`reset` overwrite them."""
+        self._u[:] = u
+
+    @property
+    def equilibrium(self) -> np.ndarray:
+        """Copy of the settled pose at rest that :meth:`reset` starts from: [z (m), roll (rad), pitch (rad),
+        theta_1..4 (rad, the lower control arms' angles FL, FR, RL, RR)]."""
+        return self._eq.copy()
+
+    def state_derivative(self, y: np.ndarray | None = None) -> np.ndarray:
+        """dy/dt (layout of :attr:`state`, each entry's unit per second) at ``y`` (default: the current state)
+        with the inputs in force: the kinematic rates and the AB accelerations (dynamics.derivative; the
+        generic form the integrators' fused steps reproduce)."""
+        return self._accel(self._y if y is None else np.ascontiguousarray(y, dtype=np.float64), self._u)
+
+    @property
     def vehicle(self) -> str:
         """Name of the simulated vehicle (model file stem)."""
         return self.params.name
