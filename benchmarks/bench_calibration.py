@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vehcal_ros.estimation.calibration.fit import Segment, StageProblem, _base_parameters, calibrate_stage, stage_spec
+from vehcal_ros.estimation.calibration.fit import Segment, StageProblem, base_parameters, calibrate_stage, stage_spec
 
 CHRONO = Path(__file__).resolve().parents[1] / "data" / "chrono_hmmwv"
 NOISE = dict(u=0.1, w_lf=1.0, w_lr=1.0, w_rf=1.0, w_rr=1.0, v=0.05, yaw_rate=0.02, roll=0.005, roll_rate=0.002)
@@ -42,7 +42,7 @@ def chrono_segment(stage: str, seed: int = 0) -> Segment:
 def kernel_timing(seed: int = 0, n: int = 2000, repeats: int = 7) -> dict:
     """CPU time of the lateral stage's log likelihood on ``n`` prior draws (best of ``repeats``)."""
     spec = stage_spec("lateral")
-    problem = StageProblem(chrono_segment("lateral", seed), spec, _base_parameters(spec, None))
+    problem = StageProblem(chrono_segment("lateral", seed), spec, base_parameters(spec, None))
     theta = problem.prior.sample(np.random.default_rng(1), n)
     problem.log_likelihood(theta[:10])   # numba cache warm
     best = float("inf")

@@ -53,7 +53,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_calibration import chrono_segment  # noqa: E402
 
-from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, calibrate_stage, stage_spec  # noqa: E402
+from vehcal_ros.estimation.calibration.fit import StageProblem, base_parameters, calibrate_stage, stage_spec  # noqa: E402
 from vehcal_ros.inference.diagnostics import summarize_draws  # noqa: E402
 from vehcal_ros.inference.smc import HalfNormal, Uniform  # noqa: E402
 
@@ -63,7 +63,7 @@ STAGE = "lateral"
 def lateral_problem(seed: int = 0) -> StageProblem:
     """The stage's likelihood on the Chrono window with the paper's noise (as bench_calibration.py)."""
     spec = stage_spec(STAGE)
-    return StageProblem(chrono_segment(STAGE, seed), spec, _base_parameters(spec, None))
+    return StageProblem(chrono_segment(STAGE, seed), spec, base_parameters(spec, None))
 
 
 def _cpu_s() -> float:

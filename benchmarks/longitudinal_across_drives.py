@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_holdout_vehicles import VEHICLES, daily_bag  # noqa: E402
 
-from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, stage_setup  # noqa: E402
+from vehcal_ros.estimation.calibration.fit import StageProblem, base_parameters, stage_setup  # noqa: E402
 from vehcal_ros.replay.params import resolve_params  # noqa: E402
 from vehcal_ros.replay.serial import replay_bag  # noqa: E402
 from vehcal_ros.vehicle.description import load_description  # noqa: E402
@@ -66,7 +66,7 @@ def sandwich_sds(job, outcome, description, lags: list[int]) -> dict:
     """Posterior sd, residual lag-one autocorrelations and the sandwich sds at ``lags`` of one accepted fit."""
     res = outcome.result
     spec, const, seg = stage_setup(job.segment, STAGE, vehicle=job.vehicle or description)
-    problem = StageProblem(seg, spec, _base_parameters(spec, job.previous, const.default_parameters()), const,
+    problem = StageProblem(seg, spec, base_parameters(spec, job.previous, const.default_parameters()), const,
                            roll_split=True, noise_model="white")
     names = list(res.parameters)
     mean = np.array([res.parameters[n]["mean"] for n in names])

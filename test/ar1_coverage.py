@@ -17,7 +17,7 @@ from calibration_synthetic import TRUTH
 from vehcal_ros.estimation.calibration.fit import (
     Segment,
     StageProblem,
-    _base_parameters,
+    base_parameters,
     calibrate_stage,
     stage_spec,
 )
@@ -55,7 +55,7 @@ def replicate(seed: int, *, chains: int = 2, draws: int = 200, noise_models: tup
     rng = np.random.default_rng(seed)
     seg = coast_down_segment()
     spec = stage_spec("rolling_resistance")
-    base = _base_parameters(spec, TRUTH)
+    base = base_parameters(spec, TRUTH)
     problem = StageProblem(seg, spec, base, noise_model=generator)
     truth = problem.prior.sample(rng, 1)[0]
     names = problem.prior.names

@@ -22,7 +22,7 @@ from vehcal_ros.estimation.calibration.acceptance import (
     predictive_check,
     split_segment,
 )
-from vehcal_ros.estimation.calibration.fit import _base_parameters, calibrate_stage, stage_spec
+from vehcal_ros.estimation.calibration.fit import base_parameters, calibrate_stage, stage_spec
 from vehcal_ros.estimation.calibration.pipeline import CalibrationPipeline, CalibrationPipelineConfig
 from vehcal_ros.models.vehicle_8dof import Simulator8Dof, default_vehicle_constants
 
@@ -170,7 +170,7 @@ def test_candidate_from_another_vehicle_is_refused_naming_the_channel() -> None:
 
 
 def _nominal(stage: str) -> dict[str, float]:
-    return _base_parameters(stage_spec(stage), None, default_vehicle_constants().default_parameters())
+    return base_parameters(stage_spec(stage), None, default_vehicle_constants().default_parameters())
 
 
 @pytest.mark.slow

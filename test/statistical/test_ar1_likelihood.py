@@ -11,7 +11,7 @@ from calibration_drive import drive_inputs, drive_states
 from calibration_synthetic import NOISE, TRUTH
 from scipy.stats import binom, multivariate_normal
 
-from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment, StageProblem, _base_parameters, stage_spec
+from vehcal_ros.estimation.calibration.fit import CHANNELS, Segment, StageProblem, base_parameters, stage_spec
 from vehcal_ros.models.vehicle_8dof import PARAM_NAMES
 
 
@@ -25,7 +25,7 @@ def _small_lateral(n: int = 40) -> StageProblem:
     meas = {c: x[sl, j] + rng.normal(0.0, NOISE[c], n) for c, j in CHANNELS.items()}
     seg = Segment.from_arrays(t[sl], thr[sl], brk[sl], steer[sl], meas, x[sl][0], "small lateral")
     spec = stage_spec("lateral")
-    return StageProblem(seg, spec, _base_parameters(spec, TRUTH), roll_split=False)
+    return StageProblem(seg, spec, base_parameters(spec, TRUTH), roll_split=False)
 
 
 def _rows(problem: StageProblem, k: int, seed: int) -> np.ndarray:

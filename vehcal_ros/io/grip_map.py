@@ -82,7 +82,7 @@ def csv_text(rows: Sequence[Mapping[str, Any]], fields: Sequence[str] = PLACE_FI
     return buf.getvalue()
 
 
-def _places(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float | None, float | None, str]]:
+def grip_places(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float, float | None, float | None, str]]:
     """(longitude, latitude, lower, truth, vehicle) per place (a vehicle's fix: the rows of one ``vehicle``,
     ``drive`` and ``t``): ``lower`` the lowest lower bound over the scopes whose grip is known there (None: none
     known), ``truth`` the lowest true mu_max (None: not known for every scope)."""
@@ -109,7 +109,7 @@ def plot_grip_map(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, ti
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    places = _places(rows)
+    places = grip_places(rows)
     has_truth = any(p[3] is not None for p in places)
     fig, axes = plt.subplots(1, 2 if has_truth else 1, figsize=(12 if has_truth else 7, 5.5), squeeze=False)
     panels = [("mu_max lower bound in force (lowest over the known scopes)", 2)]

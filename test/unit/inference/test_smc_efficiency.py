@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from calibration_synthetic import synthetic_segment
 
-from vehcal_ros.estimation.calibration.fit import StageProblem, _base_parameters, stage_spec
+from vehcal_ros.estimation.calibration.fit import StageProblem, base_parameters, stage_spec
 from vehcal_ros.inference.smc import Prior, Uniform, run_smc
 from vehcal_ros.models import chunked
 
@@ -75,7 +75,7 @@ def test_distinct_rule_reaches_its_target_with_fewer_steps_than_the_cap() -> Non
 def _lateral_problem() -> StageProblem:
     noisy, _ = synthetic_segment("lateral", seed=1)
     spec = stage_spec("lateral")
-    return StageProblem(noisy, spec, _base_parameters(spec, None))
+    return StageProblem(noisy, spec, base_parameters(spec, None))
 
 
 def test_bounded_kernel_stops_exactly_when_over_budget() -> None:

@@ -428,13 +428,13 @@ def test_fleet_grip_map_over_every_vehicles_drives(fleet_dir, tmp_path, capsys):
 
 def test_grip_map_places_keep_drives_with_the_same_stamps_apart():
     """Rows of two drives of one vehicle at the same t are two places (one fix each), not one."""
-    from vehcal_ros.io.grip_map import _places
+    from vehcal_ros.io.grip_map import grip_places
 
     row = {"t": 0.0, "latitude": 43.0, "longitude": -89.0, "scope": "front_axle", "mu_max": 0.8, "lower": 0.7,
            "truth": 0.9}
     rows = [{"vehicle": "carC", "drive": d, **row, "scope": s} for d in ("a", "b") for s in ("front_axle", "rear_axle")]
-    assert len(_places(rows)) == 2
-    assert len(_places([{k: v for k, v in r.items() if k != "drive"} for r in rows])) == 1
+    assert len(grip_places(rows)) == 2
+    assert len(grip_places([{k: v for k, v in r.items() if k != "drive"} for r in rows])) == 1
 
 
 def test_chains_hand_out_the_chain_with_the_most_work_left_first():

@@ -86,7 +86,7 @@ from vehcal_ros.estimation.calibration.fit import (
     CalibrationResult,
     Segment,
     StageProblem,
-    _base_parameters,
+    base_parameters,
     initial_state_uncertainty,
     stage_setup,
 )
@@ -286,7 +286,7 @@ def predictive_check(held: Segment, candidate: CalibrationResult, previous: Mapp
     spec, constants, held = stage_setup(held, candidate.stage, separate_bphi=candidate.separate_bphi,
                                         priors=priors, vehicle=vehicle, dt=dt)
     names = spec.parameter_names
-    nominal = _base_parameters(spec, previous, constants.default_parameters())
+    nominal = base_parameters(spec, previous, constants.default_parameters())
     base = {**nominal, **(replaced or {})}
     problem = StageProblem(held, spec, base, constants)
     chans = spec.channels

@@ -864,8 +864,11 @@ class StageProblem:
         return np.sqrt(np.mean(r * r, axis=1))
 
 
-def _base_parameters(spec: StageSpec, previous: Mapping[str, float] | None,
+def base_parameters(spec: StageSpec, previous: Mapping[str, float] | None,
                      defaults: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Every 8-DOF parameter a stage's model runs with besides the ones it samples: ``defaults`` (None: the
+    paper's ``DEFAULT_PARAMETERS``), the stage's held-fixed values over them, and ``previous`` (earlier stages'
+    results, model parameter names) over those. InputError on a name the 8-DOF model does not have."""
     base = {**(DEFAULT_PARAMETERS if defaults is None else defaults), **spec.held_fixed}
     if previous:
         unknown = set(previous) - set(PARAM_NAMES)
@@ -937,7 +940,7 @@ def calibrate_stage(segment: Segment, stage: str, *, previous: Mapping[str, floa
         spec = replace(spec, noise_scales=tuple((c, s * float(noise_prior_factor)) for c, s in spec.noise_scales))
     if check:
         check_segment(segment, spec, r0=constants.r0, vehicle=vehicle)
-    base = _base_parameters(spec, previous, constants.default_parameters())
+    base = base_parameters(spec, previous, constants.default_parameters())
     if initial_state not in ("measured", "sampled"):
         raise InputError(f"initial_state must be 'measured' or 'sampled', got {initial_state!r}")
     x0_sd = initial_state_uncertainty(segment, spec.channels) if initial_state == "sampled" else None

@@ -69,7 +69,7 @@ from vehcal_ros.estimation.calibration.fit import (
     Segment,
     StageProblem,
     StageSpec,
-    _base_parameters,
+    base_parameters,
     stage_setup,
 )
 from vehcal_ros.inference.diagnostics import summarize_draws
@@ -162,7 +162,7 @@ def window_problem(segment: Segment, result: CalibrationResult, previous: Mappin
     and residual AR(1) coefficient per channel (rho 0 with the white noise model) that weigh its least squares."""
     spec, constants, segment = stage_setup(segment, result.stage, separate_bphi=result.separate_bphi,
                                            priors=priors, vehicle=vehicle, dt=dt)
-    base = _base_parameters(spec, {**previous, **result.posterior_means()}, constants.default_parameters())
+    base = base_parameters(spec, {**previous, **result.posterior_means()}, constants.default_parameters())
     problem = StageProblem(segment, spec, base, constants, roll_split=False)
     sigma = np.array([float(result.noise[c]["mean"]) for c in spec.channels])
     rho = np.array([float(result.residual_correlation[c]["mean"]) if c in result.residual_correlation else 0.0
