@@ -1,4 +1,4 @@
-"""Benchmark: one 11.5 s 8-DOF simulation at dt = 5 ms (DESIGN section 7 target <= 1 ms; paper Table 10:
+"""Benchmark: one 11.5 s 8-DOF simulation at dt = 5 ms (design target <= 1 ms; paper Table 10:
 0.37 s in Python) and batch throughput in particle-simulations per second.
 
 Also prints the roofline row of the step (time per step vs this machine's measured FMA peak and the step's

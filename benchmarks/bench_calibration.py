@@ -1,4 +1,4 @@
-"""Benchmark: lateral calibration stage, 8 chains x 1000 draws (DESIGN section 7: <= 60 s on 2 cores,
+"""Benchmark: lateral calibration stage, 8 chains x 1000 draws (design target: <= 60 s on 2 cores,
 R-hat < 1.01, bulk ESS > 400; the paper's PyMC SMC took 7343 s).
 
 Data: the paper's Chrono HMMWV ramp-steer run (shared data/chrono_hmmwv, rows 700-1069) with the paper's

@@ -1,6 +1,6 @@
 """Benchmark: 14-DOF HMMWV simulator speed (simulated seconds per wall second) at 1 ms steps on one core.
 
-Target (shared/DESIGN.md section 7): >= 100x real time at 1 kHz. Runs a 20 s mixed maneuver (throttle ramp,
+Design target: >= 100x real time at 1 kHz. Runs a 20 s mixed maneuver (throttle ramp,
 steering, braking) with the inputs updated every 10 ms, as the vehicle_simulator node does, for each
 integrator; reports the best of ``--repeats`` runs (wall clock) and the CPU time of the process, and the
 roofline row of the semi-implicit step (time per step vs this machine's measured FMA peak and the step's counted
