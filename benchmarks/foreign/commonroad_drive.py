@@ -58,7 +58,7 @@ change sign; roll (+ = right side down in both) and the longitudinal quantities 
 
 Usage::
 
-    .venv/bin/python benchmarks/foreign/commonroad_drive.py --set 1 --seed 1 --out /tmp/cr1.bag \\
+    .venv/bin/python benchmarks/foreign/commonroad_drive.py --set 1 --seed 1 --out /tmp/cr1 \\
         [--duration 160] [--roads 1.0,0.6,0.35,1.0]
 """
 
