@@ -46,8 +46,8 @@ def _launch_temp_files_in_tmp_path(tmp_path, monkeypatch) -> None:
 
 @pytest.fixture(scope="module")
 def built_prefix() -> Path:
-    """The package built into a colcon-style prefix (test_install_layout.install_prefix), once per module."""
-    from test_install_layout import install_prefix
+    """The package built into a colcon-style prefix (colcon_prefix.install_prefix), once per module."""
+    from colcon_prefix import install_prefix
 
     return install_prefix()
 
@@ -172,17 +172,17 @@ sys.exit(service.run())
 @pytest.mark.slow
 @pytest.mark.ros
 def test_launch_service_runs_the_installed_package_in_a_namespace(tmp_path, rclpy_context, built_prefix) -> None:
-    """The launch file of a colcon-style install prefix (test_install_layout.install_prefix) run by launch's own
+    """The launch file of a colcon-style install prefix (colcon_prefix.install_prefix) run by launch's own
     LaunchService (what `ros2 launch` does, without ros2cli) with namespace:=truck7 sim:=true
     scenario:=coast_down: the simulator finds the scenario by name, both estimators subscribe under /truck7, the
     installed params file is in force, and the whole launch stops on SIGINT."""
     import sys
 
+    from colcon_prefix import installed_env
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from ros_util import spin_until, stop
-    from test_install_layout import installed_env
 
     prefix = built_prefix
     env = installed_env(prefix, prefix.parent)

@@ -14,11 +14,11 @@ import time
 
 import pytest
 from calibration_drive import drive_records
+from calibrator_probe import TOPICS, closed, model_rr, publish
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from ros_util import spawn, spin_until, stop, wait_for_match
-from test_model_calibrator_node import TOPICS, _closed, _publish
 
 from vehcal_ros.io.calibration_state import StateRefused, read_state
 from vehcal_ros.nodes.grip_estimator import latched_qos
@@ -33,10 +33,6 @@ ARGS = ["-p", "stages:=[rolling_resistance]", "-p", "n_chains:=2", "-p", "n_draw
 def start(state, vehicle_id: str, log):
     return spawn(["-m", "vehcal_ros.nodes.model_calibrator", "--ros-args", *ARGS, "-p", f"state_file:={state}",
                   "-p", f"vehicle_id:={vehicle_id}"], log_path=str(log))
-
-
-def _model_rr(msg) -> dict[str, str]:
-    return {k.key: k.value for s in msg.status if s.name == "rr" for k in s.values}
 
 
 def _calibration_status(diags: list):
@@ -60,9 +56,9 @@ def test_restart_restores_model_and_bad_files_are_refused(rclpy_context, tmp_pat
         models: list = []
         probe.create_subscription(DiagnosticArray, "/vehcal/model_parameters", models.append, latched_qos())
         assert all(wait_for_match(ex, p, timeout=60.0) for p in pubs.values()), (tmp_path / "run1.log").read_text()
-        _publish(pubs, ex, _closed(drive_records(seed=1, t0=100.0, duration=10.0)), {})
+        publish(pubs, ex, closed(drive_records(seed=1, t0=100.0, duration=10.0)), {})
         assert spin_until(ex, lambda: models, 120.0), (tmp_path / "run1.log").read_text()[-2000:]
-        first = _model_rr(models[-1])
+        first = model_rr(models[-1])
         assert state.is_file()
         live = json.loads(state.read_text())   # version 2: this run's drive in the history
         assert live["version"] == 2 and [h["drive"][:5] for h in live["history"]] == ["live "]
@@ -77,7 +73,7 @@ def test_restart_restores_model_and_bad_files_are_refused(rclpy_context, tmp_pat
         probe.create_subscription(DiagnosticArray, "/vehcal/model_parameters", again.append, latched_qos())
         assert spin_until(ex, lambda: again, 60.0), (tmp_path / "run2.log").read_text()[-2000:]
         restart_s = time.monotonic() - t0
-        assert _model_rr(again[-1]) == first                    # every figure, as text, identical
+        assert model_rr(again[-1]) == first                     # every figure, as text, identical
         assert restart_s < 60.0
         stop(proc)
         good = state.read_text()

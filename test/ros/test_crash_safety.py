@@ -24,14 +24,13 @@ import numpy as np
 import pytest
 import yaml
 from calibration_drive import drive_records
+from calibrator_probe import CalibratorProbe, closed, model_rr, publish
 from crash_writer import SAVED_AT, params_text, version_state
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_util import spawn, spin_until, stop, wait_for_match
-from test_calibrator_persistence import _model_rr
-from test_model_calibrator_node import CalibratorProbe, _closed, _publish
 
 from vehcal_ros.atomic_files import TEMP_PREFIX
 from vehcal_ros.io.calibration_state import read_state, state_text
@@ -89,7 +88,7 @@ def test_kill_during_writes_leaves_whole_files_and_restart_cleans_temps(rclpy_co
                   "-p", "vehicle_id:=truck7", "-p", f"params_out:={params}"], log_path=str(log))
     try:
         assert spin_until(ex, lambda: models, 60.0), log.read_text()[-2000:]
-        assert float(_model_rr(models[-1])["mean"]) == pytest.approx(expected_rr, rel=1e-12)
+        assert float(model_rr(models[-1])["mean"]) == pytest.approx(expected_rr, rel=1e-12)
         assert _temps(tmp_path) == [], _temps(tmp_path)
     finally:
         stop(proc)
@@ -112,9 +111,9 @@ def test_kill_during_fit_restarts_with_last_accepted_model(rclpy_context, tmp_pa
     proc = spawn(args, log_path=str(tmp_path / "run1.log"))
     try:
         assert all(wait_for_match(ex, p, timeout=60.0) for p in pubs.values())
-        _publish(pubs, ex, _closed(drive_records(seed=2, t0=100.0, duration=10.0)), {})
+        publish(pubs, ex, closed(drive_records(seed=2, t0=100.0, duration=10.0)), {})
         assert spin_until(ex, lambda: models, 120.0), (tmp_path / "run1.log").read_text()[-2000:]
-        first = _model_rr(models[-1])
+        first = model_rr(models[-1])
         saved_state, saved_params = state.read_text(), params.read_text()
         # the next fit is long (4 x 20000 particles), on a second, more excited drive; kill -9 while it runs
         client = AsyncParameterClient(probe, "model_calibrator")
@@ -122,7 +121,7 @@ def test_kill_during_fit_restarts_with_last_accepted_model(rclpy_context, tmp_pa
         future = client.set_parameters([Parameter("n_chains", value=4), Parameter("n_draws", value=20000)])
         assert spin_until(ex, future.done, 30.0) and all(r.successful for r in future.result().results)
         diags.clear()
-        _publish(pubs, ex, _closed(drive_records(seed=1, t0=200.0, duration=10.0)), {})
+        publish(pubs, ex, closed(drive_records(seed=1, t0=200.0, duration=10.0)), {})
 
         def busy() -> bool:
             return any(kv.key == "busy" and kv.value == "True" for arr in diags[-3:] for st in arr.status
@@ -141,7 +140,7 @@ def test_kill_during_fit_restarts_with_last_accepted_model(rclpy_context, tmp_pa
         again: list = []
         probe.create_subscription(DiagnosticArray, "/vehcal/model_parameters", again.append, latched_qos())
         assert spin_until(ex, lambda: again, 60.0), (tmp_path / "run2.log").read_text()[-2000:]
-        assert _model_rr(again[-1]) == first                     # the last accepted model, every figure
+        assert model_rr(again[-1]) == first                      # the last accepted model, every figure
         doc = json.loads(state.read_text())
         assert doc["vehicle_id"] == "truck7" and "rolling_resistance" in doc["stages"]
         assert _temps(tmp_path) == []

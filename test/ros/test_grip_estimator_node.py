@@ -17,64 +17,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
-from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import Vector3Stamped, WrenchStamped
-from nav_msgs.msg import Odometry
+from geometry_msgs.msg import Vector3Stamped
+from grip_probe import FAST, FakeVehicle, drain, feed_good, stamp
 from rcl_interfaces.msg import ParameterType
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_util import spawn, spin_until, stop, wait_for_match
-from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from synthetic_grip_publisher import THETA, WHEELS, magic_formula, slip_at_mu
+from synthetic_grip_publisher import THETA
 
 from vehcal_ros.models.pacejka import peak as mf_peak
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
 
 HERE = Path(__file__).resolve().parents[1]   # test/, the helper scripts
 MU_MAX_TRUE = float(mf_peak(np.asarray(THETA, dtype=float))[0])
-FAST = [Parameter("fit_period", value=0.5), Parameter("n_chains", value=8), Parameter("n_steps", value=20000),
-        Parameter("n_ml_starts", value=8), Parameter("stale_timeout", value=0.5),
-        Parameter("diagnostics_period", value=0.2),
-        Parameter("average_window", value=0.0),   # the fake vehicle sweeps the slip within 0.1 s
-        Parameter("speed_reference", value="odometry")]   # the synthetic stream's odometry is its exact speed
 
 pytestmark = pytest.mark.ros
-
-
-def _stamp(t: float) -> Time:
-    sec = math.floor(t)
-    return Time(sec=int(sec), nanosec=int((t - sec) * 1e9))
-
-
-class FakeVehicle:
-    """Publishes one time step of wheel speeds, odometry and four tire forces per call (in this process)."""
-
-    def __init__(self, node: Node) -> None:
-        self.w = node.create_publisher(JointState, "/vehicle/wheel_speeds", 100)
-        self.o = node.create_publisher(Odometry, "/vehicle/odom", 100)
-        self.f = node.create_publisher(WrenchStamped, "/vehicle/tire_forces", 400)
-
-    def step(self, t: float, slip: float, mu: float, u: float = 15.0, fz: float = 5000.0,
-             omega: float | None = None) -> None:
-        r_eff = 0.47 - fz / 326332.0 if math.isfinite(fz) else 0.45
-        w = omega if omega is not None else (u / (1.0 - slip) / r_eff if u > 0 else 0.0)
-        js = JointState(name=list(WHEELS), velocity=[float(w)] * 4)
-        js.header.stamp = _stamp(t)
-        self.w.publish(js)
-        od = Odometry()
-        od.header.stamp = _stamp(t)
-        od.twist.twist.linear.x = float(u)
-        self.o.publish(od)
-        for name in WHEELS:
-            m = WrenchStamped()
-            m.header.stamp = _stamp(t)
-            m.header.frame_id = name
-            m.wrench.force.x = float(mu * fz) if math.isfinite(fz) else float(mu)
-            m.wrench.force.z = float(fz)
-            self.f.publish(m)
 
 
 @pytest.fixture()
@@ -107,26 +67,9 @@ def _status(received: dict, suffix: str):
     return None
 
 
-def _feed_good(vehicle: FakeVehicle, ex, t0: float, seconds: float, rate: float = 100.0, seed: int = 3) -> float:
-    rng = np.random.default_rng(seed)
-    s_lim = slip_at_mu(0.7)
-    n = int(seconds * rate)
-    for k in range(n):
-        s = s_lim * ((k * 7) % 50) / 50.0
-        vehicle.step(t0 + k / rate, s, float(magic_formula(np.array([s]))[0] + rng.normal(0, 0.0253)))
-        _drain(ex)
-    return t0 + n / rate
-
-
-def _drain(ex, n: int = 12) -> None:
-    """Let the executor take the callbacks of what was just published (keeps the sensor queues short)."""
-    for _ in range(n):
-        ex.spin_once(timeout_sec=0.0005)
-
-
 def test_bad_samples_counted_node_keeps_running(graph) -> None:
     node, vehicle, ex, received = graph
-    t = _feed_good(vehicle, ex, 100.0, 1.0)
+    t = feed_good(vehicle, ex, 100.0, 1.0)
     vehicle.step(t + 0.01, 0.01, math.nan)                 # NaN force
     vehicle.step(t + 0.02, 0.01, 0.1, fz=1.0)              # Fz ~ 0
     vehicle.step(t + 0.03, 0.01, 0.1, fz=math.inf)         # inf load
@@ -142,7 +85,7 @@ def test_bad_samples_counted_node_keeps_running(graph) -> None:
 
 def test_topic_that_stops_is_reported(graph) -> None:
     node, vehicle, ex, received = graph
-    _feed_good(vehicle, ex, 200.0, 0.5)
+    feed_good(vehicle, ex, 200.0, 0.5)
     # nothing more arrives: after stale_timeout the inputs status turns WARN naming the silent topics
     assert spin_until(ex, lambda: (s := _status(received, "inputs")) is not None and s.level == b"\x01"
                       and "no data on" in s.message and "tire_forces" in s.message, timeout=10.0)
@@ -150,7 +93,7 @@ def test_topic_that_stops_is_reported(graph) -> None:
 
 def test_estimate_then_flat_data_keeps_last_good(graph) -> None:
     node, vehicle, ex, received = graph
-    t = _feed_good(vehicle, ex, 300.0, 8.0)
+    t = feed_good(vehicle, ex, 300.0, 8.0)
     assert spin_until(ex, lambda: any(math.isfinite(m.vector.x) for m in received["grip"]), timeout=60.0), (
         "no grip estimate published", node.pipeline.collector.fill(), node.pipeline.collector.counters,
         {k: (v.n_fits, v.message) for k, v in node.pipeline.status.items()})
@@ -164,7 +107,7 @@ def test_estimate_then_flat_data_keeps_last_good(graph) -> None:
     # a clock jump restarts the buffers; then only flat (unexcited) data arrives
     for k in range(600):
         vehicle.step(t + 100.0 + k / 100.0, 0.0005, 0.0)
-        _drain(ex)
+        drain(ex)
     st = node.pipeline.status["front_axle"]
     assert spin_until(ex, lambda: st.n_failed > 0, timeout=60.0), st.message
     assert st.estimate is not None and "keeping the last good estimate" in st.message
@@ -201,9 +144,9 @@ def test_belief_cadence_survives_a_sim_clock_that_jumps_back(rclpy_context) -> N
         def drive(t0: float, seconds: float) -> None:
             for k in range(int(seconds * 100)):
                 t = t0 + k / 100.0
-                clock.publish(Clock(clock=_stamp(t)))
+                clock.publish(Clock(clock=stamp(t)))
                 vehicle.step(t, 0.001, 0.1)
-                _drain(ex)
+                drain(ex)
 
         drive(100.0, 4.0)
         assert spin_until(ex, lambda: any(m.header.stamp.sec >= 101 for m in grip), timeout=30.0), len(grip)
@@ -221,7 +164,7 @@ def test_belief_cadence_survives_a_sim_clock_that_jumps_back(rclpy_context) -> N
 
 def test_only_short_data_gives_no_estimate_and_says_why(graph) -> None:
     node, vehicle, ex, received = graph
-    _feed_good(vehicle, ex, 400.0, 0.1)              # 2 wheels x 10 steps per axle: below min_points
+    feed_good(vehicle, ex, 400.0, 0.1)               # 2 wheels x 10 steps per axle: below min_points
     node.pipeline.min_new_points = 1
     st = node.pipeline.status["front_axle"]
     assert spin_until(ex, lambda: st.n_failed > 0, timeout=30.0)

@@ -19,24 +19,19 @@ import rclpy
 import yaml
 from calibration_drive import drive_records
 from calibration_synthetic import TRUTH
+from calibrator_probe import TOPICS, closed, publish
 from diagnostic_msgs.msg import DiagnosticArray
-from nav_msgs.msg import Odometry
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_util import spin_until, wait_for_match
-from sensor_msgs.msg import Imu, JointState, Joy
 
-from vehcal_ros.nodes import conversions
 from vehcal_ros.nodes.common import latched_qos
 from vehcal_ros.nodes.model_calibrator import ModelCalibratorNode
 from vehcal_ros.records import Controls, ImuSample, OdomSample, WheelSpeeds
 from vehcal_ros.vehicle.description import load_description
 
 pytestmark = pytest.mark.ros
-
-TOPICS = {WheelSpeeds: ("/vehicle/wheel_speeds", JointState), ImuSample: ("/vehicle/imu", Imu),
-          OdomSample: ("/vehicle/odom", Odometry), Controls: ("/vehicle/controls", Joy)}
 
 
 def _overrides(tmp_path) -> list[Parameter]:
@@ -66,44 +61,6 @@ def graph(rclpy_context, tmp_path):
     probe.destroy_node()
 
 
-class CalibratorProbe:
-    """A probe node for a model_calibrator in another process: publishers of its inputs (``pubs`` by record
-    class), /diagnostics into ``diags``, the latched model into ``models``; ``ex`` spins the probe."""
-
-    def __init__(self, context, name: str) -> None:
-        self.node = Node(name, context=context)
-        self.ex = SingleThreadedExecutor(context=context)
-        self.ex.add_node(self.node)
-        self.diags: list = []
-        self.models: list = []
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diags.append, 50)
-        self.node.create_subscription(DiagnosticArray, "/vehcal/model_parameters", self.models.append,
-                                      latched_qos())
-        self.pubs = {cls: self.node.create_publisher(msg, topic, 1000) for cls, (topic, msg) in TOPICS.items()}
-
-
-def _publish(pubs, ex, records, counts: dict) -> None:
-    for k, rec in enumerate(records):
-        pubs[type(rec)].publish(conversions.to_msg(rec))
-        counts[type(rec).__name__] = counts.get(type(rec).__name__, 0) + 1
-        if k % 4 == 3:
-            for _ in range(6):
-                ex.spin_once(timeout_sec=0.0005)
-
-
-def _closed(records: list) -> list:
-    """The drive followed by 0.3 s of braking, which closes the coast-down (a window reaching the newest data
-    is still open and not fitted)."""
-    last = {type(r): r for r in records[-4:]}
-    tail = []
-    for k in range(1, 31):
-        t = records[-1].t + k / 100.0
-        w, i, o = last[WheelSpeeds], last[ImuSample], last[OdomSample]
-        tail += [WheelSpeeds(t, w.omega), ImuSample(t, i.roll, i.roll_rate, i.yaw_rate, 0.0, 0.0),
-                 OdomSample(t, o.u, o.v, o.yaw_rate), Controls(t, 0.0, 0.5, 0.0)]
-    return records + tail
-
-
 def _stage_status(received: dict, stage: str = "rolling_resistance"):
     for arr in reversed(received["diag"]):
         for st in arr.status:
@@ -122,7 +79,7 @@ def _received_total(received: dict) -> int | None:
 def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> None:
     node, pubs, ex, received = graph
     counts: dict[str, int] = {}
-    _publish(pubs, ex, _closed(drive_records(seed=1, t0=100.0, duration=10.0)), counts)
+    publish(pubs, ex, closed(drive_records(seed=1, t0=100.0, duration=10.0)), counts)
     st = node.pipeline.status["rolling_resistance"]
     assert spin_until(ex, lambda: len(received["model"]) > 0, timeout=60.0), st.message
     arr = received["model"][-1]
@@ -147,8 +104,8 @@ def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> N
     n_models = len(received["model"])
 
     # more data while the worker may be fitting: nothing published is lost
-    _publish(pubs, ex, _closed(drive_records(seed=2, t0=200.0, duration=10.0, wheel_scale=30.0 / math.pi)),
-             counts)
+    publish(pubs, ex, closed(drive_records(seed=2, t0=200.0, duration=10.0, wheel_scale=30.0 / math.pi)),
+            counts)
     total = sum(counts.values())
     assert spin_until(ex, lambda: _received_total(received) == total, timeout=20.0), (total, node.pipeline.counters)
 
@@ -158,7 +115,7 @@ def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> N
     assert st.result is not None and st.n_rejected >= 1
 
     # too short a coast
-    _publish(pubs, ex, _closed(drive_records(seed=3, t0=300.0, duration=6.5)), counts)
+    publish(pubs, ex, closed(drive_records(seed=3, t0=300.0, duration=6.5)), counts)
     assert spin_until(ex, lambda: "too short" in _stage_status(received).message, 30.0), st.message
 
     # gaps and NaN in the coast: the NaN are counted, the window is cut
@@ -166,7 +123,7 @@ def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> N
             if not (isinstance(r, OdomSample) and 406.0 < r.t < 406.3)]
     recs = [ImuSample(r.t, math.nan, r.roll_rate, r.yaw_rate, 0.0, 0.0) if isinstance(r, ImuSample)
             and 408.0 < r.t < 408.1 else r for r in recs]
-    _publish(pubs, ex, _closed(recs), counts)
+    publish(pubs, ex, closed(recs), counts)
     assert spin_until(ex, lambda: "gap or NaN" in _stage_status(received).message, 30.0), st.message
     assert node.pipeline.counters.dropped["nonfinite"] >= 9
 
@@ -176,7 +133,7 @@ def test_model_published_params_set_and_bad_input_reported(graph, tmp_path) -> N
         t = 500.0 + k / 100.0
         flat += [WheelSpeeds(t, np.full(4, 20.0)), ImuSample(t, 0.0, 0.0, 0.0, 0.0, 0.0),
                  OdomSample(t, 9.1, 0.0, 0.0), Controls(t, 0.0, 0.0, 0.0)]
-    _publish(pubs, ex, _closed(flat), counts)
+    publish(pubs, ex, closed(flat), counts)
     assert spin_until(ex, lambda: "not excited" in _stage_status(received).message, 30.0), st.message
 
     inputs = next(s for s in reversed(received["diag"][-1].status) if s.name.endswith("inputs"))

@@ -16,15 +16,15 @@ import math
 import pytest
 import yaml
 from calibration_drive import drive_records
+from calibrator_probe import TOPICS, publish
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Vector3Stamped
+from grip_probe import FAST, FakeVehicle, feed_good
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from ros_util import spin_until, wait_for_match
 from std_srvs.srv import SetBool, Trigger
-from test_grip_estimator_node import FAST, FakeVehicle, _feed_good
-from test_model_calibrator_node import TOPICS, _publish
 
 from vehcal_ros.io.calibration_state import read_state
 from vehcal_ros.nodes.grip_estimator import GripEstimatorNode, latched_qos
@@ -81,7 +81,7 @@ def test_calibrator_services_calibrate_save_enable_reset(rclpy_context, tmp_path
 
         # a coast-down still going on (open window): calibrate now takes it as it is
         counts: dict = {}
-        _publish(pubs, ex, drive_records(seed=1, t0=100.0, duration=10.0), counts)
+        publish(pubs, ex, drive_records(seed=1, t0=100.0, duration=10.0), counts)
         total = sum(counts.values())
         assert spin_until(ex, lambda: node.pipeline.counters.n_received == total, 20.0)
         answer = call(ex, probe, Trigger, f"{name}/calibrate")
@@ -103,7 +103,7 @@ def test_calibrator_services_calibrate_save_enable_reset(rclpy_context, tmp_path
         # disabled: nothing buffered, no fit, the model kept; enabled again
         n_models, n_rx = len(models), node.pipeline.counters.n_received
         assert call(ex, probe, SetBool, f"{name}/enable", SetBool.Request(data=False)).success
-        _publish(pubs, ex, drive_records(seed=2, t0=200.0, duration=10.0), {})
+        publish(pubs, ex, drive_records(seed=2, t0=200.0, duration=10.0), {})
         assert spin_until(ex, lambda: node.paused_messages >= 0.9 * total, 20.0), node.paused_messages
         answer = call(ex, probe, Trigger, f"{name}/calibrate")
         assert not answer.success and "paused" in answer.message
@@ -123,7 +123,7 @@ def test_calibrator_services_calibrate_save_enable_reset(rclpy_context, tmp_path
         probe.create_subscription(DiagnosticArray, "/vehcal/model_parameters", late.append, latched_qos())
         spin_until(ex, lambda: late, 2.0)
         assert not late                          # no model from before the reset for a late joiner
-        _publish(pubs, ex, drive_records(seed=3, t0=300.0, duration=3.0), {})
+        publish(pubs, ex, drive_records(seed=3, t0=300.0, duration=3.0), {})
         assert spin_until(ex, lambda: node.pipeline.counters.n_received > 0, 10.0)
     finally:
         node.shutdown()
@@ -157,7 +157,7 @@ def test_grip_services_enable_and_reset(rclpy_context) -> None:
     name = "/grip_estimator"
     try:
         assert wait_for_match(ex, vehicle.f) and wait_for_match(ex, vehicle.w) and wait_for_match(ex, vehicle.o)
-        t = _feed_good(vehicle, ex, 100.0, 4.0)
+        t = feed_good(vehicle, ex, 100.0, 4.0)
         assert spin_until(ex, lambda: any(math.isfinite(m.vector.x) for m in grip), 120.0), (
             node.pipeline.status["front_axle"].message)
         spin_until(ex, lambda: not node.busy, 60.0)
@@ -167,7 +167,7 @@ def test_grip_services_enable_and_reset(rclpy_context) -> None:
         assert call(ex, probe, SetBool, f"{name}/enable", SetBool.Request(data=False)).success
         n_grip, fill = len(grip), node.pipeline.collector.fill()
         accepted = node.pipeline.collector.counters.accepted
-        t = _feed_good(vehicle, ex, t, 3.0, seed=4)
+        t = feed_good(vehicle, ex, t, 3.0, seed=4)
         assert spin_until(ex, lambda: node.paused_messages >= 1000, 10.0), node.paused_messages
         spin_until(ex, lambda: False, 1.5)       # cycles would be due (fit_period 0.5 s)
         assert len(grip) == n_grip and node.pipeline.collector.fill() == fill
@@ -184,7 +184,7 @@ def test_grip_services_enable_and_reset(rclpy_context) -> None:
         probe.create_subscription(Vector3Stamped, "/vehcal/grip/front_axle", late.append, latched_qos())
         spin_until(ex, lambda: late, 2.0)
         assert not late
-        _feed_good(vehicle, ex, t + 1.0, 0.5, seed=5)
+        feed_good(vehicle, ex, t + 1.0, 0.5, seed=5)
         assert spin_until(ex, lambda: sum(node.pipeline.collector.fill().values()) > 0, 10.0)
     finally:
         node.shutdown()

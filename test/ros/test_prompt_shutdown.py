@@ -18,11 +18,11 @@ import time
 
 import pytest
 from calibration_drive import drive_records
+from calibrator_probe import CalibratorProbe, closed, publish
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from ros_util import spawn, spin_until, stop, wait_for_match
-from test_model_calibrator_node import CalibratorProbe, _closed, _publish
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -85,7 +85,7 @@ def test_calibrator_cancels_smc_fit_on_sigint(rclpy_context, tmp_path) -> None:
                  log_path=str(log))
     try:
         assert all(wait_for_match(ex, p, timeout=60.0) for p in pubs.values()), log.read_text()
-        _publish(pubs, ex, _closed(drive_records(seed=1, t0=100.0, duration=10.0)), {})
+        publish(pubs, ex, closed(drive_records(seed=1, t0=100.0, duration=10.0)), {})
         exit_s = _interrupt_during_fit(proc, ex, diags, "model_calibrator", log)
     finally:
         _close(proc, probe)
