@@ -36,7 +36,8 @@ def test_params_file_is_the_generated_one() -> None:
     shipped = (ROOT / "config" / "estimate.yaml").read_text()
     generated = _param_reference().params_yaml()
     changed = [(a, b) for a, b in zip(shipped.splitlines(), generated.splitlines()) if a != b]
-    assert shipped == generated, f"config/estimate.yaml: regenerate with tools/param_reference.py --write: {changed[:2]}"
+    assert shipped == generated, (
+        f"config/estimate.yaml: regenerate with tools/param_reference.py --write: {changed[:2]}")
 
 
 @pytest.mark.parametrize("node", NODES)
