@@ -6,7 +6,7 @@ sourced ROS 2 install) they run against the package built into a colcon-style pr
 AMENT_PREFIX_PATH): the structural tests (arguments, nodes, namespace, per-vehicle clock remap); launch's own
 LaunchService running it (namespace:=truck7 sim:=true scenario:=coast_down); the vehicle description each
 estimator is given; the ``ros2 launch`` smoke test when ros2cli is there too. Checked outside CI, last on
-2026-11-30, with ros2/launch 3.7.1 (launch, launch_xml, launch_yaml), launch_ros 0.28.0 (launch_ros, ros2launch)
+2026-12-01, with ros2/launch 3.7.1 (launch, launch_xml, launch_yaml), launch_ros 0.28.0 (launch_ros, ros2launch)
 and ros2cli 0.36.1 (ros2cli, ros2pkg) from their sources on PYTHONPATH / PATH beside the pip rclpy
 (composition_interfaces, which launch_ros imports for composable node containers only, replaced by a placeholder
 whose services raise if used): all five pass. In CI, test_launch_contract.py checks

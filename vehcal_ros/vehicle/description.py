@@ -201,6 +201,11 @@ class VehicleDescription:
         """L = a + b, m."""
         return self.a + self.b
 
+    @property
+    def driven(self) -> tuple[bool, bool]:
+        """(front, rear): whether each axle is driven (``driveline.driven_axles``)."""
+        return "front" in self.driven_axles, "rear" in self.driven_axles
+
     def driven_wheel_inertia(self) -> float:
         """The smaller spin inertia of a driven wheel, kg m^2 (the driveline inertia ``Jd`` must stay above
         minus this)."""

@@ -234,8 +234,8 @@ class CalibrationPipelineConfig:
                              ("recalibration_period", 0.0, 86400.0), ("min_new_data", 0.0, 86400.0),
                              ("clock_jump", 0.01, 3600.0), ("r0", 0.1, 2.0)):
             v = getattr(self, name)
-            if name == "r0" and v is None:   # the description's
-                continue
+            if name == "r0" and v is None:
+                continue   # None: the description's unloaded radius
             if not (isinstance(v, (int, float)) and lo <= v <= hi):
                 raise InputError(f"calibration config: {name} = {v!r} is out of range [{lo}, {hi}]")
         if not (isinstance(self.noise_prior_factor, (int, float)) and 0.1 <= self.noise_prior_factor <= 1000.0):

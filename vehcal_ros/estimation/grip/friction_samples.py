@@ -108,7 +108,7 @@ def slip_geometry(vehicle: VehicleDescription) -> dict[str, Any]:
     v = vehicle
     mode, r0_slip, kt_f, kt_r = v.slip_radius_law()
     return {"wheel_x": (v.a, v.a, -v.b, -v.b), "wheel_y": (v.cf / 2, -v.cf / 2, v.cr / 2, -v.cr / 2),
-            "driven": ("front" in v.driven_axles, "rear" in v.driven_axles), "steering_gain": float(v.steer_gain),
+            "driven": v.driven, "steering_gain": float(v.steer_gain),
             "radius_mode": mode, "r0": r0_slip, "kt": kt_f, "kt_rear": kt_r}
 
 

@@ -68,7 +68,7 @@ class CanTorqueConfig:
             return None
         return cls(drive=desc.torque_source, gear_ratios=tuple(desc.gear_ratios), final_drive=desc.final_drive,
                    efficiency=desc.efficiency, front_share=desc.front_share,
-                   driven=("front" in desc.driven_axles, "rear" in desc.driven_axles),
+                   driven=desc.driven,
                    brake_gain=(desc.brake_gain_front / BAR_PA, desc.brake_gain_rear / BAR_PA), max_age=max_age)
 
 

@@ -155,7 +155,7 @@ class RollingRadiusConfig:
         fz_f, fz_r = desc.static_wheel_loads()
         mode, r0, kt_f, kt_r = desc.slip_radius_law()
         kw = dict(r0=r0, kt=(kt_f, kt_r), radius_mode=mode, fz_static=(float(fz_f), float(fz_r)),
-                  driven=("front" in desc.driven_axles, "rear" in desc.driven_axles),
+                  driven=desc.driven,
                   steering_gain=float(desc.steer_gain), **slip_terms(desc))
         kw.update(overrides)
         return cls(**kw)
