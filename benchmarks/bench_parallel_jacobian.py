@@ -47,7 +47,7 @@ from vehcal_ros.estimation.calibration.brake_fit import (
     synthetic_data,
 )
 from vehcal_ros.inference.executors import make_executor
-from vehcal_ros.inference.least_squares.parallel import _Evaluator, parallel_least_squares
+from vehcal_ros.inference.least_squares.parallel import ResidualEvaluator, parallel_least_squares
 
 
 class WholeResidual:
@@ -129,12 +129,12 @@ def _raw_throughput(ex, res, tasks_per_worker: int, n_evals: int = 8, repeat: in
     pairs = []
     for _ in range(repeat):
         other = OtherLoad()
-        ev_s = _Evaluator(res, None)
+        ev_s = ResidualEvaluator(res, None)
         t0 = time.perf_counter()
         for q in pts:
             ev_s.many([q])
         t_s = time.perf_counter() - t0
-        ev_p = _Evaluator(res, ex, tasks_per_worker)
+        ev_p = ResidualEvaluator(res, ex, tasks_per_worker)
         ev_p.many(pts[:1])  # ship the residual (first round)
         t0 = time.perf_counter()
         ev_p.many(pts)

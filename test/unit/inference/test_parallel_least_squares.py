@@ -19,11 +19,11 @@ from vehcal_ros.estimation.calibration.brake_fit import (
 )
 from vehcal_ros.inference.executors import make_executor, map_over_executor, values_or_raise
 from vehcal_ros.inference.least_squares.parallel import (
-    _MISSING,
-    _balanced_chunks,
-    _eval_items,
-    _Evaluator,
-    _FunRef,
+    RESIDUAL_NOT_CACHED,
+    ResidualEvaluator,
+    ResidualRef,
+    balanced_chunks,
+    evaluate_items,
     parallel_least_squares,
 )
 from vehcal_ros.models import pacejka
@@ -98,10 +98,10 @@ def test_parallel_equals_serial(brake_problem, local_pool):
 
 
 def test_balanced_chunks():
-    assert _balanced_chunks([1.0] * 8, 2) == [(0, 2, 4, 6), (1, 3, 5, 7)]
-    assert _balanced_chunks([5.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2) == [(0,), (1, 2, 3, 4, 5)]
-    assert _balanced_chunks([1.0, 2.0], 5) == [(1,), (0,)]
-    assert _balanced_chunks([1.0], 1) == [(0,)]
+    assert balanced_chunks([1.0] * 8, 2) == [(0, 2, 4, 6), (1, 3, 5, 7)]
+    assert balanced_chunks([5.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2) == [(0,), (1, 2, 3, 4, 5)]
+    assert balanced_chunks([1.0, 2.0], 5) == [(1,), (0,)]
+    assert balanced_chunks([1.0], 1) == [(0,)]
 
 
 def test_workers_cache_the_residual_and_misses_are_resent(brake_problem, local_pool):
@@ -109,11 +109,11 @@ def test_workers_cache_the_residual_and_misses_are_resent(brake_problem, local_p
     maneuvers, res = brake_problem
     p1, p2 = TRUTH, TRUTH * 1.001
     # pickling: an id-only reference resolves to nothing in a process that never received the residual
-    ref = pickle.loads(pickle.dumps(_FunRef("test-key-1", res, ship=False)))
-    assert ref.fun is None and _eval_items(ref, p1[None], ((0, 0),))[1] == _MISSING
-    ref = pickle.loads(pickle.dumps(_FunRef("test-key-1", res, ship=True)))
-    assert ref.fun is not None and pickle.loads(pickle.dumps(_FunRef("test-key-1", res))).fun is not None
-    ev = _Evaluator(res, local_pool)
+    ref = pickle.loads(pickle.dumps(ResidualRef("test-key-1", res, ship=False)))
+    assert ref.fun is None and evaluate_items(ref, p1[None], ((0, 0),))[1] == RESIDUAL_NOT_CACHED
+    ref = pickle.loads(pickle.dumps(ResidualRef("test-key-1", res, ship=True)))
+    assert ref.fun is not None and pickle.loads(pickle.dumps(ResidualRef("test-key-1", res))).fun is not None
+    ev = ResidualEvaluator(res, local_pool)
     assert ev.tasks(1) == [((0, 0),), ((0, 1),)]
     assert ev.tasks(4) == [((0, 0), (1, 0), (2, 0), (3, 0)), ((0, 1), (1, 1), (2, 1), (3, 1))]
     (r1,) = ev.many([p1])  # the residual travels with the tasks

@@ -69,7 +69,17 @@ from vehcal_ros.inference.blas import BlasThreads
 from vehcal_ros.inference.executors import executor_workers
 from vehcal_ros.inference.quantiles import student_t_quantile
 
-__all__ = ["ParallelFit", "SegmentedResidual", "fd_jacobian", "parallel_least_squares"]
+__all__ = [
+    "RESIDUAL_NOT_CACHED",
+    "ParallelFit",
+    "ResidualEvaluator",
+    "ResidualRef",
+    "SegmentedResidual",
+    "balanced_chunks",
+    "evaluate_items",
+    "fd_jacobian",
+    "parallel_least_squares",
+]
 
 DEFAULT_F_NOISE = 1e-12
 DEFAULT_COND_MAX = 1e8
@@ -94,24 +104,34 @@ class SegmentedResidual(Protocol):
 _WORKER_FUNS: OrderedDict[str, Any] = OrderedDict()
 _WORKER_FUNS_MAX = 4
 _WORKER_LOCK = threading.Lock()
-_MISSING = "__vehcal_residual_not_cached__"
+RESIDUAL_NOT_CACHED = "__vehcal_residual_not_cached__"
+"""What :func:`evaluate_items` returns in place of the residual slices when the worker does not hold the residual
+of the task's :class:`ResidualRef` (the caller then resends the task with the residual attached)."""
 _SHIP_ROUNDS = 3
 _evaluator_ids = itertools.count()
 
 
-class _FunRef:
-    """The residual of one solve as a task argument: pickles to its id, plus the object when ``ship``."""
+class ResidualRef:
+    """The residual of one solve as a task argument: pickles to its id, plus the object when ``ship``.
+
+    ``key`` identifies the residual of one solve (one :class:`ResidualEvaluator`) in the workers' cache; ``fun``
+    is the residual object, or None after unpickling in a worker that does not hold it; ``ship`` makes the object
+    travel with the pickle. Unpickled, a shipped reference stores the object in the worker's cache (at most 4
+    residuals, least recently used dropped first) and an id-only one looks it up there.
+    """
 
     __slots__ = ("key", "fun", "ship")
 
     def __init__(self, key: str, fun: Any, ship: bool = False) -> None:
+        """Reference ``fun`` under ``key``; ``ship``: pickle the object along with the id."""
         self.key, self.fun, self.ship = key, fun, ship
 
     def __reduce__(self) -> tuple:
+        """Pickle as a call of the worker-side resolver with the id, and the object when shipping."""
         return _resolve_fun, (self.key, self.fun if self.ship else None)
 
 
-def _resolve_fun(key: str, fun: Any) -> _FunRef:
+def _resolve_fun(key: str, fun: Any) -> ResidualRef:
     """Unpickling in a worker: store a shipped residual, or look the id up (``fun`` None: a cache miss).
 
     A shipped reference stays shipping: a transport that unpickles and pickles again on the way (Dask may do
@@ -127,7 +147,7 @@ def _resolve_fun(key: str, fun: Any) -> _FunRef:
             fun = _WORKER_FUNS.get(key)
         if fun is not None:
             _WORKER_FUNS.move_to_end(key)
-    return _FunRef(key, fun, ship=shipped)
+    return ResidualRef(key, fun, ship=shipped)
 
 
 def _eval_one(fun: Any, p: np.ndarray, k: int) -> np.ndarray:
@@ -143,21 +163,27 @@ def _worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _eval_items(ref: _FunRef, points: np.ndarray, items: tuple[tuple[int, int], ...],
-                ) -> tuple[str, list[np.ndarray] | str]:
+def evaluate_items(ref: ResidualRef, points: np.ndarray, items: tuple[tuple[int, int], ...],
+                   ) -> tuple[str, list[np.ndarray] | str]:
     """``(worker id, [residual slice of segment k at points[i] for (i, k) in items])`` (``k = -1``: the whole
     unsegmented residual).
 
-    Module level so that process and Dask backends can pickle it. The slices are :data:`_MISSING` when this
-    worker does not hold the residual yet (the caller then resends the task with the residual attached).
+    The task function the executor runs; module level so that process and Dask backends can pickle it. The
+    slices are :data:`RESIDUAL_NOT_CACHED` when this worker does not hold the residual yet (the caller then
+    resends the task with the residual attached).
     """
     if ref.fun is None:
-        return _worker_id(), _MISSING
+        return _worker_id(), RESIDUAL_NOT_CACHED
     return _worker_id(), [_eval_one(ref.fun, points[i], k) for i, k in items]
 
 
-def _balanced_chunks(costs: Sequence[float], n_chunks: int) -> list[tuple[int, ...]]:
-    """Segments split into ``n_chunks`` groups of near-equal total cost (greedy longest first), each sorted."""
+def balanced_chunks(costs: Sequence[float], n_chunks: int) -> list[tuple[int, ...]]:
+    """Indices of ``costs`` split into ``n_chunks`` groups of near-equal total cost, each sorted.
+
+    Greedy longest first: in order of decreasing cost (ties by index), each index joins the group with the
+    smallest load so far (ties: the lowest group). ``n_chunks`` is clamped to ``1..len(costs)``; empty groups
+    are dropped.
+    """
     n_chunks = max(1, min(n_chunks, len(costs)))
     loads = [0.0] * n_chunks
     groups: list[list[int]] = [[] for _ in range(n_chunks)]
@@ -274,16 +300,16 @@ class ParallelFit:
         }
 
 
-class _Evaluator:
+class ResidualEvaluator:
     """Evaluates the residual at batches of points, in the caller or on an executor, and counts.
 
     On an executor, one round (all points the solver needs at once: a trial point, or the stencil of a
     Jacobian) is split into ``tasks_per_worker x workers`` tasks of equal cost: the (point, segment) items are
-    dealt out by :func:`_balanced_chunks` with the segments' ``segment_cost`` (1 each when the residual has
+    dealt out by :func:`balanced_chunks` with the segments' ``segment_cost`` (1 each when the residual has
     none). Few, equal tasks per round keep every worker busy until the round ends without the pool having to
     feed new tasks in the middle of it (a process pool's feeder threads then compete with the busy workers
     for the cores). A task carries the round's parameter vectors, its item list and a reference to the residual
-    (:class:`_FunRef`), which the workers cache. Without an executor, the segments are evaluated one after
+    (:class:`ResidualRef`), which the workers cache. Without an executor, the segments are evaluated one after
     another in the caller. Both give bit-identical residuals (same segment computations, concatenated in
     segment order) and the same counts.
     """
@@ -311,7 +337,7 @@ class _Evaluator:
     def tasks(self, n_points: int) -> list[tuple[tuple[int, int], ...]]:
         """The round's tasks: (point, segment) items split into up to ``n_slots`` groups of equal cost."""
         items = [(i, k) for i in range(n_points) for k in self.segments]
-        groups = _balanced_chunks([self.costs[k] for _, k in items], self.n_slots)
+        groups = balanced_chunks([self.costs[k] for _, k in items], self.n_slots)
         return [tuple(items[j] for j in g) for g in groups]
 
     def _remember(self, p: np.ndarray, r: np.ndarray) -> None:
@@ -320,6 +346,7 @@ class _Evaluator:
             self._last.pop(0)
 
     def lookup(self, p: np.ndarray) -> np.ndarray | None:
+        """The residual remembered for exactly ``p`` (one of the last 4 the solve stored), or None."""
         key = p.tobytes()
         for k, r in reversed(self._last):
             if k == key:
@@ -339,21 +366,21 @@ class _Evaluator:
         ship = len(self.holders) < self.n_workers and self.rounds_shipped < _SHIP_ROUNDS
         self.rounds_shipped += ship
         # a fresh reference per round: a process pool pickles the arguments later, in its feeder thread
-        ref = _FunRef(self.key, self.fun, ship=ship)
-        futs = [self.executor.submit(_eval_items, ref, points, items) for items in tasks]
+        ref = ResidualRef(self.key, self.fun, ship=ship)
+        futs = [self.executor.submit(evaluate_items, ref, points, items) for items in tasks]
         out: list[dict[int, np.ndarray]] = [{} for _ in pts]
-        shipped = _FunRef(self.key, self.fun, ship=True)
+        shipped = ResidualRef(self.key, self.fun, ship=True)
         pending = list(zip(tasks, futs))
         resent: set[Future] = set()
         while pending:
             resend = []
             for items, fut in pending:
                 wid, vals = fut.result()
-                if isinstance(vals, str) and vals == _MISSING:
+                if isinstance(vals, str) and vals == RESIDUAL_NOT_CACHED:
                     self.holders.discard(wid)
                     if fut in resent:
                         raise RuntimeError("the executor lost the residual attached to a task")
-                    fut2 = self.executor.submit(_eval_items, shipped, points, items)
+                    fut2 = self.executor.submit(evaluate_items, shipped, points, items)
                     resent.add(fut2)
                     resend.append((items, fut2))
                     self.n_resent += 1
@@ -413,7 +440,7 @@ def _steps(p: np.ndarray, lb: np.ndarray, ub: np.ndarray, rel: float, typical: n
     return step, kind
 
 
-def fd_jacobian(ev: _Evaluator, p: np.ndarray, f0: np.ndarray, lb: np.ndarray, ub: np.ndarray, *, rel: float,
+def fd_jacobian(ev: ResidualEvaluator, p: np.ndarray, f0: np.ndarray, lb: np.ndarray, ub: np.ndarray, *, rel: float,
                 typical: np.ndarray, central: bool) -> tuple[np.ndarray, int]:
     """Finite-difference Jacobian at ``p`` (base residual ``f0``) in one parallel round (+1 for fallbacks).
 
@@ -583,7 +610,7 @@ def parallel_least_squares(
         raise ValueError(f"{len(names)} names for {n} parameters")
 
     with BlasThreads(blas_threads):
-        ev = _Evaluator(fun, executor, tasks_per_worker)
+        ev = ResidualEvaluator(fun, executor, tasks_per_worker)
         (f_start,) = ev.many([x0], in_caller=True)
         if not np.all(np.isfinite(f_start)):
             raise ValueError(f"the residual is not finite at x0 = {x0.tolist()}")
