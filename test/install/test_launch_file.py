@@ -1,16 +1,17 @@
 """launch/estimate.launch.py with the real ROS 2 ``launch`` / ``launch_ros`` packages.
 
 Those are not on PyPI (the PyPI project called ``launch`` is an unrelated 2017 tool), so in the pip environment
-these tests are reported as skipped with the reason; where ``launch`` and ``launch_ros`` are importable (a
-sourced ROS 2 install) they run against the package built into a colcon-style prefix (first on
-AMENT_PREFIX_PATH): the structural tests (arguments, nodes, namespace, per-vehicle clock remap); launch's own
-LaunchService running it (namespace:=truck7 sim:=true scenario:=coast_down); the vehicle description each
-estimator is given; the ``ros2 launch`` smoke test when ros2cli is there too. Checked outside CI, last on
-2026-12-01, with ros2/launch 3.7.1 (launch, launch_xml, launch_yaml), launch_ros 0.28.0 (launch_ros, ros2launch)
-and ros2cli 0.36.1 (ros2cli, ros2pkg) from their sources on PYTHONPATH / PATH beside the pip rclpy
-(composition_interfaces, which launch_ros imports for composable node containers only, replaced by a placeholder
-whose services raise if used): all five pass. In CI, test_launch_contract.py checks
-the launch file's source against the package (executables, node names, parameters, default params file) and
+these tests are reported as skipped with the reason; where ``launch`` and ``launch_ros`` are importable (a sourced
+ROS 2 install) they run against the package built into a colcon-style prefix (first on AMENT_PREFIX_PATH): the
+declared arguments and nodes; launch's own LaunchService starting the nodes, observed through its public
+ProcessStarted events (each node's command line: namespace, per-vehicle clock remap, and the vehicle description
+each estimator is given in its params files), shut down as soon as they have started; LaunchService running the
+installed package (namespace:=truck7 sim:=true scenario:=coast_down); the ``ros2 launch`` smoke test when ros2cli
+is there too. Checked outside CI, last on 2026-12-01, with ros2/launch 3.7.1 (launch, launch_xml, launch_yaml),
+launch_ros 0.28.0 (launch_ros, ros2launch) and ros2cli 0.36.1 (ros2cli, ros2pkg) from their sources on PYTHONPATH /
+PATH beside the pip rclpy (composition_interfaces, which launch_ros imports for composable node containers only,
+replaced by a placeholder whose services raise if used): all five pass. In CI, test_launch_contract.py checks the
+launch file's source against the package (executables, node names, parameters, default params file) and
 test_install_layout.py runs the installed nodes with the arguments launch_ros gives them.
 """
 
@@ -20,6 +21,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,8 @@ launch_ros = pytest.importorskip("launch_ros", reason="ROS 2's launch_ros packag
 @pytest.fixture(autouse=True)
 def _launch_temp_files_in_tmp_path(tmp_path, monkeypatch) -> None:
     """launch_ros writes each node's parameters to a NamedTemporaryFile it does not delete
-    (``launch_params_*``): put them in the test's own temporary directory instead of the system's."""
+    (``launch_params_*``): put them in the test's own temporary directory instead of the system's (TMPDIR for
+    the launch subprocesses, which inherit it)."""
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -97,33 +100,124 @@ def test_launch_declares_the_documented_arguments_and_nodes(package_index) -> No
         assert f"{exe} = vehcal_ros.nodes.{exe}:main" in setup or f"{exe}=vehcal_ros.nodes.{exe}:main" in setup
 
 
-def test_namespace_and_per_vehicle_clock(package_index) -> None:
+STARTED_SCRIPT = """
+import json
+import sys
+
+import launch
+from launch.actions import EmitEvent, IncludeLaunchDescription, RegisterEventHandler, TimerAction
+from launch.event_handlers import OnProcessStart
+from launch.events import Shutdown
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+out, expected, timeout, launch_file = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+args = dict(a.split(":=", 1) for a in sys.argv[5:])
+started = []
+
+
+def on_start(event, context):
+    started.append(list(event.cmd))
+    if len(started) == expected:
+        return EmitEvent(event=Shutdown(reason="the expected processes started"))
+    return None
+
+
+service = launch.LaunchService(argv=[])
+service.include_launch_description(launch.LaunchDescription([
+    RegisterEventHandler(OnProcessStart(on_start=on_start)),
+    TimerAction(period=timeout, actions=[EmitEvent(event=Shutdown(reason="timed out"))]),
+    IncludeLaunchDescription(PythonLaunchDescriptionSource(launch_file), launch_arguments=args.items()),
+]))
+code = service.run()
+with open(out, "w") as f:
+    json.dump(started, f)
+sys.exit(code)
+"""
+
+
+@dataclass(frozen=True)
+class StartedNode:
+    """What a started node's command line (``... --ros-args -r __node:=NAME -r __ns:=NS --params-file FILE ...
+    -r FROM:=TO``) gives it."""
+
+    namespace: str | None
+    """``__ns`` (None: none given, the root namespace)."""
+    remaps: list[tuple[str, str]]
+    """The remapping rules other than ``__node`` and ``__ns``, in order."""
+    params_files: list[str]
+    """The ``--params-file`` arguments, in order."""
+
+
+def _parse_command(cmd: list[str]) -> StartedNode:
+    """The namespace, remaps and params files of a node's command line (everything after its ``--ros-args``)."""
+    namespace, remaps, params_files = None, [], []
+    args = iter(cmd[cmd.index("--ros-args") + 1:])
+    for flag in args:
+        if flag == "--ros-args":
+            continue
+        value = next(args)
+        if flag == "--params-file":
+            params_files.append(value)
+        elif flag == "-r":
+            src, dst = value.split(":=", 1)
+            if src == "__ns":
+                namespace = dst
+            elif src != "__node":
+                remaps.append((src, dst))
+        else:
+            raise AssertionError(f"unexpected ROS argument {flag} {value} in {cmd}")
+    return StartedNode(namespace, remaps, params_files)
+
+
+def _started_nodes(tmp_path: Path, expected: int, **arguments: str) -> dict[str, StartedNode]:
+    """Run the launch file with launch's own LaunchService (in a subprocess: a fresh launch state per run) with
+    ``arguments``, record each process's command line from the ProcessStarted events, and shut the launch down as
+    soon as ``expected`` processes have started (or after 60 s); the started nodes by executable name."""
+    import json
+    import sys
+    import tempfile
+
+    run = Path(tempfile.mkdtemp(prefix="started_", dir=tmp_path))
+    (run / "record_started.py").write_text(STARTED_SCRIPT)
+    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_LOG_DIR": str(run / "log")}
+    # the launch file's substitutions import vehcal_ros: this source tree's, as in the other tests of this module
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    proc = subprocess.run([sys.executable, str(run / "record_started.py"), str(run / "started.json"),
+                           str(expected), "60", str(LAUNCH_FILE), *(f"{k}:={v}" for k, v in arguments.items())],
+                          cwd=run, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    commands = json.loads((run / "started.json").read_text())
+    assert len(commands) == expected, (commands, proc.stdout[-3000:])
+    return {Path(cmd[0]).name: _parse_command(cmd) for cmd in commands}
+
+
+def test_namespace_and_per_vehicle_clock(tmp_path, package_index) -> None:
     """namespace:=truck7 reaches every node; with sim:=true /clock is remapped to clock (/truck7/clock) so two
     simulated vehicles keep separate clocks; without the simulator the remap is a no-op."""
-    for sim, clock in (("true", "clock"), ("false", "/clock")):
-        ld, context = _description(params_file=str(ROOT / "config" / "estimate.yaml"), namespace="truck7", sim=sim)
-        for exe, node in _nodes(ld, context).items():
-            # launch_ros (0.28) expands a Node's substitutions only here or in execute(), which starts the process
-            node._perform_substitutions(context)
-            assert node.expanded_node_namespace == "/truck7", exe
-            assert node.expanded_remapping_rules == [("/clock", clock)], exe
+    params = str(ROOT / "config" / "estimate.yaml")
+    for sim, clock, exes in (("true", "clock", {"grip_estimator", "model_calibrator", "vehicle_simulator"}),
+                             ("false", "/clock", {"grip_estimator", "model_calibrator"})):
+        started = _started_nodes(tmp_path, len(exes), params_file=params, namespace="truck7", sim=sim)
+        assert set(started) == exes
+        for exe, node in started.items():
+            assert node.namespace == "/truck7", exe
+            assert node.remaps == [("/clock", clock)], exe
 
 
-def _vehicle_parameter(node, context) -> str:
+def _vehicle_parameter(node: StartedNode) -> str | None:
     """The ``vehicle`` the node is started with: the last of its params files (launch_ros writes a dict of
-    parameters as one, after the params_file) that sets it. launch_ros keeps the expanded list private."""
+    parameters as one, after the params_file) that sets it."""
     import yaml
 
-    node._perform_substitutions(context)
     found = None
-    for path, is_file in node._Node__expanded_parameter_arguments:
-        assert is_file, path
+    for path in node.params_files:
         for section in (yaml.safe_load(Path(path).read_text()) or {}).values():
             found = (section.get("ros__parameters") or {}).get("vehicle", found)
     return found
 
 
-def test_estimators_describe_the_simulated_vehicle(package_index) -> None:
+def test_estimators_describe_the_simulated_vehicle(tmp_path, package_index) -> None:
     """With sim:=true both estimators get the simulated vehicle's shipped description (the simulator's HMMWV:
     hmmwv_sim; a sedan scenario: sedan) unless vehicle:= names one; without sim the params file's stands."""
     params = str(ROOT / "config" / "estimate.yaml")
@@ -132,10 +226,10 @@ def test_estimators_describe_the_simulated_vehicle(package_index) -> None:
                             ({"sim": "true", "vehicle": "sedan"}, "sedan"),
                             ({}, "hmmwv"),
                             ({"vehicle": "my_car.yaml"}, "my_car.yaml")):
-        ld, context = _description(params_file=params, **arguments)
-        for exe, node in _nodes(ld, context).items():
-            if exe != "vehicle_simulator":
-                assert _vehicle_parameter(node, context) == want, (arguments, exe)
+        started = _started_nodes(tmp_path, 3 if arguments.get("sim") == "true" else 2, params_file=params,
+                                 **arguments)
+        for exe in ("grip_estimator", "model_calibrator"):
+            assert _vehicle_parameter(started[exe]) == want, (arguments, exe)
 
 
 @pytest.mark.slow
