@@ -17,7 +17,7 @@ from vehcal_ros import __version__
 from vehcal_ros.errors import EstimationError, InputError
 
 #: verbs, each a module under vehcal_ros.commands
-VERBS = ("run", "simulate", "replay", "grip", "calibrate", "batch", "demo", "vehicle")
+VERBS = ("run", "simulate", "replay", "grip", "calibrate", "batch", "demo", "vehicle", "precompile")
 
 
 class BrokenVerb(RuntimeError):

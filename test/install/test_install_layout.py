@@ -3,6 +3,9 @@ launch package (not on PyPI): the package is built into a fresh install prefix t
 does it, and the INSTALLED executables are started from an unrelated working directory with the arguments
 launch_ros gives them. Checked over DDS:
 
+* the installed ``vehcal precompile`` (as after ``colcon build``: ``ros2 run vehcal_ros vehcal precompile``)
+  compiles the kernels into the prefix's cache, so the six nodes started next load them instead of each compiling
+  what it uses;
 * the simulator finds its scenario by name (through the ament index: the source tree is not on the path);
 * every topic of a vehicle is under its namespace (only /diagnostics, /clock remapped per vehicle, /rosout and
   /parameter_events outside);
@@ -85,6 +88,12 @@ def test_installed_package_two_vehicles_over_dds(tmp_path, rclpy_context) -> Non
     where = subprocess.run([sys.executable, "-c", "import vehcal_ros; print(vehcal_ros.__file__)"], env=env,
                            cwd=elsewhere, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(prefix), where            # the installed copy runs, not the source tree
+    compiled = subprocess.run([str(lib / "vehcal"), "precompile"], env=env, cwd=elsewhere, capture_output=True,
+                              text=True, timeout=600)
+    assert compiled.returncode == 0 and compiled.stdout.startswith("kernels compiled into"), (
+        compiled.stdout[-2000:] + compiled.stderr[-3000:])
+    cached = {p.name.split(".")[0] for p in Path(env["NUMBA_CACHE_DIR"]).rglob("*.nbi")}
+    assert {"dynamics", "posterior", "vehicle_8dof", "tire_forces"} <= cached, sorted(cached)  # the three groups
 
     probe = Node("install_probe", context=rclpy_context)
     models = {ns: [] for ns in NAMESPACES}
