@@ -17,13 +17,17 @@ $(STAMP): requirements.txt requirements-test.txt setup.py
 	touch $(STAMP)
 
 ## make test: the whole suite, slow statistical checks included (as CI runs it), on two pytest-xdist workers
-## (a test file per worker at a time: the tests' processes wait on real-time drives much of the time)
+## (a test file per worker at a time: the tests' processes wait on real-time drives much of the time). The kernels
+## are compiled first, once, in parallel (vehcal precompile; seconds when the cache is warm), instead of by every
+## test process and node that finds the cache empty.
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadfile
 test: $(STAMP)
+	$(BIN)/vehcal precompile
 	$(PYTEST) test
 
 ## make test-fast: skip the tests marked slow
 test-fast: $(STAMP)
+	$(BIN)/vehcal precompile
 	$(PYTEST) -m "not slow" test
 
 ## make demo: the main job end to end

@@ -500,7 +500,7 @@ def test_a_drive_whose_windows_disagree_with_the_carried_model_is_flagged_withou
     assert changed["drives"][1]["checks"]["rolling_resistance"]["n"] == 3
 
 
-def _free_rolling(bag: Path, vehicle: str) -> dict:
+def _free_rolling(records: list, vehicle: str) -> dict:
     from vehcal_ros.estimation.calibration.segments import (
         SegmentConfig,
         free_rolling_radius,
@@ -509,9 +509,9 @@ def _free_rolling(bag: Path, vehicle: str) -> dict:
     )
 
     c = SegmentConfig()
-    r = resample(records_to_sources([rec for _, rec in bags.read_bag(bag)]), c.rate, c.max_gap, c.yaw_rate_source)
+    r = resample(records_to_sources(records), c.rate, c.max_gap, c.yaw_rate_source)
     fr = free_rolling_radius(r, c, vehicle)
-    assert fr is not None, bag
+    assert fr is not None
     return {"radius": fr.radius, "se": fr.se, "seconds": fr.seconds}
 
 
@@ -520,6 +520,8 @@ def test_a_load_change_lowers_the_rolling_radius_and_only_it_is_flagged(tmp_path
     same vehicle (noise seeds 1, 2) agree, one passenger's worth (+5 % chassis mass) is within the drift model's
     radius allowance, +20 % chassis mass is flagged (kind radius) and is the only flag."""
     import vehcal_ros
+    from vehcal_ros.io.scenarios import load_scenario
+    from vehcal_ros.io.simulate import ScenarioRun
 
     src = Path(vehcal_ros.__file__).parent / "data" / "hmmwv.yaml"
     drives = []
@@ -530,10 +532,8 @@ def test_a_load_change_lowers_the_rolling_radius_and_only_it_is_flagged(tmp_path
             doc["chassis"]["mass"] = float(doc["chassis"]["mass"]) * (1.0 + load)
             model = tmp_path / f"hmmwv_{name}.yaml"
             model.write_text(yaml.safe_dump(doc, sort_keys=False))
-        bag = tmp_path / name
-        assert main(["simulate", "daily_driving", "--vehicle", str(model), "--seed", str(seed), "--duration", "60",
-                     "--bag", str(bag), "--quiet"]) == 0
-        radius = _free_rolling(bag, "hmmwv_sim")
+        scenario = load_scenario("daily_driving", vehicle=str(model)).with_seed(seed)   # `vehcal simulate`'s run
+        radius = _free_rolling([rec for _, rec, _ in ScenarioRun(scenario, duration=60.0)], "hmmwv_sim")
         drives.append(cs.drive_entry(name, 0.0, 60.0, {}, {}, rolling_radius=radius))
     summary = vehicle_summary(drives)
     rows = {r["drive"]: r for r in summary["parameters"]["rolling_radius"]}
