@@ -19,9 +19,6 @@ import os
 import time
 from collections.abc import Callable
 
-GROUPS = ("simulator", "grip", "calibration")
-"""The kernel groups, each compiled by one task (of similar cost: 20-30 CPU-s each)."""
-
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("precompile", help="compile the JIT kernels into their cache (once per install)",
@@ -110,6 +107,8 @@ def _calibration() -> None:
 
 
 WORKLOADS: dict[str, Callable[[], None]] = {"simulator": _simulator, "grip": _grip, "calibration": _calibration}
+"""The kernel groups, each compiled by one task (of similar cost: 20-30 CPU-s each)."""
+GROUPS = tuple(WORKLOADS)
 
 
 def compile_group(name: str) -> tuple[str, float]:

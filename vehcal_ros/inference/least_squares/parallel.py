@@ -116,8 +116,8 @@ class ResidualRef:
 
     ``key`` identifies the residual of one solve (one :class:`ResidualEvaluator`) in the workers' cache; ``fun``
     is the residual object, or None after unpickling in a worker that does not hold it; ``ship`` makes the object
-    travel with the pickle. Unpickled, a shipped reference stores the object in the worker's cache (at most 4
-    residuals, least recently used dropped first) and an id-only one looks it up there.
+    travel with the pickle. Unpickled, a shipped reference stores the object in the worker's cache (at most
+    ``_WORKER_FUNS_MAX``, least recently used dropped first) and an id-only one looks it up there.
     """
 
     __slots__ = ("key", "fun", "ship")
